@@ -1,0 +1,115 @@
+//! Action errors, always classified so the runner knows whether to retry.
+
+use crate::duration_ms;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Why an action run failed. The class decides what happens next: only `Transient` and `Timeout` may be
+/// retried, and only for idempotent or side-effect-free actions.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "class", rename_all = "snake_case")]
+pub enum ActionError {
+    /// The params were wrong. Fails fast; never retried.
+    #[error("invalid params: {message}")]
+    Validation {
+        /// What was wrong and what was expected.
+        message: String,
+    },
+    /// A passing failure (a dropped connection, a busy peer). May be retried.
+    #[error("transient failure: {message}")]
+    Transient {
+        /// What went wrong.
+        message: String,
+    },
+    /// The run took longer than the action's timeout. May be retried.
+    #[error("timed out after {}ms", after.as_millis())]
+    Timeout {
+        /// The timeout that was exceeded.
+        #[serde(with = "duration_ms")]
+        #[schemars(with = "u64")]
+        after: Duration,
+    },
+    /// A bug or a panic. Never retried.
+    #[error("critical failure: {message}")]
+    Critical {
+        /// What went wrong.
+        message: String,
+    },
+    /// A policy or permission refused the run. Never retried; the run is blocked.
+    #[error("denied: {reason}")]
+    Denied {
+        /// Which rule refused it.
+        reason: String,
+    },
+    /// The run was cancelled (the agent stopped, or someone cancelled it).
+    #[error("cancelled: {reason}")]
+    Cancelled {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The class of an [`ActionError`], as data for journals, outcomes and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// See [`ActionError::Validation`].
+    Validation,
+    /// See [`ActionError::Transient`].
+    Transient,
+    /// See [`ActionError::Timeout`].
+    Timeout,
+    /// See [`ActionError::Critical`].
+    Critical,
+    /// See [`ActionError::Denied`].
+    Denied,
+    /// See [`ActionError::Cancelled`].
+    Cancelled,
+}
+
+impl ActionError {
+    /// A validation error with a message saying what was wrong and what was expected.
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self::Validation { message: message.into() }
+    }
+
+    /// A transient error.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self::Transient { message: message.into() }
+    }
+
+    /// A critical error.
+    pub fn critical(message: impl Into<String>) -> Self {
+        Self::Critical { message: message.into() }
+    }
+
+    /// A denial.
+    pub fn denied(reason: impl Into<String>) -> Self {
+        Self::Denied { reason: reason.into() }
+    }
+
+    /// A cancellation.
+    pub fn cancelled(reason: impl Into<String>) -> Self {
+        Self::Cancelled { reason: reason.into() }
+    }
+
+    /// The error's class.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Self::Validation { .. } => ErrorClass::Validation,
+            Self::Transient { .. } => ErrorClass::Transient,
+            Self::Timeout { .. } => ErrorClass::Timeout,
+            Self::Critical { .. } => ErrorClass::Critical,
+            Self::Denied { .. } => ErrorClass::Denied,
+            Self::Cancelled { .. } => ErrorClass::Cancelled,
+        }
+    }
+}
+
+impl ErrorClass {
+    /// Whether errors of this class may be retried at all (the action's contract decides the rest).
+    pub fn is_retryable(self) -> bool {
+        matches!(self, Self::Transient | Self::Timeout)
+    }
+}

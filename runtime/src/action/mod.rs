@@ -1,0 +1,62 @@
+//! Actions: typed capabilities with a contract.
+//!
+//! An action's type is its params: a `Deserialize + JsonSchema` struct that implements [`Action`] with its
+//! output type, its [`ActionSpec`] (the contract as data) and an async `run`. [`DynAction`] is the erased,
+//! object-safe form the rest of the system holds: it validates JSON params against a schema compiled once, and
+//! runs the action on JSON.
+
+mod context;
+mod dynamic;
+mod error;
+mod outcome;
+mod retry;
+mod spec;
+
+pub use context::ActionContext;
+pub use dynamic::{ActionFuture, DynAction, SchemaError};
+pub use error::{ActionError, ErrorClass};
+pub use outcome::{Outcome, OutcomeError, OutcomeStatus};
+pub use retry::{RetryPolicy, should_retry};
+pub use spec::{ActionSpec, Capability, Category, Cost, DEFAULT_TIMEOUT, Risk, schema_for};
+
+use schemars::JsonSchema;
+use serde::{Serialize, de::DeserializeOwned};
+use std::future::Future;
+
+/// A typed action. The implementing type is the action's params; `run` consumes them.
+///
+/// ```
+/// use agentry::{Action, ActionContext, ActionError, ActionSpec};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// /// Adds two numbers.
+/// #[derive(Deserialize, JsonSchema)]
+/// struct Add {
+///     /// The left operand.
+///     a: f64,
+///     /// The right operand.
+///     b: f64,
+/// }
+///
+/// impl Action for Add {
+///     type Output = f64;
+///     fn spec() -> ActionSpec {
+///         ActionSpec::new("arithmetic.add", "Adds two numbers.").expect("a valid id")
+///     }
+///     async fn run(self, _ctx: ActionContext) -> Result<f64, ActionError> {
+///         Ok(self.a + self.b)
+///     }
+/// }
+/// ```
+pub trait Action: DeserializeOwned + JsonSchema + Send + 'static {
+    /// What a successful run returns.
+    type Output: Serialize + JsonSchema + Send + 'static;
+
+    /// The contract. Its params and output schemas are always replaced by the ones generated from `Self` and
+    /// `Self::Output`, so they cannot disagree with the types.
+    fn spec() -> ActionSpec;
+
+    /// Does the work. Runs in the actor layer, in a supervised task, after params were validated.
+    fn run(self, ctx: ActionContext) -> impl Future<Output = Result<Self::Output, ActionError>> + Send;
+}

@@ -1,0 +1,155 @@
+//! Agents: the user's pure state machines, and the state the runtime keeps for each of them.
+
+use crate::effect::Effect;
+use crate::id::{ActionId, AgentId, SkillId};
+use crate::signal::Signal;
+use crate::skill::{Catalog, SkillContext, SkillReaction};
+use schemars::JsonSchema;
+use semver::Version;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// What an agent does with a signal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reaction<S> {
+    /// Not for this agent: the signal is offered to its mounted skills.
+    Ignore,
+    /// Handled without changing the domain state.
+    Keep(Vec<Effect>),
+    /// Handled: here is the new domain state.
+    Update(S, Vec<Effect>),
+}
+
+/// A user's agent: the domain state type, with a pure signal handler. It never does I/O; it returns effects.
+pub trait Agent: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// Reacts to a signal. Must be pure: the same state and signal always give the same reaction.
+    fn handle_signal(&self, signal: &Signal) -> Reaction<Self>;
+}
+
+/// A skill as mounted on one agent: its version, its per-agent state and what it provides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MountedSkill {
+    /// The version that was mounted.
+    pub vsn: Version,
+    /// The skill's per-agent state.
+    pub state: Value,
+    /// The actions it provides, in declaration order.
+    pub actions: Vec<ActionId>,
+    /// The skills it requires.
+    pub requires: Vec<SkillId>,
+}
+
+/// An agent's whole state: id, the user's domain state, and the mounted skills with their state. Only
+/// [`crate::skill::mount`] and [`crate::skill::unmount`] change the mounted skills, so their rules always hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentState<S> {
+    /// The agent's id.
+    pub id: AgentId,
+    /// The user's domain state.
+    pub domain: S,
+    pub(crate) skills: BTreeMap<SkillId, MountedSkill>,
+}
+
+impl<S> AgentState<S> {
+    /// A fresh state with no skills mounted.
+    pub fn new(id: AgentId, domain: S) -> Self {
+        Self { id, domain, skills: BTreeMap::new() }
+    }
+
+    /// The mounted skills, by id.
+    pub fn skills(&self) -> &BTreeMap<SkillId, MountedSkill> {
+        &self.skills
+    }
+
+    /// Whether a skill is mounted.
+    pub fn is_mounted(&self, skill: &SkillId) -> bool {
+        self.skills.contains_key(skill)
+    }
+
+    /// A mounted skill's per-agent state.
+    pub fn skill_state(&self, skill: &SkillId) -> Option<&Value> {
+        self.skills.get(skill).map(|m| &m.state)
+    }
+
+    /// Whether any mounted skill provides this action.
+    pub fn provides(&self, action: &ActionId) -> bool {
+        self.skills.values().any(|m| m.actions.contains(action))
+    }
+
+    /// Every action the mounted skills provide, once each, sorted by id: what the live action table holds.
+    pub fn actions(&self) -> std::collections::BTreeSet<&ActionId> {
+        self.skills.values().flat_map(|m| &m.actions).collect()
+    }
+}
+
+/// What handling one signal produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step<S> {
+    /// The new state, or `None` when nothing changed.
+    pub state: Option<AgentState<S>>,
+    /// The effects to interpret, in order; each carries the signal's id as its cause.
+    pub effects: Vec<Effect>,
+    /// Whether the agent or any skill handled the signal.
+    pub handled: bool,
+}
+
+/// Why a signal could not be handled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    /// A mounted skill is not in the catalog, so its handler cannot be found.
+    #[error("skill `{0}` is mounted but not in the catalog; expected every mounted skill to be registered")]
+    UnknownSkill(SkillId),
+    /// A skill's stored state no longer fits its handler's type.
+    #[error("the state of skill `{skill}` does not fit its handler: {message}")]
+    SkillState {
+        /// The skill.
+        skill: SkillId,
+        /// What did not fit.
+        message: String,
+    },
+}
+
+/// Feeds one signal through an agent: its own handler first; a signal it ignores is offered to every mounted
+/// skill with a handler, in id order. Pure.
+pub fn step<A: Agent>(state: &AgentState<A>, signal: &Signal, catalog: &Catalog) -> Result<Step<A>, StepError> {
+    let cause = signal.id();
+    let mark = |effects: Vec<Effect>, skill: Option<&SkillId>| -> Vec<Effect> {
+        effects
+            .into_iter()
+            .map(|mut e| {
+                e.meta.cause.get_or_insert(cause);
+                if let Some(skill) = skill {
+                    e.meta.skill.get_or_insert_with(|| skill.clone());
+                }
+                e
+            })
+            .collect()
+    };
+    match state.domain.handle_signal(signal) {
+        Reaction::Keep(effects) => return Ok(Step { state: None, effects: mark(effects, None), handled: true }),
+        Reaction::Update(domain, effects) => {
+            let next = AgentState { id: state.id.clone(), domain, skills: state.skills.clone() };
+            return Ok(Step { state: Some(next), effects: mark(effects, None), handled: true });
+        }
+        Reaction::Ignore => {}
+    }
+    let mut next: Option<AgentState<A>> = None;
+    let mut effects = Vec::new();
+    for (id, mounted) in &state.skills {
+        let skill = catalog.get(id).ok_or_else(|| StepError::UnknownSkill(id.clone()))?;
+        let ctx = SkillContext { agent_id: &state.id, skill_id: id };
+        match skill.handle_signal(&mounted.state, signal, &ctx)? {
+            SkillReaction::Ignore => {}
+            SkillReaction::Handled(skill_state, produced) => {
+                let target = next.get_or_insert_with(|| state.clone());
+                if let Some(m) = target.skills.get_mut(id) {
+                    m.state = skill_state;
+                }
+                effects.extend(mark(produced, Some(id)));
+            }
+        }
+    }
+    let handled = next.is_some();
+    Ok(Step { state: next, effects, handled })
+}

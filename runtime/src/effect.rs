@@ -1,0 +1,196 @@
+//! Effects: data that pure code returns and the AgentServer interprets. An effect is never a side effect
+//! itself; it is a request, with meta saying where it came from.
+
+use crate::duration_ms;
+use crate::id::{ActionId, AgentId, SkillId};
+use crate::signal::Signal;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Where an emitted signal goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "to", content = "id", rename_all = "snake_case")]
+pub enum Target {
+    /// One agent, by id.
+    Agent(AgentId),
+    /// The agent's parent, if it has one.
+    Parent,
+    /// Every subscriber of a topic.
+    Topic(String),
+}
+
+/// What an effect asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "effect", rename_all = "snake_case")]
+pub enum EffectKind {
+    /// Add an action to the agent's live action table.
+    RegisterAction {
+        /// The action.
+        action: ActionId,
+    },
+    /// Remove an action from the live action table.
+    DeregisterAction {
+        /// The action.
+        action: ActionId,
+    },
+    /// Run an action with these params; the outcome comes back as a signal.
+    Run {
+        /// The action.
+        action: ActionId,
+        /// Its params, validated before the run.
+        params: Value,
+    },
+    /// Deliver a signal.
+    Emit {
+        /// The signal.
+        signal: Signal,
+        /// Where it goes.
+        to: Target,
+    },
+    /// Answer the `call` whose signal has this id.
+    Reply {
+        /// The id of the signal that was the call.
+        to: Uuid,
+        /// The answer.
+        data: Value,
+    },
+    /// Deliver a signal to this agent later, under a key that [`EffectKind::Cancel`] can name.
+    Schedule {
+        /// Names the schedule; scheduling the same key again replaces it.
+        key: String,
+        /// How long to wait.
+        #[serde(with = "duration_ms")]
+        #[schemars(with = "u64")]
+        after: Duration,
+        /// What to deliver.
+        signal: Signal,
+    },
+    /// Cancel a scheduled signal by its key; cancelling a key that is not scheduled does nothing.
+    Cancel {
+        /// The schedule's key.
+        key: String,
+    },
+    /// Start a child agent of a type the runtime knows by name.
+    SpawnAgent {
+        /// The child's id.
+        id: AgentId,
+        /// The agent type's registered name.
+        agent: String,
+        /// The child's initial domain state.
+        init: Value,
+    },
+    /// Stop a child agent; the parent gets a signal when it has exited.
+    StopChild {
+        /// The child's id.
+        id: AgentId,
+    },
+    /// Stop this agent, cancelling its running actions.
+    Stop {
+        /// Why, for the event stream.
+        reason: String,
+    },
+}
+
+/// Where an effect came from, so every effect can be traced.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct EffectMeta {
+    /// The skill that produced it, if a skill did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<SkillId>,
+    /// Free-form tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// The id of the signal whose handling produced it, if a signal did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Uuid>,
+}
+
+/// One effect: what it asks for and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Effect {
+    /// What it asks for.
+    #[serde(flatten)]
+    pub kind: EffectKind,
+    /// Where it came from.
+    #[serde(default)]
+    pub meta: EffectMeta,
+}
+
+impl From<EffectKind> for Effect {
+    fn from(kind: EffectKind) -> Self {
+        Self { kind, meta: EffectMeta::default() }
+    }
+}
+
+impl Effect {
+    /// `RegisterAction`.
+    pub fn register(action: ActionId) -> Self {
+        EffectKind::RegisterAction { action }.into()
+    }
+
+    /// `DeregisterAction`.
+    pub fn deregister(action: ActionId) -> Self {
+        EffectKind::DeregisterAction { action }.into()
+    }
+
+    /// `Run` an action with params.
+    pub fn run(action: ActionId, params: Value) -> Self {
+        EffectKind::Run { action, params }.into()
+    }
+
+    /// `Emit` a signal.
+    pub fn emit(signal: Signal, to: Target) -> Self {
+        EffectKind::Emit { signal, to }.into()
+    }
+
+    /// `Reply` to the call whose signal is `to`.
+    pub fn reply(to: &Signal, data: Value) -> Self {
+        EffectKind::Reply { to: to.id(), data }.into()
+    }
+
+    /// `Schedule` a signal to this agent.
+    pub fn schedule(key: impl Into<String>, after: Duration, signal: Signal) -> Self {
+        EffectKind::Schedule { key: key.into(), after, signal }.into()
+    }
+
+    /// `Cancel` a schedule.
+    pub fn cancel(key: impl Into<String>) -> Self {
+        EffectKind::Cancel { key: key.into() }.into()
+    }
+
+    /// `SpawnAgent`.
+    pub fn spawn_agent(id: AgentId, agent: impl Into<String>, init: Value) -> Self {
+        EffectKind::SpawnAgent { id, agent: agent.into(), init }.into()
+    }
+
+    /// `StopChild`.
+    pub fn stop_child(id: AgentId) -> Self {
+        EffectKind::StopChild { id }.into()
+    }
+
+    /// `Stop` this agent.
+    pub fn stop(reason: impl Into<String>) -> Self {
+        EffectKind::Stop { reason: reason.into() }.into()
+    }
+
+    /// Marks the skill the effect came from.
+    pub fn from_skill(mut self, skill: SkillId) -> Self {
+        self.meta.skill = Some(skill);
+        self
+    }
+
+    /// Adds a tag.
+    pub fn tagged(mut self, tag: impl Into<String>) -> Self {
+        self.meta.tags.push(tag.into());
+        self
+    }
+
+    /// Marks the signal whose handling produced the effect.
+    pub fn caused_by(mut self, signal: Uuid) -> Self {
+        self.meta.cause = Some(signal);
+        self
+    }
+}

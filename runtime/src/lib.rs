@@ -1,0 +1,34 @@
+//! agentry: a runtime for agents built on actors.
+//!
+//! Agents are pure state machines: an [`Agent`] takes a [`Signal`] and its state and returns a new state plus a
+//! list of [`Effect`]s. It gains capabilities by mounting [`Skill`]s — named, versioned bundles of typed
+//! [`Action`]s — and mounting is pure too: [`skill::mount`] returns `RegisterAction` effects. The actor layer
+//! (the `AgentServer`) interprets those effects.
+//!
+//! This crate is split into the **pure layer** (`signal`, `pattern`, `action`, `skill`, `effect`, `agent`,
+//! `policy`, `tool`), which never awaits, reads a clock or touches I/O while deciding, and the actor layer that
+//! runs what the pure layer decides.
+
+pub mod action;
+pub mod agent;
+pub mod effect;
+pub mod id;
+pub mod pattern;
+pub mod policy;
+pub mod signal;
+pub mod skill;
+pub mod tool;
+
+mod duration_ms;
+
+pub use action::{
+    Action, ActionContext, ActionError, ActionSpec, Capability, Category, Cost, DynAction, ErrorClass, Outcome,
+    OutcomeStatus, RetryPolicy, Risk,
+};
+pub use agent::{Agent, AgentState, Reaction};
+pub use effect::{Effect, EffectKind, EffectMeta, Target};
+pub use id::{ActionId, AgentId, IdError, SkillId};
+pub use pattern::Pattern;
+pub use policy::Policy;
+pub use signal::{Kind, Signal};
+pub use skill::{Catalog, MountError, Skill};

@@ -1,0 +1,219 @@
+//! Policies: pure decisions about what an agent may mount and run.
+
+use crate::action::{ActionSpec, Capability, Risk};
+use crate::id::SkillId;
+use crate::pattern::Pattern;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Which capabilities a policy grants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Grants {
+    /// Every capability.
+    All,
+    /// Only these.
+    Only(BTreeSet<Capability>),
+}
+
+/// What an agent may do. The default allows every skill and action, grants no capabilities, and asks for
+/// approval before high-risk runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Policy {
+    /// Skills that may be mounted; `None` means any not denied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_skills: Option<BTreeSet<SkillId>>,
+    /// Skills that may never be mounted.
+    #[serde(default)]
+    pub deny_skills: BTreeSet<SkillId>,
+    /// Actions that may run, by id pattern; `None` means any not denied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_actions: Option<Vec<Pattern>>,
+    /// Actions that may never run, by id pattern.
+    #[serde(default)]
+    pub deny_actions: Vec<Pattern>,
+    /// Capabilities granted to the agent's actions.
+    pub grants: Grants,
+    /// Runs at or above this risk wait for approval; `None` never asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_at: Option<Risk>,
+    /// The risk to assume for some actions whatever their spec says (a remote tool's hints can lie).
+    #[serde(default)]
+    pub risk_overrides: BTreeMap<Pattern, Risk>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            allow_skills: None,
+            deny_skills: BTreeSet::new(),
+            allow_actions: None,
+            deny_actions: Vec::new(),
+            grants: Grants::Only(BTreeSet::new()),
+            approval_at: Some(Risk::High),
+            risk_overrides: BTreeMap::new(),
+        }
+    }
+}
+
+/// The policy's answer for one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunDecision {
+    /// Run it.
+    Allow,
+    /// Ask for approval first; the run is blocked until then.
+    NeedsApproval {
+        /// The risk that asked for it.
+        risk: Risk,
+    },
+    /// Refuse it.
+    Deny {
+        /// Which rule refused it.
+        reason: String,
+    },
+}
+
+impl Policy {
+    /// A policy for code you trust: everything allowed, every capability granted, no approvals.
+    pub fn trusted() -> Self {
+        Self { grants: Grants::All, approval_at: None, ..Self::default() }
+    }
+
+    /// Grants a capability.
+    pub fn grant(mut self, capability: Capability) -> Self {
+        if let Grants::Only(set) = &mut self.grants {
+            set.insert(capability);
+        }
+        self
+    }
+
+    /// Denies a skill.
+    pub fn deny_skill(mut self, skill: SkillId) -> Self {
+        self.deny_skills.insert(skill);
+        self
+    }
+
+    /// Denies actions whose ids match a pattern.
+    pub fn deny_action(mut self, pattern: Pattern) -> Self {
+        self.deny_actions.push(pattern);
+        self
+    }
+
+    /// Sets the risk from which approval is needed (`None`: never).
+    pub fn approval_at(mut self, risk: Option<Risk>) -> Self {
+        self.approval_at = risk;
+        self
+    }
+
+    /// Whether a capability is granted.
+    pub fn grants(&self, capability: &Capability) -> bool {
+        match &self.grants {
+            Grants::All => true,
+            Grants::Only(set) => set.contains(capability),
+        }
+    }
+
+    /// May this agent mount this skill? `Err` says which rule refused it.
+    pub fn may_mount(&self, skill: &SkillId) -> Result<(), String> {
+        if self.deny_skills.contains(skill) {
+            return Err(format!("skill `{skill}` is on the policy's deny list"));
+        }
+        match &self.allow_skills {
+            Some(allowed) if !allowed.contains(skill) => {
+                Err(format!("skill `{skill}` is not on the policy's allow list"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The risk this policy assumes for an action: an override if one matches, else the spec's own.
+    pub fn effective_risk(&self, spec: &ActionSpec) -> Risk {
+        self.risk_overrides
+            .iter()
+            .filter(|(pattern, _)| pattern.matches(spec.id.as_str()))
+            .map(|(_, risk)| *risk)
+            .max()
+            .unwrap_or(spec.risk)
+    }
+
+    /// May this agent run this action, and does the run need approval? Checks, in order: the deny list, the
+    /// allow list, every capability the action needs, then the approval threshold.
+    pub fn may_run(&self, spec: &ActionSpec) -> RunDecision {
+        let id = spec.id.as_str();
+        if let Some(pattern) = self.deny_actions.iter().find(|p| p.matches(id)) {
+            return RunDecision::Deny { reason: format!("action `{id}` matches the policy's deny pattern `{pattern}`") };
+        }
+        if let Some(allowed) = &self.allow_actions
+            && !allowed.iter().any(|p| p.matches(id))
+        {
+            return RunDecision::Deny { reason: format!("action `{id}` matches no allow pattern of the policy") };
+        }
+        let missing: Vec<&str> =
+            spec.capabilities.iter().filter(|c| !self.grants(c)).map(Capability::as_str).collect();
+        if !missing.is_empty() {
+            return RunDecision::Deny {
+                reason: format!("action `{id}` needs capabilities the policy does not grant: {}", missing.join(", ")),
+            };
+        }
+        let risk = self.effective_risk(spec);
+        match self.approval_at {
+            Some(threshold) if risk >= threshold => RunDecision::NeedsApproval { risk },
+            _ => RunDecision::Allow,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(id: &str) -> ActionSpec {
+        ActionSpec::new(id, "test").unwrap()
+    }
+
+    #[test]
+    fn default_policy_allows_low_risk_and_asks_for_high() {
+        let policy = Policy::default();
+        assert_eq!(policy.may_run(&spec("a.b")), RunDecision::Allow);
+        assert_eq!(
+            policy.may_run(&spec("a.b").risk(Risk::High)),
+            RunDecision::NeedsApproval { risk: Risk::High }
+        );
+        assert_eq!(Policy::trusted().may_run(&spec("a.b").risk(Risk::High)), RunDecision::Allow);
+    }
+
+    #[test]
+    fn capabilities_must_be_granted() {
+        let needs_fs = spec("fs.read").capability(Capability::FS).capability(Capability::NET);
+        let RunDecision::Deny { reason } = Policy::default().grant(Capability::NET).may_run(&needs_fs) else {
+            panic!("expected a denial")
+        };
+        assert!(reason.contains("fs") && !reason.contains("net"), "{reason}");
+        assert_eq!(Policy::default().grant(Capability::FS).grant(Capability::NET).may_run(&needs_fs), RunDecision::Allow);
+    }
+
+    #[test]
+    fn deny_and_allow_lists() {
+        let policy = Policy::default().deny_action(Pattern::new("shell.**").unwrap());
+        assert!(matches!(policy.may_run(&spec("shell.exec")), RunDecision::Deny { .. }));
+        let only_math = Policy { allow_actions: Some(vec![Pattern::new("arithmetic.*").unwrap()]), ..Policy::default() };
+        assert_eq!(only_math.may_run(&spec("arithmetic.add")), RunDecision::Allow);
+        assert!(matches!(only_math.may_run(&spec("fs.read")), RunDecision::Deny { .. }));
+        let skill = SkillId::new("shell").unwrap();
+        let err = Policy::default().deny_skill(skill.clone()).may_mount(&skill).unwrap_err();
+        assert!(err.contains("shell") && err.contains("deny list"));
+        let allow = Policy { allow_skills: Some([SkillId::new("math").unwrap()].into()), ..Policy::default() };
+        assert!(allow.may_mount(&skill).unwrap_err().contains("allow list"));
+    }
+
+    #[test]
+    fn risk_overrides_win_over_hints() {
+        let mut policy = Policy::default();
+        policy.risk_overrides.insert(Pattern::new("mcp.**").unwrap(), Risk::High);
+        assert_eq!(
+            policy.may_run(&spec("mcp.srv.tool").risk(Risk::Low)),
+            RunDecision::NeedsApproval { risk: Risk::High }
+        );
+    }
+}

@@ -1,0 +1,317 @@
+//! Signals: the immutable, serializable messages agents react to (CloudEvents-style).
+//!
+//! A signal made at the edge of the system ([`Signal::new`], [`SignalBuilder::build`]) takes its id and time
+//! from the clock. A signal made inside a pure handler as a consequence of another ([`Signal::follow`]) takes
+//! them from its cause instead, so pure code stays deterministic: the same cause gives the same follow-up.
+
+use crate::pattern::Pattern;
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use uuid::Uuid;
+
+/// The source given to signals whose maker named none.
+pub const DEFAULT_SOURCE: &str = "agentry";
+
+/// Why a signal kind is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KindError {
+    /// The kind was empty or had an empty segment.
+    #[error("signal kind `{0}` has an empty segment; expected dotted segments such as `order.placed`")]
+    EmptySegment(String),
+    /// The kind had a character that is not allowed.
+    #[error("signal kind `{kind}` contains {found:?}; expected ASCII letters, digits, `_` and `-` between dots")]
+    BadChar {
+        /// The rejected kind.
+        kind: String,
+        /// The first offending character.
+        found: char,
+    },
+}
+
+/// A signal's kind: dotted segments such as `order.placed` or `action.completed`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(try_from = "String", into = "String")]
+pub struct Kind(String);
+
+impl Kind {
+    /// Parses and validates a kind.
+    pub fn new(kind: impl Into<String>) -> Result<Self, KindError> {
+        let kind = kind.into();
+        for segment in kind.split('.') {
+            if segment.is_empty() {
+                return Err(KindError::EmptySegment(kind));
+            }
+            if let Some(found) = segment.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
+                return Err(KindError::BadChar { kind, found });
+            }
+        }
+        Ok(Self(kind))
+    }
+
+    /// The kind as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this kind matches a pattern such as `order.*`.
+    pub fn matches(&self, pattern: &Pattern) -> bool {
+        pattern.matches(&self.0)
+    }
+}
+
+impl TryFrom<String> for Kind {
+    type Error = KindError;
+    fn try_from(kind: String) -> Result<Self, KindError> {
+        Self::new(kind)
+    }
+}
+
+impl TryFrom<&str> for Kind {
+    type Error = KindError;
+    fn try_from(kind: &str) -> Result<Self, KindError> {
+        Self::new(kind)
+    }
+}
+
+impl From<Kind> for String {
+    fn from(kind: Kind) -> String {
+        kind.0
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<&str> for Kind {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// An immutable message: something that happened, addressed to an agent.
+///
+/// `correlation_id` is shared by every signal in one chain of cause and effect (a root signal correlates with
+/// itself); `causation_id` is the id of the signal that directly caused this one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Signal {
+    id: Uuid,
+    kind: Kind,
+    source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subject: Option<String>,
+    time: DateTime<Utc>,
+    #[serde(default)]
+    data: Value,
+    correlation_id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    causation_id: Option<Uuid>,
+}
+
+impl Signal {
+    /// A root signal made at the edge of the system, stamped with a fresh UUID v7 and the current time.
+    pub fn new(kind: impl TryInto<Kind, Error = KindError>, data: Value) -> Result<Self, KindError> {
+        Self::builder(kind).data(data).build()
+    }
+
+    /// Starts building a signal of the given kind; the kind is checked by [`SignalBuilder::build`].
+    pub fn builder(kind: impl TryInto<Kind, Error = KindError>) -> SignalBuilder {
+        SignalBuilder {
+            kind: kind.try_into(),
+            source: None,
+            subject: None,
+            data: Value::Null,
+            stamp: None,
+            cause: None,
+        }
+    }
+
+    /// Starts building a signal caused by this one: same correlation, `causation_id` = this signal's id, and a
+    /// deterministic id and time derived from this signal, so pure handlers stay pure.
+    pub fn follow(&self, kind: impl TryInto<Kind, Error = KindError>) -> SignalBuilder {
+        let mut builder = Self::builder(kind);
+        builder.cause = Some(Cause { id: self.id, correlation_id: self.correlation_id, time: self.time });
+        builder.source = Some(self.source.clone());
+        builder
+    }
+
+    /// The unique id (UUID v7).
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    /// The kind, e.g. `order.placed`.
+    pub fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    /// Who produced the signal.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// What the signal is about, if anything in particular.
+    pub fn subject(&self) -> Option<&str> {
+        self.subject.as_deref()
+    }
+
+    /// When it happened.
+    pub fn time(&self) -> DateTime<Utc> {
+        self.time
+    }
+
+    /// The payload.
+    pub fn data(&self) -> &Value {
+        &self.data
+    }
+
+    /// The id shared by every signal in this chain of cause and effect.
+    pub fn correlation_id(&self) -> Uuid {
+        self.correlation_id
+    }
+
+    /// The id of the signal that caused this one, if any.
+    pub fn causation_id(&self) -> Option<Uuid> {
+        self.causation_id
+    }
+
+    /// Whether this signal's kind matches a pattern.
+    pub fn is(&self, pattern: &Pattern) -> bool {
+        pattern.matches(self.kind.as_str())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Cause {
+    id: Uuid,
+    correlation_id: Uuid,
+    time: DateTime<Utc>,
+}
+
+/// Builds a [`Signal`]; see [`Signal::builder`] and [`Signal::follow`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct SignalBuilder {
+    kind: Result<Kind, KindError>,
+    source: Option<String>,
+    subject: Option<String>,
+    data: Value,
+    stamp: Option<(Uuid, DateTime<Utc>)>,
+    cause: Option<Cause>,
+}
+
+impl SignalBuilder {
+    /// Who produces the signal (default: the cause's source, or `agentry`).
+    pub fn source(mut self, source: impl Into<String>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// What the signal is about.
+    pub fn subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// The payload.
+    pub fn data(mut self, data: Value) -> Self {
+        self.data = data;
+        self
+    }
+
+    /// Sets the id and time explicitly, for replay and deterministic tests.
+    pub fn stamped(mut self, id: Uuid, time: DateTime<Utc>) -> Self {
+        self.stamp = Some((id, time));
+        self
+    }
+
+    /// Sets the correlation and causation explicitly, as when a signal arrives from elsewhere.
+    pub fn caused_by(mut self, correlation_id: Uuid, causation_id: Uuid, time: DateTime<Utc>) -> Self {
+        self.cause = Some(Cause { id: causation_id, correlation_id, time });
+        self
+    }
+
+    /// Builds the signal, or says why its kind is invalid.
+    pub fn build(self) -> Result<Signal, KindError> {
+        let kind = self.kind?;
+        let (id, time) = match (&self.stamp, &self.cause) {
+            (Some(stamp), _) => *stamp,
+            (None, Some(cause)) => (derived_id(cause, &kind, self.subject.as_deref(), &self.data), cause.time),
+            (None, None) => (Uuid::now_v7(), Utc::now()),
+        };
+        let (correlation_id, causation_id) = match &self.cause {
+            Some(cause) => (cause.correlation_id, Some(cause.id)),
+            None => (id, None),
+        };
+        Ok(Signal {
+            id,
+            kind,
+            source: self.source.unwrap_or_else(|| DEFAULT_SOURCE.to_owned()),
+            subject: self.subject,
+            time,
+            data: self.data,
+            correlation_id,
+            causation_id,
+        })
+    }
+}
+
+/// A UUID v7 for a follow-up signal: the cause's millisecond timestamp, and "random" bits taken from a
+/// name-based (v5) UUID of the cause id and the follow-up's content. The same cause and content give the same id.
+fn derived_id(cause: &Cause, kind: &Kind, subject: Option<&str>, data: &Value) -> Uuid {
+    let name = format!("{kind}\u{0}{}\u{0}{data}", subject.unwrap_or(""));
+    let digest = Uuid::new_v5(&cause.id, name.as_bytes());
+    let mut random = [0u8; 10];
+    random.copy_from_slice(&digest.as_bytes()[6..16]);
+    let millis = u64::try_from(cause.time.timestamp_millis()).unwrap_or(0);
+    uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn root_signals_correlate_with_themselves() {
+        let s = Signal::new("order.placed", json!({"n": 1})).unwrap();
+        assert_eq!(s.correlation_id(), s.id());
+        assert_eq!(s.causation_id(), None);
+        assert_eq!(s.id().get_version_num(), 7);
+        assert_eq!(s.source(), DEFAULT_SOURCE);
+    }
+
+    #[test]
+    fn follow_ups_are_deterministic_and_traceable() {
+        let cause = Signal::builder("order.placed").source("shop").subject("o-1").build().unwrap();
+        let a = cause.follow("order.paid").data(json!(5)).build().unwrap();
+        let b = cause.follow("order.paid").data(json!(5)).build().unwrap();
+        let c = cause.follow("order.paid").data(json!(6)).build().unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a.id(), c.id());
+        assert_eq!(a.id().get_version_num(), 7);
+        assert_eq!(a.correlation_id(), cause.id());
+        assert_eq!(a.causation_id(), Some(cause.id()));
+        assert_eq!(a.time(), cause.time());
+        assert_eq!(a.source(), "shop");
+        let d = a.follow("order.shipped").build().unwrap();
+        assert_eq!(d.correlation_id(), cause.id(), "correlation is kept down the chain");
+        assert_eq!(d.causation_id(), Some(a.id()));
+    }
+
+    #[test]
+    fn bad_kinds_are_typed_errors() {
+        let err = Signal::new("order..placed", Value::Null).unwrap_err();
+        assert!(err.to_string().contains("empty segment"), "{err}");
+        let err = Signal::new("order placed", Value::Null).unwrap_err();
+        assert_eq!(err, KindError::BadChar { kind: "order placed".into(), found: ' ' });
+        let bad = json!({"id": Uuid::now_v7(), "kind": "a b", "source": "x", "time": "2026-01-01T00:00:00Z",
+            "correlation_id": Uuid::now_v7()});
+        assert!(serde_json::from_value::<Signal>(bad).is_err());
+    }
+}
