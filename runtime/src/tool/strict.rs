@@ -119,3 +119,49 @@ fn make_nullable(schema: &mut Value) {
         values.push(Value::Null);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn optional_enums_get_null_and_refs_are_wrapped() {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
+                "shape": {"oneOf": [{"type": "object", "properties": {"r": {"type": "number", "format": "double"}}, "required": ["r"]}]},
+                "when": {"type": "string", "format": "date-time"},
+                "node": {"$ref": "#/$defs/Node"},
+            },
+            "required": ["when"],
+            "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}},
+        });
+        let strict = strict_schema(&schema);
+        assert_eq!(
+            strict,
+            json!({
+                "type": "object",
+                "properties": {
+                    "mode": {"type": ["string", "null"], "enum": ["a", "b", null]},
+                    "shape": {"anyOf": [
+                        {"anyOf": [{"type": "object", "properties": {"r": {"type": "number"}}, "required": ["r"],
+                            "additionalProperties": false}]},
+                        {"type": "null"},
+                    ]},
+                    "when": {"type": "string", "format": "date-time"},
+                    "node": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]},
+                },
+                "required": ["mode", "shape", "when", "node"],
+                "additionalProperties": false,
+                "$defs": {"Node": {
+                    "type": "object",
+                    "properties": {"next": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]}},
+                    "required": ["next"],
+                    "additionalProperties": false,
+                }},
+            })
+        );
+    }
+}
