@@ -142,15 +142,16 @@ impl Policy {
     pub fn may_run(&self, spec: &ActionSpec) -> RunDecision {
         let id = spec.id.as_str();
         if let Some(pattern) = self.deny_actions.iter().find(|p| p.matches(id)) {
-            return RunDecision::Deny { reason: format!("action `{id}` matches the policy's deny pattern `{pattern}`") };
+            return RunDecision::Deny {
+                reason: format!("action `{id}` matches the policy's deny pattern `{pattern}`"),
+            };
         }
         if let Some(allowed) = &self.allow_actions
             && !allowed.iter().any(|p| p.matches(id))
         {
             return RunDecision::Deny { reason: format!("action `{id}` matches no allow pattern of the policy") };
         }
-        let missing: Vec<&str> =
-            spec.capabilities.iter().filter(|c| !self.grants(c)).map(Capability::as_str).collect();
+        let missing: Vec<&str> = spec.capabilities.iter().filter(|c| !self.grants(c)).map(Capability::as_str).collect();
         if !missing.is_empty() {
             return RunDecision::Deny {
                 reason: format!("action `{id}` needs capabilities the policy does not grant: {}", missing.join(", ")),
@@ -176,10 +177,7 @@ mod tests {
     fn default_policy_allows_low_risk_and_asks_for_high() {
         let policy = Policy::default();
         assert_eq!(policy.may_run(&spec("a.b")), RunDecision::Allow);
-        assert_eq!(
-            policy.may_run(&spec("a.b").risk(Risk::High)),
-            RunDecision::NeedsApproval { risk: Risk::High }
-        );
+        assert_eq!(policy.may_run(&spec("a.b").risk(Risk::High)), RunDecision::NeedsApproval { risk: Risk::High });
         assert_eq!(Policy::trusted().may_run(&spec("a.b").risk(Risk::High)), RunDecision::Allow);
     }
 
@@ -190,14 +188,18 @@ mod tests {
             panic!("expected a denial")
         };
         assert!(reason.contains("fs") && !reason.contains("net"), "{reason}");
-        assert_eq!(Policy::default().grant(Capability::FS).grant(Capability::NET).may_run(&needs_fs), RunDecision::Allow);
+        assert_eq!(
+            Policy::default().grant(Capability::FS).grant(Capability::NET).may_run(&needs_fs),
+            RunDecision::Allow
+        );
     }
 
     #[test]
     fn deny_and_allow_lists() {
         let policy = Policy::default().deny_action(Pattern::new("shell.**").unwrap());
         assert!(matches!(policy.may_run(&spec("shell.exec")), RunDecision::Deny { .. }));
-        let only_math = Policy { allow_actions: Some(vec![Pattern::new("arithmetic.*").unwrap()]), ..Policy::default() };
+        let only_math =
+            Policy { allow_actions: Some(vec![Pattern::new("arithmetic.*").unwrap()]), ..Policy::default() };
         assert_eq!(only_math.may_run(&spec("arithmetic.add")), RunDecision::Allow);
         assert!(matches!(only_math.may_run(&spec("fs.read")), RunDecision::Deny { .. }));
         let skill = SkillId::new("shell").unwrap();

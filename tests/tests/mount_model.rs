@@ -25,11 +25,23 @@ enum Op {
 enum Expected {
     /// Success, with (is it a register, action id) per effect in order.
     Ok(Vec<(bool, String)>),
-    VersionConflict { skill: String },
-    Missing { skill: String, missing: Vec<String> },
-    InvalidState { skill: String },
-    Denied { skill: String },
-    RequiredBy { skill: String, dependents: Vec<String> },
+    VersionConflict {
+        skill: String,
+    },
+    Missing {
+        skill: String,
+        missing: Vec<String>,
+    },
+    InvalidState {
+        skill: String,
+    },
+    Denied {
+        skill: String,
+    },
+    RequiredBy {
+        skill: String,
+        dependents: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -75,12 +87,8 @@ impl Model {
         if !self.mounted.contains_key(&skill) {
             return Expected::Ok(vec![]);
         }
-        let dependents: Vec<String> = self
-            .mounted
-            .keys()
-            .filter(|m| self.defs[**m].requires.contains(&skill))
-            .map(|m| skill_id(*m))
-            .collect();
+        let dependents: Vec<String> =
+            self.mounted.keys().filter(|m| self.defs[**m].requires.contains(&skill)).map(|m| skill_id(*m)).collect();
         if !dependents.is_empty() {
             return Expected::RequiredBy { skill: skill_id(skill), dependents };
         }
@@ -140,7 +148,7 @@ impl ReferenceStateMachine for MountMachine {
         let n = state.defs.len();
         let v2 = prop::bool::weighted(0.15);
         prop_oneof![
-            5 => (0..n, v2.clone()).prop_map(|(skill, v2)| Op::Mount { skill, v2 }),
+            5 => (0..n, v2).prop_map(|(skill, v2)| Op::Mount { skill, v2 }),
             3 => (0..n).prop_map(|skill| Op::Unmount { skill }),
             1 => prop::collection::vec((0..n, v2), 1..=4).prop_map(|entries| Op::MountAll { entries }),
         ]
@@ -186,10 +194,9 @@ fn observed(result: &Result<Vec<agentry::Effect>, MountError>) -> Expected {
                 .collect(),
         ),
         Err(MountError::VersionConflict { skill, .. }) => Expected::VersionConflict { skill: skill.to_string() },
-        Err(MountError::MissingDependency { skill, missing }) => Expected::Missing {
-            skill: skill.to_string(),
-            missing: missing.iter().map(ToString::to_string).collect(),
-        },
+        Err(MountError::MissingDependency { skill, missing }) => {
+            Expected::Missing { skill: skill.to_string(), missing: missing.iter().map(ToString::to_string).collect() }
+        }
         Err(MountError::InvalidState { skill, errors }) => {
             assert!(!errors.is_empty(), "InvalidState must carry the validator's messages");
             Expected::InvalidState { skill: skill.to_string() }

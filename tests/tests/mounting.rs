@@ -47,7 +47,12 @@ impl Action for Multiply {
 }
 
 fn arithmetic(vsn: &str) -> Skill {
-    Skill::builder("arithmetic", vsn).description("Basic arithmetic.").action::<Add>().action::<Multiply>().build().unwrap()
+    Skill::builder("arithmetic", vsn)
+        .description("Basic arithmetic.")
+        .action::<Add>()
+        .action::<Multiply>()
+        .build()
+        .unwrap()
 }
 
 /// The counter's per-agent state.
@@ -87,10 +92,7 @@ fn actions(effects: &[Effect]) -> Vec<(&'static str, String)> {
 fn mounting_registers_each_action_in_order_and_remounting_is_a_no_op() {
     let mut state = agent();
     let effects = mount(&mut state, &arithmetic("1.0.0"), &Value::Null, &Policy::default()).unwrap();
-    assert_eq!(
-        actions(&effects),
-        [("register", "arithmetic.add".into()), ("register", "arithmetic.multiply".into())]
-    );
+    assert_eq!(actions(&effects), [("register", "arithmetic.add".into()), ("register", "arithmetic.multiply".into())]);
     assert_eq!(effects[0].meta.skill, Some(id("arithmetic")));
     let snapshot = state.clone();
     assert!(mount(&mut state, &arithmetic("1.0.0"), &json!({"ignored": true}), &Policy::default()).unwrap().is_empty());
@@ -139,7 +141,9 @@ fn the_policy_must_allow_the_skill() {
     let mut state = agent();
     let policy = Policy::default().deny_skill(id("arithmetic"));
     let err = mount(&mut state, &arithmetic("1.0.0"), &Value::Null, &policy).unwrap_err();
-    assert!(matches!(&err, MountError::Denied { skill, reason } if *skill == "arithmetic" && reason.contains("deny list")));
+    assert!(
+        matches!(&err, MountError::Denied { skill, reason } if *skill == "arithmetic" && reason.contains("deny list"))
+    );
     assert_eq!(state, agent());
 }
 
@@ -181,7 +185,8 @@ fn mount_all_orders_by_dependency_and_is_all_or_nothing() {
     let arithmetic = arithmetic("1.0.0");
     let counter = counter();
     let effects =
-        mount_all(&mut state, &[(&counter, json!({"step": 2})), (&arithmetic, Value::Null)], &Policy::default()).unwrap();
+        mount_all(&mut state, &[(&counter, json!({"step": 2})), (&arithmetic, Value::Null)], &Policy::default())
+            .unwrap();
     assert_eq!(effects.len(), 2, "arithmetic's two actions");
     assert!(state.is_mounted(&id("counter")) && state.is_mounted(&id("arithmetic")));
 

@@ -51,7 +51,15 @@ fn uuid() -> impl Strategy<Value = Uuid> {
 }
 
 fn signal() -> impl Strategy<Value = Signal> {
-    (dotted(), "[a-z:/]{1,10}", prop::option::of("[a-z0-9-]{1,8}"), json_value(), uuid(), time(), prop::option::of((uuid(), uuid())))
+    (
+        dotted(),
+        "[a-z:/]{1,10}",
+        prop::option::of("[a-z0-9-]{1,8}"),
+        json_value(),
+        uuid(),
+        time(),
+        prop::option::of((uuid(), uuid())),
+    )
         .prop_map(|(kind, source, subject, data, id, time, cause)| {
             let mut b = Signal::builder(kind.as_str()).source(source).data(data).stamped(id, time);
             if let Some(subject) = subject {
@@ -73,11 +81,8 @@ fn agent_id() -> impl Strategy<Value = AgentId> {
 }
 
 fn effect_kind() -> impl Strategy<Value = EffectKind> {
-    let target = prop_oneof![
-        agent_id().prop_map(Target::Agent),
-        Just(Target::Parent),
-        "[a-z.]{1,8}".prop_map(Target::Topic),
-    ];
+    let target =
+        prop_oneof![agent_id().prop_map(Target::Agent), Just(Target::Parent), "[a-z.]{1,8}".prop_map(Target::Topic),];
     let millis = (0u64..10_000_000).prop_map(Duration::from_millis);
     prop_oneof![
         action_id().prop_map(|action| EffectKind::RegisterAction { action }),
@@ -85,9 +90,17 @@ fn effect_kind() -> impl Strategy<Value = EffectKind> {
         (action_id(), json_value()).prop_map(|(action, params)| EffectKind::Run { action, params }),
         (signal(), target).prop_map(|(signal, to)| EffectKind::Emit { signal, to }),
         (uuid(), json_value()).prop_map(|(to, data)| EffectKind::Reply { to, data }),
-        ("[a-z0-9-]{1,8}", millis, signal()).prop_map(|(key, after, signal)| EffectKind::Schedule { key, after, signal }),
+        ("[a-z0-9-]{1,8}", millis, signal()).prop_map(|(key, after, signal)| EffectKind::Schedule {
+            key,
+            after,
+            signal
+        }),
         "[a-z0-9-]{1,8}".prop_map(|key| EffectKind::Cancel { key }),
-        (agent_id(), "[a-z_]{1,8}", json_value()).prop_map(|(id, agent, init)| EffectKind::SpawnAgent { id, agent, init }),
+        (agent_id(), "[a-z_]{1,8}", json_value()).prop_map(|(id, agent, init)| EffectKind::SpawnAgent {
+            id,
+            agent,
+            init
+        }),
         agent_id().prop_map(|id| EffectKind::StopChild { id }),
         ".{0,12}".prop_map(|reason| EffectKind::Stop { reason }),
     ]
@@ -109,8 +122,9 @@ struct Domain {
 }
 
 fn agent_state() -> impl Strategy<Value = AgentState<Domain>> {
-    let domain = ("[a-z ]{0,10}", any::<u64>(), prop::collection::vec("[a-z]{0,5}", 0..3), prop::option::of(any::<i64>()))
-        .prop_map(|(name, counter, notes, last)| Domain { name, counter, notes, last });
+    let domain =
+        ("[a-z ]{0,10}", any::<u64>(), prop::collection::vec("[a-z]{0,5}", 0..3), prop::option::of(any::<i64>()))
+            .prop_map(|(name, counter, notes, last)| Domain { name, counter, notes, last });
     (agent_id(), domain, catalog(), prop::collection::vec(any::<prop::sample::Index>(), 0..8)).prop_map(
         |(id, domain, defs, picks)| {
             let mut state = AgentState::new(id, domain);
@@ -156,5 +170,7 @@ fn a_tampered_state_is_refused_on_the_way_in() {
     let state = AgentState::new(AgentId::new("a").unwrap(), 1u8);
     let mut value = serde_json::to_value(&state).unwrap();
     value["id"] = json!("");
-    assert!(serde_json::from_value::<AgentState<u8>>(value).unwrap_err().to_string().contains("agent id must not be empty"));
+    assert!(
+        serde_json::from_value::<AgentState<u8>>(value).unwrap_err().to_string().contains("agent id must not be empty")
+    );
 }

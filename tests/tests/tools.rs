@@ -55,7 +55,10 @@ impl Action for FileTicket {
     async fn run(self, _ctx: ActionContext) -> Result<String, ActionError> {
         let labels = self.labels.unwrap_or_default().join(",");
         let Contact { email, phone } = self.contact;
-        Ok(format!("filed {} ({:?}, seen {}x, [{labels}]) for {email} {phone:?}", self.title, self.priority, self.count))
+        Ok(format!(
+            "filed {} ({:?}, seen {}x, [{labels}]) for {email} {phone:?}",
+            self.title, self.priority, self.count
+        ))
     }
 }
 

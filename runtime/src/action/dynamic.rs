@@ -1,10 +1,10 @@
 //! The erased, object-safe form of an action: a spec, a params validator compiled once, and a function
 //! from JSON params to a JSON result.
 
+use super::Action;
 use super::context::ActionContext;
 use super::error::ActionError;
 use super::spec::{ActionSpec, schema_for};
-use super::Action;
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;

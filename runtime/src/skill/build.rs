@@ -194,7 +194,10 @@ impl SkillBuilder {
         let actions = self.actions.into_iter().collect::<Result<Vec<_>, _>>()?;
         for (i, action) in actions.iter().enumerate() {
             if actions[..i].iter().any(|earlier| earlier.spec().id == action.spec().id) {
-                return Err(BuildError::DuplicateAction { skill: id.to_string(), action: action.spec().id.to_string() });
+                return Err(BuildError::DuplicateAction {
+                    skill: id.to_string(),
+                    action: action.spec().id.to_string(),
+                });
             }
         }
         let requires = self.requires.into_iter().collect::<Result<Vec<_>, _>>()?;

@@ -94,7 +94,10 @@ mod tests {
                 vec!["`calc`", "`math`, `log`", "are not mounted", "expected them mounted first"],
             ),
             (
-                MountError::InvalidState { skill: id("counter"), errors: vec!["-1 is less than the minimum of 0".into()] },
+                MountError::InvalidState {
+                    skill: id("counter"),
+                    errors: vec!["-1 is less than the minimum of 0".into()],
+                },
                 vec!["`counter`", "-1 is less than the minimum of 0", "expected a state matching"],
             ),
             (

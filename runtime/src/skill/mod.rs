@@ -11,8 +11,8 @@ pub use error::MountError;
 pub use mount::{mount, mount_all, unmount};
 
 use crate::action::DynAction;
-use crate::agent::{AgentState, MountedSkill};
 use crate::agent::StepError;
+use crate::agent::{AgentState, MountedSkill};
 use crate::effect::Effect;
 use crate::id::{AgentId, SkillId};
 use crate::signal::Signal;
@@ -156,8 +156,9 @@ impl Skill {
     ) -> Result<SkillReaction<Value>, StepError> {
         match &self.handler {
             None => Ok(SkillReaction::Ignore),
-            Some(handler) => handler(state, signal, ctx)
-                .map_err(|message| StepError::SkillState { skill: self.id.clone(), message }),
+            Some(handler) => {
+                handler(state, signal, ctx).map_err(|message| StepError::SkillState { skill: self.id.clone(), message })
+            }
         }
     }
 }

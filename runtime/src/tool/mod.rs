@@ -136,6 +136,10 @@ pub fn mounted_specs<'c, S>(state: &AgentState<S>, catalog: &'c Catalog) -> Resu
 }
 
 /// The tools an agent offers an LLM: every mounted action, once, in the given format.
-pub fn tools_for_agent<S>(state: &AgentState<S>, catalog: &Catalog, format: ToolFormat) -> Result<Vec<Value>, ToolError> {
+pub fn tools_for_agent<S>(
+    state: &AgentState<S>,
+    catalog: &Catalog,
+    format: ToolFormat,
+) -> Result<Vec<Value>, ToolError> {
     Ok(mounted_specs(state, catalog)?.into_iter().map(|spec| describe(spec, format)).collect())
 }

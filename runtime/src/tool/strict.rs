@@ -4,8 +4,7 @@
 use serde_json::{Map, Value, json};
 
 /// String formats strict mode accepts; others (such as schemars' `double` or `uint32`) are dropped.
-const STRICT_FORMATS: &[&str] =
-    &["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
+const STRICT_FORMATS: &[&str] = &["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
 
 /// Rewrites a JSON Schema into strict mode: `additionalProperties: false` and all properties `required` on
 /// every object; properties that were optional become nullable; `oneOf` becomes `anyOf`; a lone `allOf` is
@@ -105,7 +104,8 @@ fn make_nullable(schema: &mut Value) {
             types.push(null.clone());
         }
         _ => {
-            let already = matches!(map.get("anyOf"), Some(Value::Array(v)) if v.iter().any(|s| s.get("type") == Some(&null)));
+            let already =
+                matches!(map.get("anyOf"), Some(Value::Array(v)) if v.iter().any(|s| s.get("type") == Some(&null)));
             if !already {
                 let inner = std::mem::take(map);
                 map.insert("anyOf".into(), json!([Value::Object(inner), {"type": "null"}]));
