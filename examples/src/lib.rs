@@ -1,1 +1,3 @@
-//! Shared helpers for the examples (none yet).
+//! Agents the examples share. Each is written the way a user writes theirs.
+
+pub mod calculator;

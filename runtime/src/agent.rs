@@ -3,7 +3,8 @@
 use crate::effect::Effect;
 use crate::id::{ActionId, AgentId, SkillId};
 use crate::signal::Signal;
-use crate::skill::{Catalog, SkillContext, SkillReaction};
+use crate::policy::Policy;
+use crate::skill::{BuildError, Catalog, MountError, Skill, SkillContext, SkillReaction, mount_all};
 use schemars::JsonSchema;
 use semver::Version;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -21,10 +22,65 @@ pub enum Reaction<S> {
     Update(S, Vec<Effect>),
 }
 
+/// A route method may return bare effects: the signal is handled and the domain state is kept.
+impl<S> From<Vec<Effect>> for Reaction<S> {
+    fn from(effects: Vec<Effect>) -> Self {
+        Reaction::Keep(effects)
+    }
+}
+
 /// A user's agent: the domain state type, with a pure signal handler. It never does I/O; it returns effects.
+/// `#[derive(Agent)]` writes this from a few attributes.
 pub trait Agent: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The agent type's name, as the runtime registers it (default: the Rust type's name).
+    fn name() -> &'static str {
+        std::any::type_name::<Self>()
+    }
+
+    /// What the agent is for.
+    fn description() -> &'static str {
+        ""
+    }
+
+    /// The skills the agent mounts when it starts, each with its mount options.
+    fn start_skills() -> Result<Vec<(Skill, Value)>, BuildError> {
+        Ok(Vec::new())
+    }
+
     /// Reacts to a signal. Must be pure: the same state and signal always give the same reaction.
     fn handle_signal(&self, signal: &Signal) -> Reaction<Self>;
+}
+
+/// An agent with no domain state or behaviour of its own: every signal goes to its mounted skills.
+impl Agent for () {
+    fn name() -> &'static str {
+        "skills-only"
+    }
+
+    fn handle_signal(&self, _signal: &Signal) -> Reaction<Self> {
+        Reaction::Ignore
+    }
+}
+
+/// Why an agent could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    /// One of its start skills is malformed.
+    #[error("a start skill of the agent could not be built: {0}")]
+    Build(#[from] BuildError),
+    /// Its start skills could not be mounted.
+    #[error("the agent's start skills could not be mounted: {0}")]
+    Mount(#[from] MountError),
+}
+
+/// A new agent's state with its start skills mounted (in dependency order), and the effects that registered
+/// their actions. Pure.
+pub fn start<A: Agent>(id: AgentId, domain: A, policy: &Policy) -> Result<(AgentState<A>, Vec<Effect>), StartError> {
+    let skills = A::start_skills()?;
+    let mut state = AgentState::new(id, domain);
+    let given: Vec<(&Skill, Value)> = skills.iter().map(|(skill, opts)| (skill, opts.clone())).collect();
+    let effects = mount_all(&mut state, &given, policy)?;
+    Ok((state, effects))
 }
 
 /// A skill as mounted on one agent: its version, its per-agent state and what it provides.

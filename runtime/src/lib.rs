@@ -21,6 +21,20 @@ pub mod tool;
 
 mod duration_ms;
 
+/// What the derives' generated code needs, re-exported so users need no extra dependency. Not public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde_json;
+}
+pub mod prelude;
+
+/// Derives [`Action`] for a params struct: `#[action(id = "skill.verb", output = T, ...)]`.
+pub use agentry_macros::Action;
+/// Derives [`agent::Agent`] for a domain state: `#[agent(name = "...", skills(...), routes(...))]`.
+pub use agentry_macros::Agent;
+/// Derives [`skill::SkillDefinition`]: `#[skill(id = "...", vsn = "1.0.0", actions(...), ...)]`.
+pub use agentry_macros::Skill;
+
 pub use action::{
     Action, ActionContext, ActionError, ActionSpec, Capability, Category, Cost, DynAction, ErrorClass, Outcome,
     OutcomeStatus, RetryPolicy, Risk,

@@ -1,2 +1,8 @@
-//! The standard library of agentry skills. Each skill is a module of its own; they arrive with the standard
-//! skills issue.
+//! The standard library of agentry skills. Each skill is a module of its own, written with the derive macros
+//! exactly as a user would write theirs.
+
+pub mod arithmetic;
+pub mod counter;
+
+pub use arithmetic::Arithmetic;
+pub use counter::Counter;

@@ -49,6 +49,11 @@ use std::future::Future;
 ///     }
 /// }
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an agentry action",
+    label = "expected a type that implements `Action`",
+    note = "derive it with `#[derive(Action)]` and `#[action(id = \"skill.verb\", output = T)]`, or implement it by hand"
+)]
 pub trait Action: DeserializeOwned + JsonSchema + Send + 'static {
     /// What a successful run returns.
     type Output: Serialize + JsonSchema + Send + 'static;

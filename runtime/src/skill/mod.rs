@@ -21,6 +21,12 @@ use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
+/// A type that defines a skill; `#[derive(Skill)]` writes it. Lets agents name their start skills by type.
+pub trait SkillDefinition {
+    /// The skill. Built once and shared: later calls return a clone of the first build.
+    fn skill() -> Result<Skill, BuildError>;
+}
+
 /// What a skill's signal handler does with a signal.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SkillReaction<S> {

@@ -1,0 +1,27 @@
+//! The calculator agent: mounts `arithmetic` at start and turns `calculate` signals into runs.
+
+use agentry::prelude::*;
+use agentry_skills::Arithmetic;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Answers `calculate` signals (`{"op": "add", "a": 1, "b": 2}`) by running the matching arithmetic action.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Agent)]
+#[agent(name = "calculator", skills(Arithmetic), routes("calculate" => calculate))]
+pub struct Calculator {
+    /// How many calculations it started.
+    pub asked: u64,
+}
+
+impl Calculator {
+    fn calculate(&self, signal: &Signal) -> Reaction<Self> {
+        let data = signal.data();
+        let action = match data["op"].as_str() {
+            Some(op @ ("add" | "subtract" | "multiply" | "divide")) => format!("arithmetic.{op}"),
+            _ => return Reaction::Ignore,
+        };
+        let Ok(action) = ActionId::new(action) else { return Reaction::Ignore };
+        let run = Effect::run(action, json!({"a": data["a"], "b": data["b"]}));
+        Reaction::Update(Calculator { asked: self.asked + 1 }, vec![run])
+    }
+}
