@@ -2,7 +2,7 @@
 
 use crate::attr::{Word, doc_comment, duration_ms, one_of, parenthesized, repeated_key, unknown_key};
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 use syn::{DeriveInput, LitBool, LitInt, LitStr, Type};
 
 const KEYS: &[&str] = &[
@@ -25,6 +25,8 @@ const CATEGORIES: &[&str] = &["pure", "job", "remote", "artifact"];
 /// Everything `#[action(...)]` said, parsed and checked.
 #[derive(Default)]
 pub struct ActionAttr {
+    /// Where the attribute is, for errors about keys it lacks.
+    pub span: Option<proc_macro2::Span>,
     pub id: Option<LitStr>,
     pub description: Option<String>,
     pub output: Option<Type>,
@@ -88,6 +90,7 @@ pub fn parse(input: &DeriveInput) -> syn::Result<ActionAttr> {
         ));
     }
     for attr in attrs {
+        out.span.get_or_insert_with(|| syn::spanned::Spanned::span(attr.path()));
         attr.parse_nested_meta(|meta| {
             let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
             if seen.contains(&key) {
@@ -105,9 +108,7 @@ pub fn parse(input: &DeriveInput) -> syn::Result<ActionAttr> {
                 "output" => out.output = Some(meta.value()?.parse()?),
                 "risk" => out.risk = Some(one_of(&meta.value()?.parse::<Word>()?, "risk", RISKS)?),
                 "cost" => out.cost = Some(one_of(&meta.value()?.parse::<Word>()?, "cost", COSTS)?),
-                "category" => {
-                    out.category = Some(one_of(&meta.value()?.parse::<Word>()?, "category", CATEGORIES)?)
-                }
+                "category" => out.category = Some(one_of(&meta.value()?.parse::<Word>()?, "category", CATEGORIES)?),
                 "side_effects" => out.side_effects = Some(flag(&meta)?),
                 "idempotent" => out.idempotent = Some(flag(&meta)?),
                 "capabilities" => {
@@ -129,18 +130,22 @@ pub fn parse(input: &DeriveInput) -> syn::Result<ActionAttr> {
 /// Expands the derive.
 pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     if !input.generics.params.is_empty() {
-        return Err(syn::Error::new_spanned(&input.generics, "`#[derive(Action)]` does not support generic params types"));
+        return Err(syn::Error::new_spanned(
+            &input.generics,
+            "`#[derive(Action)]` does not support generic params types",
+        ));
     }
     let attr = parse(&input)?;
     let name = &input.ident;
+    let at = attr.span.unwrap_or_else(|| name.span());
     let id = attr.id.ok_or_else(|| {
-        syn::Error::new_spanned(name, "`#[action(...)]` is missing the required key `id`; expected `id = \"skill.verb\"`")
+        syn::Error::new(at, "`#[action(...)]` is missing the required key `id`; expected `id = \"skill.verb\"`")
     })?;
     let output = attr.output.ok_or_else(|| {
-        syn::Error::new_spanned(name, "`#[action(...)]` is missing the required key `output`; expected `output = T`")
+        syn::Error::new(at, "`#[action(...)]` is missing the required key `output`; expected `output = T`")
     })?;
     let description = attr.description.ok_or_else(|| {
-        syn::Error::new_spanned(name, "the action has no description; expected a doc comment or `description = \"...\"`")
+        syn::Error::new(at, "the action has no description; expected a doc comment or `description = \"...\"`")
     })?;
 
     let a = quote!(::agentry::action);
@@ -183,6 +188,7 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
         setters.push(quote!(.retry(#a::RetryPolicy { #(#fields,)* ..::core::default::Default::default() })));
     }
 
+    let call = quote_spanned!(name.span()=> #name::run(self, ctx));
     Ok(quote! {
         impl #a::Action for #name {
             type Output = #output;
@@ -198,8 +204,9 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
                 ctx: #a::ActionContext,
             ) -> impl ::core::future::Future<Output = ::core::result::Result<#output, #a::ActionError>>
                    + ::core::marker::Send {
-                // The inherent `run` the user writes; inherent functions win over trait ones.
-                #name::run(self, ctx)
+                // The inherent `run` the user writes: a path prefers inherent functions over trait ones. Without
+                // one, this resolves to itself and the recursive future fails to compile (`()` is not a future).
+                #call
             }
         }
     })
@@ -235,26 +242,29 @@ mod tests {
 
     #[test]
     fn bad_keys_and_values_are_named() {
-        let err = parse_str(quote! { #[action(id = "a.b", colour = red)] struct X; }).unwrap_err();
+        let err = parse_str(quote! { #[action(id = "a.b", colour = red)] struct X; }).err().unwrap();
         assert!(err.to_string().starts_with("unknown key `colour`"), "{err}");
-        let err = parse_str(quote! { #[action(id = "a.b", risk = extreme)] struct X; }).unwrap_err();
+        let err = parse_str(quote! { #[action(id = "a.b", risk = extreme)] struct X; }).err().unwrap();
         assert!(err.to_string().contains("expected one of: low, medium, high"), "{err}");
-        let err = parse_str(quote! { #[action(id = "a..b")] struct X; }).unwrap_err();
+        let err = parse_str(quote! { #[action(id = "a..b")] struct X; }).err().unwrap();
         assert!(err.to_string().contains("empty segment"), "{err}");
-        let err = parse_str(quote! { #[action(id = "a.b", id = "c.d")] struct X; }).unwrap_err();
+        let err = parse_str(quote! { #[action(id = "a.b", id = "c.d")] struct X; }).err().unwrap();
         assert!(err.to_string().contains("key given twice"), "{err}");
-        let err = parse_str(quote! { struct X; }).unwrap_err();
+        let err = parse_str(quote! { struct X; }).err().unwrap();
         assert!(err.to_string().contains("missing `#[action(...)]`"), "{err}");
     }
 
     #[test]
     fn missing_required_keys_are_errors() {
-        let err = expand(syn::parse2(quote! { /// Doc.
+        let err = expand(
+            syn::parse2(quote! { /// Doc.
             #[action(output = u8)] struct X; })
-        .unwrap())
-        .unwrap_err();
+            .unwrap(),
+        )
+        .err()
+        .unwrap();
         assert!(err.to_string().contains("required key `id`"), "{err}");
-        let err = expand(syn::parse2(quote! { #[action(id = "a.b", output = u8)] struct X; }).unwrap()).unwrap_err();
+        let err = expand(syn::parse2(quote! { #[action(id = "a.b", output = u8)] struct X; }).unwrap()).err().unwrap();
         assert!(err.to_string().contains("no description"), "{err}");
     }
 }

@@ -21,7 +21,10 @@ impl Parse for StartSkill {
             input.parse::<Token![=]>()?;
             let lit: LitStr = input.parse()?;
             serde_json::from_str::<serde_json::Value>(&lit.value()).map_err(|e| {
-                syn::Error::new(lit.span(), format!("mount options are not valid JSON ({e}); expected e.g. r#\"{{\"step\": 2}}\"#"))
+                syn::Error::new(
+                    lit.span(),
+                    format!("mount options are not valid JSON ({e}); expected e.g. r#\"{{\"step\": 2}}\"#"),
+                )
             })?;
             Some(lit)
         } else {

@@ -23,6 +23,8 @@ const KEYS: &[&str] = &[
 /// Everything `#[skill(...)]` said, parsed and checked.
 #[derive(Default)]
 pub struct SkillAttr {
+    /// Where the attribute is, for errors about keys it lacks.
+    pub span: Option<proc_macro2::Span>,
     pub id: Option<LitStr>,
     pub name: Option<LitStr>,
     pub vsn: Option<LitStr>,
@@ -48,6 +50,7 @@ pub fn parse(input: &DeriveInput) -> syn::Result<SkillAttr> {
         ));
     }
     for attr in attrs {
+        out.span.get_or_insert_with(|| syn::spanned::Spanned::span(attr.path()));
         attr.parse_nested_meta(|meta| {
             let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
             if seen.contains(&key) {
@@ -64,7 +67,10 @@ pub fn parse(input: &DeriveInput) -> syn::Result<SkillAttr> {
                 "vsn" => {
                     let lit: LitStr = meta.value()?.parse()?;
                     semver::Version::parse(&lit.value()).map_err(|e| {
-                        syn::Error::new(lit.span(), format!("`{}` is not semver ({e}); expected e.g. `1.0.0`", lit.value()))
+                        syn::Error::new(
+                            lit.span(),
+                            format!("`{}` is not semver ({e}); expected e.g. `1.0.0`", lit.value()),
+                        )
                     })?;
                     out.vsn = Some(lit);
                 }
@@ -120,8 +126,9 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     }
     let attr = parse(&input)?;
     let name = &input.ident;
+    let at = attr.span.unwrap_or_else(|| name.span());
     let missing = |key: &str, example: &str| {
-        syn::Error::new_spanned(name, format!("`#[skill(...)]` is missing the required key `{key}`; expected `{example}`"))
+        syn::Error::new(at, format!("`#[skill(...)]` is missing the required key `{key}`; expected `{example}`"))
     };
     let id = attr.id.ok_or_else(|| missing("id", "id = \"name\""))?;
     let vsn = attr.vsn.ok_or_else(|| missing("vsn", "vsn = \"1.0.0\""))?;
@@ -200,15 +207,15 @@ mod tests {
 
     #[test]
     fn definition_errors() {
-        let err = parse_str(quote! { #[skill(id = "a", vsn = "1.0")] struct X; }).unwrap_err();
+        let err = parse_str(quote! { #[skill(id = "a", vsn = "1.0")] struct X; }).err().unwrap();
         assert!(err.to_string().contains("not semver"), "{err}");
-        let err = parse_str(quote! { #[skill(id = "a", actions(A, B, A))] struct X; }).unwrap_err();
+        let err = parse_str(quote! { #[skill(id = "a", actions(A, B, A))] struct X; }).err().unwrap();
         assert!(err.to_string().contains("`A` is listed twice"), "{err}");
-        let err = parse_str(quote! { #[skill(id = "a", requires("b", "a"))] struct X; }).unwrap_err();
+        let err = parse_str(quote! { #[skill(id = "a", requires("b", "a"))] struct X; }).err().unwrap();
         assert!(err.to_string().contains("`a` requires itself"), "{err}");
-        let err = parse_str(quote! { #[skill(id = "a", version = "1.0.0")] struct X; }).unwrap_err();
+        let err = parse_str(quote! { #[skill(id = "a", version = "1.0.0")] struct X; }).err().unwrap();
         assert!(err.to_string().contains("unknown key `version`") && err.to_string().contains("vsn"), "{err}");
-        let err = expand(syn::parse2(quote! { #[skill(id = "a")] struct X; }).unwrap()).unwrap_err();
+        let err = expand(syn::parse2(quote! { #[skill(id = "a")] struct X; }).unwrap()).err().unwrap();
         assert!(err.to_string().contains("required key `vsn`"), "{err}");
     }
 }

@@ -2,8 +2,8 @@
 
 use crate::effect::Effect;
 use crate::id::{ActionId, AgentId, SkillId};
-use crate::signal::Signal;
 use crate::policy::Policy;
+use crate::signal::Signal;
 use crate::skill::{BuildError, Catalog, MountError, Skill, SkillContext, SkillReaction, mount_all};
 use schemars::JsonSchema;
 use semver::Version;

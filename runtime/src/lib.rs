@@ -1,7 +1,7 @@
 //! agentry: a runtime for agents built on actors.
 //!
 //! Agents are pure state machines: an [`Agent`] takes a [`Signal`] and its state and returns a new state plus a
-//! list of [`Effect`]s. It gains capabilities by mounting [`Skill`]s — named, versioned bundles of typed
+//! list of [`Effect`]s. It gains capabilities by mounting [`Skill`](struct@Skill)s — named, versioned bundles of typed
 //! [`Action`]s — and mounting is pure too: [`skill::mount`] returns `RegisterAction` effects. The actor layer
 //! (the `AgentServer`) interprets those effects.
 //!

@@ -1,0 +1,10 @@
+use agentry::prelude::*;
+
+/// Adds.
+#[derive(serde::Deserialize, schemars::JsonSchema, Action)]
+#[action(id = "math.add", output = f64)]
+struct Add {
+    a: f64,
+}
+
+fn main() {}
