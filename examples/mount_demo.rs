@@ -103,11 +103,8 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     for data in [json!({"op": "add", "a": 2, "b": 3}), json!({"op": "divide", "a": 1, "b": 4})] {
         let signal = Signal::builder("calculate").source("demo").data(data).build()?;
-        let next = step(&state, &signal, &catalog)?;
+        let next = step(&mut state, &signal, &catalog)?;
         print_effects(&format!("signal {} {}:", signal.kind(), signal.data()), &next.effects)?;
-        if let Some(new_state) = next.state {
-            state = new_state;
-        }
     }
     println!("calculations asked: {}", state.domain.asked);
 

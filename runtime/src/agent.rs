@@ -141,9 +141,7 @@ impl<S> AgentState<S> {
 
 /// What handling one signal produced.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Step<S> {
-    /// The new state, or `None` when nothing changed.
-    pub state: Option<AgentState<S>>,
+pub struct Step {
     /// The effects to interpret, in order; each carries the signal's id as its cause.
     pub effects: Vec<Effect>,
     /// Whether the agent or any skill handled the signal.
@@ -167,8 +165,9 @@ pub enum StepError {
 }
 
 /// Feeds one signal through an agent: its own handler first; a signal it ignores is offered to every mounted
-/// skill with a handler, in id order. Pure.
-pub fn step<A: Agent>(state: &AgentState<A>, signal: &Signal, catalog: &Catalog) -> Result<Step<A>, StepError> {
+/// skill with a handler, in id order. Every reaction is computed before any is applied, so on an error (or a
+/// panic in a handler) the state is exactly as it was; no part of the state is copied. Deterministic.
+pub fn step<A: Agent>(state: &mut AgentState<A>, signal: &Signal, catalog: &Catalog) -> Result<Step, StepError> {
     let cause = signal.id();
     let mark = |effects: Vec<Effect>, skill: Option<&SkillId>| -> Vec<Effect> {
         effects
@@ -183,29 +182,28 @@ pub fn step<A: Agent>(state: &AgentState<A>, signal: &Signal, catalog: &Catalog)
             .collect()
     };
     match state.domain.handle_signal(signal) {
-        Reaction::Keep(effects) => return Ok(Step { state: None, effects: mark(effects, None), handled: true }),
+        Reaction::Keep(effects) => return Ok(Step { effects: mark(effects, None), handled: true }),
         Reaction::Update(domain, effects) => {
-            let next = AgentState { id: state.id.clone(), domain, skills: state.skills.clone() };
-            return Ok(Step { state: Some(next), effects: mark(effects, None), handled: true });
+            state.domain = domain;
+            return Ok(Step { effects: mark(effects, None), handled: true });
         }
         Reaction::Ignore => {}
     }
-    let mut next: Option<AgentState<A>> = None;
+    let mut updates: Vec<(SkillId, Value)> = Vec::new();
     let mut effects = Vec::new();
     for (id, mounted) in &state.skills {
         let skill = catalog.get(id).ok_or_else(|| StepError::UnknownSkill(id.clone()))?;
         let ctx = SkillContext { agent_id: &state.id, skill_id: id };
-        match skill.handle_signal(&mounted.state, signal, &ctx)? {
-            SkillReaction::Ignore => {}
-            SkillReaction::Handled(skill_state, produced) => {
-                let target = next.get_or_insert_with(|| state.clone());
-                if let Some(m) = target.skills.get_mut(id) {
-                    m.state = skill_state;
-                }
-                effects.extend(mark(produced, Some(id)));
-            }
+        if let SkillReaction::Handled(skill_state, produced) = skill.handle_signal(&mounted.state, signal, &ctx)? {
+            effects.extend(mark(produced, Some(id)));
+            updates.push((id.clone(), skill_state));
         }
     }
-    let handled = next.is_some();
-    Ok(Step { state: next, effects, handled })
+    let handled = !updates.is_empty();
+    for (id, skill_state) in updates {
+        if let Some(mounted) = state.skills.get_mut(&id) {
+            mounted.state = skill_state;
+        }
+    }
+    Ok(Step { effects, handled })
 }

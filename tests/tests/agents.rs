@@ -66,11 +66,11 @@ fn agent() -> (AgentState<Calculator>, Catalog) {
 
 #[test]
 fn the_agent_handles_what_it_routes_and_effects_carry_their_cause() {
-    let (state, catalog) = agent();
+    let (mut state, catalog) = agent();
     let signal = Signal::new("calculate", json!({"op": "add", "a": 1, "b": 2})).unwrap();
-    let step = step(&state, &signal, &catalog).unwrap();
+    let step = step(&mut state, &signal, &catalog).unwrap();
     assert!(step.handled);
-    assert_eq!(step.state.unwrap().domain, Calculator { asked: 1 });
+    assert_eq!(state.domain, Calculator { asked: 1 });
     assert_eq!(step.effects.len(), 1);
     assert_eq!(
         step.effects[0].kind,
@@ -86,10 +86,9 @@ fn ignored_signals_go_to_mounted_skills_with_their_state() {
     let tick = Signal::new("tick.second", Value::Null).unwrap();
     let mut emitted = Vec::new();
     for _ in 0..6 {
-        let step = step(&state, &tick, &catalog).unwrap();
+        let step = step(&mut state, &tick, &catalog).unwrap();
         assert!(step.handled);
         emitted.extend(step.effects);
-        state = step.state.expect("the skill's state changed");
     }
     let tally_id = SkillId::new("tally").unwrap();
     assert_eq!(state.skill_state(&tally_id), Some(&json!({"seen": 6})));
@@ -103,16 +102,20 @@ fn ignored_signals_go_to_mounted_skills_with_their_state() {
 
 #[test]
 fn nobody_handles_unknown_signals_and_nothing_changes() {
-    let (state, catalog) = agent();
-    let step = step(&state, &Signal::new("weather.rain", Value::Null).unwrap(), &catalog).unwrap();
-    assert!(!step.handled && step.state.is_none() && step.effects.is_empty());
+    let (mut state, catalog) = agent();
+    let before = state.clone();
+    let step = step(&mut state, &Signal::new("weather.rain", Value::Null).unwrap(), &catalog).unwrap();
+    assert!(!step.handled && step.effects.is_empty());
+    assert_eq!(state, before);
 }
 
 #[test]
 fn a_mounted_skill_missing_from_the_catalog_is_an_error() {
-    let (state, _) = agent();
-    let err = step(&state, &Signal::new("tick.x", Value::Null).unwrap(), &Catalog::new()).unwrap_err();
+    let (mut state, _) = agent();
+    let before = state.clone();
+    let err = step(&mut state, &Signal::new("tick.x", Value::Null).unwrap(), &Catalog::new()).unwrap_err();
     assert_eq!(err, StepError::UnknownSkill(SkillId::new("tally").unwrap()));
+    assert_eq!(state, before, "a failed step changes nothing");
 }
 
 proptest! {
@@ -122,10 +125,13 @@ proptest! {
         let (mut state, catalog) = agent();
         let tick = Signal::new("tick.second", Value::Null).unwrap();
         for _ in 0..ticks {
-            state = step(&state, &tick, &catalog).unwrap().state.unwrap();
+            step(&mut state, &tick, &catalog).unwrap();
         }
         let signal = Signal::new("calculate", json!({"op": op, "a": 1, "b": 2})).unwrap();
-        prop_assert_eq!(step(&state, &signal, &catalog).unwrap(), step(&state, &signal, &catalog).unwrap());
-        prop_assert_eq!(step(&state, &tick, &catalog).unwrap(), step(&state, &tick, &catalog).unwrap());
+        for s in [&signal, &tick] {
+            let (mut a, mut b) = (state.clone(), state.clone());
+            prop_assert_eq!(step(&mut a, s, &catalog).unwrap(), step(&mut b, s, &catalog).unwrap());
+            prop_assert_eq!(a, b);
+        }
     }
 }

@@ -92,21 +92,22 @@ fn calculator_mounts_arithmetic_at_start() {
 
 #[test]
 fn calculate_add_yields_one_run_with_the_params_and_unknown_ops_are_ignored() {
-    let (state, _) = start(AgentId::new("calc").unwrap(), Calculator::default(), &Policy::default()).unwrap();
+    let (mut state, _) = start(AgentId::new("calc").unwrap(), Calculator::default(), &Policy::default()).unwrap();
     let catalog: Catalog = [Arithmetic::skill().unwrap()].into_iter().collect();
     let signal = Signal::new("calculate", json!({"op": "add", "a": 1, "b": 2})).unwrap();
-    let next = step(&state, &signal, &catalog).unwrap();
+    let next = step(&mut state, &signal, &catalog).unwrap();
     assert_eq!(
         next.effects.iter().map(|e| &e.kind).collect::<Vec<_>>(),
         [&EffectKind::Run { action: ActionId::new("arithmetic.add").unwrap(), params: json!({"a": 1, "b": 2}) }]
     );
-    assert_eq!(next.state.unwrap().domain.asked, 1);
+    assert_eq!(state.domain.asked, 1);
 
     let unknown = Signal::new("calculate", json!({"op": "sqrt", "a": 4})).unwrap();
-    let next = step(&state, &unknown, &catalog).unwrap();
-    assert!(!next.handled && next.effects.is_empty() && next.state.is_none());
+    let next = step(&mut state, &unknown, &catalog).unwrap();
+    assert!(!next.handled && next.effects.is_empty());
+    assert_eq!(state.domain.asked, 1);
     let other = Signal::new("weather.report", Value::Null).unwrap();
-    assert!(!step(&state, &other, &catalog).unwrap().handled);
+    assert!(!step(&mut state, &other, &catalog).unwrap().handled);
 }
 
 /// Needs arithmetic.
@@ -136,10 +137,10 @@ fn the_counter_starts_from_the_mount_options_and_counts_by_its_step() {
     mount(&mut state, &counter, &json!({"step": 5}), &Policy::default()).unwrap();
     assert_eq!(state.skill_state(&id), Some(&json!({"step": 5, "value": 0})));
     for _ in 0..3 {
-        state = step(&state, &Signal::new("counter.increment", Value::Null).unwrap(), &catalog).unwrap().state.unwrap();
+        step(&mut state, &Signal::new("counter.increment", Value::Null).unwrap(), &catalog).unwrap();
     }
     let get = Signal::new("counter.get", Value::Null).unwrap();
-    let next = step(&state, &get, &catalog).unwrap();
+    let next = step(&mut state, &get, &catalog).unwrap();
     assert_eq!(next.effects[0].kind, EffectKind::Reply { to: get.id(), data: json!(15) });
     assert_eq!(next.effects[0].meta.skill, Some(id.clone()));
 

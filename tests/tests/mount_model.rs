@@ -295,5 +295,5 @@ fn cases() -> u32 {
 prop_state_machine! {
     #![proptest_config(Config { cases: cases(), ..Config::default() })]
     #[test]
-    fn mounting_agrees_with_the_model(sequential 1..40 => Sut);
+    fn mounting_agrees_with_the_model(sequential 1..=40 => Sut);
 }
