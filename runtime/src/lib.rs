@@ -7,16 +7,19 @@
 //!
 //! This crate is split into the **pure layer** (`signal`, `pattern`, `action`, `skill`, `effect`, `agent`,
 //! `policy`, `tool`), which never awaits, reads a clock or touches I/O while deciding, and the actor layer that
-//! runs what the pure layer decides.
+//! runs what the pure layer decides (`runner`, `events`, `store`; the AgentServer and Runtime build on them).
 
 pub mod action;
 pub mod agent;
 pub mod effect;
+pub mod events;
 pub mod id;
 pub mod pattern;
 pub mod policy;
+pub mod runner;
 pub mod signal;
 pub mod skill;
+pub mod store;
 pub mod tool;
 
 mod duration_ms;

@@ -1,0 +1,148 @@
+//! The event stream: everything that happens in the actor layer, as data anyone can subscribe to.
+
+use crate::action::ErrorClass;
+use crate::duration_ms;
+use crate::id::{ActionId, AgentId, SkillId};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    /// An agent started.
+    AgentStarted,
+    /// An agent stopped.
+    AgentStopped {
+        /// Why.
+        reason: String,
+    },
+    /// An agent's handler panicked and it was restarted from its last good state.
+    AgentRestarted {
+        /// Restarts within the current window, this one included.
+        restarts: u32,
+    },
+    /// A skill was mounted.
+    SkillMounted {
+        /// The skill.
+        skill: SkillId,
+    },
+    /// A skill was unmounted.
+    SkillUnmounted {
+        /// The skill.
+        skill: SkillId,
+    },
+    /// A run was accepted and waits for a slot.
+    ActionQueued {
+        /// The action.
+        action: ActionId,
+    },
+    /// An attempt started.
+    ActionStarted {
+        /// The action.
+        action: ActionId,
+        /// Which attempt, from 1.
+        attempt: u32,
+    },
+    /// An attempt failed and another follows after a backoff.
+    ActionRetried {
+        /// The action.
+        action: ActionId,
+        /// The attempt that failed.
+        attempt: u32,
+        /// Its error's class.
+        class: ErrorClass,
+        /// The wait before the next attempt.
+        #[serde(with = "duration_ms")]
+        backoff: Duration,
+    },
+    /// The run completed.
+    ActionCompleted {
+        /// The action.
+        action: ActionId,
+        /// Attempts it took.
+        attempts: u32,
+    },
+    /// The run failed for good.
+    ActionFailed {
+        /// The action.
+        action: ActionId,
+        /// The error's class.
+        class: ErrorClass,
+        /// The error's message.
+        message: String,
+    },
+    /// The run is blocked: refused by the gate, or waiting for approval.
+    ActionBlocked {
+        /// The action.
+        action: ActionId,
+        /// Why.
+        reason: String,
+    },
+    /// A run needs approval.
+    ApprovalAsked {
+        /// The action.
+        action: ActionId,
+    },
+    /// A run was approved or denied.
+    ApprovalGiven {
+        /// The action.
+        action: ActionId,
+        /// Approved (`true`) or denied.
+        approved: bool,
+    },
+}
+
+/// One event: what happened, to which agent, in which run and signal chain, and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// The agent it happened to.
+    pub agent: AgentId,
+    /// The run it belongs to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<Uuid>,
+    /// The signal chain it belongs to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation: Option<Uuid>,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// How many events a slow subscriber may fall behind before it starts missing the oldest.
+pub const EVENT_BUFFER: usize = 4096;
+
+/// Publishes events to every subscriber. Cheap to clone; publishing with no subscriber costs almost nothing.
+#[derive(Debug, Clone)]
+pub struct EventBus {
+    sender: broadcast::Sender<Event>,
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventBus {
+    /// A bus that keeps up to [`EVENT_BUFFER`] events for slow subscribers.
+    pub fn new() -> Self {
+        Self { sender: broadcast::channel(EVENT_BUFFER).0 }
+    }
+
+    /// Sends an event to every current subscriber.
+    pub fn publish(&self, event: Event) {
+        // No subscriber is not an error: nobody is listening.
+        let _ = self.sender.send(event);
+    }
+
+    /// A receiver of every event published from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.sender.subscribe()
+    }
+}

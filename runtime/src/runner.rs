@@ -1,0 +1,158 @@
+//! The action runner: runs one action to its end — params validation, each attempt in its own task under the
+//! action's timeout, panics caught, retries with exponential backoff and jitter where the design allows — and
+//! journals and announces every step. The gate (registration, policy, capabilities, approval) comes before it,
+//! in the agent's server.
+
+use crate::action::{ActionContext, ActionError, DynAction, Outcome, should_retry};
+use crate::events::{Event, EventBus, EventKind};
+use crate::store::{RunStatus, RunUpdate, Store};
+use chrono::Utc;
+use serde_json::Value;
+use std::sync::Arc;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// Runs actions and reports on them. Cheap to clone.
+#[derive(Clone)]
+pub struct Runner {
+    events: EventBus,
+    store: Arc<dyn Store>,
+}
+
+/// Aborts a spawned attempt when dropped, so an attempt never outlives the run that started it (a timeout, or
+/// the run itself being cancelled because its agent stopped).
+struct AbortOnDrop(AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Runner {
+    /// A runner that publishes to `events` and journals to `store`.
+    pub fn new(events: EventBus, store: Arc<dyn Store>) -> Self {
+        Self { events, store }
+    }
+
+    fn publish(&self, ctx: &ActionContext, kind: EventKind) {
+        self.events.publish(Event {
+            at: Utc::now(),
+            agent: ctx.agent_id.clone(),
+            run: Some(ctx.run_id),
+            correlation: Some(ctx.correlation_id),
+            kind,
+        });
+    }
+
+    fn journal(&self, ctx: &ActionContext, update: RunUpdate) {
+        if let Err(err) = self.store.update(ctx.run_id, update, Utc::now()) {
+            tracing::warn!(run = %ctx.run_id, %err, "the journal refused an update");
+        }
+    }
+
+    /// Runs `action` with `params` to its end and returns the outcome. The run must already be journaled
+    /// (queued); `ctx.attempt` is set here for each attempt. Dropping the returned future cancels the run,
+    /// including an attempt in flight.
+    pub async fn execute(&self, action: &DynAction, params: Value, ctx: ActionContext) -> Outcome {
+        let span = tracing::info_span!("action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id);
+        self.attempts(action, params, ctx).instrument(span).await
+    }
+
+    async fn attempts(&self, action: &DynAction, params: Value, mut ctx: ActionContext) -> Outcome {
+        let spec = action.spec();
+        let started = Instant::now();
+        if let Err(err) = action.validate(&params) {
+            return self.finish(&ctx, &err_outcome(&err, started, 0));
+        }
+        let mut attempt = 1;
+        loop {
+            ctx.attempt = attempt;
+            self.journal(
+                &ctx,
+                RunUpdate { status: Some(RunStatus::Running), attempts: Some(attempt), ..RunUpdate::default() },
+            );
+            self.publish(&ctx, EventKind::ActionStarted { action: spec.id.clone(), attempt });
+            let result = run_attempt(action, params.clone(), ctx.clone()).await;
+            let err = match result {
+                Ok(output) => {
+                    return self.finish(&ctx, &Outcome::completed(output, started.elapsed(), attempt));
+                }
+                Err(err) => err,
+            };
+            if !should_retry(spec, &err, attempt) {
+                return self.finish(&ctx, &err_outcome(&err, started, attempt));
+            }
+            let backoff = spec.retry.backoff(attempt, jitter_sample(&ctx));
+            tracing::debug!(attempt, ?backoff, %err, "retrying");
+            self.publish(
+                &ctx,
+                EventKind::ActionRetried { action: spec.id.clone(), attempt, class: err.class(), backoff },
+            );
+            tokio::time::sleep(backoff).await;
+            attempt += 1;
+        }
+    }
+
+    fn finish(&self, ctx: &ActionContext, outcome: &Outcome) -> Outcome {
+        self.journal(
+            ctx,
+            RunUpdate {
+                status: Some(outcome.status.into()),
+                attempts: Some(outcome.attempts),
+                latency: Some(outcome.latency),
+                cost: outcome.cost,
+                error: outcome.error.as_ref().map(|e| e.class),
+            },
+        );
+        let kind = match &outcome.error {
+            None => EventKind::ActionCompleted { action: ctx.action_id.clone(), attempts: outcome.attempts },
+            Some(e) if outcome.status == crate::action::OutcomeStatus::Blocked => {
+                EventKind::ActionBlocked { action: ctx.action_id.clone(), reason: e.message.clone() }
+            }
+            Some(e) => {
+                EventKind::ActionFailed { action: ctx.action_id.clone(), class: e.class, message: e.message.clone() }
+            }
+        };
+        self.publish(ctx, kind);
+        outcome.clone()
+    }
+}
+
+fn err_outcome(err: &ActionError, started: Instant, attempts: u32) -> Outcome {
+    Outcome::failed(err, started.elapsed(), attempts)
+}
+
+/// One attempt in its own task, under the action's timeout; a panic becomes a `Critical` error.
+async fn run_attempt(action: &DynAction, params: Value, ctx: ActionContext) -> Result<Value, ActionError> {
+    let timeout = action.spec().timeout;
+    let task = tokio::spawn(action.invoke(params, ctx));
+    let _guard = AbortOnDrop(task.abort_handle());
+    match tokio::time::timeout(timeout, task).await {
+        Err(_elapsed) => Err(ActionError::Timeout { after: timeout }),
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) if join.is_panic() => {
+            let payload = join.into_panic();
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic with a non-text payload".to_owned());
+            Err(ActionError::critical(format!("the action panicked: {message}")))
+        }
+        Ok(Err(_cancelled)) => Err(ActionError::cancelled("the attempt's task was cancelled")),
+    }
+}
+
+/// A uniform sample in `0..1` for backoff jitter, mixed from the run id and attempt (SplitMix64), so each run
+/// spreads differently without a random-number dependency.
+fn jitter_sample(ctx: &ActionContext) -> f64 {
+    let (hi, lo) = ctx.run_id.as_u64_pair();
+    let mut z = hi ^ lo ^ u64::from(ctx.attempt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    // The top 53 bits make an exactly representable fraction.
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}

@@ -1,0 +1,171 @@
+//! The execution journal: a record of every action run, queryable by agent, action and status.
+
+mod memory;
+
+pub use memory::MemoryStore;
+
+use crate::action::{ErrorClass, OutcomeStatus};
+use crate::id::{ActionId, AgentId};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Accepted, waiting for a slot.
+    Queued,
+    /// Waiting for approval.
+    AwaitingApproval,
+    /// An attempt is running.
+    Running,
+    /// Completed.
+    Completed,
+    /// Failed for good.
+    Failed,
+    /// Refused by the gate or denied approval.
+    Blocked,
+}
+
+impl RunStatus {
+    /// Whether the run has ended.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Blocked)
+    }
+}
+
+impl From<OutcomeStatus> for RunStatus {
+    fn from(status: OutcomeStatus) -> Self {
+        match status {
+            OutcomeStatus::Completed => Self::Completed,
+            OutcomeStatus::Failed => Self::Failed,
+            OutcomeStatus::Blocked => Self::Blocked,
+        }
+    }
+}
+
+/// The journal's record of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's id.
+    pub run: Uuid,
+    /// The agent it ran for.
+    pub agent: AgentId,
+    /// The action.
+    pub action: ActionId,
+    /// A stable digest of the params (a name-based UUID of their JSON), so runs can be compared without
+    /// keeping the params.
+    pub params_digest: Uuid,
+    /// The signal chain that caused it.
+    pub correlation: Uuid,
+    /// Every status the run has had, with when, oldest first.
+    pub history: Vec<(RunStatus, DateTime<Utc>)>,
+    /// Attempts so far.
+    pub attempts: u32,
+    /// Wall time of the whole run, once it ended.
+    #[serde(default, with = "option_ms")]
+    pub latency: Option<Duration>,
+    /// What it cost, if the action reported it.
+    pub cost: Option<f64>,
+    /// The class of the error it ended with, if it failed or was blocked.
+    pub error: Option<ErrorClass>,
+}
+
+mod option_ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+impl RunRecord {
+    /// A new record in status `Queued`.
+    pub fn queued(run: Uuid, agent: AgentId, action: ActionId, params: &Value, correlation: Uuid) -> Self {
+        Self {
+            run,
+            agent,
+            action,
+            params_digest: params_digest(params),
+            correlation,
+            history: vec![(RunStatus::Queued, Utc::now())],
+            attempts: 0,
+            latency: None,
+            cost: None,
+            error: None,
+        }
+    }
+
+    /// The current status.
+    pub fn status(&self) -> RunStatus {
+        self.history.last().map_or(RunStatus::Queued, |(s, _)| *s)
+    }
+}
+
+/// A stable digest of params: a name-based (v5) UUID of their JSON text.
+pub fn params_digest(params: &Value) -> Uuid {
+    Uuid::new_v5(&Uuid::NAMESPACE_OID, params.to_string().as_bytes())
+}
+
+/// A change to a run's record.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunUpdate {
+    /// The new status, appended to the history.
+    pub status: Option<RunStatus>,
+    /// Attempts so far.
+    pub attempts: Option<u32>,
+    /// Wall time of the whole run.
+    pub latency: Option<Duration>,
+    /// What it cost.
+    pub cost: Option<f64>,
+    /// The error class it ended with.
+    pub error: Option<ErrorClass>,
+}
+
+/// Which runs to list; every `Some` field must match.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunQuery {
+    /// Runs of this agent.
+    pub agent: Option<AgentId>,
+    /// Runs of this action.
+    pub action: Option<ActionId>,
+    /// Runs currently in this status.
+    pub status: Option<RunStatus>,
+}
+
+/// Why the journal refused a write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// A run with this id is already journaled.
+    #[error("run {0} is already in the journal; expected a new run id")]
+    Duplicate(Uuid),
+    /// No run with this id is journaled.
+    #[error("run {0} is not in the journal; expected a run recorded with `record` first")]
+    UnknownRun(Uuid),
+    /// The run already ended; an ended run's record does not change.
+    #[error("run {0} has already ended; expected updates only while it runs")]
+    Ended(Uuid),
+}
+
+/// Where run records are kept. The in-memory [`MemoryStore`] now; a SQLite one comes later.
+pub trait Store: Send + Sync + 'static {
+    /// Journals a new run.
+    fn record(&self, record: RunRecord) -> Result<(), StoreError>;
+    /// Applies a change to a run's record; `at` stamps a new status.
+    fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError>;
+    /// One run's record.
+    fn get(&self, run: Uuid) -> Option<RunRecord>;
+    /// Every run that matches, oldest first.
+    fn query(&self, query: &RunQuery) -> Vec<RunRecord>;
+}
