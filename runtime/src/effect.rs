@@ -151,6 +151,11 @@ impl Effect {
         EffectKind::Reply { to: to.id(), data }.into()
     }
 
+    /// `Reply` to the call whose signal has this id (e.g. an outcome signal's `causation_id`).
+    pub fn reply_to(to: Uuid, data: Value) -> Self {
+        EffectKind::Reply { to, data }.into()
+    }
+
     /// `Schedule` a signal to this agent.
     pub fn schedule(key: impl Into<String>, after: Duration, signal: Signal) -> Self {
         EffectKind::Schedule { key: key.into(), after, signal }.into()

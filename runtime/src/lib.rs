@@ -11,12 +11,15 @@
 
 pub mod action;
 pub mod agent;
+mod directory;
 pub mod effect;
 pub mod events;
 pub mod id;
 pub mod pattern;
 pub mod policy;
 pub mod runner;
+pub mod runtime;
+pub mod server;
 pub mod signal;
 pub mod skill;
 pub mod store;

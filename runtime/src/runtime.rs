@@ -1,0 +1,372 @@
+//! The Runtime: the handle an application holds — skill catalog, agent directory, event stream, journal — and
+//! typed [`AgentRef`]s to talk to agents.
+
+use crate::agent::{Agent, AgentState, StartError, start};
+use crate::directory::{Directory, Entry};
+use crate::events::{Event, EventBus};
+use crate::id::{AgentId, SkillId};
+use crate::policy::Policy;
+use crate::runner::Runner;
+use crate::server::{AgentServer, RestartPolicy, ServerArgs, ServerMsg, Shared};
+use crate::signal::Signal;
+use crate::skill::{Catalog, MountError, Skill};
+use crate::store::{MemoryStore, Store};
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorRef};
+use serde_json::Value;
+use std::any::TypeId;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Why a runtime operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuntimeError {
+    /// An agent with this id (or name) already runs.
+    #[error("agent `{0}` already exists; expected a new id and name")]
+    AlreadyExists(String),
+    /// No agent with this id runs.
+    #[error("agent `{0}` is not running")]
+    NoSuchAgent(AgentId),
+    /// The agent exists but is of another type than the one asked for.
+    #[error("agent `{0}` is of another type than the one asked for")]
+    WrongType(AgentId),
+    /// A skill is not in the runtime's catalog.
+    #[error("skill `{0}` is not in the runtime's catalog; expected it added with `RuntimeBuilder::skill`")]
+    UnknownSkill(SkillId),
+    /// An agent type is not registered.
+    #[error("agent type `{0}` is not registered; expected it added with `RuntimeBuilder::agent`")]
+    UnknownAgentType(String),
+    /// Mounting or unmounting failed.
+    #[error(transparent)]
+    Mount(#[from] MountError),
+    /// The agent could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// No run of this id waits for approval.
+    #[error("run {0} is not waiting for approval")]
+    NotAwaitingApproval(Uuid),
+    /// A `call` got no reply in time.
+    #[error("agent `{agent}` did not reply within {}ms", timeout.as_millis())]
+    Timeout {
+        /// The agent called.
+        agent: AgentId,
+        /// How long the caller waited.
+        timeout: Duration,
+    },
+    /// The agent stopped before it answered.
+    #[error("agent `{0}` stopped before it answered")]
+    Stopped(AgentId),
+    /// The agent's actor could not be started.
+    #[error("the actor of agent `{agent}` could not start: {message}")]
+    Spawn {
+        /// The agent.
+        agent: AgentId,
+        /// ractor's message.
+        message: String,
+    },
+}
+
+/// Starts an agent of a registered type from its JSON init state (the `SpawnAgent` effect).
+pub(crate) type Spawner = Arc<
+    dyn Fn(
+            Arc<Shared>,
+            AgentId,
+            Value,
+            Option<AgentId>,
+        ) -> Pin<Box<dyn Future<Output = Result<(), RuntimeError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// How to spawn one agent.
+#[derive(Debug, Clone)]
+pub struct SpawnOptions {
+    /// Its id (default: a fresh UUID v7).
+    pub id: Option<AgentId>,
+    /// A unique name to find it by.
+    pub name: Option<String>,
+    /// Its policy.
+    pub policy: Policy,
+    /// How it survives its own handler's panics.
+    pub restart: RestartPolicy,
+    /// How many of its runs may be in flight at once; more wait in a queue.
+    pub max_in_flight: usize,
+    /// Its parent, which gets `agent.child_exited` when it stops.
+    pub parent: Option<AgentId>,
+}
+
+impl Default for SpawnOptions {
+    fn default() -> Self {
+        Self {
+            id: None,
+            name: None,
+            policy: Policy::default(),
+            restart: RestartPolicy::default(),
+            max_in_flight: 64,
+            parent: None,
+        }
+    }
+}
+
+/// Builds a [`Runtime`].
+#[derive(Default)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RuntimeBuilder {
+    catalog: Catalog,
+    store: Option<Arc<dyn Store>>,
+    spawners: Vec<(String, Spawner)>,
+}
+
+impl RuntimeBuilder {
+    /// Adds a skill to the catalog.
+    pub fn skill(mut self, skill: Skill) -> Self {
+        self.catalog.insert(skill);
+        self
+    }
+
+    /// Registers an agent type, so `SpawnAgent` effects can start it by name, and adds its start skills to the
+    /// catalog.
+    pub fn agent<A: Agent>(mut self) -> Result<Self, RuntimeError> {
+        for (skill, _) in A::start_skills().map_err(StartError::from)? {
+            self.catalog.insert(skill);
+        }
+        let spawner: Spawner = Arc::new(|shared, id, init, parent| {
+            Box::pin(async move {
+                let domain: A = serde_json::from_value(init).map_err(|e| RuntimeError::Spawn {
+                    agent: id.clone(),
+                    message: format!("the init state does not fit the agent type: {e}"),
+                })?;
+                let opts = SpawnOptions { id: Some(id), parent, ..SpawnOptions::default() };
+                spawn_agent::<A>(&shared, domain, opts).await.map(|_| ())
+            })
+        });
+        self.spawners.push((A::name().to_owned(), spawner));
+        Ok(self)
+    }
+
+    /// Uses this journal instead of an in-memory one.
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Builds the runtime. Needs a tokio runtime to be running when agents are spawned.
+    pub fn build(self) -> Runtime {
+        let events = EventBus::new();
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let shared = Shared {
+            catalog: self.catalog,
+            runner: Runner::new(events.clone(), store.clone()),
+            events,
+            store,
+            directory: Directory::default(),
+            spawners: self.spawners.into_iter().collect(),
+        };
+        Runtime { shared: Arc::new(shared) }
+    }
+}
+
+/// The handle an application holds. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+impl Runtime {
+    /// Starts building a runtime.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// The skill catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.shared.catalog
+    }
+
+    /// The execution journal.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.shared.store
+    }
+
+    /// A receiver of every event from now on.
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.shared.events.subscribe()
+    }
+
+    /// Spawns an agent: its start skills are mounted (purely) before its actor starts.
+    pub async fn spawn<A: Agent>(&self, domain: A, opts: SpawnOptions) -> Result<AgentRef<A>, RuntimeError> {
+        spawn_agent(&self.shared, domain, opts).await
+    }
+
+    /// A typed handle to a running agent.
+    pub fn get<A: Agent>(&self, id: &AgentId) -> Result<AgentRef<A>, RuntimeError> {
+        let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
+        if entry.agent_type != TypeId::of::<A>() {
+            return Err(RuntimeError::WrongType(id.clone()));
+        }
+        Ok(AgentRef { id: id.clone(), actor: ActorRef::from(entry.cell), _agent: PhantomData })
+    }
+
+    /// The id of the agent with this name.
+    pub fn find(&self, name: &str) -> Option<AgentId> {
+        self.shared.directory.id_of(name)
+    }
+
+    /// Delivers a signal to an agent whatever its type.
+    pub fn send(&self, to: &AgentId, signal: Signal) -> Result<(), RuntimeError> {
+        if self.shared.directory.deliver(to, signal) { Ok(()) } else { Err(RuntimeError::NoSuchAgent(to.clone())) }
+    }
+
+    /// Subscribes an agent to a topic that `Emit { to: Topic }` delivers to.
+    pub fn subscribe(&self, agent: &AgentId, topic: &str) {
+        self.shared.directory.subscribe(topic, agent.clone());
+    }
+
+    /// Stops an agent and waits until it has stopped; its running actions are cancelled.
+    pub async fn stop(&self, id: &AgentId) -> Result<(), RuntimeError> {
+        let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
+        let _ = entry.cell.stop_and_wait(Some("stopped by the runtime".into()), None).await;
+        Ok(())
+    }
+
+    /// Stops every agent, waiting up to `grace` for each; what is still running then is cancelled.
+    pub async fn shutdown(&self, grace: Duration) {
+        for id in self.shared.directory.ids() {
+            if let Some(entry) = self.shared.directory.get(&id) {
+                let _ = entry.cell.stop_and_wait(Some("runtime shutdown".into()), Some(grace)).await;
+                entry.cell.kill();
+            }
+        }
+    }
+}
+
+async fn spawn_agent<A: Agent>(
+    shared: &Arc<Shared>,
+    domain: A,
+    opts: SpawnOptions,
+) -> Result<AgentRef<A>, RuntimeError> {
+    let id = opts.id.clone().unwrap_or_else(AgentId::random);
+    if shared.directory.get(&id).is_some() {
+        return Err(RuntimeError::AlreadyExists(id.to_string()));
+    }
+    if let Some(name) = &opts.name
+        && shared.directory.id_of(name).is_some()
+    {
+        return Err(RuntimeError::AlreadyExists(name.clone()));
+    }
+    let (state, start_effects) = start(id.clone(), domain, &opts.policy)?;
+    for skill in state.skills().keys() {
+        if shared.catalog.get(skill).is_none() {
+            return Err(RuntimeError::UnknownSkill(skill.clone()));
+        }
+    }
+    let args = ServerArgs {
+        state,
+        start_effects,
+        policy: opts.policy,
+        restart: opts.restart,
+        max_in_flight: opts.max_in_flight,
+        parent: opts.parent.clone(),
+        shared: shared.clone(),
+    };
+    let (actor, _join) = Actor::spawn(None, AgentServer::<A>::new(), args)
+        .await
+        .map_err(|e| RuntimeError::Spawn { agent: id.clone(), message: e.to_string() })?;
+    let deliver_to = actor.clone();
+    let entry = Entry {
+        name: opts.name,
+        parent: opts.parent,
+        agent_type: TypeId::of::<A>(),
+        cell: actor.get_cell(),
+        deliver: Arc::new(move |signal| deliver_to.cast(ServerMsg::Signal(signal)).is_ok()),
+    };
+    if !shared.directory.insert(id.clone(), entry) {
+        actor.stop(Some("its id or name was taken while it started".into()));
+        return Err(RuntimeError::AlreadyExists(id.to_string()));
+    }
+    Ok(AgentRef { id, actor, _agent: PhantomData })
+}
+
+/// A typed handle to one agent.
+pub struct AgentRef<A: Agent> {
+    id: AgentId,
+    actor: ActorRef<ServerMsg<A>>,
+    _agent: PhantomData<fn() -> A>,
+}
+
+impl<A: Agent> Clone for AgentRef<A> {
+    fn clone(&self) -> Self {
+        Self { id: self.id.clone(), actor: self.actor.clone(), _agent: PhantomData }
+    }
+}
+
+impl<A: Agent> AgentRef<A> {
+    /// The agent's id.
+    pub fn id(&self) -> &AgentId {
+        &self.id
+    }
+
+    /// Sends a signal without waiting (cast).
+    pub fn send(&self, signal: Signal) -> Result<(), RuntimeError> {
+        self.actor.cast(ServerMsg::Signal(signal)).map_err(|_| RuntimeError::Stopped(self.id.clone()))
+    }
+
+    /// Sends a signal and waits for the agent's `Reply` to it, at most `timeout`.
+    pub async fn call(&self, signal: Signal, timeout: Duration) -> Result<Value, RuntimeError> {
+        let result = self.actor.call(|port| ServerMsg::Call(signal, port), Some(timeout)).await;
+        self.answer(result, timeout)
+    }
+
+    fn answer<T>(
+        &self,
+        result: Result<CallResult<T>, impl std::fmt::Debug>,
+        timeout: Duration,
+    ) -> Result<T, RuntimeError> {
+        match result {
+            Ok(CallResult::Success(value)) => Ok(value),
+            Ok(CallResult::Timeout) => Err(RuntimeError::Timeout { agent: self.id.clone(), timeout }),
+            Ok(CallResult::SenderError) | Err(_) => Err(RuntimeError::Stopped(self.id.clone())),
+        }
+    }
+
+    /// A snapshot of the agent's state.
+    pub async fn state(&self) -> Result<AgentState<A>, RuntimeError> {
+        let result = self.actor.call(ServerMsg::Snapshot, None).await;
+        self.answer(result, Duration::ZERO)
+    }
+
+    /// Mounts a catalog skill with options.
+    pub async fn mount(&self, skill: &SkillId, opts: Value) -> Result<(), RuntimeError> {
+        let skill = skill.clone();
+        let result = self.actor.call(|port| ServerMsg::Mount(skill, opts, port), None).await;
+        self.answer(result, Duration::ZERO)?
+    }
+
+    /// Unmounts a skill.
+    pub async fn unmount(&self, skill: &SkillId) -> Result<(), RuntimeError> {
+        let skill = skill.clone();
+        let result = self.actor.call(|port| ServerMsg::Unmount(skill, port), None).await;
+        self.answer(result, Duration::ZERO)?
+    }
+
+    /// Approves a run that waits for approval.
+    pub async fn approve(&self, run: Uuid) -> Result<(), RuntimeError> {
+        let result = self.actor.call(|port| ServerMsg::Decide(run, true, port), None).await;
+        self.answer(result, Duration::ZERO)?
+    }
+
+    /// Denies a run that waits for approval.
+    pub async fn deny(&self, run: Uuid) -> Result<(), RuntimeError> {
+        let result = self.actor.call(|port| ServerMsg::Decide(run, false, port), None).await;
+        self.answer(result, Duration::ZERO)?
+    }
+
+    /// Stops the agent and waits until it has stopped.
+    pub async fn stop(&self) {
+        let _ = self.actor.stop_and_wait(Some("stopped through its AgentRef".into()), None).await;
+    }
+}

@@ -1,0 +1,285 @@
+//! The AgentServer: one `ractor` actor per agent. It owns the agent's state and live action table, feeds each
+//! signal through the pure `step`, and interprets the effects in order. It never waits on an action: runs go
+//! to their own tasks and come back as messages.
+
+mod effects;
+mod restart;
+
+pub use restart::{RestartMode, RestartPolicy};
+
+use crate::action::{ActionContext, DynAction, Outcome, OutcomeStatus};
+use crate::agent::{Agent, AgentState, step};
+use crate::directory::Directory;
+use crate::events::{Event, EventBus, EventKind};
+use crate::id::{ActionId, AgentId, SkillId};
+use crate::policy::Policy;
+use crate::runner::Runner;
+use crate::runtime::RuntimeError;
+use crate::signal::Signal;
+use crate::skill::Catalog;
+use crate::store::Store;
+use chrono::Utc;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::{Value, json};
+use std::collections::{HashMap, VecDeque};
+use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+/// What every agent server of one runtime shares.
+pub(crate) struct Shared {
+    pub catalog: Catalog,
+    pub events: EventBus,
+    pub store: Arc<dyn Store>,
+    pub runner: Runner,
+    pub directory: Directory,
+    pub spawners: dashmap::DashMap<String, crate::runtime::Spawner>,
+}
+
+impl Shared {
+    pub fn publish(&self, agent: &AgentId, run: Option<Uuid>, correlation: Option<Uuid>, kind: EventKind) {
+        self.events.publish(Event { at: Utc::now(), agent: agent.clone(), run, correlation, kind });
+    }
+}
+
+/// The messages an agent server takes. Built by [`crate::runtime::AgentRef`]; not constructed by users.
+pub enum ServerMsg<A: Agent> {
+    /// A signal to handle.
+    Signal(Signal),
+    /// A signal whose handling should answer through a `Reply` effect.
+    Call(Signal, RpcReplyPort<Value>),
+    /// Mount a skill from the catalog with options.
+    Mount(SkillId, Value, RpcReplyPort<Result<(), RuntimeError>>),
+    /// Unmount a skill.
+    Unmount(SkillId, RpcReplyPort<Result<(), RuntimeError>>),
+    /// A copy of the agent's state.
+    Snapshot(RpcReplyPort<AgentState<A>>),
+    /// Approve (`true`) or deny a run that waits for approval.
+    Decide(Uuid, bool, RpcReplyPort<Result<(), RuntimeError>>),
+    /// A run ended (sent by the run's own task).
+    Finished(Uuid, Box<Outcome>),
+}
+
+/// How the server starts: the agent's state (start skills already mounted) and the effects that mounted them.
+pub(crate) struct ServerArgs<A: Agent> {
+    pub state: AgentState<A>,
+    pub start_effects: Vec<crate::effect::Effect>,
+    pub policy: Policy,
+    pub restart: RestartPolicy,
+    pub max_in_flight: usize,
+    pub parent: Option<AgentId>,
+    pub shared: Arc<Shared>,
+}
+
+/// A run the gate accepted, waiting for a slot or for approval.
+pub(crate) struct Pending {
+    pub action: DynAction,
+    pub params: Value,
+    pub ctx: ActionContext,
+}
+
+/// A run in flight: its task and its context.
+pub(crate) struct Running {
+    pub task: JoinHandle<()>,
+    pub ctx: ActionContext,
+}
+
+/// The actor behaviour; its state is [`ServerState`].
+pub(crate) struct AgentServer<A: Agent>(PhantomData<fn() -> A>);
+
+impl<A: Agent> AgentServer<A> {
+    pub fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+/// Everything an agent server owns.
+pub(crate) struct ServerState<A: Agent> {
+    pub myself: ActorRef<ServerMsg<A>>,
+    pub agent: AgentState<A>,
+    pub policy: Policy,
+    pub table: HashMap<ActionId, DynAction>,
+    pub running: HashMap<Uuid, Running>,
+    pub queue: VecDeque<Pending>,
+    pub awaiting: HashMap<Uuid, Pending>,
+    pub calls: HashMap<Uuid, RpcReplyPort<Value>>,
+    pub schedules: HashMap<String, JoinHandle<()>>,
+    pub restarts: restart::Restarts,
+    pub max_in_flight: usize,
+    pub parent: Option<AgentId>,
+    pub shared: Arc<Shared>,
+}
+
+impl<A: Agent> Actor for AgentServer<A> {
+    type Msg = ServerMsg<A>;
+    type State = ServerState<A>;
+    type Arguments = ServerArgs<A>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: ServerArgs<A>,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let mut state = ServerState {
+            myself,
+            agent: args.state,
+            policy: args.policy,
+            table: HashMap::new(),
+            running: HashMap::new(),
+            queue: VecDeque::new(),
+            awaiting: HashMap::new(),
+            calls: HashMap::new(),
+            schedules: HashMap::new(),
+            restarts: restart::Restarts::new(args.restart),
+            max_in_flight: args.max_in_flight.max(1),
+            parent: args.parent,
+            shared: args.shared,
+        };
+        state.interpret(args.start_effects, None);
+        state.shared.publish(&state.agent.id, None, None, EventKind::AgentStarted);
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ServerMsg::Signal(signal) => state.feed(signal),
+            ServerMsg::Call(signal, reply) => {
+                state.calls.retain(|_, port| !port.is_closed());
+                state.calls.insert(signal.id(), reply);
+                state.feed(signal);
+            }
+            ServerMsg::Mount(skill, opts, reply) => {
+                let _ = reply.send(state.mount(&skill, &opts));
+            }
+            ServerMsg::Unmount(skill, reply) => {
+                let _ = reply.send(state.unmount(&skill));
+            }
+            ServerMsg::Snapshot(reply) => {
+                let _ = reply.send(state.agent.clone());
+            }
+            ServerMsg::Decide(run, approve, reply) => {
+                let _ = reply.send(state.decide(run, approve));
+            }
+            ServerMsg::Finished(run, outcome) => {
+                if let Some(done) = state.running.remove(&run) {
+                    state.deliver_outcome_for(&done.ctx, &outcome);
+                }
+                state.launch_queued();
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
+        state.shutdown();
+        Ok(())
+    }
+}
+
+impl<A: Agent> ServerState<A> {
+    /// Feeds one signal through the pure layer and interprets what it returns. A panicking handler leaves the
+    /// state as it was (`step` applies nothing before every handler has returned), so restarting from the last
+    /// good state means going on with it, within the restart policy.
+    fn feed(&mut self, signal: Signal) {
+        let span = tracing::info_span!("signal", agent = %self.agent.id, kind = %signal.kind(), id = %signal.id());
+        let _entered = span.enter();
+        let result = catch_unwind(AssertUnwindSafe(|| step(&mut self.agent, &signal, &self.shared.catalog)));
+        match result {
+            Ok(Ok(step)) => self.interpret(step.effects, Some(&signal)),
+            Ok(Err(err)) => tracing::warn!(%err, "the signal could not be handled"),
+            Err(_panic) => {
+                let verdict = self.restarts.record_panic(tokio::time::Instant::now());
+                match verdict {
+                    restart::Verdict::Restart(restarts) => {
+                        self.shared.publish(
+                            &self.agent.id,
+                            None,
+                            Some(signal.correlation_id()),
+                            EventKind::AgentRestarted { restarts },
+                        );
+                    }
+                    restart::Verdict::Stop(reason) => self.myself.stop(Some(reason)),
+                }
+            }
+        }
+    }
+
+    fn mount(&mut self, skill: &SkillId, opts: &Value) -> Result<(), RuntimeError> {
+        let found = self.shared.catalog.get(skill).cloned().ok_or_else(|| RuntimeError::UnknownSkill(skill.clone()))?;
+        let effects = crate::skill::mount(&mut self.agent, &found, opts, &self.policy)?;
+        self.interpret(effects, None);
+        self.shared.publish(&self.agent.id, None, None, EventKind::SkillMounted { skill: skill.clone() });
+        Ok(())
+    }
+
+    fn unmount(&mut self, skill: &SkillId) -> Result<(), RuntimeError> {
+        let was_mounted = self.agent.is_mounted(skill);
+        let effects = crate::skill::unmount(&mut self.agent, skill)?;
+        self.interpret(effects, None);
+        if was_mounted {
+            self.shared.publish(&self.agent.id, None, None, EventKind::SkillUnmounted { skill: skill.clone() });
+        }
+        Ok(())
+    }
+
+    /// Delivers a run's outcome to the agent as `action.completed`, `action.failed` or `action.blocked`, through
+    /// its own mailbox, caused by the signal that asked for the run.
+    fn deliver_outcome_for(&self, ctx: &ActionContext, outcome: &Outcome) {
+        let kind = match outcome.status {
+            OutcomeStatus::Completed => "action.completed",
+            OutcomeStatus::Failed => "action.failed",
+            OutcomeStatus::Blocked => "action.blocked",
+        };
+        let data = json!({"run_id": ctx.run_id, "action": ctx.action_id, "outcome": outcome});
+        let mut builder = Signal::builder(kind).source(format!("agentry/agent/{}", self.agent.id)).data(data);
+        builder = match ctx.causation_id {
+            Some(cause) => builder.caused_by(ctx.correlation_id, cause, Utc::now()),
+            None => builder,
+        };
+        match builder.build() {
+            Ok(signal) => {
+                let _ = self.myself.cast(ServerMsg::Signal(signal));
+            }
+            Err(err) => tracing::error!(%err, "an outcome signal kind is invalid"),
+        }
+    }
+
+    fn shutdown(&mut self) {
+        let at = Utc::now();
+        for (run, done) in self.running.drain() {
+            done.task.abort();
+            let update = crate::store::RunUpdate {
+                status: Some(crate::store::RunStatus::Failed),
+                error: Some(crate::action::ErrorClass::Cancelled),
+                ..Default::default()
+            };
+            let _ = self.shared.store.update(run, update, at);
+        }
+        for (_, pending) in self.awaiting.drain().chain(self.queue.drain(..).map(|p| (p.ctx.run_id, p))) {
+            let update = crate::store::RunUpdate {
+                status: Some(crate::store::RunStatus::Failed),
+                error: Some(crate::action::ErrorClass::Cancelled),
+                ..Default::default()
+            };
+            let _ = self.shared.store.update(pending.ctx.run_id, update, at);
+        }
+        for (_, task) in self.schedules.drain() {
+            task.abort();
+        }
+        let id = self.agent.id.clone();
+        self.shared.directory.remove(&id);
+        self.shared.publish(&id, None, None, EventKind::AgentStopped { reason: "stopped".into() });
+        if let Some(parent) = &self.parent {
+            if let Ok(signal) = Signal::builder("agent.child_exited").data(json!({"child": id})).build() {
+                self.shared.directory.deliver(parent, signal);
+            }
+        }
+    }
+}

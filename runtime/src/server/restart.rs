@@ -1,0 +1,73 @@
+//! Restart policy for an agent whose own signal handler panics.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// When a panicking handler is survived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartMode {
+    /// Always go on from the last good state, within the limit.
+    Permanent,
+    /// Go on after abnormal exits (a panic is one), within the limit; a normal stop is final.
+    Transient,
+    /// Never: the first panic stops the agent.
+    Never,
+}
+
+/// How an agent survives its own handler's panics: a mode and at most `max_restarts` within `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// When to restart.
+    pub mode: RestartMode,
+    /// How many restarts the window allows; one more stops the agent.
+    pub max_restarts: u32,
+    /// The sliding window restarts are counted in.
+    pub window: Duration,
+}
+
+impl Default for RestartPolicy {
+    /// Permanent, at most 3 restarts in 5 seconds.
+    fn default() -> Self {
+        Self { mode: RestartMode::Permanent, max_restarts: 3, window: Duration::from_secs(5) }
+    }
+}
+
+/// What to do after a panic.
+pub(crate) enum Verdict {
+    /// Go on; this many restarts are in the window now.
+    Restart(u32),
+    /// Stop the agent, for this reason.
+    Stop(String),
+}
+
+/// Counts restarts in the sliding window.
+pub(crate) struct Restarts {
+    policy: RestartPolicy,
+    recent: VecDeque<Instant>,
+}
+
+impl Restarts {
+    pub fn new(policy: RestartPolicy) -> Self {
+        Self { policy, recent: VecDeque::new() }
+    }
+
+    pub fn record_panic(&mut self, now: Instant) -> Verdict {
+        if self.policy.mode == RestartMode::Never {
+            return Verdict::Stop("the agent's handler panicked and its restart policy is `never`".into());
+        }
+        while self.recent.front().is_some_and(|t| now.duration_since(*t) > self.policy.window) {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(now);
+        let count = u32::try_from(self.recent.len()).unwrap_or(u32::MAX);
+        if count > self.policy.max_restarts {
+            Verdict::Stop(format!(
+                "the agent's handler panicked {count} times within {:?}; its restart policy allows {}",
+                self.policy.window, self.policy.max_restarts
+            ))
+        } else {
+            Verdict::Restart(count)
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! The AgentServer and Runtime with real actors on tokio's paused clock: the gate, approvals, outcomes as
+//! signals, calls and replies, emits, schedules, children, restarts, stop, events and the journal.
+
+use agentry::action::{ActionSpec, Capability, DynAction, ErrorClass, RetryPolicy, Risk};
+use agentry::agent::{Agent, Reaction};
+use agentry::effect::{Effect, Target};
+use agentry::events::{Event, EventKind};
+use agentry::id::{ActionId, AgentId, SkillId};
+use agentry::policy::Policy;
+use agentry::runtime::{AgentRef, Runtime, RuntimeError, SpawnOptions};
+use agentry::server::{RestartMode, RestartPolicy};
+use agentry::signal::Signal;
+use agentry::skill::Skill;
+use agentry::store::{RunQuery, RunStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tokio::sync::broadcast::Receiver;
+use uuid::Uuid;
+
+/// A test agent: `do` runs `data.action` with `data.params`; outcomes are replied to the call that caused them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Probe {
+    outcomes: u32,
+    pings: u32,
+    ticks: u32,
+    exited: Vec<String>,
+}
+
+impl Agent for Probe {
+    fn name() -> &'static str {
+        "probe"
+    }
+
+    fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+        let data = signal.data();
+        let mut next = self.clone();
+        let effects = match signal.kind().as_str() {
+            "do" => {
+                let Ok(action) = ActionId::new(data["action"].as_str().unwrap_or_default()) else {
+                    return Reaction::Ignore;
+                };
+                vec![Effect::run(action, data["params"].clone())]
+            }
+            "action.completed" | "action.failed" | "action.blocked" => {
+                next.outcomes += 1;
+                let mut reply = data.clone();
+                reply["kind"] = json!(signal.kind().as_str());
+                signal.causation_id().map(|to| Effect::reply_to(to, reply)).into_iter().collect()
+            }
+            "count" => vec![Effect::reply(
+                signal,
+                json!({"outcomes": self.outcomes, "pings": self.pings, "ticks": self.ticks, "exited": self.exited}),
+            )],
+            "emit" => {
+                let to = AgentId::new(data["to"].as_str().unwrap_or_default()).expect("a test target");
+                let ping = signal.follow("ping").build().expect("a valid kind");
+                vec![Effect::emit(ping, Target::Agent(to))]
+            }
+            "ping" => {
+                next.pings += 1;
+                vec![]
+            }
+            "schedule" => {
+                let tick = signal.follow("tick").build().expect("a valid kind");
+                vec![Effect::schedule("t", Duration::from_secs(data["secs"].as_u64().unwrap_or(1)), tick)]
+            }
+            "cancel" => vec![Effect::cancel("t")],
+            "tick" => {
+                next.ticks += 1;
+                vec![]
+            }
+            "spawn" => vec![Effect::spawn_agent(AgentId::new("child").unwrap(), "probe", json!(Probe::default()))],
+            "stop-child" => vec![Effect::stop_child(AgentId::new("child").unwrap())],
+            "agent.child_exited" => {
+                next.exited.push(data["child"].as_str().unwrap_or_default().to_owned());
+                vec![]
+            }
+            "boom" => panic!("the handler blew up"),
+            "stop" => vec![Effect::stop("asked to stop")],
+            _ => return Reaction::Ignore,
+        };
+        Reaction::Update(next, effects)
+    }
+}
+
+/// Counters the test actions bump, fresh per test.
+#[derive(Default)]
+struct Counters {
+    risky: AtomicU32,
+    flaky: AtomicU32,
+}
+
+fn dyn_action<F, Fut>(spec: ActionSpec, f: F) -> DynAction
+where
+    F: Fn(Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, agentry::ActionError>> + Send + 'static,
+{
+    DynAction::new(spec.params_schema(json!({"type": "object"})), move |p, _| Box::pin(f(p))).unwrap()
+}
+
+fn tools(counters: &Arc<Counters>) -> Skill {
+    let risky = counters.clone();
+    let flaky = counters.clone();
+    Skill::builder("tools", "1.0.0")
+        .dyn_action(dyn_action(ActionSpec::new("tools.echo", "echo").unwrap(), |p| async move { Ok(p) }))
+        .dyn_action(dyn_action(ActionSpec::new("tools.boom", "panics").unwrap(), |_| async { panic!("action boom") }))
+        .dyn_action(dyn_action(
+            ActionSpec::new("tools.slow", "hangs").unwrap().timeout(Duration::from_secs(1)).retry(RetryPolicy::never()),
+            |_| async {
+                std::future::pending::<()>().await;
+                Ok(Value::Null)
+            },
+        ))
+        .dyn_action(dyn_action(
+            ActionSpec::new("tools.risky", "high risk").unwrap().risk(Risk::High).idempotent(true),
+            move |_| {
+                let n = risky.risky.fetch_add(1, Ordering::SeqCst) + 1;
+                async move { if n == 1 { Err(agentry::ActionError::transient("first try fails")) } else { Ok(json!(n)) } }
+            },
+        ))
+        .dyn_action(dyn_action(
+            ActionSpec::new("tools.flaky", "transient twice").unwrap().idempotent(true),
+            move |_| {
+                let n = flaky.flaky.fetch_add(1, Ordering::SeqCst) + 1;
+                async move { if n < 3 { Err(agentry::ActionError::transient("busy")) } else { Ok(json!(n)) } }
+            },
+        ))
+        .dyn_action(dyn_action(ActionSpec::new("tools.read_file", "needs fs").unwrap().capability(Capability::FS), |_| async {
+            Ok(json!("contents"))
+        }))
+        .build()
+        .unwrap()
+}
+
+const CALL: Duration = Duration::from_secs(30);
+
+async fn setup(policy: Policy) -> (Runtime, AgentRef<Probe>, Arc<Counters>) {
+    let counters = Arc::new(Counters::default());
+    let runtime = Runtime::builder().skill(tools(&counters)).agent::<Probe>().unwrap().build();
+    let opts = SpawnOptions { id: Some(AgentId::new("probe").unwrap()), policy, ..SpawnOptions::default() };
+    let probe = runtime.spawn(Probe::default(), opts).await.unwrap();
+    probe.mount(&SkillId::new("tools").unwrap(), Value::Null).await.unwrap();
+    (runtime, probe, counters)
+}
+
+fn run(action: &str, params: Value) -> Signal {
+    Signal::new("do", json!({"action": action, "params": params})).unwrap()
+}
+
+async fn outcome(probe: &AgentRef<Probe>, action: &str, params: Value) -> Value {
+    probe.call(run(action, params), CALL).await.unwrap()
+}
+
+async fn wait_for(events: &mut Receiver<Event>, pred: impl Fn(&Event) -> bool) -> Event {
+    loop {
+        let event = events.recv().await.expect("the event stream is open");
+        if pred(&event) {
+            return event;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_is_answered_through_a_real_action() {
+    let (_rt, probe, _) = setup(Policy::default()).await;
+    let reply = outcome(&probe, "tools.echo", json!({"x": 1})).await;
+    assert_eq!(reply["kind"], "action.completed");
+    assert_eq!(reply["outcome"]["output"], json!({"x": 1}));
+    assert_eq!(reply["action"], "tools.echo");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_action_fails_critical_and_the_agent_goes_on() {
+    let (_rt, probe, _) = setup(Policy::default()).await;
+    let reply = outcome(&probe, "tools.boom", json!({})).await;
+    assert_eq!(
+        (reply["kind"].as_str(), reply["outcome"]["error"]["class"].as_str()),
+        (Some("action.failed"), Some("critical"))
+    );
+    assert_eq!(outcome(&probe, "tools.echo", json!({"ok": true})).await["kind"], "action.completed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_actions_time_out_and_transient_ones_are_retried() {
+    let (_rt, probe, counters) = setup(Policy::default()).await;
+    let reply = outcome(&probe, "tools.slow", json!({})).await;
+    assert_eq!(reply["outcome"]["error"]["class"], "timeout");
+    let reply = outcome(&probe, "tools.flaky", json!({})).await;
+    assert_eq!((reply["kind"].as_str(), reply["outcome"]["attempts"].as_u64()), (Some("action.completed"), Some(3)));
+    assert_eq!(counters.flaky.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unmounted_actions_and_missing_capabilities_are_denied() {
+    let (_rt, probe, _) = setup(Policy::default()).await;
+    let reply = outcome(&probe, "nowhere.to_be_found", json!({})).await;
+    assert_eq!(
+        (reply["kind"].as_str(), reply["outcome"]["error"]["class"].as_str()),
+        (Some("action.blocked"), Some("denied"))
+    );
+    let reply = outcome(&probe, "tools.read_file", json!({})).await;
+    assert_eq!(reply["outcome"]["error"]["class"], "denied");
+    assert!(reply["outcome"]["error"]["message"].as_str().unwrap().contains("fs"));
+
+    probe.unmount(&SkillId::new("tools").unwrap()).await.unwrap();
+    let reply = outcome(&probe, "tools.echo", json!({})).await;
+    assert_eq!(reply["outcome"]["error"]["class"], "denied", "after unmount new runs are denied");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_granted_capability_lets_the_run_through() {
+    let (_rt, probe, _) = setup(Policy::default().grant(Capability::FS)).await;
+    assert_eq!(outcome(&probe, "tools.read_file", json!({})).await["outcome"]["output"], "contents");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_risky_run_waits_for_approval_then_runs_once_without_asking_again_on_retry() {
+    let (rt, probe, counters) = setup(Policy::default()).await;
+    let mut events = rt.events();
+    let reply = outcome(&probe, "tools.risky", json!({})).await;
+    assert_eq!(reply["kind"], "action.blocked");
+    assert!(reply["outcome"]["error"].is_null(), "waiting, not refused");
+    assert_eq!(counters.risky.load(Ordering::SeqCst), 0, "nothing ran before approval");
+    let run_id: Uuid = serde_json::from_value(reply["run_id"].clone()).unwrap();
+    assert_eq!(rt.store().get(run_id).unwrap().status(), RunStatus::AwaitingApproval);
+
+    probe.approve(run_id).await.unwrap();
+    let done =
+        wait_for(&mut events, |e| e.run == Some(run_id) && matches!(e.kind, EventKind::ActionCompleted { .. })).await;
+    assert_eq!(done.kind, EventKind::ActionCompleted { action: ActionId::new("tools.risky").unwrap(), attempts: 2 });
+    assert_eq!(counters.risky.load(Ordering::SeqCst), 2, "one transient failure, one retry, no second approval");
+    let asked = rt
+        .store()
+        .query(&RunQuery::default())
+        .into_iter()
+        .filter(|r| r.status() == RunStatus::AwaitingApproval)
+        .count();
+    assert_eq!(asked, 0);
+    assert!(matches!(probe.approve(run_id).await, Err(RuntimeError::NotAwaitingApproval(_))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_denied_run_is_blocked_with_denied() {
+    let (rt, probe, counters) = setup(Policy::default()).await;
+    let reply = outcome(&probe, "tools.risky", json!({})).await;
+    let run_id: Uuid = serde_json::from_value(reply["run_id"].clone()).unwrap();
+    probe.deny(run_id).await.unwrap();
+    let record = rt.store().get(run_id).unwrap();
+    assert_eq!((record.status(), record.error), (RunStatus::Blocked, Some(ErrorClass::Denied)));
+    assert_eq!(counters.risky.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_runs_events_arrive_in_order_and_the_journal_holds_every_run() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let mut events = rt.events();
+    let reply = outcome(&probe, "tools.flaky", json!({})).await;
+    let run_id: Uuid = serde_json::from_value(reply["run_id"].clone()).unwrap();
+    let mut kinds = Vec::new();
+    while kinds.last() != Some(&"completed") {
+        let event = events.recv().await.unwrap();
+        if event.run == Some(run_id) {
+            kinds.push(match event.kind {
+                EventKind::ActionQueued { .. } => "queued",
+                EventKind::ActionStarted { .. } => "started",
+                EventKind::ActionRetried { .. } => "retried",
+                EventKind::ActionCompleted { .. } => "completed",
+                _ => "other",
+            });
+        }
+    }
+    assert_eq!(kinds, ["queued", "started", "retried", "started", "retried", "started", "completed"]);
+    outcome(&probe, "tools.echo", json!({})).await;
+    outcome(&probe, "nowhere.x", json!({})).await;
+    let journal = rt.store().query(&RunQuery { agent: Some(probe.id().clone()), ..RunQuery::default() });
+    let statuses: Vec<RunStatus> = journal.iter().map(|r| r.status()).collect();
+    assert_eq!(statuses, [RunStatus::Completed, RunStatus::Completed, RunStatus::Blocked]);
+}
+
+async fn count(probe: &AgentRef<Probe>) -> Value {
+    probe.call(Signal::new("count", Value::Null).unwrap(), CALL).await.unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn emit_delivers_between_agents() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let other = rt
+        .spawn(Probe::default(), SpawnOptions { id: Some(AgentId::new("other").unwrap()), ..SpawnOptions::default() })
+        .await
+        .unwrap();
+    probe.send(Signal::new("emit", json!({"to": "other"})).unwrap()).unwrap();
+    // The ping is in `other`'s mailbox before `count`, because `probe` handled `emit` before answering this:
+    count(&probe).await;
+    assert_eq!(count(&other).await["pings"], 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn schedules_fire_later_and_cancel_stops_them() {
+    let (_rt, probe, _) = setup(Policy::default()).await;
+    probe.send(Signal::new("schedule", json!({"secs": 5})).unwrap()).unwrap();
+    assert_eq!(count(&probe).await["ticks"], 0);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(count(&probe).await["ticks"], 1, "fired after its delay");
+    probe.send(Signal::new("schedule", json!({"secs": 5})).unwrap()).unwrap();
+    probe.send(Signal::new("cancel", Value::Null).unwrap()).unwrap();
+    count(&probe).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(count(&probe).await["ticks"], 1, "the cancelled schedule never fired");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_child_is_spawned_and_its_parent_hears_when_it_exits() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let mut events = rt.events();
+    probe.send(Signal::new("spawn", Value::Null).unwrap()).unwrap();
+    wait_for(&mut events, |e| e.agent.as_str() == "child" && e.kind == EventKind::AgentStarted).await;
+    let child: AgentRef<Probe> = rt.get(&AgentId::new("child").unwrap()).unwrap();
+    assert_eq!(count(&child).await["outcomes"], 0);
+    probe.send(Signal::new("stop-child", Value::Null).unwrap()).unwrap();
+    wait_for(&mut events, |e| e.agent.as_str() == "child" && matches!(e.kind, EventKind::AgentStopped { .. })).await;
+    assert_eq!(count(&probe).await["exited"], json!(["child"]));
+    assert!(rt.get::<Probe>(&AgentId::new("child").unwrap()).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_an_agent_cancels_its_running_actions() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let mut events = rt.events();
+    probe.send(run("tools.slow", json!({}))).unwrap();
+    let started = wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionStarted { .. })).await;
+    probe.send(Signal::new("stop", Value::Null).unwrap()).unwrap();
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentStopped { .. })).await;
+    let record = rt.store().get(started.run.unwrap()).unwrap();
+    assert_eq!((record.status(), record.error), (RunStatus::Failed, Some(ErrorClass::Cancelled)));
+    assert!(probe.send(Signal::new("count", Value::Null).unwrap()).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_handler_restarts_with_its_state_until_the_limit() {
+    let counters = Arc::new(Counters::default());
+    let rt = Runtime::builder().skill(tools(&counters)).build();
+    let restart = RestartPolicy { mode: RestartMode::Permanent, max_restarts: 2, window: Duration::from_secs(60) };
+    let probe = rt.spawn(Probe::default(), SpawnOptions { restart, ..SpawnOptions::default() }).await.unwrap();
+    let mut events = rt.events();
+    probe.send(Signal::new("schedule", json!({"secs": 1})).unwrap()).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(count(&probe).await["ticks"], 1);
+    for n in 1..=2 {
+        probe.send(Signal::new("boom", Value::Null).unwrap()).unwrap();
+        let event = wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentRestarted { .. })).await;
+        assert_eq!(event.kind, EventKind::AgentRestarted { restarts: n });
+        assert_eq!(count(&probe).await["ticks"], 1, "the state survived the panic");
+    }
+    probe.send(Signal::new("boom", Value::Null).unwrap()).unwrap();
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentStopped { .. })).await;
+    assert!(matches!(
+        probe.call(Signal::new("count", Value::Null).unwrap(), CALL).await,
+        Err(RuntimeError::Stopped(_))
+    ));
+}
