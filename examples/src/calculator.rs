@@ -7,7 +7,11 @@ use serde_json::json;
 
 /// Answers `calculate` signals (`{"op": "add", "a": 1, "b": 2}`) by running the matching arithmetic action.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Agent)]
-#[agent(name = "calculator", skills(Arithmetic), routes("calculate" => calculate))]
+#[agent(
+    name = "calculator",
+    skills(Arithmetic),
+    routes("calculate" => calculate, "action.completed" => answer, "action.failed" => answer)
+)]
 pub struct Calculator {
     /// How many calculations it started.
     pub asked: u64,
@@ -23,5 +27,16 @@ impl Calculator {
         let Ok(action) = ActionId::new(action) else { return Reaction::Ignore };
         let run = Effect::run(action, json!({"a": data["a"], "b": data["b"]}));
         Reaction::Update(Calculator { asked: self.asked + 1 }, vec![run])
+    }
+
+    /// Answers the `calculate` call that caused a run with the run's output, or its error.
+    fn answer(&self, signal: &Signal) -> Vec<Effect> {
+        let Some(call) = signal.causation_id() else { return vec![] };
+        let outcome = &signal.data()["outcome"];
+        let answer = match outcome["error"].is_null() {
+            true => json!({"result": outcome["output"]}),
+            false => json!({"error": outcome["output_text"]}),
+        };
+        vec![Effect::reply_to(call, answer)]
     }
 }
