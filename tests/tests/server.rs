@@ -361,3 +361,30 @@ async fn a_panicking_handler_restarts_with_its_state_until_the_limit() {
         Err(RuntimeError::Stopped(_))
     ));
 }
+
+#[tokio::test(start_paused = true)]
+async fn runs_beyond_the_in_flight_cap_wait_in_a_queue() {
+    let counters = Arc::new(Counters::default());
+    let rt = Runtime::builder().skill(tools(&counters)).build();
+    let probe = rt.spawn(Probe::default(), SpawnOptions { max_in_flight: 1, ..SpawnOptions::default() }).await.unwrap();
+    probe.mount(&SkillId::new("tools").unwrap(), Value::Null).await.unwrap();
+    let mut events = rt.events();
+    probe.send(run("tools.slow", json!({"n": 1}))).unwrap();
+    probe.send(run("tools.slow", json!({"n": 2}))).unwrap();
+    let mut order = Vec::new();
+    let mut runs: Vec<Uuid> = Vec::new();
+    while order.iter().filter(|(what, _)| *what == "failed").count() < 2 {
+        let event = events.recv().await.unwrap();
+        let Some(run) = event.run else { continue };
+        if !runs.contains(&run) {
+            runs.push(run);
+        }
+        let index = runs.iter().position(|r| *r == run).unwrap();
+        match event.kind {
+            EventKind::ActionStarted { .. } => order.push(("started", index)),
+            EventKind::ActionFailed { .. } => order.push(("failed", index)),
+            _ => {}
+        }
+    }
+    assert_eq!(order, [("started", 0), ("failed", 0), ("started", 1), ("failed", 1)], "one at a time");
+}
