@@ -1,6 +1,6 @@
 //! `#[derive(Action)]`: the contract of a typed action from `#[action(...)]` keys on its params struct.
 
-use crate::attr::{Word, doc_comment, duration_ms, one_of, parenthesized, repeated_key, unknown_key};
+use crate::attr::{Word, doc_comment, duration_ms, for_each_key, one_of, parenthesized, unknown_key};
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::{DeriveInput, LitBool, LitInt, LitStr, Type};
@@ -81,46 +81,36 @@ fn parse_retry(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<Retry> {
 /// Parses `#[action(...)]` from the item's attributes.
 pub fn parse(input: &DeriveInput) -> syn::Result<ActionAttr> {
     let mut out = ActionAttr::default();
-    let mut seen: Vec<String> = Vec::new();
-    let attrs: Vec<_> = input.attrs.iter().filter(|a| a.path().is_ident("action")).collect();
-    if attrs.is_empty() {
+    let span = for_each_key(&input.attrs, "action", |key, meta| {
+        match key {
+            "id" => {
+                let lit: LitStr = meta.value()?.parse()?;
+                crate::attr::check_dotted_id("action id", &lit.value()).map_err(|e| syn::Error::new(lit.span(), e))?;
+                out.id = Some(lit);
+            }
+            "description" => out.description = Some(meta.value()?.parse::<LitStr>()?.value()),
+            "output" => out.output = Some(meta.value()?.parse()?),
+            "risk" => out.risk = Some(one_of(&meta.value()?.parse::<Word>()?, "risk", RISKS)?),
+            "cost" => out.cost = Some(one_of(&meta.value()?.parse::<Word>()?, "cost", COSTS)?),
+            "category" => out.category = Some(one_of(&meta.value()?.parse::<Word>()?, "category", CATEGORIES)?),
+            "side_effects" => out.side_effects = Some(flag(meta)?),
+            "idempotent" => out.idempotent = Some(flag(meta)?),
+            "capabilities" => {
+                out.capabilities = parenthesized::<Word>(meta.input)?.into_iter().map(|w| w.text).collect()
+            }
+            "timeout" => out.timeout_ms = Some(duration(&meta.value()?.parse()?)?),
+            "retry" => out.retry = Some(parse_retry(meta)?),
+            _ => return Err(unknown_key(&meta.path, "action", KEYS)),
+        }
+        Ok(())
+    })?;
+    let Some(span) = span else {
         return Err(syn::Error::new_spanned(
             &input.ident,
             "missing `#[action(...)]`; expected at least `#[action(id = \"skill.verb\", output = T)]`",
         ));
-    }
-    for attr in attrs {
-        out.span.get_or_insert_with(|| syn::spanned::Spanned::span(attr.path()));
-        attr.parse_nested_meta(|meta| {
-            let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
-            if seen.contains(&key) {
-                return Err(repeated_key(&meta.path, "action"));
-            }
-            seen.push(key.clone());
-            match key.as_str() {
-                "id" => {
-                    let lit: LitStr = meta.value()?.parse()?;
-                    crate::attr::check_dotted_id("action id", &lit.value())
-                        .map_err(|e| syn::Error::new(lit.span(), e))?;
-                    out.id = Some(lit);
-                }
-                "description" => out.description = Some(meta.value()?.parse::<LitStr>()?.value()),
-                "output" => out.output = Some(meta.value()?.parse()?),
-                "risk" => out.risk = Some(one_of(&meta.value()?.parse::<Word>()?, "risk", RISKS)?),
-                "cost" => out.cost = Some(one_of(&meta.value()?.parse::<Word>()?, "cost", COSTS)?),
-                "category" => out.category = Some(one_of(&meta.value()?.parse::<Word>()?, "category", CATEGORIES)?),
-                "side_effects" => out.side_effects = Some(flag(&meta)?),
-                "idempotent" => out.idempotent = Some(flag(&meta)?),
-                "capabilities" => {
-                    out.capabilities = parenthesized::<Word>(meta.input)?.into_iter().map(|w| w.text).collect()
-                }
-                "timeout" => out.timeout_ms = Some(duration(&meta.value()?.parse()?)?),
-                "retry" => out.retry = Some(parse_retry(&meta)?),
-                _ => return Err(unknown_key(&meta.path, "action", KEYS)),
-            }
-            Ok(())
-        })?;
-    }
+    };
+    out.span = Some(span);
     if out.description.is_none() {
         out.description = doc_comment(&input.attrs);
     }

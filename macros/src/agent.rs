@@ -1,6 +1,6 @@
 //! `#[derive(Agent)]`: an agent from its domain state, its start skills and its signal routes.
 
-use crate::attr::{check_pattern, doc_comment, parenthesized, repeated_key, unknown_key};
+use crate::attr::{check_pattern, doc_comment, for_each_key, parenthesized, unknown_key};
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
@@ -62,24 +62,16 @@ pub struct AgentAttr {
 /// Parses `#[agent(...)]`; the attribute is optional (an agent with no routes delegates everything to skills).
 pub fn parse(input: &DeriveInput) -> syn::Result<AgentAttr> {
     let mut out = AgentAttr::default();
-    let mut seen: Vec<String> = Vec::new();
-    for attr in input.attrs.iter().filter(|a| a.path().is_ident("agent")) {
-        attr.parse_nested_meta(|meta| {
-            let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
-            if seen.contains(&key) {
-                return Err(repeated_key(&meta.path, "agent"));
-            }
-            seen.push(key.clone());
-            match key.as_str() {
-                "name" => out.name = Some(meta.value()?.parse()?),
-                "description" => out.description = Some(meta.value()?.parse::<LitStr>()?.value()),
-                "skills" => out.skills = parenthesized(meta.input)?,
-                "routes" => out.routes = parenthesized(meta.input)?,
-                _ => return Err(unknown_key(&meta.path, "agent", KEYS)),
-            }
-            Ok(())
-        })?;
-    }
+    for_each_key(&input.attrs, "agent", |key, meta| {
+        match key {
+            "name" => out.name = Some(meta.value()?.parse()?),
+            "description" => out.description = Some(meta.value()?.parse::<LitStr>()?.value()),
+            "skills" => out.skills = parenthesized(meta.input)?,
+            "routes" => out.routes = parenthesized(meta.input)?,
+            _ => return Err(unknown_key(&meta.path, "agent", KEYS)),
+        }
+        Ok(())
+    })?;
     if out.description.is_none() {
         out.description = doc_comment(&input.attrs);
     }

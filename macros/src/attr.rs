@@ -120,8 +120,31 @@ pub fn unknown_key(path: &syn::Path, attr: &str, allowed: &[&str]) -> syn::Error
 }
 
 /// An error for the same key given twice.
-pub fn repeated_key(path: &syn::Path, attr: &str) -> syn::Error {
+fn repeated_key(path: &syn::Path, attr: &str) -> syn::Error {
     syn::Error::new_spanned(path, format!("key given twice in `#[{attr}(...)]`; expected each key once"))
+}
+
+/// Calls `f` with each key of every `#[name(...)]` attribute, refusing a key given twice. Returns where the
+/// first such attribute is (for errors about keys it lacks), or `None` when there is none.
+pub fn for_each_key(
+    attrs: &[Attribute],
+    name: &str,
+    mut f: impl FnMut(&str, &syn::meta::ParseNestedMeta<'_>) -> syn::Result<()>,
+) -> syn::Result<Option<Span>> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut first = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident(name)) {
+        first.get_or_insert_with(|| syn::spanned::Spanned::span(attr.path()));
+        attr.parse_nested_meta(|meta| {
+            let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+            if seen.contains(&key) {
+                return Err(repeated_key(&meta.path, name));
+            }
+            seen.push(key.clone());
+            f(&key, &meta)
+        })?;
+    }
+    Ok(first)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `#[derive(Skill)]`: a skill definition from `#[skill(...)]` keys on a marker type.
 
-use crate::attr::{check_dotted_id, doc_comment, parenthesized, repeated_key, unknown_key};
+use crate::attr::{check_dotted_id, doc_comment, for_each_key, parenthesized, unknown_key};
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -41,70 +41,58 @@ pub struct SkillAttr {
 /// Parses `#[skill(...)]` and checks what can be checked before type checking.
 pub fn parse(input: &DeriveInput) -> syn::Result<SkillAttr> {
     let mut out = SkillAttr::default();
-    let mut seen: Vec<String> = Vec::new();
-    let attrs: Vec<_> = input.attrs.iter().filter(|a| a.path().is_ident("skill")).collect();
-    if attrs.is_empty() {
+    let span = for_each_key(&input.attrs, "skill", |key, meta| {
+        match key {
+            "id" => {
+                let lit: LitStr = meta.value()?.parse()?;
+                check_dotted_id("skill id", &lit.value()).map_err(|e| syn::Error::new(lit.span(), e))?;
+                out.id = Some(lit);
+            }
+            "name" => out.name = Some(meta.value()?.parse()?),
+            "vsn" => {
+                let lit: LitStr = meta.value()?.parse()?;
+                semver::Version::parse(&lit.value()).map_err(|e| {
+                    syn::Error::new(lit.span(), format!("`{}` is not semver ({e}); expected e.g. `1.0.0`", lit.value()))
+                })?;
+                out.vsn = Some(lit);
+            }
+            "description" => out.description = Some(meta.value()?.parse::<LitStr>()?.value()),
+            "category" => out.category = Some(meta.value()?.parse()?),
+            "tags" => out.tags = parenthesized(meta.input)?,
+            "actions" => {
+                let actions: Vec<Type> = parenthesized(meta.input)?;
+                for (i, ty) in actions.iter().enumerate() {
+                    let text = quote!(#ty).to_string();
+                    if actions[..i].iter().any(|earlier| quote!(#earlier).to_string() == text) {
+                        return Err(syn::Error::new_spanned(
+                            ty,
+                            format!("action `{text}` is listed twice in `actions(...)`; expected each action once"),
+                        ));
+                    }
+                }
+                out.actions = actions;
+            }
+            "requires" => {
+                let requires: Vec<LitStr> = parenthesized(meta.input)?;
+                for r in &requires {
+                    check_dotted_id("required skill id", &r.value()).map_err(|e| syn::Error::new(r.span(), e))?;
+                }
+                out.requires = requires;
+            }
+            "instructions" => out.instructions = Some(meta.value()?.parse()?),
+            "state" => out.state = Some(meta.value()?.parse()?),
+            "handle_signal" => out.handle_signal = Some(meta.value()?.parse()?),
+            _ => return Err(unknown_key(&meta.path, "skill", KEYS)),
+        }
+        Ok(())
+    })?;
+    let Some(span) = span else {
         return Err(syn::Error::new_spanned(
             &input.ident,
             "missing `#[skill(...)]`; expected at least `#[skill(id = \"name\", vsn = \"1.0.0\")]`",
         ));
-    }
-    for attr in attrs {
-        out.span.get_or_insert_with(|| syn::spanned::Spanned::span(attr.path()));
-        attr.parse_nested_meta(|meta| {
-            let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
-            if seen.contains(&key) {
-                return Err(repeated_key(&meta.path, "skill"));
-            }
-            seen.push(key.clone());
-            match key.as_str() {
-                "id" => {
-                    let lit: LitStr = meta.value()?.parse()?;
-                    check_dotted_id("skill id", &lit.value()).map_err(|e| syn::Error::new(lit.span(), e))?;
-                    out.id = Some(lit);
-                }
-                "name" => out.name = Some(meta.value()?.parse()?),
-                "vsn" => {
-                    let lit: LitStr = meta.value()?.parse()?;
-                    semver::Version::parse(&lit.value()).map_err(|e| {
-                        syn::Error::new(
-                            lit.span(),
-                            format!("`{}` is not semver ({e}); expected e.g. `1.0.0`", lit.value()),
-                        )
-                    })?;
-                    out.vsn = Some(lit);
-                }
-                "description" => out.description = Some(meta.value()?.parse::<LitStr>()?.value()),
-                "category" => out.category = Some(meta.value()?.parse()?),
-                "tags" => out.tags = parenthesized(meta.input)?,
-                "actions" => {
-                    let actions: Vec<Type> = parenthesized(meta.input)?;
-                    for (i, ty) in actions.iter().enumerate() {
-                        let text = quote!(#ty).to_string();
-                        if actions[..i].iter().any(|earlier| quote!(#earlier).to_string() == text) {
-                            return Err(syn::Error::new_spanned(
-                                ty,
-                                format!("action `{text}` is listed twice in `actions(...)`; expected each action once"),
-                            ));
-                        }
-                    }
-                    out.actions = actions;
-                }
-                "requires" => {
-                    let requires: Vec<LitStr> = parenthesized(meta.input)?;
-                    for r in &requires {
-                        check_dotted_id("required skill id", &r.value()).map_err(|e| syn::Error::new(r.span(), e))?;
-                    }
-                    out.requires = requires;
-                }
-                "instructions" => out.instructions = Some(meta.value()?.parse()?),
-                "state" => out.state = Some(meta.value()?.parse()?),
-                "handle_signal" => out.handle_signal = Some(meta.value()?.parse()?),
-                _ => return Err(unknown_key(&meta.path, "skill", KEYS)),
-            }
-            Ok(())
-        })?;
-    }
+    };
+    out.span = Some(span);
     if let (Some(id), Some(_)) = (&out.id, &out.requires.first()) {
         if let Some(me) = out.requires.iter().find(|r| r.value() == id.value()) {
             return Err(syn::Error::new(
