@@ -141,6 +141,11 @@ impl EventBus {
         let _ = self.sender.send(event);
     }
 
+    /// Publishes what just happened to an agent, stamped with the current time.
+    pub fn announce(&self, agent: &AgentId, run: Option<Uuid>, correlation: Option<Uuid>, kind: EventKind) {
+        self.publish(Event { at: Utc::now(), agent: agent.clone(), run, correlation, kind });
+    }
+
     /// A receiver of every event published from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.sender.subscribe()

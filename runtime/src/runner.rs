@@ -4,7 +4,7 @@
 //! in the agent's server.
 
 use crate::action::{ActionContext, ActionError, DynAction, Outcome, should_retry};
-use crate::events::{Event, EventBus, EventKind};
+use crate::events::{EventBus, EventKind};
 use crate::store::{RunStatus, RunUpdate, Store};
 use chrono::Utc;
 use serde_json::Value;
@@ -37,13 +37,7 @@ impl Runner {
     }
 
     fn publish(&self, ctx: &ActionContext, kind: EventKind) {
-        self.events.publish(Event {
-            at: Utc::now(),
-            agent: ctx.agent_id.clone(),
-            run: Some(ctx.run_id),
-            correlation: Some(ctx.correlation_id),
-            kind,
-        });
+        self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
     }
 
     fn journal(&self, ctx: &ActionContext, update: RunUpdate) {

@@ -233,7 +233,8 @@ impl Runtime {
         Ok(())
     }
 
-    /// Stops every agent, waiting up to `grace` for each; what is still running then is cancelled.
+    /// Stops every agent (each one's running actions are cancelled as it stops), waiting up to `grace` for each
+    /// actor to finish stopping before killing it.
     pub async fn shutdown(&self, grace: Duration) {
         for id in self.shared.directory.ids() {
             if let Some(entry) = self.shared.directory.get(&id) {

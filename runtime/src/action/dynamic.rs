@@ -16,6 +16,17 @@ pub type ActionFuture = Pin<Box<dyn Future<Output = Result<Value, ActionError>> 
 
 type RunFn = dyn Fn(Value, ActionContext) -> ActionFuture + Send + Sync;
 
+/// Every way `value` breaks the schema, each as "at `/path`: problem" (or "`whole`: problem" at the root).
+pub(crate) fn schema_errors(validator: &jsonschema::Validator, value: &Value, whole: &str) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() { format!("{whole}: {e}") } else { format!("at `{path}`: {e}") }
+        })
+        .collect()
+}
+
 /// A schema that could not be compiled into a validator.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the params schema of action `{action}` is not a valid JSON Schema: {message}")]
@@ -80,16 +91,7 @@ impl DynAction {
         if self.inner.validator.is_valid(params) {
             return Ok(());
         }
-        let problems: Vec<String> = self
-            .inner
-            .validator
-            .iter_errors(params)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                let at = if path.is_empty() { "the params".to_owned() } else { format!("`{path}`") };
-                format!("{at}: {e}")
-            })
-            .collect();
+        let problems = schema_errors(&self.inner.validator, params, "the params");
         Err(ActionError::validation(format!(
             "params for `{}` do not match its schema: {}",
             self.inner.spec.id,

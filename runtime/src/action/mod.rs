@@ -13,6 +13,7 @@ mod retry;
 mod spec;
 
 pub use context::ActionContext;
+pub(crate) use dynamic::schema_errors;
 pub use dynamic::{ActionFuture, DynAction, SchemaError};
 pub use error::{ActionError, ErrorClass};
 pub use outcome::{Outcome, OutcomeError, OutcomeStatus};

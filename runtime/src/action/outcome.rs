@@ -80,6 +80,20 @@ impl Outcome {
         }
     }
 
+    /// A blocked outcome with no error: the run waits for approval.
+    pub fn awaiting_approval(output_text: String) -> Self {
+        Self {
+            status: OutcomeStatus::Blocked,
+            output: Value::Null,
+            output_text,
+            error: None,
+            artifacts: Vec::new(),
+            cost: None,
+            latency: Duration::ZERO,
+            attempts: 0,
+        }
+    }
+
     /// A failed outcome; a `Denied` error makes it `Blocked`, as the design says.
     pub fn failed(error: &ActionError, latency: Duration, attempts: u32) -> Self {
         let status = match error.class() {

@@ -138,7 +138,7 @@ impl<A: Agent> ServerState<A> {
         if let Err(err) = self.shared.store.record(record) {
             tracing::error!(%err, "the journal refused a new run");
         }
-        self.shared.publish(
+        self.shared.events.announce(
             &self.agent.id,
             Some(run),
             Some(correlation),
@@ -155,12 +155,13 @@ impl<A: Agent> ServerState<A> {
             RunDecision::Deny { reason } => self.block(&ctx, ActionError::denied(reason)),
             RunDecision::NeedsApproval { risk } => {
                 self.journal(run, RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() });
-                self.shared.publish(&self.agent.id, Some(run), Some(correlation), EventKind::ApprovalAsked { action });
-                let waiting = Outcome {
-                    output_text: format!("waiting for approval (risk {risk:?})"),
-                    ..Outcome::failed(&ActionError::denied("waiting for approval"), Duration::ZERO, 0)
-                };
-                let waiting = Outcome { error: None, ..waiting };
+                self.shared.events.announce(
+                    &self.agent.id,
+                    Some(run),
+                    Some(correlation),
+                    EventKind::ApprovalAsked { action },
+                );
+                let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
                 self.deliver_outcome_for(&ctx, &waiting);
                 self.awaiting.insert(run, Pending { action: dyn_action, params, ctx });
             }
@@ -182,7 +183,7 @@ impl<A: Agent> ServerState<A> {
             RunUpdate { status: Some(RunStatus::Blocked), error: Some(error.class()), ..RunUpdate::default() },
         );
         let kind = EventKind::ActionBlocked { action: ctx.action_id.clone(), reason: error.to_string() };
-        self.shared.publish(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+        self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
         self.deliver_outcome_for(ctx, &outcome);
     }
 
@@ -220,7 +221,7 @@ impl<A: Agent> ServerState<A> {
     pub(crate) fn decide(&mut self, run: Uuid, approve: bool) -> Result<(), RuntimeError> {
         let pending = self.awaiting.remove(&run).ok_or(RuntimeError::NotAwaitingApproval(run))?;
         let kind = EventKind::ApprovalGiven { action: pending.ctx.action_id.clone(), approved: approve };
-        self.shared.publish(&self.agent.id, Some(run), Some(pending.ctx.correlation_id), kind);
+        self.shared.events.announce(&self.agent.id, Some(run), Some(pending.ctx.correlation_id), kind);
         if approve {
             self.enqueue(pending);
         } else {

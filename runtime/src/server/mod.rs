@@ -10,7 +10,7 @@ pub use restart::{RestartMode, RestartPolicy};
 use crate::action::{ActionContext, DynAction, Outcome, OutcomeStatus};
 use crate::agent::{Agent, AgentState, step};
 use crate::directory::Directory;
-use crate::events::{Event, EventBus, EventKind};
+use crate::events::{EventBus, EventKind};
 use crate::id::{ActionId, AgentId, SkillId};
 use crate::policy::Policy;
 use crate::runner::Runner;
@@ -36,12 +36,6 @@ pub(crate) struct Shared {
     pub runner: Runner,
     pub directory: Directory,
     pub spawners: dashmap::DashMap<String, crate::runtime::Spawner>,
-}
-
-impl Shared {
-    pub fn publish(&self, agent: &AgentId, run: Option<Uuid>, correlation: Option<Uuid>, kind: EventKind) {
-        self.events.publish(Event { at: Utc::now(), agent: agent.clone(), run, correlation, kind });
-    }
 }
 
 /// The messages an agent server takes. Built by [`crate::runtime::AgentRef`]; not constructed by users.
@@ -138,7 +132,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             shared: args.shared,
         };
         state.interpret(args.start_effects, None);
-        state.shared.publish(&state.agent.id, None, None, EventKind::AgentStarted);
+        state.shared.events.announce(&state.agent.id, None, None, EventKind::AgentStarted);
         Ok(state)
     }
 
@@ -198,7 +192,7 @@ impl<A: Agent> ServerState<A> {
                 let verdict = self.restarts.record_panic(tokio::time::Instant::now());
                 match verdict {
                     restart::Verdict::Restart(restarts) => {
-                        self.shared.publish(
+                        self.shared.events.announce(
                             &self.agent.id,
                             None,
                             Some(signal.correlation_id()),
@@ -215,7 +209,7 @@ impl<A: Agent> ServerState<A> {
         let found = self.shared.catalog.get(skill).cloned().ok_or_else(|| RuntimeError::UnknownSkill(skill.clone()))?;
         let effects = crate::skill::mount(&mut self.agent, &found, opts, &self.policy)?;
         self.interpret(effects, None);
-        self.shared.publish(&self.agent.id, None, None, EventKind::SkillMounted { skill: skill.clone() });
+        self.shared.events.announce(&self.agent.id, None, None, EventKind::SkillMounted { skill: skill.clone() });
         Ok(())
     }
 
@@ -224,7 +218,7 @@ impl<A: Agent> ServerState<A> {
         let effects = crate::skill::unmount(&mut self.agent, skill)?;
         self.interpret(effects, None);
         if was_mounted {
-            self.shared.publish(&self.agent.id, None, None, EventKind::SkillUnmounted { skill: skill.clone() });
+            self.shared.events.announce(&self.agent.id, None, None, EventKind::SkillUnmounted { skill: skill.clone() });
         }
         Ok(())
     }
@@ -252,9 +246,15 @@ impl<A: Agent> ServerState<A> {
     }
 
     fn shutdown(&mut self) {
+        let mut cancelled: Vec<Uuid> = Vec::new();
+        for (run, running) in self.running.drain() {
+            running.task.abort();
+            cancelled.push(run);
+        }
+        cancelled.extend(self.awaiting.drain().map(|(run, _)| run));
+        cancelled.extend(self.queue.drain(..).map(|pending| pending.ctx.run_id));
         let at = Utc::now();
-        for (run, done) in self.running.drain() {
-            done.task.abort();
+        for run in cancelled {
             let update = crate::store::RunUpdate {
                 status: Some(crate::store::RunStatus::Failed),
                 error: Some(crate::action::ErrorClass::Cancelled),
@@ -262,20 +262,12 @@ impl<A: Agent> ServerState<A> {
             };
             let _ = self.shared.store.update(run, update, at);
         }
-        for (_, pending) in self.awaiting.drain().chain(self.queue.drain(..).map(|p| (p.ctx.run_id, p))) {
-            let update = crate::store::RunUpdate {
-                status: Some(crate::store::RunStatus::Failed),
-                error: Some(crate::action::ErrorClass::Cancelled),
-                ..Default::default()
-            };
-            let _ = self.shared.store.update(pending.ctx.run_id, update, at);
-        }
         for (_, task) in self.schedules.drain() {
             task.abort();
         }
         let id = self.agent.id.clone();
         self.shared.directory.remove(&id);
-        self.shared.publish(&id, None, None, EventKind::AgentStopped { reason: "stopped".into() });
+        self.shared.events.announce(&id, None, None, EventKind::AgentStopped { reason: "stopped".into() });
         if let Some(parent) = &self.parent {
             if let Ok(signal) = Signal::builder("agent.child_exited").data(json!({"child": id})).build() {
                 self.shared.directory.deliver(parent, signal);

@@ -142,14 +142,7 @@ impl Skill {
     /// problem.
     pub fn initial_state(&self, opts: &Value) -> Result<Value, Vec<String>> {
         let state = (self.initial_state)(opts).map_err(|e| vec![e])?;
-        let errors: Vec<String> = self
-            .state_validator
-            .iter_errors(&state)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                if path.is_empty() { e.to_string() } else { format!("at `{path}`: {e}") }
-            })
-            .collect();
+        let errors = crate::action::schema_errors(&self.state_validator, &state, "the state");
         if errors.is_empty() { Ok(state) } else { Err(errors) }
     }
 

@@ -66,28 +66,12 @@ pub struct RunRecord {
     /// Attempts so far.
     pub attempts: u32,
     /// Wall time of the whole run, once it ended.
-    #[serde(default, with = "option_ms")]
+    #[serde(default, with = "crate::duration_ms::option")]
     pub latency: Option<Duration>,
     /// What it cost, if the action reported it.
     pub cost: Option<f64>,
     /// The class of the error it ended with, if it failed or was blocked.
     pub error: Option<ErrorClass>,
-}
-
-mod option_ms {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub(super) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => s.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
-    }
 }
 
 impl RunRecord {
