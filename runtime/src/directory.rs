@@ -7,8 +7,16 @@ use ractor::ActorCell;
 use std::any::TypeId;
 use std::sync::Arc;
 
-/// Delivers a signal to one agent's mailbox; `false` when the agent is gone.
-pub(crate) type Deliver = Arc<dyn Fn(Signal) -> bool + Send + Sync>;
+/// What the runtime can tell an agent without knowing its type.
+pub(crate) enum Untyped {
+    /// A signal to handle.
+    Signal(Signal),
+    /// Start draining (see [`crate::server::ServerMsg::Drain`]); the sender is told once nothing runs.
+    Drain(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Puts an untyped message in one agent's mailbox; `false` when the agent is gone.
+pub(crate) type Deliver = Arc<dyn Fn(Untyped) -> bool + Send + Sync>;
 
 /// One live agent.
 #[derive(Clone)]
@@ -70,8 +78,12 @@ impl Directory {
     }
 
     pub fn deliver(&self, id: &AgentId, signal: Signal) -> bool {
+        self.tell(id, Untyped::Signal(signal))
+    }
+
+    pub fn tell(&self, id: &AgentId, message: Untyped) -> bool {
         match self.by_id.get(id).map(|e| e.deliver.clone()) {
-            Some(deliver) => deliver(signal),
+            Some(deliver) => deliver(message),
             None => false,
         }
     }

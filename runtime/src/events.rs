@@ -15,6 +15,11 @@ use uuid::Uuid;
 pub enum EventKind {
     /// An agent started.
     AgentStarted,
+    /// An agent began draining for a shutdown: it starts no new runs and lets running ones finish.
+    AgentDraining {
+        /// Runs still going when it began.
+        running: usize,
+    },
     /// An agent stopped.
     AgentStopped {
         /// Why.

@@ -2,7 +2,7 @@
 //! typed [`AgentRef`]s to talk to agents.
 
 use crate::agent::{Agent, AgentState, StartError, start};
-use crate::directory::{Directory, Entry};
+use crate::directory::{Directory, Entry, Untyped};
 use crate::events::{Event, EventBus};
 use crate::id::{AgentId, SkillId};
 use crate::policy::Policy;
@@ -69,6 +69,9 @@ pub enum RuntimeError {
         message: String,
     },
 }
+
+/// How long [`Runtime::shutdown`] waits for one stopped actor's cleanup before killing it.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// Starts an agent of a registered type from its JSON init state (the `SpawnAgent` effect).
 pub(crate) type Spawner = Arc<
@@ -233,13 +236,30 @@ impl Runtime {
         Ok(())
     }
 
-    /// Stops every agent (each one's running actions are cancelled as it stops), waiting up to `grace` for each
-    /// actor to finish stopping before killing it.
+    /// Shuts every agent down gracefully: each stops taking new runs (they fail `Cancelled`), drops its queued
+    /// and unapproved runs and its schedules, and lets the runs already going finish; after `grace` (one
+    /// deadline for the whole runtime) every agent stops, and whatever still runs is cancelled and journaled.
     pub async fn shutdown(&self, grace: Duration) {
-        for id in self.shared.directory.ids() {
-            if let Some(entry) = self.shared.directory.get(&id) {
-                let _ = entry.cell.stop_and_wait(Some("runtime shutdown".into()), Some(grace)).await;
-                entry.cell.kill();
+        let deadline = tokio::time::Instant::now() + grace;
+        let ids = self.shared.directory.ids();
+        let mut drained = Vec::with_capacity(ids.len());
+        for id in &ids {
+            let (done, finished) = tokio::sync::oneshot::channel();
+            if self.shared.directory.tell(id, Untyped::Drain(done)) {
+                drained.push(finished);
+            }
+        }
+        for finished in drained {
+            // An error means the agent stopped on its own meanwhile, which is as good as drained.
+            let _ = tokio::time::timeout_at(deadline, finished).await;
+        }
+        let cells: Vec<_> = ids.iter().filter_map(|id| self.shared.directory.get(id)).map(|e| e.cell).collect();
+        for cell in &cells {
+            cell.stop(Some("runtime shutdown".into()));
+        }
+        for cell in cells {
+            if cell.wait(Some(STOP_WAIT)).await.is_err() {
+                cell.kill();
             }
         }
     }
@@ -283,7 +303,13 @@ async fn spawn_agent<A: Agent>(
         parent: opts.parent,
         agent_type: TypeId::of::<A>(),
         cell: actor.get_cell(),
-        deliver: Arc::new(move |signal| deliver_to.cast(ServerMsg::Signal(signal)).is_ok()),
+        deliver: Arc::new(move |message| {
+            let message = match message {
+                Untyped::Signal(signal) => ServerMsg::Signal(signal),
+                Untyped::Drain(done) => ServerMsg::Drain(done),
+            };
+            deliver_to.cast(message).is_ok()
+        }),
     };
     if !shared.directory.insert(id.clone(), entry) {
         actor.stop(Some("its id or name was taken while it started".into()));

@@ -115,6 +115,16 @@ fn tools(counters: &Arc<Counters>) -> Skill {
             },
         ))
         .dyn_action(dyn_action(
+            ActionSpec::new("tools.nap", "sleeps `secs` seconds")
+                .unwrap()
+                .timeout(Duration::from_secs(1000))
+                .retry(RetryPolicy::never()),
+            |p| async move {
+                tokio::time::sleep(Duration::from_secs(p["secs"].as_u64().unwrap_or(0))).await;
+                Ok(json!("rested"))
+            },
+        ))
+        .dyn_action(dyn_action(
             ActionSpec::new("tools.risky", "high risk").unwrap().risk(Risk::High).idempotent(true),
             move |_| {
                 let n = risky.risky.fetch_add(1, Ordering::SeqCst) + 1;
@@ -387,4 +397,64 @@ async fn runs_beyond_the_in_flight_cap_wait_in_a_queue() {
         }
     }
     assert_eq!(order, [("started", 0), ("failed", 0), ("started", 1), ("failed", 1)], "one at a time");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_lets_running_actions_finish_within_the_grace_and_starts_no_new_ones() {
+    let counters = Arc::new(Counters::default());
+    let rt = Runtime::builder().skill(tools(&counters)).build();
+    let probe = rt.spawn(Probe::default(), SpawnOptions { max_in_flight: 1, ..SpawnOptions::default() }).await.unwrap();
+    probe.mount(&SkillId::new("tools").unwrap(), Value::Null).await.unwrap();
+    let mut events = rt.events();
+    probe.send(run("tools.nap", json!({"secs": 3}))).unwrap();
+    let napping = wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionStarted { .. })).await.run.unwrap();
+    probe.send(run("tools.echo", json!({"queued": true}))).unwrap();
+    let queued = wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionQueued { .. })).await.run.unwrap();
+    probe.send(Signal::new("schedule", json!({"secs": 1})).unwrap()).unwrap();
+
+    let began = tokio::time::Instant::now();
+    let shutdown = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.shutdown(Duration::from_secs(10)).await }
+    });
+    let draining = wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentDraining { .. })).await;
+    assert_eq!(draining.kind, EventKind::AgentDraining { running: 1 });
+    probe.send(run("tools.echo", json!({"late": true}))).unwrap();
+    let late = wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionBlocked { .. })).await;
+    shutdown.await.unwrap();
+
+    let waited = began.elapsed();
+    assert!(waited >= Duration::from_secs(3) && waited < Duration::from_secs(10), "waited {waited:?}");
+    let store = rt.store();
+    assert_eq!(store.get(napping).unwrap().status(), RunStatus::Completed, "the running action finished");
+    let queued = store.get(queued).unwrap();
+    assert_eq!((queued.status(), queued.error), (RunStatus::Failed, Some(ErrorClass::Cancelled)));
+    let late = store.get(late.run.unwrap()).unwrap();
+    assert_eq!((late.status(), late.error), (RunStatus::Blocked, Some(ErrorClass::Cancelled)));
+    assert_eq!(count_after_stop(&probe).await, "the agent stopped");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_cancels_what_outlives_the_grace() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let mut events = rt.events();
+    probe.send(run("tools.nap", json!({"secs": 500}))).unwrap();
+    let napping = wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionStarted { .. })).await.run.unwrap();
+    let began = tokio::time::Instant::now();
+    rt.shutdown(Duration::from_secs(2)).await;
+    let waited = began.elapsed();
+    assert!(waited >= Duration::from_secs(2) && waited < Duration::from_secs(500), "waited {waited:?}");
+    let record = rt.store().get(napping).unwrap();
+    assert_eq!((record.status(), record.error), (RunStatus::Failed, Some(ErrorClass::Cancelled)));
+    let failed =
+        wait_for(&mut events, |e| e.run == Some(napping) && matches!(e.kind, EventKind::ActionFailed { .. })).await;
+    assert!(matches!(failed.kind, EventKind::ActionFailed { class: ErrorClass::Cancelled, .. }));
+    assert_eq!(count_after_stop(&probe).await, "the agent stopped");
+}
+
+async fn count_after_stop(probe: &AgentRef<Probe>) -> &'static str {
+    match probe.call(Signal::new("count", Value::Null).unwrap(), CALL).await {
+        Err(RuntimeError::Stopped(_)) => "the agent stopped",
+        _ => "the agent still answers",
+    }
 }

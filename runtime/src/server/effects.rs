@@ -109,6 +109,10 @@ impl<A: Agent> ServerState<A> {
     }
 
     fn schedule(&mut self, key: String, after: Duration, signal: Signal) {
+        if self.draining.is_some() {
+            tracing::debug!(agent = %self.agent.id, %key, "not scheduling while the runtime shuts down");
+            return;
+        }
         self.schedules.retain(|_, task| !task.is_finished());
         if let Some(previous) = self.schedules.remove(&key) {
             previous.abort();
@@ -144,6 +148,9 @@ impl<A: Agent> ServerState<A> {
             Some(correlation),
             EventKind::ActionQueued { action: action.clone() },
         );
+        if self.draining.is_some() {
+            return self.block(&ctx, ActionError::cancelled("the runtime is shutting down; no new runs start"));
+        }
         let Some(dyn_action) = self.table.get(&action).cloned() else {
             let reason = format!(
                 "action `{action}` is not registered on agent `{}`; mount a skill that provides it",

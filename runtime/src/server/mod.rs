@@ -54,6 +54,8 @@ pub enum ServerMsg<A: Agent> {
     Decide(Uuid, bool, RpcReplyPort<Result<(), RuntimeError>>),
     /// A run ended (sent by the run's own task).
     Finished(Uuid, Box<Outcome>),
+    /// Stop taking runs and let the running ones finish; the sender is told once none is left.
+    Drain(tokio::sync::oneshot::Sender<()>),
 }
 
 /// How the server starts: the agent's state (start skills already mounted) and the effects that mounted them.
@@ -100,6 +102,8 @@ pub(crate) struct ServerState<A: Agent> {
     pub awaiting: HashMap<Uuid, Pending>,
     pub calls: HashMap<Uuid, RpcReplyPort<Value>>,
     pub schedules: HashMap<String, JoinHandle<()>>,
+    /// Set once the server drains: new runs are refused, and these are told when the last run ends.
+    pub draining: Option<Vec<tokio::sync::oneshot::Sender<()>>>,
     pub restarts: restart::Restarts,
     pub max_in_flight: usize,
     pub parent: Option<AgentId>,
@@ -126,6 +130,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             awaiting: HashMap::new(),
             calls: HashMap::new(),
             schedules: HashMap::new(),
+            draining: None,
             restarts: restart::Restarts::new(args.restart),
             max_in_flight: args.max_in_flight.max(1),
             parent: args.parent,
@@ -166,7 +171,9 @@ impl<A: Agent> Actor for AgentServer<A> {
                     state.deliver_outcome_for(&done.ctx, &outcome);
                 }
                 state.launch_queued();
+                state.tell_drained();
             }
+            ServerMsg::Drain(done) => state.drain(done),
         }
         Ok(())
     }
@@ -245,23 +252,63 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    fn shutdown(&mut self) {
-        let mut cancelled: Vec<Uuid> = Vec::new();
-        for (run, running) in self.running.drain() {
-            running.task.abort();
-            cancelled.push(run);
+    /// Starts draining: queued and unapproved runs and schedules are cancelled, new runs are refused, and
+    /// `done` is told once the running ones have ended.
+    fn drain(&mut self, done: tokio::sync::oneshot::Sender<()>) {
+        if self.draining.is_none() {
+            let kind = EventKind::AgentDraining { running: self.running.len() };
+            self.shared.events.announce(&self.agent.id, None, None, kind);
         }
-        cancelled.extend(self.awaiting.drain().map(|(run, _)| run));
-        cancelled.extend(self.queue.drain(..).map(|pending| pending.ctx.run_id));
+        self.draining.get_or_insert_with(Vec::new).push(done);
+        let unstarted: Vec<ActionContext> =
+            self.awaiting.drain().map(|(_, p)| p.ctx).chain(self.queue.drain(..).map(|p| p.ctx)).collect();
+        self.cancel_runs(unstarted, "the runtime is shutting down");
+        for (_, task) in self.schedules.drain() {
+            task.abort();
+        }
+        self.tell_drained();
+    }
+
+    fn tell_drained(&mut self) {
+        if self.running.is_empty()
+            && let Some(waiting) = self.draining.as_mut()
+        {
+            for done in waiting.drain(..) {
+                let _ = done.send(());
+            }
+        }
+    }
+
+    /// Journals and announces runs that end without finishing: failed with `Cancelled`.
+    fn cancel_runs(&self, runs: Vec<ActionContext>, why: &str) {
         let at = Utc::now();
-        for run in cancelled {
+        for ctx in runs {
             let update = crate::store::RunUpdate {
                 status: Some(crate::store::RunStatus::Failed),
                 error: Some(crate::action::ErrorClass::Cancelled),
                 ..Default::default()
             };
-            let _ = self.shared.store.update(run, update, at);
+            if let Err(err) = self.shared.store.update(ctx.run_id, update, at) {
+                tracing::warn!(run = %ctx.run_id, %err, "the journal refused an update");
+            }
+            let kind = EventKind::ActionFailed {
+                action: ctx.action_id.clone(),
+                class: crate::action::ErrorClass::Cancelled,
+                message: why.to_owned(),
+            };
+            self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
         }
+    }
+
+    fn shutdown(&mut self) {
+        let mut cancelled: Vec<ActionContext> = Vec::new();
+        for (_, running) in self.running.drain() {
+            running.task.abort();
+            cancelled.push(running.ctx);
+        }
+        cancelled.extend(self.awaiting.drain().map(|(_, pending)| pending.ctx));
+        cancelled.extend(self.queue.drain(..).map(|pending| pending.ctx));
+        self.cancel_runs(cancelled, "the agent stopped");
         for (_, task) in self.schedules.drain() {
             task.abort();
         }
