@@ -10,6 +10,7 @@ use semver::Version;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What an agent does with a signal.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,7 +105,9 @@ pub struct AgentState<S> {
     pub id: AgentId,
     /// The user's domain state.
     pub domain: S,
-    pub(crate) skills: BTreeMap<SkillId, MountedSkill>,
+    // Shared so a snapshot or restart copy of the state is cheap, and so an agent with a few skills stays small
+    // (a B-tree node holds room for eleven entries whether or not they are used).
+    pub(crate) skills: BTreeMap<SkillId, Arc<MountedSkill>>,
 }
 
 impl<S> AgentState<S> {
@@ -114,7 +117,7 @@ impl<S> AgentState<S> {
     }
 
     /// The mounted skills, by id.
-    pub fn skills(&self) -> &BTreeMap<SkillId, MountedSkill> {
+    pub fn skills(&self) -> &BTreeMap<SkillId, Arc<MountedSkill>> {
         &self.skills
     }
 
@@ -202,7 +205,7 @@ pub fn step<A: Agent>(state: &mut AgentState<A>, signal: &Signal, catalog: &Cata
     let handled = !updates.is_empty();
     for (id, skill_state) in updates {
         if let Some(mounted) = state.skills.get_mut(&id) {
-            mounted.state = skill_state;
+            Arc::make_mut(mounted).state = skill_state;
         }
     }
     Ok(Step { effects, handled })

@@ -1,15 +1,16 @@
-//! The action runner: runs one action to its end — params validation, each attempt in its own task under the
-//! action's timeout, panics caught, retries with exponential backoff and jitter where the design allows — and
-//! journals and announces every step. The gate (registration, policy, capabilities, approval) comes before it,
+//! The action runner: runs one action to its end — params validation, each attempt under the action's timeout,
+//! panics caught, retries with exponential backoff and jitter where the design allows — and journals and
+//! announces every step. The gate (registration, policy, capabilities, approval) comes before it,
 //! in the agent's server.
 
 use crate::action::{ActionContext, ActionError, DynAction, Outcome, should_retry};
 use crate::events::{EventBus, EventKind};
 use crate::store::{RunStatus, RunUpdate, Store};
 use chrono::Utc;
+use futures_util::FutureExt;
 use serde_json::Value;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -18,16 +19,6 @@ use tracing::Instrument;
 pub struct Runner {
     events: EventBus,
     store: Arc<dyn Store>,
-}
-
-/// Aborts a spawned attempt when dropped, so an attempt never outlives the run that started it (a timeout, or
-/// the run itself being cancelled because its agent stopped).
-struct AbortOnDrop(AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 impl Runner {
@@ -118,16 +109,15 @@ fn err_outcome(err: &ActionError, started: Instant, attempts: u32) -> Outcome {
     Outcome::failed(err, started.elapsed(), attempts)
 }
 
-/// One attempt in its own task, under the action's timeout; a panic becomes a `Critical` error.
+/// One attempt under the action's timeout, inside the run's own task; a panic becomes a `Critical` error. The
+/// attempt's future is dropped — the action really stops — when it times out or the run is cancelled.
 async fn run_attempt(action: &DynAction, params: Value, ctx: ActionContext) -> Result<Value, ActionError> {
     let timeout = action.spec().timeout;
-    let task = tokio::spawn(action.invoke(params, ctx));
-    let _guard = AbortOnDrop(task.abort_handle());
-    match tokio::time::timeout(timeout, task).await {
+    let attempt = AssertUnwindSafe(action.invoke(params, ctx)).catch_unwind();
+    match tokio::time::timeout(timeout, attempt).await {
         Err(_elapsed) => Err(ActionError::Timeout { after: timeout }),
         Ok(Ok(result)) => result,
-        Ok(Err(join)) if join.is_panic() => {
-            let payload = join.into_panic();
+        Ok(Err(payload)) => {
             let message = payload
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())
@@ -135,7 +125,6 @@ async fn run_attempt(action: &DynAction, params: Value, ctx: ActionContext) -> R
                 .unwrap_or_else(|| "a panic with a non-text payload".to_owned());
             Err(ActionError::critical(format!("the action panicked: {message}")))
         }
-        Ok(Err(_cancelled)) => Err(ActionError::cancelled("the attempt's task was cancelled")),
     }
 }
 

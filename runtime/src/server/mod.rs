@@ -244,6 +244,8 @@ impl<A: Agent> ServerState<A> {
             Some(cause) => builder.caused_by(ctx.correlation_id, cause, Utc::now()),
             None => builder,
         };
+        // The server is not pure: the signal gets a fresh id rather than one derived from its cause and data.
+        builder = builder.stamped(Uuid::now_v7(), Utc::now());
         match builder.build() {
             Ok(signal) => {
                 let _ = self.myself.cast(ServerMsg::Signal(signal));

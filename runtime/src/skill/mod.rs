@@ -164,7 +164,7 @@ impl Skill {
 
 /// The skills mounted on an agent, with their versions.
 pub fn mounted_skills<S>(state: &AgentState<S>) -> impl Iterator<Item = (&SkillId, &Version)> {
-    state.skills().iter().map(|(id, m): (&SkillId, &MountedSkill)| (id, &m.vsn))
+    state.skills().iter().map(|(id, m): (&SkillId, &Arc<MountedSkill>)| (id, &m.vsn))
 }
 
 /// Whether a skill is mounted on an agent.

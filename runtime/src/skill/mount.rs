@@ -46,7 +46,8 @@ pub fn mount<S>(
         .map(|action| Effect::register(action.clone()).from_skill(id.clone()))
         .collect();
     let requires = skill.requires().to_vec();
-    state.skills.insert(id.clone(), MountedSkill { vsn: skill.vsn().clone(), state: skill_state, actions, requires });
+    let mounted = MountedSkill { vsn: skill.vsn().clone(), state: skill_state, actions, requires };
+    state.skills.insert(id.clone(), std::sync::Arc::new(mounted));
     Ok(effects)
 }
 
@@ -64,9 +65,9 @@ pub fn unmount<S>(state: &mut AgentState<S>, skill: &SkillId) -> Result<Vec<Effe
     let Some(removed) = state.skills.remove(skill) else { return Ok(Vec::new()) };
     Ok(removed
         .actions
-        .into_iter()
+        .iter()
         .filter(|action| !state.provides(action))
-        .map(|action| Effect::deregister(action).from_skill(skill.clone()))
+        .map(|action| Effect::deregister(action.clone()).from_skill(skill.clone()))
         .collect())
 }
 
