@@ -167,8 +167,11 @@ impl<A: Agent> Actor for AgentServer<A> {
                 let _ = reply.send(state.decide(run, approve));
             }
             ServerMsg::Finished(run, outcome) => {
-                if let Some(done) = state.running.remove(&run) {
-                    state.deliver_outcome_for(&done.ctx, &outcome);
+                // A finished run's outcome is handled at once, in the same turn of the mailbox.
+                if let Some(done) = state.running.remove(&run)
+                    && let Some(signal) = state.outcome_signal(&done.ctx, &outcome)
+                {
+                    state.feed(signal);
                 }
                 state.launch_queued();
                 state.tell_drained();
@@ -230,9 +233,17 @@ impl<A: Agent> ServerState<A> {
         Ok(())
     }
 
-    /// Delivers a run's outcome to the agent as `action.completed`, `action.failed` or `action.blocked`, through
-    /// its own mailbox, caused by the signal that asked for the run.
+    /// Tells the agent a run's outcome through its own mailbox (used while effects are being interpreted, so
+    /// the outcome is handled after them).
     fn deliver_outcome_for(&self, ctx: &ActionContext, outcome: &Outcome) {
+        if let Some(signal) = self.outcome_signal(ctx, outcome) {
+            let _ = self.myself.cast(ServerMsg::Signal(signal));
+        }
+    }
+
+    /// A run's outcome as the `action.completed`, `action.failed` or `action.blocked` signal the agent gets,
+    /// caused by the signal that asked for the run.
+    fn outcome_signal(&self, ctx: &ActionContext, outcome: &Outcome) -> Option<Signal> {
         let kind = match outcome.status {
             OutcomeStatus::Completed => "action.completed",
             OutcomeStatus::Failed => "action.failed",
@@ -246,12 +257,7 @@ impl<A: Agent> ServerState<A> {
         };
         // The server is not pure: the signal gets a fresh id rather than one derived from its cause and data.
         builder = builder.stamped(Uuid::now_v7(), Utc::now());
-        match builder.build() {
-            Ok(signal) => {
-                let _ = self.myself.cast(ServerMsg::Signal(signal));
-            }
-            Err(err) => tracing::error!(%err, "an outcome signal kind is invalid"),
-        }
+        builder.build().map_err(|err| tracing::error!(%err, "an outcome signal kind is invalid")).ok()
     }
 
     /// Starts draining: queued and unapproved runs and schedules are cancelled, new runs are refused, and
