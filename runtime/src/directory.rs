@@ -13,6 +13,21 @@ pub(crate) enum Untyped {
     Signal(Signal),
     /// Start draining (see [`crate::server::ServerMsg::Drain`]); the sender is told once nothing runs.
     Drain(tokio::sync::oneshot::Sender<()>),
+    /// A nested call for the gate.
+    Admit(Box<crate::server::Admit>),
+    /// Effects a job's run asked for.
+    Effects(Vec<crate::effect::Effect>),
+}
+
+impl<A: crate::agent::Agent> From<Untyped> for crate::server::ServerMsg<A> {
+    fn from(message: Untyped) -> Self {
+        match message {
+            Untyped::Signal(signal) => Self::Signal(signal),
+            Untyped::Drain(done) => Self::Drain(done),
+            Untyped::Admit(admit) => Self::Admit(admit),
+            Untyped::Effects(effects) => Self::Effects(effects),
+        }
+    }
 }
 
 /// Puts an untyped message in one agent's mailbox; `false` when the agent is gone.

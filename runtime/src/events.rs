@@ -40,10 +40,15 @@ pub enum EventKind {
         /// The skill.
         skill: SkillId,
     },
-    /// A run was accepted and waits for a slot.
+    /// A run was asked for and goes to the gate.
     ActionQueued {
         /// The action.
         action: ActionId,
+        /// The run that called it through its context, for a nested run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_run: Option<Uuid>,
+        /// How deep it is nested: 1 for a run the agent asked for.
+        depth: usize,
     },
     /// An attempt started.
     ActionStarted {

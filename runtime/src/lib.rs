@@ -15,6 +15,7 @@ mod directory;
 pub mod effect;
 pub mod events;
 pub mod id;
+pub mod jobs;
 pub mod pattern;
 pub mod policy;
 pub mod runner;

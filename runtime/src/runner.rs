@@ -3,7 +3,7 @@
 //! announces every step. The gate (registration, policy, capabilities, approval) comes before it,
 //! in the agent's server.
 
-use crate::action::{ActionContext, ActionError, DynAction, Outcome, should_retry};
+use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, should_retry};
 use crate::events::{EventBus, EventKind};
 use crate::store::{RunStatus, RunUpdate, Store};
 use chrono::Utc;
@@ -39,21 +39,61 @@ impl Runner {
 
     /// Runs `action` with `params` to its end and returns the outcome. The run must already be journaled
     /// (queued); `ctx.attempt` is set here for each attempt. Dropping the returned future cancels the run,
-    /// including an attempt in flight.
+    /// including an attempt in flight, and journals it as cancelled.
     pub async fn execute(&self, action: &DynAction, params: Value, ctx: ActionContext) -> Outcome {
-        let span = tracing::info_span!("action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id);
-        self.attempts(action, params, ctx).instrument(span).await
+        self.execute_detailed(action, params, ctx).await.0
     }
 
-    async fn attempts(&self, action: &DynAction, params: Value, mut ctx: ActionContext) -> Outcome {
+    /// [`Runner::execute`], also returning the error the run ended with, for a caller that passes it on.
+    pub(crate) async fn execute_detailed(
+        &self,
+        action: &DynAction,
+        params: Value,
+        ctx: ActionContext,
+    ) -> (Outcome, Option<ActionError>) {
+        let span = tracing::info_span!(
+            "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
+        );
+        let mut guard = CancelOnDrop { runner: self, ctx: Some(ctx.clone()) };
+        let ended = self.attempts(action, params, ctx).instrument(span).await;
+        guard.ctx = None;
+        ended
+    }
+
+    /// Journals and announces a run that ends without finishing; nothing happens if it had already ended.
+    pub(crate) fn cancelled(&self, ctx: &ActionContext, why: &str) {
+        let update =
+            RunUpdate { status: Some(RunStatus::Failed), error: Some(ErrorClass::Cancelled), ..RunUpdate::default() };
+        if self.store.update(ctx.run_id, update, Utc::now()).is_ok() {
+            let kind = EventKind::ActionFailed {
+                action: ctx.action_id.clone(),
+                class: ErrorClass::Cancelled,
+                message: why.to_owned(),
+            };
+            self.publish(ctx, kind);
+        }
+    }
+
+    async fn attempts(
+        &self,
+        action: &DynAction,
+        params: Value,
+        mut ctx: ActionContext,
+    ) -> (Outcome, Option<ActionError>) {
         let spec = action.spec();
         let started = Instant::now();
         if let Err(err) = action.validate(&params) {
-            return self.finish(&ctx, &err_outcome(&err, started, 0));
+            return (self.finish(&ctx, &err_outcome(&err, started, 0)), Some(err));
         }
         let mut attempt = 1;
         loop {
             ctx.attempt = attempt;
+            {
+                // What a failed attempt asked for is forgotten with it.
+                let mut sink = ctx.sink();
+                sink.effects.clear();
+                sink.artifacts.clear();
+            }
             self.journal(
                 &ctx,
                 RunUpdate { status: Some(RunStatus::Running), attempts: Some(attempt), ..RunUpdate::default() },
@@ -62,12 +102,14 @@ impl Runner {
             let result = run_attempt(action, params.clone(), ctx.clone()).await;
             let err = match result {
                 Ok(output) => {
-                    return self.finish(&ctx, &Outcome::completed(output, started.elapsed(), attempt));
+                    let mut outcome = Outcome::completed(output, started.elapsed(), attempt);
+                    outcome.artifacts = std::mem::take(&mut ctx.sink().artifacts);
+                    return (self.finish(&ctx, &outcome), None);
                 }
                 Err(err) => err,
             };
             if !should_retry(spec, &err, attempt) {
-                return self.finish(&ctx, &err_outcome(&err, started, attempt));
+                return (self.finish(&ctx, &err_outcome(&err, started, attempt)), Some(err));
             }
             let backoff = spec.retry.backoff(attempt, jitter_sample(&ctx));
             tracing::debug!(attempt, ?backoff, %err, "retrying");
@@ -102,6 +144,20 @@ impl Runner {
         };
         self.publish(ctx, kind);
         outcome.clone()
+    }
+}
+
+/// Journals a run as cancelled if its future is dropped before it ends.
+struct CancelOnDrop<'a> {
+    runner: &'a Runner,
+    ctx: Option<ActionContext>,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(ctx) = self.ctx.take() {
+            self.runner.cancelled(&ctx, "the run was cancelled before it ended");
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use crate::agent::{Agent, AgentState, StartError, start};
 use crate::directory::{Directory, Entry, Untyped};
 use crate::events::{Event, EventBus};
 use crate::id::{AgentId, SkillId};
+use crate::jobs::JobBoard;
 use crate::policy::Policy;
 use crate::runner::Runner;
 use crate::server::{AgentServer, RestartPolicy, ServerArgs, ServerMsg, Shared};
@@ -17,6 +18,7 @@ use serde_json::Value;
 use std::any::TypeId;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,13 +117,34 @@ impl Default for SpawnOptions {
     }
 }
 
+/// How deep routines may nest calls unless [`RuntimeBuilder::max_call_depth`] says otherwise.
+pub const DEFAULT_MAX_CALL_DEPTH: usize = 8;
+
+/// How many jobs run at once unless [`RuntimeBuilder::max_jobs`] says otherwise.
+pub const DEFAULT_MAX_JOBS: usize = 8;
+
 /// Builds a [`Runtime`].
-#[derive(Default)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct RuntimeBuilder {
     catalog: Catalog,
     store: Option<Arc<dyn Store>>,
     spawners: Vec<(String, Spawner)>,
+    data_dir: Option<PathBuf>,
+    max_call_depth: usize,
+    max_jobs: usize,
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        Self {
+            catalog: Catalog::default(),
+            store: None,
+            spawners: Vec::new(),
+            data_dir: None,
+            max_call_depth: DEFAULT_MAX_CALL_DEPTH,
+            max_jobs: DEFAULT_MAX_JOBS,
+        }
+    }
 }
 
 impl RuntimeBuilder {
@@ -151,6 +174,26 @@ impl RuntimeBuilder {
         Ok(self)
     }
 
+    /// The runtime's data folder: every agent gets a drive under it (`agents/<agent>/`), and every skill a
+    /// folder of its own in that drive. Without one, actions that need a drive are denied.
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
+    /// How deep actions may nest calls through their context (at least 1; default
+    /// [`DEFAULT_MAX_CALL_DEPTH`]). A call past it fails with a `Critical` error.
+    pub fn max_call_depth(mut self, depth: usize) -> Self {
+        self.max_call_depth = depth.max(1);
+        self
+    }
+
+    /// How many jobs may run at once across the runtime (default [`DEFAULT_MAX_JOBS`]); more wait queued.
+    pub fn max_jobs(mut self, jobs: usize) -> Self {
+        self.max_jobs = jobs.max(1);
+        self
+    }
+
     /// Uses this journal instead of an in-memory one.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
@@ -163,6 +206,9 @@ impl RuntimeBuilder {
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let shared = Shared {
             catalog: self.catalog,
+            data_dir: self.data_dir,
+            max_call_depth: self.max_call_depth,
+            jobs: Arc::new(JobBoard::new(self.max_jobs)),
             runner: Runner::new(events.clone(), store.clone()),
             events,
             store,
@@ -193,6 +239,16 @@ impl Runtime {
     /// The execution journal.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.shared.store
+    }
+
+    /// A skill's folder in an agent's drive, when the runtime has a data folder (it may not exist yet).
+    pub fn drive(&self, agent: &AgentId, skill: &SkillId) -> Option<PathBuf> {
+        self.shared.data_dir.as_deref().map(|dir| crate::server::drive_path(dir, agent, skill))
+    }
+
+    /// The runtime's jobs.
+    pub fn jobs(&self) -> &JobBoard {
+        &self.shared.jobs
     }
 
     /// A receiver of every event from now on.
@@ -303,13 +359,7 @@ async fn spawn_agent<A: Agent>(
         parent: opts.parent,
         agent_type: TypeId::of::<A>(),
         cell: actor.get_cell(),
-        deliver: Arc::new(move |message| {
-            let message = match message {
-                Untyped::Signal(signal) => ServerMsg::Signal(signal),
-                Untyped::Drain(done) => ServerMsg::Drain(done),
-            };
-            deliver_to.cast(message).is_ok()
-        }),
+        deliver: Arc::new(move |message: Untyped| deliver_to.cast(message.into()).is_ok()),
     };
     if !shared.directory.insert(id.clone(), entry) {
         actor.stop(Some("its id or name was taken while it started".into()));

@@ -12,7 +12,6 @@ use agentry::{Action, Agent, Skill};
 use agentry_examples::calculator::Calculator;
 use agentry_skills::{Arithmetic, Counter};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 fn state() -> AgentState<()> {
     AgentState::new(AgentId::new("user").unwrap(), ())
@@ -58,14 +57,7 @@ fn the_derived_contract_and_schemas() {
 }
 
 fn ctx(action: &str) -> ActionContext {
-    ActionContext {
-        agent_id: AgentId::new("user").unwrap(),
-        action_id: ActionId::new(action).unwrap(),
-        run_id: Uuid::nil(),
-        attempt: 1,
-        correlation_id: Uuid::nil(),
-        causation_id: None,
-    }
+    ActionContext::new(AgentId::new("user").unwrap(), ActionId::new(action).unwrap())
 }
 
 #[tokio::test]

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 struct Harness {
     runner: Runner,
@@ -39,14 +38,7 @@ where
 
 /// Journals the run as queued, as the server does on accepting it, and returns its context.
 fn queued(h: &Harness, action: &DynAction, params: &Value) -> ActionContext {
-    let ctx = ActionContext {
-        agent_id: AgentId::new("agent-1").unwrap(),
-        action_id: action.spec().id.clone(),
-        run_id: Uuid::now_v7(),
-        attempt: 0,
-        correlation_id: Uuid::now_v7(),
-        causation_id: None,
-    };
+    let ctx = ActionContext::new(AgentId::new("agent-1").unwrap(), action.spec().id.clone());
     h.store
         .record(RunRecord::queued(ctx.run_id, ctx.agent_id.clone(), ctx.action_id.clone(), params, ctx.correlation_id))
         .unwrap();

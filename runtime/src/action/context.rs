@@ -1,10 +1,73 @@
-//! What an action knows about the run it is part of.
+//! What an action knows about the run it is part of, and what it may ask of the runtime while it runs: call
+//! other actions (routines), request effects, report artifacts and progress, find its drive.
 
-use crate::id::{ActionId, AgentId};
+use crate::effect::{Effect, EffectKind};
+use crate::id::{ActionId, AgentId, SkillId};
+use crate::policy::Policy;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
 
-/// The run an action executes in: who runs it, which attempt this is, and the signal chain that caused it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+use super::{ActionError, JobRecord};
+use std::time::Duration;
+
+/// One call on a run's stack: which action, which run, and the state the action keeps in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Frame {
+    /// The action this frame runs.
+    pub action: ActionId,
+    /// The run this frame belongs to.
+    pub run_id: Uuid,
+    /// The frame's own state: whatever the action chooses to record in it (progress of a routine, say). Its
+    /// callees see it in their stack; it goes away with the frame.
+    pub state: Value,
+}
+
+/// What a run collects besides its output: effects for the agent's server and artifacts for the outcome.
+#[derive(Debug, Default)]
+pub(crate) struct RunSink {
+    pub effects: Vec<Effect>,
+    pub artifacts: Vec<PathBuf>,
+}
+
+/// The runtime services a run reaches through its context. Absent for a context made with
+/// [`ActionContext::new`] (an action invoked directly, as in a unit test).
+#[derive(Clone)]
+pub(crate) struct Link {
+    pub services: Arc<dyn RunServices>,
+    /// The job this run belongs to, if it was submitted as one.
+    pub job: Option<Uuid>,
+}
+
+/// What the actor layer does for a running action. Implemented by the runtime; kept behind a trait so the
+/// pure `action` module does not import the actor modules.
+pub(crate) trait RunServices: Send + Sync {
+    /// Runs `action` with `params` as a nested call of the run `ctx` describes, through the agent's gate.
+    fn call(&self, ctx: &ActionContext, action: ActionId, params: Value) -> crate::action::ActionFuture;
+    /// Starts `action` as a job of the agent; returns the job id at once.
+    fn submit_job(&self, ctx: &ActionContext, action: ActionId, params: Value) -> Result<Uuid, ActionError>;
+    /// Records a job's progress.
+    fn job_progress(&self, job: Uuid, fraction: f64, message: Option<String>);
+    /// One job of this agent.
+    fn job(&self, ctx: &ActionContext, job: Uuid) -> Option<JobRecord>;
+    /// Every job of this agent, oldest first.
+    fn jobs(&self, ctx: &ActionContext) -> Vec<JobRecord>;
+    /// Cancels a job of this agent; `false` when it had already ended or is unknown.
+    fn cancel_job(&self, ctx: &ActionContext, job: Uuid) -> bool;
+    /// Waits until a job of this agent ends, at most `timeout`; `None` when it is unknown.
+    fn wait_job(&self, ctx: &ActionContext, job: Uuid, timeout: Duration) -> BoxFuture<Option<JobRecord>>;
+}
+
+/// A boxed future, as [`RunServices`] returns.
+pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// The run an action executes in: who runs it, which attempt this is, the signal chain that caused it, the
+/// call stack, and a way back to the runtime.
+#[derive(Clone)]
 pub struct ActionContext {
     /// The agent the action runs for.
     pub agent_id: AgentId,
@@ -18,4 +81,210 @@ pub struct ActionContext {
     pub correlation_id: Uuid,
     /// The signal whose effects asked for the run, if any.
     pub causation_id: Option<Uuid>,
+    pub(crate) skill: Option<SkillId>,
+    pub(crate) drive: Option<PathBuf>,
+    pub(crate) skill_state: Value,
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) stack: Vec<Frame>,
+    pub(crate) sink: Arc<Mutex<RunSink>>,
+    pub(crate) link: Option<Link>,
+}
+
+impl fmt::Debug for ActionContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ActionContext")
+            .field("agent_id", &self.agent_id)
+            .field("action_id", &self.action_id)
+            .field("run_id", &self.run_id)
+            .field("attempt", &self.attempt)
+            .field("depth", &self.depth())
+            .field("drive", &self.drive)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ActionContext {
+    /// A context for invoking an action directly, outside any runtime (unit tests, scripts): a fresh run,
+    /// the default policy, no drive, and no way to call other actions.
+    pub fn new(agent_id: AgentId, action_id: ActionId) -> Self {
+        let run_id = Uuid::now_v7();
+        Self {
+            stack: vec![Frame { action: action_id.clone(), run_id, state: Value::Null }],
+            agent_id,
+            action_id,
+            run_id,
+            attempt: 1,
+            correlation_id: run_id,
+            causation_id: None,
+            skill: None,
+            drive: None,
+            skill_state: Value::Null,
+            policy: Arc::new(Policy::default()),
+            sink: Arc::default(),
+            link: None,
+        }
+    }
+
+    /// The same context with this drive folder (for direct invocation, e.g. testing a file skill).
+    pub fn with_drive(mut self, drive: impl Into<PathBuf>) -> Self {
+        self.drive = Some(drive.into());
+        self
+    }
+
+    /// The same context with this skill state (for direct invocation).
+    pub fn with_skill_state(mut self, state: Value) -> Self {
+        self.skill_state = state;
+        self
+    }
+
+    /// The same context under this policy (for direct invocation).
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = Arc::new(policy);
+        self
+    }
+
+    /// The skill the action came from, when the runtime knows it.
+    pub fn skill(&self) -> Option<&SkillId> {
+        self.skill.as_ref()
+    }
+
+    /// The agent's policy as it was when the run started.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// This skill's folder inside the agent's drive, or a `Denied` error when the runtime has no data folder.
+    /// The folder may not exist yet.
+    pub fn drive(&self) -> Result<&Path, ActionError> {
+        self.drive.as_deref().ok_or_else(|| {
+            ActionError::denied(format!(
+                "action `{}` needs a drive, but the runtime has no data folder; set one with \
+                 `RuntimeBuilder::data_dir`",
+                self.action_id
+            ))
+        })
+    }
+
+    /// The mounted skill's per-agent state, as the type the skill declared.
+    pub fn skill_state<T: DeserializeOwned>(&self) -> Result<T, ActionError> {
+        T::deserialize(&self.skill_state).map_err(|e| {
+            ActionError::critical(format!(
+                "the state of the skill behind `{}` does not fit its type: {e}",
+                self.action_id
+            ))
+        })
+    }
+
+    /// The call stack, outermost run first; the last frame is this run's own.
+    pub fn stack(&self) -> &[Frame] {
+        &self.stack
+    }
+
+    /// How deep this run is nested: 1 for a run the agent asked for, 2 for an action it called, and so on.
+    pub fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
+    /// This run's own frame, whose `state` the action may set.
+    pub fn frame_mut(&mut self) -> &mut Frame {
+        if self.stack.is_empty() {
+            self.stack.push(Frame { action: self.action_id.clone(), run_id: self.run_id, state: Value::Null });
+        }
+        let last = self.stack.len() - 1;
+        &mut self.stack[last]
+    }
+
+    /// Calls another action through the agent's gate — it must be mounted on this agent, allowed by its
+    /// policy, its capabilities granted and, if risky, approved — as a nested run with its own frame, and
+    /// returns its output or its error.
+    pub async fn call(&self, action: impl AsRef<str>, params: Value) -> Result<Value, ActionError> {
+        let action = ActionId::new(action.as_ref())
+            .map_err(|e| ActionError::validation(format!("cannot call `{}`: {e}", action.as_ref())))?;
+        self.services("call other actions")?.call(self, action, params).await
+    }
+
+    /// Calls a typed action (see [`ActionContext::call`]) and returns its typed output.
+    pub async fn call_typed<A: super::Action>(&self, params: A) -> Result<A::Output, ActionError>
+    where
+        A: Serialize,
+        A::Output: DeserializeOwned,
+    {
+        let id = A::spec().id;
+        let params = serde_json::to_value(params)
+            .map_err(|e| ActionError::critical(format!("the params of `{id}` do not serialize: {e}")))?;
+        let output = self.call(id.as_str(), params).await?;
+        serde_json::from_value(output)
+            .map_err(|e| ActionError::critical(format!("the output of `{id}` does not fit its type: {e}")))
+    }
+
+    /// Starts an action as a job of this agent (see the `jobs` skill) and returns the job id at once.
+    pub fn submit_job(&self, action: impl AsRef<str>, params: Value) -> Result<Uuid, ActionError> {
+        let action = ActionId::new(action.as_ref())
+            .map_err(|e| ActionError::validation(format!("cannot submit `{}`: {e}", action.as_ref())))?;
+        self.services("submit jobs")?.submit_job(self, action, params)
+    }
+
+    /// One of this agent's jobs, or `None` when it has no job of that id.
+    pub fn job(&self, job: Uuid) -> Result<Option<JobRecord>, ActionError> {
+        Ok(self.services("see jobs")?.job(self, job))
+    }
+
+    /// Every job of this agent, oldest first.
+    pub fn jobs(&self) -> Result<Vec<JobRecord>, ActionError> {
+        Ok(self.services("see jobs")?.jobs(self))
+    }
+
+    /// Cancels one of this agent's jobs; `false` when it had already ended or is unknown.
+    pub fn cancel_job(&self, job: Uuid) -> Result<bool, ActionError> {
+        Ok(self.services("cancel jobs")?.cancel_job(self, job))
+    }
+
+    /// Waits until one of this agent's jobs ends, at most `timeout`, and returns it as it then is; `None`
+    /// when the agent has no job of that id.
+    pub async fn wait_job(&self, job: Uuid, timeout: Duration) -> Result<Option<JobRecord>, ActionError> {
+        Ok(self.services("wait for jobs")?.wait_job(self, job, timeout).await)
+    }
+
+    fn services(&self, what: &str) -> Result<&Arc<dyn RunServices>, ActionError> {
+        self.link.as_ref().map(|l| &l.services).ok_or_else(|| self.detached(what))
+    }
+
+    /// Reports progress (a fraction from 0 to 1, and an optional message) when this run is part of a job;
+    /// otherwise does nothing.
+    pub fn progress(&self, fraction: f64, message: Option<String>) {
+        if let Some(Link { services, job: Some(job) }) = &self.link {
+            services.job_progress(*job, fraction.clamp(0.0, 1.0), message);
+        }
+    }
+
+    /// Asks the agent's server to interpret an effect once this run completes successfully (an agent-level
+    /// effect such as `Stop`, `Schedule` or `Emit`). Effects that change the action table are refused: only
+    /// mounting does that.
+    pub fn effect(&self, effect: Effect) -> Result<(), ActionError> {
+        if matches!(effect.kind, EffectKind::RegisterAction { .. } | EffectKind::DeregisterAction { .. }) {
+            return Err(ActionError::denied(format!(
+                "action `{}` asked to change the action table; only mounting and unmounting skills do that",
+                self.action_id
+            )));
+        }
+        self.sink().effects.push(effect);
+        Ok(())
+    }
+
+    /// Reports a file the run produced (a path inside the drive); it appears in the outcome's `artifacts`.
+    pub fn artifact(&self, path: impl Into<PathBuf>) {
+        self.sink().artifacts.push(path.into());
+    }
+
+    pub(crate) fn sink(&self) -> MutexGuard<'_, RunSink> {
+        // Each push is one call on a plain Vec: a panic elsewhere cannot leave it half-written.
+        self.sink.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn detached(&self, what: &str) -> ActionError {
+        ActionError::denied(format!(
+            "action `{}` was invoked outside an agent's server and cannot {what}; run it through the runtime",
+            self.action_id
+        ))
+    }
 }

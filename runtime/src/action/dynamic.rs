@@ -113,7 +113,6 @@ mod tests {
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
     use serde_json::json;
-    use uuid::Uuid;
 
     /// Divides two numbers.
     #[derive(Deserialize, JsonSchema)]
@@ -141,14 +140,7 @@ mod tests {
     }
 
     fn ctx() -> ActionContext {
-        ActionContext {
-            agent_id: AgentId::new("a1").unwrap(),
-            action_id: ActionId::new("arithmetic.divide").unwrap(),
-            run_id: Uuid::nil(),
-            attempt: 1,
-            correlation_id: Uuid::nil(),
-            causation_id: None,
-        }
+        ActionContext::new(AgentId::new("a1").unwrap(), ActionId::new("arithmetic.divide").unwrap())
     }
 
     #[test]

@@ -8,14 +8,17 @@
 mod context;
 mod dynamic;
 mod error;
+mod job;
 mod outcome;
 mod retry;
 mod spec;
 
-pub use context::ActionContext;
+pub use context::{ActionContext, Frame};
+pub(crate) use context::{BoxFuture, Link, RunServices};
 pub(crate) use dynamic::schema_errors;
 pub use dynamic::{ActionFuture, DynAction, SchemaError};
 pub use error::{ActionError, ErrorClass};
+pub use job::{JobRecord, JobStatus};
 pub use outcome::{Outcome, OutcomeError, OutcomeStatus};
 pub use retry::{RetryPolicy, should_retry};
 pub use spec::{ActionSpec, Capability, Category, Cost, DEFAULT_TIMEOUT, Risk, schema_for};

@@ -1,11 +1,13 @@
 //! How the server interprets effects, and the gate every run passes.
 
-use super::{Pending, Running, ServerMsg, ServerState};
-use crate::action::{ActionContext, ActionError, Outcome};
+use super::services::Admitted;
+use super::{Admit, Pending, Registered, Running, ServerMsg, ServerState};
+use crate::action::{ActionContext, ActionError, DynAction, Frame, Link, Outcome, Risk};
 use crate::agent::Agent;
 use crate::effect::{Effect, EffectKind, Target};
 use crate::events::EventKind;
 use crate::id::ActionId;
+use crate::id::SkillId;
 use crate::policy::RunDecision;
 use crate::runtime::RuntimeError;
 use crate::signal::Signal;
@@ -50,18 +52,17 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    fn register(&mut self, action: ActionId, skill: Option<&crate::id::SkillId>) {
+    fn register(&mut self, action: ActionId, skill: Option<&SkillId>) {
         let catalog = &self.shared.catalog;
-        let from_skill = skill.and_then(|s| catalog.get(s));
-        let found = from_skill
+        let mounted = self.agent.skills().keys();
+        let found = skill
             .into_iter()
-            .chain(self.agent.skills().keys().filter_map(|s| catalog.get(s)))
-            .flat_map(|s| s.actions())
-            .find(|a| a.spec().id == action)
-            .cloned();
+            .chain(mounted)
+            .filter_map(|s| catalog.get(s))
+            .find_map(|s| s.actions().iter().find(|a| a.spec().id == action).map(|a| (a.clone(), s.id().clone())));
         match found {
-            Some(dyn_action) => {
-                self.table.insert(action, dyn_action);
+            Some((dyn_action, skill)) => {
+                self.table.insert(action, Registered { action: dyn_action, skill: Some(skill) });
             }
             None => tracing::error!(%action, "a registered action is in no catalog skill"),
         }
@@ -125,55 +126,116 @@ impl<A: Agent> ServerState<A> {
         self.schedules.insert(key, task);
     }
 
-    /// The gate: the action must be registered here, the policy must allow it and grant its capabilities, and
-    /// a risky run waits for approval. Every run is journaled, even one the gate refuses.
+    /// A run the agent asked for: journaled, through the gate, then queued, parked for approval or refused.
     fn start_run(&mut self, action: ActionId, params: Value, cause: Option<&Signal>) {
         let run = Uuid::now_v7();
         let correlation = cause.map_or(run, Signal::correlation_id);
-        let ctx = ActionContext {
-            agent_id: self.agent.id.clone(),
-            action_id: action.clone(),
-            run_id: run,
-            attempt: 0,
-            correlation_id: correlation,
-            causation_id: cause.map(Signal::id),
+        let ctx = self.run_context(action, run, correlation, cause.map(Signal::id), None);
+        self.journal_queued(&ctx, &params, None);
+        match self.gate(&ctx) {
+            Gate::Refused(error) => {
+                let outcome = self.block(&ctx, &error);
+                self.deliver_outcome_for(&ctx, &outcome);
+            }
+            Gate::NeedsApproval(action, risk) => {
+                self.ask_approval(&ctx);
+                let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
+                self.deliver_outcome_for(&ctx, &waiting);
+                self.awaiting.insert(run, Pending { action, params, ctx, caller: None });
+            }
+            Gate::Pass(action) => self.enqueue(Pending { action, params, ctx, caller: None }),
+        }
+    }
+
+    /// A nested call an action makes through its context: the same gate as any run; the caller is told when
+    /// the call may run (it runs in the caller's task), or why not.
+    pub(crate) fn admit(&mut self, admit: Admit) {
+        let Admit { action, params, caller, reply } = admit;
+        let ctx = self.run_context(action, Uuid::now_v7(), caller.correlation_id, None, Some(&caller));
+        self.journal_queued(&ctx, &params, Some(caller.run_id));
+        match self.gate(&ctx) {
+            Gate::Refused(error) => {
+                self.block(&ctx, &error);
+                let _ = reply.send(Err(error));
+            }
+            Gate::NeedsApproval(action, _) => {
+                self.ask_approval(&ctx);
+                self.awaiting.insert(ctx.run_id, Pending { action, params, ctx, caller: Some(reply) });
+            }
+            Gate::Pass(action) => {
+                let _ = reply.send(Ok(Admitted { action, ctx }));
+            }
+        }
+    }
+
+    /// The context of a new run: its skill's drive folder and state, the policy, the call stack with a frame
+    /// of its own, and the way back to this server.
+    fn run_context(
+        &self,
+        action: ActionId,
+        run: Uuid,
+        correlation: Uuid,
+        causation: Option<Uuid>,
+        caller: Option<&ActionContext>,
+    ) -> ActionContext {
+        let skill = self.table.get(&action).and_then(|r| r.skill.clone());
+        let drive = match (&self.shared.data_dir, &skill) {
+            (Some(dir), Some(skill)) => Some(super::drive_path(dir, &self.agent.id, skill)),
+            _ => None,
         };
-        let record = RunRecord::queued(run, self.agent.id.clone(), action.clone(), &params, correlation);
+        let skill_state = skill.as_ref().and_then(|s| self.agent.skill_state(s)).cloned().unwrap_or(Value::Null);
+        let mut stack = caller.map(|c| c.stack().to_vec()).unwrap_or_default();
+        stack.push(Frame { action: action.clone(), run_id: run, state: Value::Null });
+        let job = caller.and_then(|c| c.link.as_ref()).and_then(|l| l.job);
+        let mut ctx = ActionContext::new(self.agent.id.clone(), action);
+        ctx.run_id = run;
+        ctx.attempt = 0;
+        ctx.correlation_id = correlation;
+        ctx.causation_id = causation;
+        ctx.skill = skill;
+        ctx.drive = drive;
+        ctx.skill_state = skill_state;
+        ctx.policy = self.policy.clone();
+        ctx.stack = stack;
+        ctx.link = Some(Link { services: self.services.clone(), job });
+        ctx
+    }
+
+    /// Every run is journaled and announced as queued, even one the gate then refuses.
+    fn journal_queued(&self, ctx: &ActionContext, params: &Value, parent_run: Option<Uuid>) {
+        let mut record =
+            RunRecord::queued(ctx.run_id, self.agent.id.clone(), ctx.action_id.clone(), params, ctx.correlation_id);
+        record.parent_run = parent_run;
         if let Err(err) = self.shared.store.record(record) {
             tracing::error!(%err, "the journal refused a new run");
         }
-        self.shared.events.announce(
-            &self.agent.id,
-            Some(run),
-            Some(correlation),
-            EventKind::ActionQueued { action: action.clone() },
-        );
+        let kind = EventKind::ActionQueued { action: ctx.action_id.clone(), parent_run, depth: ctx.depth() };
+        self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+    }
+
+    /// The gate: the agent must not be draining, the action must be registered here, the policy must allow it
+    /// and grant its capabilities, and a risky run waits for approval.
+    fn gate(&self, ctx: &ActionContext) -> Gate {
         if self.draining.is_some() {
-            return self.block(&ctx, ActionError::cancelled("the runtime is shutting down; no new runs start"));
+            return Gate::Refused(ActionError::cancelled("the runtime is shutting down; no new runs start"));
         }
-        let Some(dyn_action) = self.table.get(&action).cloned() else {
-            let reason = format!(
-                "action `{action}` is not registered on agent `{}`; mount a skill that provides it",
-                self.agent.id
-            );
-            return self.block(&ctx, ActionError::denied(reason));
+        let Some(registered) = self.table.get(&ctx.action_id) else {
+            return Gate::Refused(ActionError::denied(format!(
+                "action `{}` is not registered on agent `{}`; mount a skill that provides it",
+                ctx.action_id, self.agent.id
+            )));
         };
-        match self.policy.may_run(dyn_action.spec()) {
-            RunDecision::Deny { reason } => self.block(&ctx, ActionError::denied(reason)),
-            RunDecision::NeedsApproval { risk } => {
-                self.journal(run, RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() });
-                self.shared.events.announce(
-                    &self.agent.id,
-                    Some(run),
-                    Some(correlation),
-                    EventKind::ApprovalAsked { action },
-                );
-                let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
-                self.deliver_outcome_for(&ctx, &waiting);
-                self.awaiting.insert(run, Pending { action: dyn_action, params, ctx });
-            }
-            RunDecision::Allow => self.enqueue(Pending { action: dyn_action, params, ctx }),
+        match self.policy.may_run(registered.action.spec()) {
+            RunDecision::Deny { reason } => Gate::Refused(ActionError::denied(reason)),
+            RunDecision::NeedsApproval { risk } => Gate::NeedsApproval(registered.action.clone(), risk),
+            RunDecision::Allow => Gate::Pass(registered.action.clone()),
         }
+    }
+
+    fn ask_approval(&self, ctx: &ActionContext) {
+        self.journal(ctx.run_id, RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() });
+        let kind = EventKind::ApprovalAsked { action: ctx.action_id.clone() };
+        self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
     }
 
     fn journal(&self, run: Uuid, update: RunUpdate) {
@@ -182,16 +244,16 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Ends a run the gate refused: journaled as blocked, announced, and told to the agent.
-    fn block(&self, ctx: &ActionContext, error: ActionError) {
-        let outcome = Outcome::failed(&error, Duration::ZERO, 0);
+    /// Ends a run the gate refused: journaled as blocked and announced; returns its outcome.
+    fn block(&self, ctx: &ActionContext, error: &ActionError) -> Outcome {
+        let outcome = Outcome::failed(error, Duration::ZERO, 0);
         self.journal(
             ctx.run_id,
             RunUpdate { status: Some(RunStatus::Blocked), error: Some(error.class()), ..RunUpdate::default() },
         );
         let kind = EventKind::ActionBlocked { action: ctx.action_id.clone(), reason: error.to_string() };
         self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
-        self.deliver_outcome_for(ctx, &outcome);
+        outcome
     }
 
     fn enqueue(&mut self, pending: Pending) {
@@ -211,7 +273,7 @@ impl<A: Agent> ServerState<A> {
 
     /// Starts a run in its own task; its outcome comes back as a `Finished` message.
     fn launch(&mut self, pending: Pending) {
-        let Pending { action, params, ctx } = pending;
+        let Pending { action, params, ctx, .. } = pending;
         let runner = self.shared.runner.clone();
         let me = self.myself.clone();
         let run = ctx.run_id;
@@ -229,11 +291,29 @@ impl<A: Agent> ServerState<A> {
         let pending = self.awaiting.remove(&run).ok_or(RuntimeError::NotAwaitingApproval(run))?;
         let kind = EventKind::ApprovalGiven { action: pending.ctx.action_id.clone(), approved: approve };
         self.shared.events.announce(&self.agent.id, Some(run), Some(pending.ctx.correlation_id), kind);
-        if approve {
-            self.enqueue(pending);
-        } else {
-            self.block(&pending.ctx, ActionError::denied("the run was denied by its approver"));
+        match (approve, pending.caller) {
+            (true, Some(caller)) => {
+                let _ = caller.send(Ok(Admitted { action: pending.action, ctx: pending.ctx }));
+            }
+            (true, None) => self.enqueue(Pending { caller: None, ..pending }),
+            (false, caller) => {
+                let error = ActionError::denied("the run was denied by its approver");
+                let outcome = self.block(&pending.ctx, &error);
+                match caller {
+                    Some(caller) => {
+                        let _ = caller.send(Err(error));
+                    }
+                    None => self.deliver_outcome_for(&pending.ctx, &outcome),
+                }
+            }
         }
         Ok(())
     }
+}
+
+/// What the gate says about one run.
+enum Gate {
+    Refused(ActionError),
+    NeedsApproval(DynAction, Risk),
+    Pass(DynAction),
 }

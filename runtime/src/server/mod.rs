@@ -4,10 +4,13 @@
 
 mod effects;
 mod restart;
+mod services;
 
 pub use restart::{RestartMode, RestartPolicy};
+pub use services::Admit;
+pub(crate) use services::drive_path;
 
-use crate::action::{ActionContext, DynAction, Outcome, OutcomeStatus};
+use crate::action::{ActionContext, ActionError, DynAction, Outcome, OutcomeStatus, RunServices};
 use crate::agent::{Agent, AgentState, step};
 use crate::directory::Directory;
 use crate::events::{EventBus, EventKind};
@@ -31,6 +34,9 @@ use uuid::Uuid;
 /// What every agent server of one runtime shares.
 pub(crate) struct Shared {
     pub catalog: Catalog,
+    pub data_dir: Option<std::path::PathBuf>,
+    pub max_call_depth: usize,
+    pub jobs: Arc<crate::jobs::JobBoard>,
     pub events: EventBus,
     pub store: Arc<dyn Store>,
     pub runner: Runner,
@@ -56,6 +62,10 @@ pub enum ServerMsg<A: Agent> {
     Finished(Uuid, Box<Outcome>),
     /// Stop taking runs and let the running ones finish; the sender is told once none is left.
     Drain(tokio::sync::oneshot::Sender<()>),
+    /// A nested call an action makes through its context, for the gate.
+    Admit(Box<Admit>),
+    /// Effects a job's run asked for.
+    Effects(Vec<crate::effect::Effect>),
 }
 
 /// How the server starts: the agent's state (start skills already mounted) and the effects that mounted them.
@@ -74,6 +84,14 @@ pub(crate) struct Pending {
     pub action: DynAction,
     pub params: Value,
     pub ctx: ActionContext,
+    /// Where a nested call waits to be let through; `None` for a run the agent asked for.
+    pub caller: Option<tokio::sync::oneshot::Sender<Result<services::Admitted, ActionError>>>,
+}
+
+/// An action in the live table, with the skill that provides it.
+pub(crate) struct Registered {
+    pub action: DynAction,
+    pub skill: Option<SkillId>,
 }
 
 /// A run in flight: its task and its context.
@@ -95,8 +113,9 @@ impl<A: Agent> AgentServer<A> {
 pub(crate) struct ServerState<A: Agent> {
     pub myself: ActorRef<ServerMsg<A>>,
     pub agent: AgentState<A>,
-    pub policy: Policy,
-    pub table: HashMap<ActionId, DynAction>,
+    pub policy: Arc<Policy>,
+    pub table: HashMap<ActionId, Registered>,
+    pub services: Arc<dyn RunServices>,
     pub running: HashMap<Uuid, Running>,
     pub queue: VecDeque<Pending>,
     pub awaiting: HashMap<Uuid, Pending>,
@@ -120,11 +139,17 @@ impl<A: Agent> Actor for AgentServer<A> {
         myself: ActorRef<Self::Msg>,
         args: ServerArgs<A>,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let mailbox = myself.clone();
+        let services = services::AgentServices {
+            mailbox: Arc::new(move |message: crate::directory::Untyped| mailbox.cast(message.into()).is_ok()),
+            shared: args.shared.clone(),
+        };
         let mut state = ServerState {
             myself,
             agent: args.state,
-            policy: args.policy,
+            policy: Arc::new(args.policy),
             table: HashMap::new(),
+            services: Arc::new(services),
             running: HashMap::new(),
             queue: VecDeque::new(),
             awaiting: HashMap::new(),
@@ -167,16 +192,23 @@ impl<A: Agent> Actor for AgentServer<A> {
                 let _ = reply.send(state.decide(run, approve));
             }
             ServerMsg::Finished(run, outcome) => {
-                // A finished run's outcome is handled at once, in the same turn of the mailbox.
-                if let Some(done) = state.running.remove(&run)
-                    && let Some(signal) = state.outcome_signal(&done.ctx, &outcome)
-                {
-                    state.feed(signal);
+                // What the run asked for is interpreted first; then its outcome is handled at once, in the
+                // same turn of the mailbox.
+                if let Some(done) = state.running.remove(&run) {
+                    if outcome.status == OutcomeStatus::Completed {
+                        let effects = std::mem::take(&mut done.ctx.sink().effects);
+                        state.interpret(effects, None);
+                    }
+                    if let Some(signal) = state.outcome_signal(&done.ctx, &outcome) {
+                        state.feed(signal);
+                    }
                 }
                 state.launch_queued();
                 state.tell_drained();
             }
             ServerMsg::Drain(done) => state.drain(done),
+            ServerMsg::Admit(admit) => state.admit(*admit),
+            ServerMsg::Effects(effects) => state.interpret(effects, None),
         }
         Ok(())
     }
@@ -268,6 +300,7 @@ impl<A: Agent> ServerState<A> {
             self.shared.events.announce(&self.agent.id, None, None, kind);
         }
         self.draining.get_or_insert_with(Vec::new).push(done);
+        // Dropping a waiting nested call's reply tells its caller the call was cancelled.
         let unstarted: Vec<ActionContext> =
             self.awaiting.drain().map(|(_, p)| p.ctx).chain(self.queue.drain(..).map(|p| p.ctx)).collect();
         self.cancel_runs(unstarted, "the runtime is shutting down");
@@ -289,22 +322,8 @@ impl<A: Agent> ServerState<A> {
 
     /// Journals and announces runs that end without finishing: failed with `Cancelled`.
     fn cancel_runs(&self, runs: Vec<ActionContext>, why: &str) {
-        let at = Utc::now();
         for ctx in runs {
-            let update = crate::store::RunUpdate {
-                status: Some(crate::store::RunStatus::Failed),
-                error: Some(crate::action::ErrorClass::Cancelled),
-                ..Default::default()
-            };
-            if let Err(err) = self.shared.store.update(ctx.run_id, update, at) {
-                tracing::warn!(run = %ctx.run_id, %err, "the journal refused an update");
-            }
-            let kind = EventKind::ActionFailed {
-                action: ctx.action_id.clone(),
-                class: crate::action::ErrorClass::Cancelled,
-                message: why.to_owned(),
-            };
-            self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+            self.shared.runner.cancelled(&ctx, why);
         }
     }
 
@@ -321,6 +340,7 @@ impl<A: Agent> ServerState<A> {
             task.abort();
         }
         let id = self.agent.id.clone();
+        self.shared.jobs.cancel_agent(&id, "the agent stopped");
         self.shared.directory.remove(&id);
         self.shared.events.announce(&id, None, None, EventKind::AgentStopped { reason: "stopped".into() });
         if let Some(parent) = &self.parent {

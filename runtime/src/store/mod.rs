@@ -61,6 +61,9 @@ pub struct RunRecord {
     pub params_digest: Uuid,
     /// The signal chain that caused it.
     pub correlation: Uuid,
+    /// The run that called this one through its context, for a nested run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run: Option<Uuid>,
     /// Every status the run has had, with when, oldest first.
     pub history: Vec<(RunStatus, DateTime<Utc>)>,
     /// Attempts so far.
@@ -83,6 +86,7 @@ impl RunRecord {
             action,
             params_digest: params_digest(params),
             correlation,
+            parent_run: None,
             history: vec![(RunStatus::Queued, Utc::now())],
             attempts: 0,
             latency: None,

@@ -1,0 +1,166 @@
+//! What an agent's server does for the actions it runs: nested calls through its gate (routines), jobs, and
+//! the folder each skill gets in the agent's drive.
+
+use super::Shared;
+use crate::action::{ActionContext, ActionError, ActionFuture, BoxFuture, DynAction, JobRecord, Link, RunServices};
+use crate::directory::{Deliver, Untyped};
+use crate::effect::Effect;
+use crate::id::{ActionId, AgentId, SkillId};
+use crate::jobs::JobEnd;
+use crate::signal::Signal;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+/// A nested call waiting for the agent's gate. Made by an action's context; handled by its agent's server.
+pub struct Admit {
+    pub(crate) action: ActionId,
+    pub(crate) params: Value,
+    pub(crate) caller: ActionContext,
+    pub(crate) reply: oneshot::Sender<Result<Admitted, ActionError>>,
+}
+
+/// A nested call the gate let through: the action and the context of its run.
+pub(crate) struct Admitted {
+    pub action: DynAction,
+    pub ctx: ActionContext,
+}
+
+/// One agent's services, shared by every run of that agent.
+pub(crate) struct AgentServices {
+    pub mailbox: Deliver,
+    pub shared: Arc<Shared>,
+}
+
+/// A skill's folder in an agent's drive: `<data>/agents/<agent>/<skill>`. The agent id is escaped (anything
+/// but ASCII letters, digits, `_` and `-` becomes `%XX`), so every id maps to one folder of its own.
+pub(crate) fn drive_path(data_dir: &Path, agent: &AgentId, skill: &SkillId) -> PathBuf {
+    let mut folder = String::with_capacity(agent.as_str().len());
+    for byte in agent.as_str().bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' {
+            folder.push(char::from(byte));
+        } else {
+            folder.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    data_dir.join("agents").join(folder).join(skill.as_str())
+}
+
+impl AgentServices {
+    fn tell_agent(&self, kind: &str, data: Value) {
+        match Signal::builder(kind).data(data).build() {
+            Ok(signal) => {
+                (self.mailbox)(Untyped::Signal(signal));
+            }
+            Err(err) => tracing::error!(%err, "a job signal kind is invalid"),
+        }
+    }
+
+    fn job_signal(&self, record: &JobRecord) {
+        let kind = match record.status {
+            crate::action::JobStatus::Completed => "job.completed",
+            crate::action::JobStatus::Cancelled => "job.cancelled",
+            _ => "job.failed",
+        };
+        self.tell_agent(kind, json!({"job": record}));
+    }
+}
+
+/// The path of calls that led to `ctx`, for messages: `a.b → c.d`.
+fn call_path(ctx: &ActionContext) -> String {
+    ctx.stack().iter().map(|frame| frame.action.as_str()).collect::<Vec<_>>().join(" → ")
+}
+
+impl RunServices for AgentServices {
+    fn call(&self, ctx: &ActionContext, action: ActionId, params: Value) -> ActionFuture {
+        let limit = self.shared.max_call_depth;
+        if ctx.depth() >= limit {
+            let error = ActionError::critical(format!(
+                "the call depth limit of {limit} was reached calling `{action}` from {}; a routine probably calls \
+                 itself without end",
+                call_path(ctx)
+            ));
+            return Box::pin(async move { Err(error) });
+        }
+        let (reply, admitted) = oneshot::channel();
+        let caller = ctx.clone();
+        let admit = Admit { action, params: params.clone(), caller: caller.clone(), reply };
+        let sent = (self.mailbox)(Untyped::Admit(Box::new(admit)));
+        let runner = self.shared.runner.clone();
+        Box::pin(async move {
+            if !sent {
+                return Err(ActionError::cancelled("the agent stopped; the nested call was not made"));
+            }
+            let Admitted { action, ctx: nested } = admitted
+                .await
+                .map_err(|_| ActionError::cancelled("the agent stopped before the nested call was admitted"))??;
+            let (outcome, error) = runner.execute_detailed(&action, params, nested.clone()).await;
+            let effects = std::mem::take(&mut nested.sink().effects);
+            let mut sink = caller.sink();
+            sink.effects.extend(effects);
+            sink.artifacts.extend(outcome.artifacts.iter().cloned());
+            match error {
+                None => Ok(outcome.output),
+                Some(error) => Err(error),
+            }
+        })
+    }
+
+    fn submit_job(&self, ctx: &ActionContext, action: ActionId, params: Value) -> Result<Uuid, ActionError> {
+        let services = ctx.link.as_ref().map(|l| l.services.clone()).ok_or_else(|| {
+            ActionError::critical("a context without services reached the job board; this is a bug in agentry")
+        })?;
+        let mailbox = self.mailbox.clone();
+        let mut parent = ctx.clone();
+        parent.sink = Arc::default();
+        let work = move |job: Uuid| async move {
+            parent.link = Some(Link { services: services.clone(), job: Some(job) });
+            let result = services.call(&parent, action, params).await;
+            let effects: Vec<Effect> = std::mem::take(&mut parent.sink().effects);
+            if !effects.is_empty() {
+                mailbox(Untyped::Effects(effects));
+            }
+            match result {
+                Ok(output) => JobEnd::Completed(output),
+                Err(error) => JobEnd::Failed(error.to_string()),
+            }
+        };
+        let notify = AgentServices { mailbox: self.mailbox.clone(), shared: self.shared.clone() };
+        let ended = move |record: JobRecord| notify.job_signal(&record);
+        Ok(self.shared.jobs.submit(ctx.agent_id.clone(), ctx.action_id.clone(), work, ended))
+    }
+
+    fn job_progress(&self, job: Uuid, fraction: f64, message: Option<String>) {
+        self.shared.jobs.progress(job, fraction, message);
+    }
+
+    fn job(&self, ctx: &ActionContext, job: Uuid) -> Option<JobRecord> {
+        self.shared.jobs.get(job).filter(|record| record.agent == ctx.agent_id)
+    }
+
+    fn jobs(&self, ctx: &ActionContext) -> Vec<JobRecord> {
+        self.shared.jobs.of_agent(&ctx.agent_id)
+    }
+
+    fn cancel_job(&self, ctx: &ActionContext, job: Uuid) -> bool {
+        if self.job(ctx, job).is_none() {
+            return false;
+        }
+        match self.shared.jobs.cancel(job, "cancelled by `jobs.cancel`") {
+            Some(record) => {
+                self.job_signal(&record);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn wait_job(&self, ctx: &ActionContext, job: Uuid, timeout: Duration) -> BoxFuture<Option<JobRecord>> {
+        let shared = self.shared.clone();
+        let known = self.job(ctx, job).is_some();
+        Box::pin(async move { if known { shared.jobs.wait(job, timeout).await } else { None } })
+    }
+}
