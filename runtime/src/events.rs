@@ -30,6 +30,14 @@ pub enum EventKind {
         /// Restarts within the current window, this one included.
         restarts: u32,
     },
+    /// A job ended; the agent that submitted it has been sent `job.completed`, `job.failed` or
+    /// `job.cancelled`.
+    JobEnded {
+        /// The job.
+        job: Uuid,
+        /// How it ended.
+        status: crate::action::JobStatus,
+    },
     /// A skill was mounted.
     SkillMounted {
         /// The skill.

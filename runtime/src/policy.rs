@@ -41,6 +41,10 @@ pub struct Policy {
     /// The risk to assume for some actions whatever their spec says (a remote tool's hints can lie).
     #[serde(default)]
     pub risk_overrides: BTreeMap<Pattern, Risk>,
+    /// Hosts that network actions (capability `net`) may reach: a name (`api.example.com`), a wildcard for
+    /// its subdomains (`*.example.com`), an IP address, or `*` for any host. Empty: none.
+    #[serde(default)]
+    pub allow_hosts: BTreeSet<String>,
 }
 
 impl Default for Policy {
@@ -53,6 +57,7 @@ impl Default for Policy {
             grants: Grants::Only(BTreeSet::new()),
             approval_at: Some(Risk::High),
             risk_overrides: BTreeMap::new(),
+            allow_hosts: BTreeSet::new(),
         }
     }
 }
@@ -75,9 +80,33 @@ pub enum RunDecision {
 }
 
 impl Policy {
-    /// A policy for code you trust: everything allowed, every capability granted, no approvals.
+    /// A policy for code you trust: everything allowed, every capability granted, any host, no approvals.
     pub fn trusted() -> Self {
-        Self { grants: Grants::All, approval_at: None, ..Self::default() }
+        Self {
+            grants: Grants::All,
+            approval_at: None,
+            allow_hosts: BTreeSet::from(["*".to_owned()]),
+            ..Self::default()
+        }
+    }
+
+    /// Lets network actions reach a host (see [`Policy::allow_hosts`]).
+    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
+        self.allow_hosts.insert(host.into().to_ascii_lowercase());
+        self
+    }
+
+    /// Whether network actions may reach `host` (compared without case; a trailing dot is ignored).
+    pub fn host_allowed(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.allow_hosts.iter().any(|allowed| {
+            let allowed = allowed.trim_end_matches('.').to_ascii_lowercase();
+            match allowed.strip_prefix("*.") {
+                _ if allowed == "*" => true,
+                Some(domain) => host.len() > domain.len() + 1 && host.ends_with(&format!(".{domain}")),
+                None => host == allowed,
+            }
+        })
     }
 
     /// Grants a capability.
@@ -179,6 +208,20 @@ mod tests {
         assert_eq!(policy.may_run(&spec("a.b")), RunDecision::Allow);
         assert_eq!(policy.may_run(&spec("a.b").risk(Risk::High)), RunDecision::NeedsApproval { risk: Risk::High });
         assert_eq!(Policy::trusted().may_run(&spec("a.b").risk(Risk::High)), RunDecision::Allow);
+    }
+
+    #[test]
+    fn hosts_match_exactly_by_subdomain_wildcard_or_star() {
+        let policy =
+            Policy::default().allow_host("API.example.com").allow_host("*.internal.test").allow_host("127.0.0.1");
+        for host in ["api.example.com", "Api.Example.Com.", "a.internal.test", "x.y.internal.test", "127.0.0.1"] {
+            assert!(policy.host_allowed(host), "{host} should be allowed");
+        }
+        for host in ["example.com", "evil-api.example.com", "internal.test", "xinternal.test", "127.0.0.2", ""] {
+            assert!(!policy.host_allowed(host), "{host} should be refused");
+        }
+        assert!(!Policy::default().host_allowed("example.com"), "no hosts by default");
+        assert!(Policy::trusted().host_allowed("anything.example"));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 
 pub mod arithmetic;
 pub mod counter;
+pub mod fs;
+pub mod system;
 
 pub use arithmetic::Arithmetic;
 pub use counter::Counter;
+pub use fs::Files;
+pub use system::System;

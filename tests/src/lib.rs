@@ -104,3 +104,127 @@ pub fn catalog() -> impl Strategy<Value = Vec<SkillDef>> {
             .collect()
     })
 }
+
+/// A generic agent for driving skills through a real runtime: `do` runs `data.action` with `data.params`,
+/// and each outcome is replied to the `call` that asked for it (with `kind` added); job signals are kept.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Operator {
+    /// The `job.*` signals received, as `{kind, job}`.
+    pub job_signals: Vec<Value>,
+    /// The signals it got that nothing else handled, by kind (scheduled ones, say).
+    pub others: Vec<String>,
+}
+
+impl agentry::agent::Agent for Operator {
+    fn name() -> &'static str {
+        "operator"
+    }
+
+    fn handle_signal(&self, signal: &agentry::signal::Signal) -> agentry::agent::Reaction<Self> {
+        use agentry::agent::Reaction;
+        use agentry::effect::Effect;
+        let data = signal.data();
+        match signal.kind().as_str() {
+            "do" => match agentry::id::ActionId::new(data["action"].as_str().unwrap_or_default()) {
+                Ok(action) => Reaction::Keep(vec![Effect::run(action, data["params"].clone())]),
+                Err(_) => Reaction::Ignore,
+            },
+            "action.completed" | "action.failed" | "action.blocked" => {
+                let mut reply = data.clone();
+                reply["kind"] = json!(signal.kind().as_str());
+                Reaction::Keep(signal.causation_id().map(|to| Effect::reply_to(to, reply)).into_iter().collect())
+            }
+            "job.completed" | "job.failed" | "job.cancelled" => {
+                let mut next = self.clone();
+                next.job_signals.push(json!({"kind": signal.kind().as_str(), "job": data["job"]}));
+                Reaction::Update(next, vec![])
+            }
+            "ask" => Reaction::Keep(vec![Effect::reply(signal, serde_json::to_value(self).unwrap_or_default())]),
+            other => {
+                let mut next = self.clone();
+                next.others.push(other.to_owned());
+                Reaction::Update(next, vec![])
+            }
+        }
+    }
+}
+
+/// A runtime with a data folder of its own and one [`Operator`] with some skills mounted.
+pub struct Operated {
+    /// The runtime.
+    pub runtime: agentry::runtime::Runtime,
+    /// The operator agent.
+    pub agent: agentry::runtime::AgentRef<Operator>,
+    /// The runtime's data folder (deleted when this is dropped).
+    pub data: tempfile::TempDir,
+}
+
+/// How long a test waits for a reply before failing.
+pub const CALL: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Operated {
+    /// Starts a runtime with these skills in its catalog and an operator with them mounted (each with `null`
+    /// options unless `options` names it).
+    pub async fn start(skills: Vec<Skill>, policy: agentry::policy::Policy, options: &[(&str, Value)]) -> Self {
+        Self::start_with(skills, policy, options, |builder| builder).await
+    }
+
+    /// [`Operated::start`] with a chance to configure the runtime builder.
+    pub async fn start_with(
+        skills: Vec<Skill>,
+        policy: agentry::policy::Policy,
+        options: &[(&str, Value)],
+        configure: impl FnOnce(agentry::runtime::RuntimeBuilder) -> agentry::runtime::RuntimeBuilder,
+    ) -> Self {
+        let data = tempfile::tempdir().expect("a temporary folder");
+        let ids: Vec<_> = skills.iter().map(|s| s.id().clone()).collect();
+        let mut builder = agentry::runtime::Runtime::builder().data_dir(data.path());
+        for skill in skills {
+            builder = builder.skill(skill);
+        }
+        let runtime = configure(builder).build();
+        let opts = agentry::runtime::SpawnOptions {
+            id: Some(agentry::id::AgentId::new("operator").expect("a valid id")),
+            policy,
+            ..Default::default()
+        };
+        let agent = runtime.spawn(Operator::default(), opts).await.expect("the operator starts");
+        for id in ids {
+            let opts = options.iter().find(|(name, _)| *name == id.as_str()).map_or(Value::Null, |(_, v)| v.clone());
+            agent.mount(&id, opts).await.expect("the skill mounts");
+        }
+        Self { runtime, agent, data }
+    }
+
+    /// Runs an action through the operator and returns the outcome signal's data (`kind`, `run_id`,
+    /// `outcome`).
+    pub async fn run(&self, action: &str, params: Value) -> Value {
+        let signal = agentry::signal::Signal::new("do", json!({"action": action, "params": params})).expect("a kind");
+        self.agent.call(signal, CALL).await.expect("the operator replies")
+    }
+
+    /// Runs an action that must complete, and returns its output.
+    pub async fn output(&self, action: &str, params: Value) -> Value {
+        let reply = self.run(action, params).await;
+        assert_eq!(reply["kind"], "action.completed", "{action} did not complete: {reply:#}");
+        reply["outcome"]["output"].clone()
+    }
+
+    /// Runs an action that must fail, and returns its error's class and message.
+    pub async fn failure(&self, action: &str, params: Value) -> (String, String) {
+        let reply = self.run(action, params).await;
+        assert_ne!(reply["kind"], "action.completed", "{action} should have failed: {reply:#}");
+        let error = &reply["outcome"]["error"];
+        (
+            error["class"].as_str().unwrap_or_default().to_owned(),
+            error["message"].as_str().unwrap_or_default().to_owned(),
+        )
+    }
+
+    /// The operator's state.
+    pub async fn operator(&self) -> Operator {
+        let ask = agentry::signal::Signal::new("ask", Value::Null).expect("a kind");
+        let state = self.agent.call(ask, CALL).await.expect("the operator replies");
+        serde_json::from_value(state).expect("the operator's state")
+    }
+}

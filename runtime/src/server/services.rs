@@ -5,6 +5,7 @@ use super::Shared;
 use crate::action::{ActionContext, ActionError, ActionFuture, BoxFuture, DynAction, JobRecord, Link, RunServices};
 use crate::directory::{Deliver, Untyped};
 use crate::effect::Effect;
+use crate::events::EventKind;
 use crate::id::{ActionId, AgentId, SkillId};
 use crate::jobs::JobEnd;
 use crate::signal::Signal;
@@ -66,6 +67,8 @@ impl AgentServices {
             _ => "job.failed",
         };
         self.tell_agent(kind, json!({"job": record}));
+        let ended = EventKind::JobEnded { job: record.id, status: record.status };
+        self.shared.events.announce(&record.agent, None, None, ended);
     }
 }
 
