@@ -66,12 +66,16 @@ fn here(path: &Path) -> &Path {
     if path.as_os_str().is_empty() { Path::new(".") } else { path }
 }
 
+/// Makes sure the folders above `path` exist. A parent that is a symlink is followed only inside the drive.
 fn create_parents(dir: &Dir, path: &Path) -> Result<(), ActionError> {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => {
+    let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) else { return Ok(()) };
+    match dir.metadata(parent) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(ActionError::validation(format!("`{}` is not a folder", path::display(parent)))),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
             dir.create_dir_all(parent).map_err(|e| io_error("create the folders of", path, e))
         }
-        _ => Ok(()),
+        Err(e) => Err(io_error("write in", parent, e)),
     }
 }
 

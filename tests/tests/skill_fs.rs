@@ -1,0 +1,187 @@
+//! The `fs` skill through a real runtime, on real files: every action, the drive's confinement (each way out
+//! refused), artifacts, and `make_home_dir` as a routine whose nested calls pass the gate.
+
+use agentry::action::Capability;
+use agentry::events::EventKind;
+use agentry::id::{AgentId, SkillId};
+use agentry::policy::Policy;
+use agentry::skill::SkillDefinition;
+use agentry_skills::Files;
+use agentry_tests::Operated;
+use serde_json::json;
+use std::path::PathBuf;
+
+async fn files() -> Operated {
+    Operated::start(vec![Files::skill().unwrap()], Policy::default().grant(Capability::FS), &[]).await
+}
+
+fn drive(op: &Operated) -> PathBuf {
+    op.runtime.drive(&AgentId::new("operator").unwrap(), &SkillId::new("fs").unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_read_append_and_stat_work_on_real_files_inside_the_drive() {
+    let op = files().await;
+    let reply = op.run("fs.write", json!({"path": "notes/today.txt", "content": "tea at four\n"})).await;
+    assert_eq!(reply["outcome"]["output"], json!({"path": "notes/today.txt", "bytes": 12}));
+    assert_eq!(reply["outcome"]["artifacts"], json!(["notes/today.txt"]), "written files are artifacts");
+    let on_disk = drive(&op).join("notes/today.txt");
+    assert_eq!(std::fs::read_to_string(&on_disk).unwrap(), "tea at four\n");
+    assert!(on_disk.starts_with(op.data.path().join("agents/operator/fs")));
+
+    let read = op.output("fs.read", json!({"path": "notes/today.txt"})).await;
+    assert_eq!(read["content"], "tea at four\n");
+    let appended = op.output("fs.append", json!({"path": "notes/today.txt", "content": "cake at five\n"})).await;
+    assert_eq!(appended["bytes"], 25);
+    assert_eq!(std::fs::read_to_string(&on_disk).unwrap(), "tea at four\ncake at five\n");
+
+    let stat = op.output("fs.stat", json!({"path": "notes/today.txt"})).await;
+    assert_eq!(
+        (stat["exists"].clone(), stat["kind"].clone(), stat["size"].clone()),
+        (json!(true), json!("file"), json!(25))
+    );
+    assert_eq!(op.output("fs.stat", json!({"path": "nowhere"})).await["exists"], false);
+    let (class, message) = op.failure("fs.read", json!({"path": "nowhere.txt"})).await;
+    assert_eq!((class.as_str(), message.contains("does not exist")), ("validation", true), "{message}");
+    let (class, message) = op.failure("fs.read", json!({"path": "notes/today.txt", "max_bytes": 4})).await;
+    assert_eq!((class.as_str(), message.contains("at most 4")), ("validation", true), "{message}");
+    std::fs::write(drive(&op).join("blob.bin"), [0xff, 0xfe, 0x00]).unwrap();
+    let (class, message) = op.failure("fs.read", json!({"path": "blob.bin"})).await;
+    assert_eq!((class.as_str(), message.contains("not UTF-8")), ("validation", true), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_follow_their_if_exists_policy() {
+    let op = files().await;
+    op.output("fs.write", json!({"path": "a.txt", "content": "one"})).await;
+    let (class, message) = op.failure("fs.write", json!({"path": "a.txt", "content": "two"})).await;
+    assert_eq!((class.as_str(), message.contains("already exists")), ("validation", true), "{message}");
+    assert_eq!(std::fs::read_to_string(drive(&op).join("a.txt")).unwrap(), "one", "a refused write loses nothing");
+    let renamed = op.output("fs.write", json!({"path": "a.txt", "content": "two", "if_exists": "rename"})).await;
+    assert_eq!(renamed["path"], "a (1).txt");
+    let renamed = op.output("fs.write", json!({"path": "a.txt", "content": "three", "if_exists": "rename"})).await;
+    assert_eq!(renamed["path"], "a (2).txt");
+    op.output("fs.write", json!({"path": "a.txt", "content": "four", "if_exists": "overwrite"})).await;
+    assert_eq!(std::fs::read_to_string(drive(&op).join("a.txt")).unwrap(), "four");
+    let (class, _) = op.failure("fs.write", json!({"path": "a.txt", "content": "x", "if_exists": "maybe"})).await;
+    assert_eq!(class, "validation");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_mkdir_move_and_delete() {
+    let op = files().await;
+    assert_eq!(op.output("fs.mkdir", json!({"path": "docs/old"})).await, json!({"path": "docs/old", "created": true}));
+    assert_eq!(op.output("fs.mkdir", json!({"path": "docs/old"})).await["created"], false);
+    op.output("fs.write", json!({"path": "docs/a.md", "content": "alpha"})).await;
+    op.output("fs.write", json!({"path": "docs/b.md", "content": "beta"})).await;
+    let top = op.output("fs.list", json!({})).await;
+    assert_eq!(top, json!([{"path": "docs", "kind": "dir", "size": 0}]));
+    let all = op.output("fs.list", json!({"path": "docs", "recursive": true})).await;
+    let paths: Vec<&str> = all.as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["docs/a.md", "docs/b.md", "docs/old"]);
+
+    let (class, _) = op.failure("fs.move", json!({"from": "docs/a.md", "to": "docs/b.md"})).await;
+    assert_eq!(class, "validation", "moving onto an existing file fails by default");
+    let moved = op.output("fs.move", json!({"from": "docs/a.md", "to": "docs/b.md", "if_exists": "rename"})).await;
+    assert_eq!(moved, json!({"from": "docs/a.md", "to": "docs/b (1).md"}));
+    op.output("fs.move", json!({"from": "docs/b (1).md", "to": "archive/2026/a.md"})).await;
+    assert_eq!(std::fs::read_to_string(drive(&op).join("archive/2026/a.md")).unwrap(), "alpha");
+
+    let (class, message) = op.failure("fs.delete", json!({"path": "docs"})).await;
+    assert_eq!(class, "validation", "a folder with files needs `recursive`: {message}");
+    assert_eq!(op.output("fs.delete", json!({"path": "docs", "recursive": true})).await["deleted"], true);
+    assert_eq!(op.output("fs.delete", json!({"path": "docs"})).await["deleted"], false);
+    assert!(!drive(&op).join("docs").exists());
+    let (class, _) = op.failure("fs.delete", json!({"path": ""})).await;
+    assert_eq!(class, "denied", "the drive itself is never deleted");
+    assert!(drive(&op).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_way_out_of_the_drive_is_refused() {
+    let op = files().await;
+    op.output("fs.mkdir", json!({"path": "inside"})).await;
+    let drive = drive(&op);
+    // A sibling folder whose name starts like the drive's, with a secret in it, and a folder outside.
+    let sibling = drive.with_file_name("fs_evil");
+    std::fs::create_dir_all(&sibling).unwrap();
+    std::fs::write(sibling.join("secret.txt"), "sibling secret").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside secret").unwrap();
+    std::os::unix::fs::symlink(outside.path(), drive.join("inside/out")).unwrap();
+    std::os::unix::fs::symlink(&sibling, drive.join("evil")).unwrap();
+    std::os::unix::fs::symlink("../../fs_evil/secret.txt", drive.join("inside/relative")).unwrap();
+
+    let refused = [
+        ("fs.read", json!({"path": "../fs_evil/secret.txt"}), "denied"),
+        ("fs.read", json!({"path": "inside/../../fs_evil/secret.txt"}), "denied"),
+        ("fs.read", json!({"path": "/etc/passwd"}), "denied"),
+        ("fs.read", json!({"path": "inside/out/secret.txt"}), "denied"),
+        ("fs.read", json!({"path": "evil/secret.txt"}), "denied"),
+        ("fs.read", json!({"path": "inside/relative"}), "denied"),
+        ("fs.write", json!({"path": "inside/out/planted.txt", "content": "x"}), "denied"),
+        ("fs.write", json!({"path": "../fs_evil/planted.txt", "content": "x"}), "denied"),
+        ("fs.list", json!({"path": "inside/out"}), "denied"),
+        ("fs.mkdir", json!({"path": "evil/sub"}), "denied"),
+        ("fs.move", json!({"from": "inside", "to": "../moved"}), "denied"),
+        ("fs.read", json!({"path": "a\u{0}b"}), "validation"),
+        ("fs.read", json!({"path": "x".repeat(256)}), "validation"),
+        ("fs.read", json!({"path": "a/".repeat(2100)}), "validation"),
+    ];
+    for (action, params, expected) in refused {
+        let (class, message) = op.failure(action, params.clone()).await;
+        assert_eq!(class, expected, "{action} {params}: {message}");
+    }
+    assert!(!outside.path().join("planted.txt").exists() && !sibling.join("planted.txt").exists());
+    assert!(!sibling.join("sub").exists());
+    assert!(drive.join("inside").exists(), "a refused move loses nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_fs_capability_or_a_data_folder_runs_are_denied() {
+    let op = Operated::start(vec![Files::skill().unwrap()], Policy::default(), &[]).await;
+    let (class, message) = op.failure("fs.list", json!({})).await;
+    assert_eq!(class, "denied", "{message}");
+    let runtime = agentry::runtime::Runtime::builder().skill(Files::skill().unwrap()).build();
+    let opts = agentry::runtime::SpawnOptions { policy: Policy::default().grant(Capability::FS), ..Default::default() };
+    let agent = runtime.spawn(agentry_tests::Operator::default(), opts).await.unwrap();
+    agent.mount(&SkillId::new("fs").unwrap(), serde_json::Value::Null).await.unwrap();
+    let ask = agentry::signal::Signal::new("do", json!({"action": "fs.list", "params": {}})).unwrap();
+    let reply = agent.call(ask, agentry_tests::CALL).await.unwrap();
+    let message = reply["outcome"]["error"]["message"].as_str().unwrap();
+    assert!(message.contains("no data folder"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn make_home_dir_calls_mkdir_through_the_gate_as_nested_runs() {
+    let op = files().await;
+    let mut events = op.runtime.events();
+    let reply = op.run("fs.make_home_dir", json!({"user": "ada"})).await;
+    assert_eq!(reply["kind"], "action.completed", "{reply:#}");
+    let routine: uuid::Uuid = serde_json::from_value(reply["run_id"].clone()).unwrap();
+    for folder in agentry_skills::fs::HOME_FOLDERS {
+        assert!(drive(&op).join("home/ada").join(folder).is_dir(), "{folder}");
+    }
+    let mut nested = Vec::new();
+    while nested.len() < 4 {
+        let event = events.recv().await.unwrap();
+        if let EventKind::ActionQueued { action, parent_run, depth } = event.kind {
+            if action.as_str() == "fs.mkdir" {
+                assert_eq!((parent_run, depth), (Some(routine), 2), "the nesting shows on the event stream");
+                nested.push(event.run.unwrap());
+            }
+        }
+    }
+    for run in nested {
+        assert_eq!(op.runtime.store().get(run).unwrap().parent_run, Some(routine), "and in the journal");
+    }
+    let (class, _) = op.failure("fs.make_home_dir", json!({"user": "../root"})).await;
+    assert_eq!(class, "validation");
+
+    // A nested call passes the same gate: with fs.mkdir denied by policy, the routine fails with Denied.
+    let policy = Policy::default().grant(Capability::FS).deny_action("fs.mkdir".parse().unwrap());
+    let denied = Operated::start(vec![Files::skill().unwrap()], policy, &[]).await;
+    let (class, message) = denied.failure("fs.make_home_dir", json!({"user": "ada"})).await;
+    assert_eq!(class, "denied", "{message}");
+    assert!(!drive(&denied).join("home").exists());
+}
