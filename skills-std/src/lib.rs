@@ -4,9 +4,11 @@
 pub mod arithmetic;
 pub mod counter;
 pub mod fs;
+pub mod jobs;
 pub mod system;
 
 pub use arithmetic::Arithmetic;
 pub use counter::Counter;
 pub use fs::Files;
+pub use jobs::Jobs;
 pub use system::System;
