@@ -178,7 +178,10 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
         setters.push(quote!(.retry(#a::RetryPolicy { #(#fields,)* ..::core::default::Default::default() })));
     }
 
-    let call = quote_spanned!(name.span()=> #name::run(self, ctx));
+    // Only the path carries the type's span (so a missing `run` is reported at the type); `self` and `ctx`
+    // keep the derive's own hygiene, so the derive also works on a type a `macro_rules!` macro declares.
+    let run = quote_spanned!(name.span()=> #name::run);
+    let call = quote!(#run(self, ctx));
     Ok(quote! {
         impl #a::Action for #name {
             type Output = #output;

@@ -4,11 +4,13 @@
 pub mod arithmetic;
 pub mod counter;
 pub mod fs;
+pub mod http;
 pub mod jobs;
 pub mod system;
 
 pub use arithmetic::Arithmetic;
 pub use counter::Counter;
 pub use fs::Files;
+pub use http::Http;
 pub use jobs::Jobs;
 pub use system::System;

@@ -1,0 +1,263 @@
+//! `http`: GET, POST, PUT and DELETE to hosts the agent's policy allows (capability `net` plus
+//! [`Policy::allow_hosts`](agentry::policy::Policy::allow_hosts)), with headers, JSON or text bodies, a timeout
+//! and a response size limit. Redirects are followed only to allowed hosts.
+
+use agentry::prelude::*;
+use reqwest::{Method, StatusCode};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+use url::Url;
+
+/// The timeout of a request unless it sets one: 30 seconds.
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// The longest timeout a request may set: 5 minutes (the actions' own timeout is a little longer).
+pub const MAX_TIMEOUT_MS: u64 = 300_000;
+/// The largest response body accepted unless a request says otherwise: 1 MiB.
+pub const DEFAULT_MAX_BYTES: u64 = 1024 * 1024;
+/// How many redirects are followed at most.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// What every request takes.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct RequestParams {
+    /// The URL, `http` or `https`.
+    pub url: String,
+    /// Request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// A JSON body (sent with `content-type: application/json`).
+    #[serde(default)]
+    pub json: Option<Value>,
+    /// A text body (sent with `content-type: text/plain` unless a header says otherwise).
+    #[serde(default)]
+    pub text: Option<String>,
+    /// How long to wait for the whole exchange, in milliseconds (default 30 s, at most 5 min).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// The largest response body accepted, in bytes (default 1 MiB).
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+    /// Follow redirects to allowed hosts (default true).
+    #[serde(default)]
+    pub follow_redirects: Option<bool>,
+}
+
+/// What the server answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The URL that answered, after redirects.
+    pub url: String,
+    /// Response headers (names in lower case; repeated ones joined with `, `).
+    pub headers: BTreeMap<String, String>,
+    /// The body: JSON when the server said it is JSON, else text.
+    pub body: Value,
+}
+
+fn client() -> Result<&'static reqwest::Client, ActionError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| ActionError::critical(format!("the HTTP client could not start: {e}")))
+}
+
+/// Checks the URL's scheme and host against the agent's policy.
+fn allowed_url(text: &str, ctx: &ActionContext) -> Result<Url, ActionError> {
+    let url = Url::parse(text).map_err(|e| ActionError::validation(format!("`url` {text:?} is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ActionError::validation(format!(
+            "`url` uses scheme `{}`; expected `http` or `https`",
+            url.scheme()
+        )));
+    }
+    let host = url.host_str().ok_or_else(|| ActionError::validation(format!("`url` {text:?} has no host")))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if !ctx.policy().host_allowed(host) {
+        let allowed: Vec<&str> = ctx.policy().allow_hosts.iter().map(String::as_str).collect();
+        return Err(ActionError::denied(format!(
+            "host `{host}` is not on the agent's allowlist (allowed: {allowed:?}); add it with `Policy::allow_host`"
+        )));
+    }
+    Ok(url)
+}
+
+/// A request error as an action error.
+fn send_error(err: &reqwest::Error, timeout: Duration) -> ActionError {
+    if err.is_timeout() {
+        ActionError::Timeout { after: timeout }
+    } else if err.is_builder() {
+        ActionError::validation(format!("the request could not be built: {err}"))
+    } else {
+        ActionError::transient(format!("the request failed: {err}"))
+    }
+}
+
+/// An answer that is not a success, as an action error: 401/403 denied, 408/429 and 5xx transient, other 4xx
+/// invalid.
+fn status_error(status: StatusCode, body: &Value) -> ActionError {
+    let mut snippet = match body {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    if snippet.len() > 200 {
+        let mut cut = 200;
+        while !snippet.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        snippet.truncate(cut);
+    }
+    let message = format!("the server answered {status}: {snippet}");
+    match status.as_u16() {
+        401 | 403 => ActionError::denied(message),
+        408 | 429 => ActionError::transient(message),
+        500.. => ActionError::transient(message),
+        _ => ActionError::validation(message),
+    }
+}
+
+/// Reads the body up to `max` bytes.
+async fn read_body(mut response: reqwest::Response, max: u64, timeout: Duration) -> Result<Vec<u8>, ActionError> {
+    let too_big = |size: u64| {
+        ActionError::validation(format!(
+            "the response body is {size}+ bytes; expected at most {max} (raise `max_bytes`)"
+        ))
+    };
+    if let Some(length) = response.content_length().filter(|l| *l > max) {
+        return Err(too_big(length));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| send_error(&e, timeout))? {
+        body.extend_from_slice(&chunk);
+        if body.len() as u64 > max {
+            return Err(too_big(body.len() as u64));
+        }
+    }
+    Ok(body)
+}
+
+async fn exchange(method: Method, params: RequestParams, ctx: &ActionContext) -> Result<Response, ActionError> {
+    if params.json.is_some() && params.text.is_some() {
+        return Err(ActionError::validation("both `json` and `text` are set; expected at most one body"));
+    }
+    let timeout_ms = params.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
+        return Err(ActionError::validation(format!("`timeout_ms` is {timeout_ms}; expected 1 to {MAX_TIMEOUT_MS}")));
+    }
+    let timeout = Duration::from_millis(timeout_ms);
+    let max = params.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
+    let client = client()?;
+    let mut url = allowed_url(&params.url, ctx)?;
+    let mut method = method;
+    let mut with_body = true;
+    let exchange = async {
+        for _ in 0..=MAX_REDIRECTS {
+            let mut request = client.request(method.clone(), url.clone());
+            for (name, value) in &params.headers {
+                request = request.header(name, value);
+            }
+            if with_body {
+                if let Some(json) = &params.json {
+                    request = request.json(json);
+                } else if let Some(text) = &params.text {
+                    if !params.headers.keys().any(|k| k.eq_ignore_ascii_case("content-type")) {
+                        request = request.header("content-type", "text/plain; charset=utf-8");
+                    }
+                    request = request.body(text.clone());
+                }
+            }
+            let response = request.send().await.map_err(|e| send_error(&e, timeout))?;
+            let status = response.status();
+            let location = response.headers().get("location").and_then(|l| l.to_str().ok()).map(str::to_owned);
+            if status.is_redirection() && params.follow_redirects.unwrap_or(true) {
+                if let Some(location) = location {
+                    let next = url.join(&location).map_err(|e| {
+                        ActionError::validation(format!("the server redirected to {location:?}, not a URL: {e}"))
+                    })?;
+                    url = allowed_url(next.as_str(), ctx)?;
+                    if matches!(status.as_u16(), 301..=303) && method != Method::HEAD {
+                        method = Method::GET;
+                        with_body = false;
+                    }
+                    continue;
+                }
+            }
+            return finish(response, max, timeout).await;
+        }
+        Err(ActionError::validation(format!("more than {MAX_REDIRECTS} redirects; expected fewer")))
+    };
+    tokio::time::timeout(timeout, exchange).await.map_err(|_| ActionError::Timeout { after: timeout })?
+}
+
+async fn finish(response: reqwest::Response, max: u64, timeout: Duration) -> Result<Response, ActionError> {
+    let status = response.status();
+    let url = response.url().to_string();
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in response.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        headers.entry(name.as_str().to_owned()).and_modify(|v| *v = format!("{v}, {value}")).or_insert(value);
+    }
+    let is_json = headers.get("content-type").is_some_and(|t| t.contains("json"));
+    let bytes = read_body(response, max, timeout).await?;
+    let body = match is_json.then(|| serde_json::from_slice::<Value>(&bytes)) {
+        Some(Ok(json)) => json,
+        _ => Value::String(String::from_utf8_lossy(&bytes).into_owned()),
+    };
+    if status.is_client_error() || status.is_server_error() {
+        return Err(status_error(status, &body));
+    }
+    Ok(Response { status: status.as_u16(), url, headers, body })
+}
+
+macro_rules! verb {
+    ($name:ident, $id:literal, $method:expr, $doc:literal, $($contract:tt)*) => {
+        #[doc = $doc]
+        #[derive(Debug, Deserialize, Serialize, JsonSchema, Action)]
+        #[action(id = $id, output = Response, capabilities(net), category = remote, timeout = "6m", $($contract)*)]
+        pub struct $name {
+            /// The request.
+            #[serde(flatten)]
+            pub request: RequestParams,
+        }
+
+        impl $name {
+            /// Sends the request and reads the answer.
+            pub async fn run(self, ctx: ActionContext) -> Result<Response, ActionError> {
+                exchange($method, self.request, &ctx).await
+            }
+        }
+    };
+}
+
+verb!(Get, "http.get", Method::GET, "Fetches a URL.", idempotent);
+verb!(
+    Post,
+    "http.post",
+    Method::POST,
+    "Sends data to a URL (not retried: it may not be idempotent).",
+    side_effects,
+    risk = medium
+);
+verb!(Put, "http.put", Method::PUT, "Stores data at a URL.", side_effects, idempotent, risk = medium);
+verb!(Delete, "http.delete", Method::DELETE, "Deletes what a URL names.", side_effects, idempotent, risk = medium);
+
+/// HTTP requests to hosts the agent's policy allows.
+#[derive(Skill)]
+#[skill(
+    id = "http",
+    name = "HTTP",
+    vsn = "1.0.0",
+    category = "network",
+    tags("http", "web"),
+    actions(Get, Post, Put, Delete),
+    instructions = "Only hosts on your policy's allowlist can be reached. A 5xx answer is a transient failure \
+                    (GET, PUT and DELETE are retried); other 4xx answers fail with the server's message."
+)]
+pub struct Http;

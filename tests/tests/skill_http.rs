@@ -1,0 +1,146 @@
+//! The `http` skill through a real runtime against a real HTTP server on loopback: success, JSON and text
+//! bodies, headers, 404, 500 as a transient error (retried only where the action allows), a timeout, a body
+//! over the limit, hosts not on the allowlist, and redirects.
+
+use agentry::action::Capability;
+use agentry::policy::Policy;
+use agentry::skill::SkillDefinition;
+use agentry_skills::Http;
+use agentry_tests::Operated;
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Redirect};
+use axum::routing::{any, get};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+#[derive(Default)]
+struct Hits {
+    boom: AtomicU32,
+}
+
+async fn echo(method: Method, headers: HeaderMap, body: String) -> Json<Value> {
+    let header = headers.get("x-agent").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    Json(json!({"method": method.as_str(), "body": body, "x-agent": header, "content-type": content_type}))
+}
+
+/// Starts the test server on a free loopback port.
+async fn server() -> (SocketAddr, Arc<Hits>) {
+    let hits = Arc::new(Hits::default());
+    let app = Router::new()
+        .route("/json", get(|| async { Json(json!({"hello": "world"})) }))
+        .route("/text", get(|| async { "plain words" }))
+        .route("/echo", any(echo))
+        .route("/missing", get(|| async { (StatusCode::NOT_FOUND, "no such page") }))
+        .route(
+            "/boom",
+            any(|State(hits): State<Arc<Hits>>| async move {
+                hits.boom.fetch_add(1, Ordering::SeqCst);
+                (StatusCode::INTERNAL_SERVER_ERROR, "it broke").into_response()
+            }),
+        )
+        .route("/slow", any(|| std::future::pending::<&'static str>()))
+        .route("/big", get(|| async { "x".repeat(64 * 1024) }))
+        .route("/hop", get(|| async { Redirect::to("/json") }))
+        .route("/away", get(|| async { Redirect::to("http://localhost:9/json") }))
+        .with_state(hits.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, hits)
+}
+
+async fn http() -> (Operated, String, Arc<Hits>) {
+    let (addr, hits) = server().await;
+    let policy = Policy::default().grant(Capability::NET).allow_host("127.0.0.1").approval_at(None);
+    let op = Operated::start(vec![Http::skill().unwrap()], policy, &[]).await;
+    (op, format!("http://{addr}"), hits)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn successful_requests_carry_headers_and_json_or_text_bodies() {
+    let (op, base, _) = http().await;
+    let got = op.output("http.get", json!({"url": format!("{base}/json")})).await;
+    assert_eq!((got["status"].clone(), got["body"].clone()), (json!(200), json!({"hello": "world"})));
+    assert!(got["headers"]["content-type"].as_str().unwrap().contains("application/json"));
+    let got = op.output("http.get", json!({"url": format!("{base}/text")})).await;
+    assert_eq!(got["body"], "plain words");
+
+    let posted = op
+        .output("http.post", json!({"url": format!("{base}/echo"), "json": {"n": 1}, "headers": {"x-agent": "op"}}))
+        .await;
+    assert_eq!(posted["body"]["method"], "POST");
+    assert_eq!(posted["body"]["body"], r#"{"n":1}"#);
+    assert_eq!(posted["body"]["x-agent"], "op");
+    assert_eq!(posted["body"]["content-type"], "application/json");
+    let put = op.output("http.put", json!({"url": format!("{base}/echo"), "text": "hello"})).await;
+    assert_eq!((put["body"]["method"].clone(), put["body"]["body"].clone()), (json!("PUT"), json!("hello")));
+    assert!(put["body"]["content-type"].as_str().unwrap().starts_with("text/plain"));
+    let deleted = op.output("http.delete", json!({"url": format!("{base}/echo")})).await;
+    assert_eq!(deleted["body"]["method"], "DELETE");
+    let hopped = op.output("http.get", json!({"url": format!("{base}/hop")})).await;
+    assert_eq!(
+        (hopped["url"].clone(), hopped["body"].clone()),
+        (json!(format!("{base}/json")), json!({"hello": "world"}))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_answers_are_classified_and_only_safe_requests_are_retried() {
+    let (op, base, hits) = http().await;
+    let (class, message) = op.failure("http.get", json!({"url": format!("{base}/missing")})).await;
+    assert_eq!(class, "validation");
+    assert!(message.contains("404") && message.contains("no such page"), "{message}");
+
+    let reply = op.run("http.get", json!({"url": format!("{base}/boom")})).await;
+    assert_eq!(reply["outcome"]["error"]["class"], "transient", "{reply:#}");
+    assert_eq!(reply["outcome"]["attempts"], 3, "a GET is retried");
+    assert_eq!(hits.boom.load(Ordering::SeqCst), 3);
+    let reply = op.run("http.post", json!({"url": format!("{base}/boom"), "json": {}})).await;
+    assert_eq!(reply["outcome"]["error"]["class"], "transient");
+    assert_eq!(hits.boom.load(Ordering::SeqCst), 4, "a POST runs exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_answers_time_out_and_big_bodies_are_refused() {
+    let (op, base, _) = http().await;
+    let reply = op.run("http.post", json!({"url": format!("{base}/slow"), "timeout_ms": 200})).await;
+    assert_eq!(reply["outcome"]["error"]["class"], "timeout", "{reply:#}");
+    let (class, message) = op.failure("http.get", json!({"url": format!("{base}/big"), "max_bytes": 1000})).await;
+    assert_eq!(class, "validation");
+    assert!(message.contains("at most 1000"), "{message}");
+    assert_eq!(
+        op.output("http.get", json!({"url": format!("{base}/big")})).await["body"].as_str().unwrap().len(),
+        65536
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_not_allowed_and_bad_requests_are_refused() {
+    let (op, base, _) = http().await;
+    let localhost = base.replace("127.0.0.1", "localhost");
+    let (class, message) = op.failure("http.get", json!({"url": format!("{localhost}/json")})).await;
+    assert_eq!(class, "denied");
+    assert!(message.contains("`localhost` is not on the agent's allowlist"), "{message}");
+    let (class, message) = op.failure("http.get", json!({"url": format!("{base}/away")})).await;
+    assert_eq!(class, "denied", "a redirect to a host not allowed is refused: {message}");
+    let (class, _) = op.failure("http.get", json!({"url": "ftp://127.0.0.1/file"})).await;
+    assert_eq!(class, "validation");
+    let (class, _) = op.failure("http.get", json!({"url": "not a url"})).await;
+    assert_eq!(class, "validation");
+    let (class, _) = op.failure("http.post", json!({"url": format!("{base}/echo"), "json": {}, "text": "both"})).await;
+    assert_eq!(class, "validation");
+    let (class, _) = op.failure("http.get", json!({"url": format!("{base}/json"), "timeout_ms": 0})).await;
+    assert_eq!(class, "validation");
+
+    // Without the `net` capability the gate refuses before any request.
+    let no_net = Operated::start(vec![Http::skill().unwrap()], Policy::default().allow_host("127.0.0.1"), &[]).await;
+    let (class, message) = no_net.failure("http.get", json!({"url": format!("{base}/json")})).await;
+    assert_eq!(class, "denied");
+    assert!(message.contains("net"), "{message}");
+}
