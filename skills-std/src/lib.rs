@@ -6,6 +6,7 @@ pub mod counter;
 pub mod fs;
 pub mod http;
 pub mod jobs;
+pub mod memory;
 pub mod system;
 
 pub use arithmetic::Arithmetic;
@@ -13,4 +14,5 @@ pub use counter::Counter;
 pub use fs::Files;
 pub use http::Http;
 pub use jobs::Jobs;
+pub use memory::Memory;
 pub use system::System;

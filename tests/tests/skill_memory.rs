@@ -1,0 +1,185 @@
+//! The `memory` skill through a real runtime on a real SQLite file: contradictions close old facts, `as_of`
+//! sees the past, forgetting keeps history, noise is reproducible, reflection folds episodes, bad input fails.
+
+use agentry::action::{ActionSpec, Capability, DynAction};
+use agentry::id::{AgentId, SkillId};
+use agentry::policy::Policy;
+use agentry::skill::{Skill, SkillDefinition};
+use agentry_skills::Memory;
+use agentry_tests::Operated;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+async fn memory(options: Value) -> Operated {
+    let policy = Policy::default().grant(Capability::MEMORY);
+    Operated::start(vec![Memory::skill().unwrap(), summarizer()], policy, &[("memory", options)]).await
+}
+
+/// `summ.write` turns `{"facts": [...]}` into a custom summary naming how many facts it got.
+fn summarizer() -> Skill {
+    let spec = ActionSpec::new("summ.write", "writes summaries").unwrap().params_schema(json!({"type": "object"}));
+    let action = DynAction::new(spec, |params, _| {
+        Box::pin(async move {
+            Ok(json!({"summary": format!("custom: {} facts", params["facts"].as_array().map_or(0, Vec::len))}))
+        })
+    });
+    Skill::builder("summ", "1.0.0").dyn_action(action.unwrap()).build().unwrap()
+}
+
+async fn memorize(op: &Operated, subject: &str, predicate: &str, object: &str, from: &str) -> Value {
+    let params = json!({"subject": subject, "predicate": predicate, "object": object, "valid_from": from});
+    op.output("memory.memorize", params).await
+}
+
+fn objects(facts: &Value) -> Vec<&str> {
+    facts.as_array().unwrap().iter().map(|f| f["object"].as_str().unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contradicting_fact_closes_the_old_one_and_as_of_sees_the_past() {
+    let op = memory(Value::Null).await;
+    let paris = memorize(&op, "alice", "lives_in", "Paris", "2020-01-01T00:00:00Z").await;
+    let berlin = memorize(&op, "alice", "lives_in", "Berlin", "2024-06-01T00:00:00Z").await;
+    assert_eq!(berlin["closed"], json!([paris["fact"]["id"]]), "Berlin closes Paris");
+    let now = op.output("memory.recall", json!({"query": "where does alice live"})).await;
+    assert_eq!(objects(&now), ["Berlin"]);
+    let then = op.output("memory.recall", json!({"query": "alice", "as_of": "2023-01-01T00:00:00Z"})).await;
+    assert_eq!(objects(&then), ["Paris"], "before the change, the old fact");
+    assert_eq!(then[0]["valid_until"], "2024-06-01T00:00:00Z");
+    let before = op.output("memory.recall", json!({"query": "alice", "as_of": "2019-01-01T00:00:00Z"})).await;
+    assert!(objects(&before).is_empty(), "nothing was known to be true before 2020");
+
+    let again = memorize(&op, "alice", "lives_in", "Berlin", "2025-01-01T00:00:00Z").await;
+    assert_eq!(
+        (again["already_known"].clone(), again["fact"]["id"].clone()),
+        (json!(true), berlin["fact"]["id"].clone())
+    );
+    let phones = json!({"subject": "alice", "predicate": "phone", "object": "111", "keep_previous": true});
+    op.output("memory.memorize", phones.clone()).await;
+    let mut other_phone = phones.clone();
+    other_phone["object"] = json!("222");
+    let second = op.output("memory.memorize", other_phone).await;
+    assert_eq!(second["closed"], json!([]), "keep_previous keeps both");
+    let both = op.output("memory.recall", json!({"subject": "alice", "predicate": "phone"})).await;
+    assert_eq!(objects(&both).into_iter().collect::<BTreeSet<_>>(), BTreeSet::from(["111", "222"]));
+
+    let db = op.runtime.drive(&AgentId::new("operator").unwrap(), &SkillId::new("memory").unwrap()).unwrap();
+    let db = rusqlite::Connection::open(db.join("memory.db")).unwrap();
+    let mode: String = db.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal", "a real SQLite file in WAL mode, in the agent's drive");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgetting_hides_a_fact_now_but_not_from_the_past() {
+    let op = memory(Value::Null).await;
+    let fact = memorize(&op, "bob", "likes", "jazz", "2021-01-01T00:00:00Z").await;
+    let id = fact["fact"]["id"].clone();
+    let forgotten = op.output("memory.forget", json!({"id": id, "at": "2024-01-01T00:00:00Z"})).await;
+    assert_eq!(forgotten["forgotten"], json!([id]));
+    assert!(objects(&op.output("memory.recall", json!({"query": "jazz"})).await).is_empty());
+    let earlier = op.output("memory.recall", json!({"query": "jazz", "as_of": "2022-01-01T00:00:00Z"})).await;
+    assert_eq!(objects(&earlier), ["jazz"]);
+    assert_eq!(op.output("memory.forget", json!({"id": id})).await["forgotten"], json!([]), "already forgotten");
+    memorize(&op, "bob", "likes", "tea", "2021-01-01T00:00:00Z").await;
+    memorize(&op, "bob", "owns", "a bike", "2021-01-01T00:00:00Z").await;
+    let by_subject = op.output("memory.forget", json!({"subject": "bob"})).await;
+    assert_eq!(by_subject["forgotten"].as_array().unwrap().len(), 2);
+    assert!(objects(&op.output("memory.recall", json!({"subject": "bob"})).await).is_empty());
+}
+
+async fn hundred_widgets(op: &Operated) {
+    for n in 0..100 {
+        let params = json!({"subject": format!("widget {n}"), "predicate": "colour", "object": format!("shade {n}")});
+        op.output("memory.memorize", params).await;
+    }
+}
+
+async fn recalled_ids(op: &Operated) -> BTreeSet<i64> {
+    let found = op.output("memory.recall", json!({"query": "widget", "limit": 100})).await;
+    found.as_array().unwrap().iter().map(|f| f["id"].as_i64().unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noise_zero_is_exact_and_a_seeded_half_is_a_reproducible_half() {
+    let exact = memory(Value::Null).await;
+    hundred_widgets(&exact).await;
+    assert_eq!(recalled_ids(&exact).await.len(), 100, "noise 0 returns every match");
+
+    let noisy = memory(json!({"noise_level": 0.5, "seed": 42})).await;
+    hundred_widgets(&noisy).await;
+    let first = recalled_ids(&noisy).await;
+    assert!((35..=65).contains(&first.len()), "about half: {}", first.len());
+    assert_eq!(recalled_ids(&noisy).await, first, "the same seed drops the same facts");
+
+    let other = memory(json!({"noise_level": 0.5, "seed": 7})).await;
+    hundred_widgets(&other).await;
+    assert_ne!(recalled_ids(&other).await, first, "another seed, another subset");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflect_folds_episodes_into_a_summary_and_archives_them() {
+    let op = memory(Value::Null).await;
+    for (n, what) in ["woke up", "read mail", "met carol"].iter().enumerate() {
+        let params = json!({"subject": "day", "predicate": "event", "object": what, "kind": "episodic",
+                            "valid_from": format!("2026-11-20T0{n}:00:00Z"), "keep_previous": true});
+        op.output("memory.memorize", params).await;
+    }
+    memorize(&op, "day", "weather", "sunny", "2026-11-20T00:00:00Z").await;
+    let reflection = op.output("memory.reflect", json!({"subject": "day"})).await;
+    assert_eq!(reflection["folded"].as_array().unwrap().len(), 3, "only the episodes");
+    assert_eq!(
+        reflection["summary"]["object"],
+        "3 episodes from 2026-11-20T00:00:00+00:00 to 2026-11-20T02:00:00+00:00: day event woke up; day event read \
+         mail; day event met carol"
+    );
+    assert_eq!(reflection["summary"]["kind"], "summary");
+    let recalled = op.output("memory.recall", json!({"subject": "day"})).await;
+    let kinds: BTreeSet<&str> = recalled.as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, BTreeSet::from(["semantic", "summary"]), "the episodes are archived");
+    let all = op.output("memory.recall", json!({"subject": "day", "include_archived": true})).await;
+    assert_eq!(all.as_array().unwrap().len(), 5, "archived, not deleted");
+    assert_eq!(op.output("memory.reflect", json!({"subject": "day"})).await, json!({"summary": null, "folded": []}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugged_in_summarizer_writes_the_reflection() {
+    let op = memory(json!({"summarizer": "summ.write"})).await;
+    for what in ["a", "b"] {
+        let params =
+            json!({"subject": "log", "predicate": "saw", "object": what, "kind": "episodic", "keep_previous": true});
+        op.output("memory.memorize", params).await;
+    }
+    let reflection = op.output("memory.reflect", json!({})).await;
+    assert_eq!(reflection["summary"]["object"], "custom: 2 facts");
+    assert_eq!(reflection["summary"]["subject"], "reflection");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_and_changes_nothing() {
+    let op = memory(Value::Null).await;
+    let cases = [
+        ("memory.memorize", json!({"subject": " ", "predicate": "p", "object": "o"})),
+        ("memory.memorize", json!({"subject": "s", "predicate": "p", "object": "o", "confidence": 2.0})),
+        ("memory.memorize", json!({"subject": "s", "predicate": "p", "object": "o", "valid_from": "yesterday"})),
+        ("memory.memorize", json!({"subject": "s", "predicate": "p"})),
+        ("memory.recall", json!({"query": "x", "limit": 0})),
+        ("memory.recall", json!({"query": "x", "limit": 1000})),
+        ("memory.forget", json!({})),
+        ("memory.forget", json!({"predicate": "p"})),
+        ("memory.forget", json!({"id": 12345})),
+        ("memory.reflect", json!({"limit": 0})),
+    ];
+    for (action, params) in cases {
+        let (class, message) = op.failure(action, params.clone()).await;
+        assert_eq!(class, "validation", "{action} {params}: {message}");
+    }
+    assert!(objects(&op.output("memory.recall", json!({})).await).is_empty(), "nothing was stored");
+    let found = op.output("memory.recall", json!({"query": "\" OR NEAR( *"})).await;
+    assert_eq!(found, json!([]), "FTS syntax in a query is only words to search for");
+
+    let memory_id = SkillId::new("memory").unwrap();
+    op.agent.unmount(&memory_id).await.unwrap();
+    let refused = op.agent.mount(&memory_id, json!({"noise_level": 2.0})).await.unwrap_err();
+    assert!(refused.to_string().contains("noise_level"), "{refused}");
+    op.agent.mount(&memory_id, json!({"noise_level": 0.1})).await.unwrap();
+}
