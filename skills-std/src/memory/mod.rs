@@ -505,6 +505,7 @@ mod tests {
             store::match_any("Where does Alice live?").as_deref(),
             Some(r#""where" OR "does" OR "alice" OR "live""#)
         );
-        assert_eq!(store::match_any(r#"" OR NEAR( *"#), None);
+        assert_eq!(store::match_any(r#"" OR NEAR( *"#).as_deref(), Some(r#""or" OR "near""#), "syntax becomes words");
+        assert_eq!(store::match_any(r#"" ( * - ^"#), None);
     }
 }
