@@ -181,7 +181,7 @@ impl Memorize {
         required("object", &self.object)?;
         let confidence = confidence(self.confidence)?;
         with_db(&ctx, move |db| {
-            let tx = db.transaction().map_err(store::db_error)?;
+            let tx = store::write(db)?;
             let now = Utc::now();
             let valid_from = self.valid_from.unwrap_or(now);
             let current = store::open_facts(&tx, &self.subject, &self.predicate)?;
@@ -325,7 +325,7 @@ impl Forget {
         }
         with_db(&ctx, move |db| {
             let at = self.at.unwrap_or_else(Utc::now);
-            let tx = db.transaction().map_err(store::db_error)?;
+            let tx = store::write(db)?;
             let mut targets: Vec<Fact> = Vec::new();
             if let Some(id) = self.id {
                 let fact = store::get(&tx, id)?.ok_or_else(|| {
@@ -446,7 +446,7 @@ impl Reflect {
         let folded: Vec<i64> = episodes.iter().map(|f| f.id).collect();
         let about = self.subject.unwrap_or_else(|| "reflection".to_owned());
         with_db(&ctx, move |db| {
-            let tx = db.transaction().map_err(store::db_error)?;
+            let tx = store::write(db)?;
             let now = Utc::now();
             let mut summary = Fact {
                 id: 0,

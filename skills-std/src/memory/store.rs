@@ -4,7 +4,9 @@ use super::{Fact, FactKind};
 use agentry::ActionError;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 const SCHEMA: &str = "
@@ -52,9 +54,22 @@ pub fn open(path: &Path) -> Result<Connection, ActionError> {
     }
     let db = Connection::open(path).map_err(db_error)?;
     db.busy_timeout(Duration::from_secs(5)).map_err(db_error)?;
-    db.pragma_update(None, "journal_mode", "WAL").map_err(db_error)?;
-    db.execute_batch(SCHEMA).map_err(db_error)?;
+    // Switching to WAL and creating the schema are done once per file and process, one opener at a time:
+    // SQLite answers a concurrent journal-mode switch with `busy` at once rather than waiting.
+    static READY: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
+    let mut ready = READY.get_or_init(Mutex::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !ready.contains(path) {
+        db.pragma_update(None, "journal_mode", "WAL").map_err(db_error)?;
+        db.execute_batch(SCHEMA).map_err(db_error)?;
+        ready.insert(path.to_path_buf());
+    }
     Ok(db)
+}
+
+/// Starts a write transaction that takes the write lock at once (waiting for it up to the busy timeout), so two
+/// writers never both read first and then fail to upgrade.
+pub fn write(db: &mut Connection) -> Result<rusqlite::Transaction<'_>, ActionError> {
+    db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_error)
 }
 
 pub fn millis(time: DateTime<Utc>) -> i64 {
