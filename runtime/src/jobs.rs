@@ -141,12 +141,10 @@ impl JobBoard {
         Some(cancelled)
     }
 
-    /// Cancels every job of an agent that has not ended (the agent stopped).
-    pub(crate) fn cancel_agent(&self, agent: &AgentId, reason: &str) {
+    /// Cancels every job of an agent that has not ended (the agent stopped); returns them.
+    pub(crate) fn cancel_agent(&self, agent: &AgentId, reason: &str) -> Vec<JobRecord> {
         let ids: Vec<Uuid> = self.of_agent(agent).into_iter().filter(|r| !r.status.is_final()).map(|r| r.id).collect();
-        for id in ids {
-            self.cancel(id, reason);
-        }
+        ids.into_iter().filter_map(|id| self.cancel(id, reason)).collect()
     }
 
     /// Waits until a job ends, at most `timeout`, and returns it as it then is.

@@ -107,7 +107,7 @@ pub struct Schedule {
     pub data: Value,
     /// How long from now, in milliseconds (at most one day).
     pub after_ms: u64,
-    /// A name for the schedule, to replace or cancel it (default: the kind).
+    /// A name for the schedule, to replace it or cancel it with `system.cancel` (default: the kind).
     #[serde(default)]
     pub key: Option<String>,
 }
@@ -139,7 +139,22 @@ impl Schedule {
     }
 }
 
-/// The agent's own plumbing: wait, log, stop, schedule.
+/// Cancels a schedule by its key, if it has not fired yet.
+#[derive(Debug, Deserialize, Serialize, JsonSchema, Action)]
+#[action(id = "system.cancel", output = (), side_effects, idempotent, cost = cheap)]
+pub struct CancelSchedule {
+    /// The schedule's key.
+    pub key: String,
+}
+
+impl CancelSchedule {
+    /// Asks for the `Cancel` effect.
+    pub async fn run(self, ctx: ActionContext) -> Result<(), ActionError> {
+        ctx.effect(Effect::cancel(self.key))
+    }
+}
+
+/// The agent's own plumbing: wait, log, stop, schedule, cancel.
 #[derive(Skill)]
 #[skill(
     id = "system",
@@ -147,7 +162,7 @@ impl Schedule {
     vsn = "1.0.0",
     category = "system",
     tags("time", "logging", "lifecycle"),
-    actions(Wait, Log, Stop, Schedule),
+    actions(Wait, Log, Stop, Schedule, CancelSchedule),
     instructions = "Use system.wait to pause, system.log to leave a note in the log, system.schedule to remind \
                     yourself later with a signal, and system.stop only when your work is done."
 )]

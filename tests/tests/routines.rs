@@ -39,6 +39,20 @@ fn routines() -> Skill {
         .dyn_action(action(ActionSpec::new("loop.call", "calls params.action").unwrap(), |params, ctx| {
             Box::pin(async move { ctx.call(params["action"].as_str().unwrap_or_default(), json!({})).await })
         }))
+        .dyn_action(action(ActionSpec::new("loop.stop_then_fail", "asks to stop, then fails").unwrap(), |_, ctx| {
+            Box::pin(async move {
+                ctx.effect(agentry::effect::Effect::stop("asked by a failed call"))?;
+                Err(agentry::ActionError::validation("failed after asking"))
+            })
+        }))
+        .dyn_action(action(ActionSpec::new("loop.try", "calls params.action, keeps going").unwrap(), |params, ctx| {
+            Box::pin(async move {
+                match ctx.call(params["action"].as_str().unwrap_or_default(), json!({})).await {
+                    Ok(output) => Ok(json!({"ok": output})),
+                    Err(error) => Ok(json!({"error": error.to_string()})),
+                }
+            })
+        }))
         .build()
         .unwrap()
 }
@@ -110,4 +124,12 @@ async fn a_context_outside_a_runtime_cannot_call() {
     let ctx = ActionContext::new(agentry::id::AgentId::new("a").unwrap(), "loop.call".parse().unwrap());
     let err = ctx.call("loop.leaf", json!({})).await.unwrap_err();
     assert!(err.to_string().contains("outside an agent's server"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_nested_call_leaves_no_effects_behind() {
+    let op = Operated::start(vec![routines()], Policy::default(), &[]).await;
+    let output = op.output("loop.try", json!({"action": "loop.stop_then_fail"})).await;
+    assert!(output["error"].as_str().unwrap().contains("failed after asking"), "{output}");
+    assert_eq!(op.output("loop.leaf", json!({})).await["depth"], 1, "the agent did not stop");
 }

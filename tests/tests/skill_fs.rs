@@ -185,3 +185,17 @@ async fn make_home_dir_calls_mkdir_through_the_gate_as_nested_runs() {
     assert_eq!(class, "denied", "{message}");
     assert!(!drive(&denied).join("home").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_and_stat_report_refusals_and_folders_consistently() {
+    let op = files().await;
+    op.output("fs.mkdir", json!({"path": "box"})).await;
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("keep.txt"), "keep").unwrap();
+    std::os::unix::fs::symlink(outside.path(), drive(&op).join("box/out")).unwrap();
+    let (class, message) = op.failure("fs.delete", json!({"path": "box/out/keep.txt"})).await;
+    assert_eq!(class, "denied", "{message}");
+    assert!(outside.path().join("keep.txt").exists());
+    assert_eq!(op.output("fs.stat", json!({"path": "box"})).await["size"], 0, "folders have no size, as in fs.list");
+    op.output("fs.write", json!({"path": "a:b.txt", "content": "colons are fine"})).await;
+}

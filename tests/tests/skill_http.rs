@@ -44,7 +44,7 @@ async fn server() -> (SocketAddr, Arc<Hits>) {
                 (StatusCode::INTERNAL_SERVER_ERROR, "it broke").into_response()
             }),
         )
-        .route("/slow", any(|| std::future::pending::<&'static str>()))
+        .route("/slow", any(std::future::pending::<&'static str>))
         .route("/big", get(|| async { "x".repeat(64 * 1024) }))
         .route("/hop", get(|| async { Redirect::to("/json") }))
         .route("/away", get(|| async { Redirect::to("http://localhost:9/json") }))

@@ -49,6 +49,10 @@ async fn schedule_sends_the_agent_its_signal_later_and_replaces_by_key() {
     assert!(op.operator().await.others.is_empty(), "not yet");
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(op.operator().await.others, ["reminder.due"]);
+    op.output("system.schedule", json!({"kind": "later.on", "after_ms": 1000})).await;
+    op.output("system.cancel", json!({"key": "later.on"})).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(op.operator().await.others, ["reminder.due"], "a cancelled schedule never fires");
     let (class, message) = op.failure("system.schedule", json!({"kind": "Not A Kind", "after_ms": 1})).await;
     assert_eq!(class, "validation");
     assert!(message.contains("`kind`"), "{message}");
@@ -61,15 +65,16 @@ async fn stop_ends_the_agent_once_the_run_has_completed() {
     let signal = agentry::signal::Signal::new("do", json!({"action": "system.stop", "params": {"reason": "done"}}));
     op.agent.send(signal.unwrap()).unwrap();
     let mut run = None;
-    loop {
+    let stopped_reason = loop {
         let event = events.recv().await.unwrap();
         if let EventKind::ActionCompleted { .. } = event.kind {
             run = event.run;
         }
-        if matches!(event.kind, EventKind::AgentStopped { .. }) {
-            break;
+        if let EventKind::AgentStopped { reason } = event.kind {
+            break reason;
         }
-    }
+    };
     let record = op.runtime.store().get(run.expect("the stop run completed before the agent stopped")).unwrap();
+    assert_eq!(stopped_reason, "done", "the reason shows on the event stream");
     assert_eq!(record.status(), RunStatus::Completed);
 }

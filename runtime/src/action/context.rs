@@ -204,9 +204,9 @@ impl ActionContext {
     }
 
     /// Calls a typed action (see [`ActionContext::call`]) and returns its typed output.
-    pub async fn call_typed<A: super::Action>(&self, params: A) -> Result<A::Output, ActionError>
+    pub async fn call_typed<A>(&self, params: A) -> Result<A::Output, ActionError>
     where
-        A: Serialize,
+        A: super::Action + Serialize,
         A::Output: DeserializeOwned,
     {
         let id = A::spec().id;
@@ -252,7 +252,9 @@ impl ActionContext {
     /// Reports progress (a fraction from 0 to 1, and an optional message) when this run is part of a job;
     /// otherwise does nothing.
     pub fn progress(&self, fraction: f64, message: Option<String>) {
-        if let Some(Link { services, job: Some(job) }) = &self.link {
+        if let Some(Link { services, job: Some(job) }) = &self.link
+            && !fraction.is_nan()
+        {
             services.job_progress(*job, fraction.clamp(0.0, 1.0), message);
         }
     }

@@ -47,7 +47,7 @@ impl<A: Agent> ServerState<A> {
                         child.cell.stop(Some(format!("stopped by its parent `{}`", self.agent.id)));
                     }
                 }
-                EffectKind::Stop { reason } => self.myself.stop(Some(reason)),
+                EffectKind::Stop { reason } => self.stop_self(reason),
             }
         }
     }
@@ -163,7 +163,9 @@ impl<A: Agent> ServerState<A> {
                 self.awaiting.insert(ctx.run_id, Pending { action, params, ctx, caller: Some(reply) });
             }
             Gate::Pass(action) => {
-                let _ = reply.send(Ok(Admitted { action, ctx }));
+                if reply.send(Ok(Admitted { action, ctx: ctx.clone() })).is_err() {
+                    self.shared.runner.cancelled(&ctx, "the caller gave up before the nested call was admitted");
+                }
             }
         }
     }
@@ -293,7 +295,10 @@ impl<A: Agent> ServerState<A> {
         self.shared.events.announce(&self.agent.id, Some(run), Some(pending.ctx.correlation_id), kind);
         match (approve, pending.caller) {
             (true, Some(caller)) => {
-                let _ = caller.send(Ok(Admitted { action: pending.action, ctx: pending.ctx }));
+                let ctx = pending.ctx.clone();
+                if caller.send(Ok(Admitted { action: pending.action, ctx: pending.ctx })).is_err() {
+                    self.shared.runner.cancelled(&ctx, "the caller gave up while the call waited for approval");
+                }
             }
             (true, None) => self.enqueue(Pending { caller: None, ..pending }),
             (false, caller) => {

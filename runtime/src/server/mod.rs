@@ -121,6 +121,8 @@ pub(crate) struct ServerState<A: Agent> {
     pub awaiting: HashMap<Uuid, Pending>,
     pub calls: HashMap<Uuid, RpcReplyPort<Value>>,
     pub schedules: HashMap<String, JoinHandle<()>>,
+    /// Why the server stopped itself, for the `agent_stopped` event.
+    pub stop_reason: Option<String>,
     /// Set once the server drains: new runs are refused, and these are told when the last run ends.
     pub draining: Option<Vec<tokio::sync::oneshot::Sender<()>>>,
     pub restarts: restart::Restarts,
@@ -155,6 +157,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             awaiting: HashMap::new(),
             calls: HashMap::new(),
             schedules: HashMap::new(),
+            stop_reason: None,
             draining: None,
             restarts: restart::Restarts::new(args.restart),
             max_in_flight: args.max_in_flight.max(1),
@@ -241,7 +244,7 @@ impl<A: Agent> ServerState<A> {
                             EventKind::AgentRestarted { restarts },
                         );
                     }
-                    restart::Verdict::Stop(reason) => self.myself.stop(Some(reason)),
+                    restart::Verdict::Stop(reason) => self.stop_self(reason),
                 }
             }
         }
@@ -327,6 +330,12 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
+    /// Stops this agent, remembering why for the event stream.
+    pub(crate) fn stop_self(&mut self, reason: String) {
+        self.stop_reason = Some(reason.clone());
+        self.myself.stop(Some(reason));
+    }
+
     fn shutdown(&mut self) {
         let mut cancelled: Vec<ActionContext> = Vec::new();
         for (_, running) in self.running.drain() {
@@ -340,9 +349,13 @@ impl<A: Agent> ServerState<A> {
             task.abort();
         }
         let id = self.agent.id.clone();
-        self.shared.jobs.cancel_agent(&id, "the agent stopped");
+        for job in self.shared.jobs.cancel_agent(&id, "the agent stopped") {
+            let ended = EventKind::JobEnded { job: job.id, status: job.status };
+            self.shared.events.announce(&id, None, None, ended);
+        }
+        let reason = self.stop_reason.take().unwrap_or_else(|| "stopped".to_owned());
         self.shared.directory.remove(&id);
-        self.shared.events.announce(&id, None, None, EventKind::AgentStopped { reason: "stopped".into() });
+        self.shared.events.announce(&id, None, None, EventKind::AgentStopped { reason });
         if let Some(parent) = &self.parent {
             if let Ok(signal) = Signal::builder("agent.child_exited").data(json!({"child": id})).build() {
                 self.shared.directory.deliver(parent, signal);

@@ -36,8 +36,12 @@ pub(crate) struct AgentServices {
     pub shared: Arc<Shared>,
 }
 
+/// The longest agent folder name; longer escaped ids are cut and given a digest of the whole id.
+const MAX_FOLDER: usize = 150;
+
 /// A skill's folder in an agent's drive: `<data>/agents/<agent>/<skill>`. The agent id is escaped (anything
-/// but ASCII letters, digits, `_` and `-` becomes `%XX`), so every id maps to one folder of its own.
+/// but ASCII letters, digits, `_` and `-` becomes `%XX`), so every id maps to one folder of its own; an id
+/// whose escaped form is too long for a file name keeps its first part plus `~` and a digest of the whole id.
 pub(crate) fn drive_path(data_dir: &Path, agent: &AgentId, skill: &SkillId) -> PathBuf {
     let mut folder = String::with_capacity(agent.as_str().len());
     for byte in agent.as_str().bytes() {
@@ -46,6 +50,11 @@ pub(crate) fn drive_path(data_dir: &Path, agent: &AgentId, skill: &SkillId) -> P
         } else {
             folder.push_str(&format!("%{byte:02X}"));
         }
+    }
+    if folder.len() > MAX_FOLDER {
+        let digest = Uuid::new_v5(&Uuid::NAMESPACE_OID, agent.as_str().as_bytes()).simple().to_string();
+        folder.truncate(MAX_FOLDER - digest.len() - 1);
+        folder = format!("{folder}~{digest}");
     }
     data_dir.join("agents").join(folder).join(skill.as_str())
 }
@@ -101,14 +110,15 @@ impl RunServices for AgentServices {
                 .await
                 .map_err(|_| ActionError::cancelled("the agent stopped before the nested call was admitted"))??;
             let (outcome, error) = runner.execute_detailed(&action, params, nested.clone()).await;
+            if let Some(error) = error {
+                return Err(error);
+            }
+            // What a completed call asked for goes up to its caller, to be applied if the caller completes.
             let effects = std::mem::take(&mut nested.sink().effects);
             let mut sink = caller.sink();
             sink.effects.extend(effects);
             sink.artifacts.extend(outcome.artifacts.iter().cloned());
-            match error {
-                None => Ok(outcome.output),
-                Some(error) => Err(error),
-            }
+            Ok(outcome.output)
         })
     }
 
@@ -117,13 +127,17 @@ impl RunServices for AgentServices {
             ActionError::critical("a context without services reached the job board; this is a bug in agentry")
         })?;
         let mailbox = self.mailbox.clone();
+        // A job outlives the run that submitted it: its run starts a stack of its own (the journal still
+        // names the submitting run as its parent).
         let mut parent = ctx.clone();
         parent.sink = Arc::default();
+        parent.stack = Vec::new();
+        let job_action = action.clone();
         let work = move |job: Uuid| async move {
             parent.link = Some(Link { services: services.clone(), job: Some(job) });
             let result = services.call(&parent, action, params).await;
             let effects: Vec<Effect> = std::mem::take(&mut parent.sink().effects);
-            if !effects.is_empty() {
+            if result.is_ok() && !effects.is_empty() {
                 mailbox(Untyped::Effects(effects));
             }
             match result {
@@ -133,7 +147,7 @@ impl RunServices for AgentServices {
         };
         let notify = AgentServices { mailbox: self.mailbox.clone(), shared: self.shared.clone() };
         let ended = move |record: JobRecord| notify.job_signal(&record);
-        Ok(self.shared.jobs.submit(ctx.agent_id.clone(), ctx.action_id.clone(), work, ended))
+        Ok(self.shared.jobs.submit(ctx.agent_id.clone(), job_action, work, ended))
     }
 
     fn job_progress(&self, job: Uuid, fraction: f64, message: Option<String>) {

@@ -443,8 +443,12 @@ impl Delete {
             return Err(ActionError::denied("refusing to delete the drive itself; expected a path inside it"));
         }
         on_drive(&ctx, move |dir| {
-            let Ok(meta) = dir.symlink_metadata(&path) else {
-                return Ok(Deleted { path: path::display(&path), deleted: false });
+            let meta = match dir.symlink_metadata(&path) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    return Ok(Deleted { path: path::display(&path), deleted: false });
+                }
+                Err(e) => return Err(io_error("delete", &path, e)),
             };
             let result = if !meta.is_dir() {
                 dir.remove_file(&path)
@@ -477,7 +481,7 @@ pub struct Stat {
     pub exists: bool,
     /// What it is, if it exists.
     pub kind: Option<Kind>,
-    /// Its size in bytes.
+    /// Its size in bytes (0 for folders and links).
     pub size: u64,
     /// When it last changed.
     pub modified: Option<chrono::DateTime<chrono::Utc>>,
@@ -498,7 +502,7 @@ impl StatPath {
                     path: shown,
                     exists: true,
                     kind: Some(kind_of(meta.file_type())),
-                    size: meta.len(),
+                    size: if meta.is_file() { meta.len() } else { 0 },
                     modified: meta.modified().ok().map(|t| t.into_std().into()),
                 }),
             }

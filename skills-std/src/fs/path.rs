@@ -54,10 +54,11 @@ pub fn confine(path: &str) -> Result<PathBuf, ActionError> {
     Ok(inside)
 }
 
-/// `C:` and the like: absolute on Windows, and never a name we want on any system.
+/// `C:` or `C:/…`: a Windows drive, refused on every system so a path means the same everywhere. (`a:b.txt`
+/// is an ordinary name.)
 fn looks_like_drive_letter(path: &str) -> bool {
     let bytes = path.as_bytes();
-    bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':'
+    bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' && bytes.get(2).is_none_or(|b| *b == b'/')
 }
 
 /// A path relative to the drive as the text actions report (`/` between names; `""` is the drive itself).
@@ -76,6 +77,7 @@ mod tests {
         assert_eq!(confine("./a//b/./c").unwrap(), PathBuf::from("a/b/c"));
         assert_eq!(confine("").unwrap(), PathBuf::new());
         assert_eq!(display(&confine("a/b").unwrap()), "a/b");
+        assert_eq!(confine("a:b.txt").unwrap(), PathBuf::from("a:b.txt"), "a colon in a name is fine");
     }
 
     #[test]
@@ -86,6 +88,7 @@ mod tests {
             ("a/..", ErrorClass::Denied),
             ("/etc/passwd", ErrorClass::Denied),
             ("C:/Windows", ErrorClass::Denied),
+            ("C:", ErrorClass::Denied),
             ("../drive_evil/x", ErrorClass::Denied),
             ("a\0b", ErrorClass::Validation),
             ("a\\..\\b", ErrorClass::Validation),
