@@ -17,6 +17,12 @@ pub(crate) enum Untyped {
     Admit(Box<crate::server::Admit>),
     /// Effects a job's run asked for.
     Effects(Vec<crate::effect::Effect>),
+    /// A run asked for from outside the agent.
+    Invoke(Box<crate::server::Invoke>),
+    /// Bring a refreshed skill up to date.
+    Refresh(crate::id::SkillId, tokio::sync::oneshot::Sender<Result<(), crate::runtime::RuntimeError>>),
+    /// The contracts of the live table's actions.
+    Actions(tokio::sync::oneshot::Sender<Vec<crate::action::ActionSpec>>),
 }
 
 impl<A: crate::agent::Agent> From<Untyped> for crate::server::ServerMsg<A> {
@@ -26,6 +32,9 @@ impl<A: crate::agent::Agent> From<Untyped> for crate::server::ServerMsg<A> {
             Untyped::Drain(done) => Self::Drain(done),
             Untyped::Admit(admit) => Self::Admit(admit),
             Untyped::Effects(effects) => Self::Effects(effects),
+            Untyped::Invoke(invoke) => Self::Invoke(invoke),
+            Untyped::Refresh(skill, done) => Self::Refresh(skill, done),
+            Untyped::Actions(reply) => Self::Actions(reply),
         }
     }
 }

@@ -48,6 +48,15 @@ pub enum EventKind {
         /// The skill.
         skill: SkillId,
     },
+    /// A mounted skill was brought up to date with a new build of itself (an MCP server's tools changed).
+    SkillRefreshed {
+        /// The skill.
+        skill: SkillId,
+        /// Actions the new build added.
+        added: Vec<ActionId>,
+        /// Actions it no longer has.
+        removed: Vec<ActionId>,
+    },
     /// A run was asked for and goes to the gate.
     ActionQueued {
         /// The action.

@@ -10,7 +10,7 @@ use crate::policy::Policy;
 use crate::runner::Runner;
 use crate::server::{AgentServer, RestartPolicy, ServerArgs, ServerMsg, Shared};
 use crate::signal::Signal;
-use crate::skill::{Catalog, MountError, Skill};
+use crate::skill::{Catalog, LiveCatalog, MountError, Skill};
 use crate::store::{MemoryStore, Store};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
@@ -48,6 +48,27 @@ pub enum RuntimeError {
     /// The agent could not start.
     #[error(transparent)]
     Start(#[from] StartError),
+    /// An action id given as text is malformed.
+    #[error("bad action id: {0}")]
+    BadAction(#[from] crate::id::IdError),
+    /// A skill with this id is in the catalog already.
+    #[error("skill `{0}` is in the runtime's catalog already; expected a new id, or `refresh_skill` to replace it")]
+    SkillExists(SkillId),
+    /// A run asked for from outside the agent needs an approval nobody can give while the caller waits.
+    #[error(
+        "action `{action}` on agent `{agent}` needs approval (risk {risk:?}); run {run} was refused, since a caller \
+         outside the agent cannot wait for one"
+    )]
+    NeedsApproval {
+        /// The agent.
+        agent: AgentId,
+        /// The action.
+        action: crate::id::ActionId,
+        /// The risk that asks for approval.
+        risk: crate::action::Risk,
+        /// The refused run, journaled as blocked.
+        run: Uuid,
+    },
     /// No run of this id waits for approval.
     #[error("run {0} is not waiting for approval")]
     NotAwaitingApproval(Uuid),
@@ -205,7 +226,7 @@ impl RuntimeBuilder {
         let events = EventBus::new();
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let shared = Shared {
-            catalog: self.catalog,
+            catalog: LiveCatalog::new(self.catalog),
             data_dir: self.data_dir,
             max_call_depth: self.max_call_depth,
             jobs: Arc::new(JobBoard::new(self.max_jobs)),
@@ -231,9 +252,9 @@ impl Runtime {
         RuntimeBuilder::default()
     }
 
-    /// The skill catalog.
-    pub fn catalog(&self) -> &Catalog {
-        &self.shared.catalog
+    /// The skill catalog as it is now (skills can be added and refreshed while the runtime runs).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.shared.catalog.snapshot()
     }
 
     /// The execution journal.
@@ -278,6 +299,78 @@ impl Runtime {
     /// Delivers a signal to an agent whatever its type.
     pub fn send(&self, to: &AgentId, signal: Signal) -> Result<(), RuntimeError> {
         if self.shared.directory.deliver(to, signal) { Ok(()) } else { Err(RuntimeError::NoSuchAgent(to.clone())) }
+    }
+
+    /// Adds a skill to the catalog while the runtime runs, so agents can mount it (a skill made from an MCP
+    /// server after connecting to it, say).
+    pub fn add_skill(&self, skill: Skill) -> Result<(), RuntimeError> {
+        self.shared.catalog.update(|catalog| {
+            if catalog.get(skill.id()).is_some() {
+                return Err(RuntimeError::SkillExists(skill.id().clone()));
+            }
+            catalog.insert(skill);
+            Ok(())
+        })
+    }
+
+    /// Replaces a catalog skill with a new build of itself at the same version, and brings every agent that has
+    /// it mounted up to date (see [`crate::skill::refresh`]): each gets the Register/Deregister effects for the
+    /// difference and announces `SkillRefreshed`. Returns once every such agent has done so, with the agents it
+    /// could not refresh (a new requirement missing there, say) and why.
+    pub async fn refresh_skill(&self, skill: Skill) -> Result<Vec<(AgentId, RuntimeError)>, RuntimeError> {
+        let id = skill.id().clone();
+        self.shared.catalog.update(|catalog| {
+            if catalog.get(&id).is_none() {
+                return Err(RuntimeError::UnknownSkill(id.clone()));
+            }
+            catalog.insert(skill);
+            Ok(())
+        })?;
+        let mut waiting = Vec::new();
+        for agent in self.shared.directory.ids() {
+            let (done, refreshed) = tokio::sync::oneshot::channel();
+            if self.shared.directory.tell(&agent, Untyped::Refresh(id.clone(), done)) {
+                waiting.push((agent, refreshed));
+            }
+        }
+        let mut failed = Vec::new();
+        for (agent, refreshed) in waiting {
+            // A closed channel means the agent stopped meanwhile: nothing to bring up to date.
+            if let Ok(Err(error)) = refreshed.await {
+                failed.push((agent, error));
+            }
+        }
+        Ok(failed)
+    }
+
+    /// Runs one of an agent's actions for a caller outside the agent (an MCP client, a command line) and waits
+    /// for its outcome. The run passes the agent's gate like any other: an action that is not registered, not
+    /// allowed or lacks a capability comes back as a `Blocked` outcome with a `Denied` error; one that needs
+    /// approval is refused with [`RuntimeError::NeedsApproval`], since nobody can approve it while the caller
+    /// waits. It counts against the agent's in-flight cap, is journaled and announced like any run, and the
+    /// effects it asks for are interpreted when it completes; the agent gets no outcome signal for it.
+    pub async fn invoke(
+        &self,
+        agent: &AgentId,
+        action: &str,
+        params: Value,
+    ) -> Result<crate::action::Outcome, RuntimeError> {
+        let action: crate::id::ActionId = action.parse()?;
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        let invoke = crate::server::Invoke { action, params, reply };
+        if !self.shared.directory.tell(agent, Untyped::Invoke(Box::new(invoke))) {
+            return Err(RuntimeError::NoSuchAgent(agent.clone()));
+        }
+        outcome.await.map_err(|_| RuntimeError::Stopped(agent.clone()))?
+    }
+
+    /// The contracts of the actions an agent can run now (its live action table), sorted by id.
+    pub async fn actions(&self, agent: &AgentId) -> Result<Vec<crate::action::ActionSpec>, RuntimeError> {
+        let (reply, specs) = tokio::sync::oneshot::channel();
+        if !self.shared.directory.tell(agent, Untyped::Actions(reply)) {
+            return Err(RuntimeError::NoSuchAgent(agent.clone()));
+        }
+        specs.await.map_err(|_| RuntimeError::Stopped(agent.clone()))
     }
 
     /// Subscribes an agent to a topic that `Emit { to: Topic }` delivers to.
@@ -336,8 +429,9 @@ async fn spawn_agent<A: Agent>(
         return Err(RuntimeError::AlreadyExists(name.clone()));
     }
     let (state, start_effects) = start(id.clone(), domain, &opts.policy)?;
+    let catalog = shared.catalog.snapshot();
     for skill in state.skills().keys() {
-        if shared.catalog.get(skill).is_none() {
+        if catalog.get(skill).is_none() {
             return Err(RuntimeError::UnknownSkill(skill.clone()));
         }
     }

@@ -6,6 +6,7 @@ pub mod counter;
 pub mod fs;
 pub mod http;
 pub mod jobs;
+pub mod mcp;
 pub mod memory;
 pub mod system;
 

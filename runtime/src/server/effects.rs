@@ -53,7 +53,7 @@ impl<A: Agent> ServerState<A> {
     }
 
     fn register(&mut self, action: ActionId, skill: Option<&SkillId>) {
-        let catalog = &self.shared.catalog;
+        let catalog = self.shared.catalog.snapshot();
         let mounted = self.agent.skills().keys();
         let found = skill
             .into_iter()
@@ -141,9 +141,9 @@ impl<A: Agent> ServerState<A> {
                 self.ask_approval(&ctx);
                 let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
                 self.deliver_outcome_for(&ctx, &waiting);
-                self.awaiting.insert(run, Pending { action, params, ctx, caller: None });
+                self.awaiting.insert(run, Pending { action, params, ctx, caller: None, invoker: None });
             }
-            Gate::Pass(action) => self.enqueue(Pending { action, params, ctx, caller: None }),
+            Gate::Pass(action) => self.enqueue(Pending { action, params, ctx, caller: None, invoker: None }),
         }
     }
 
@@ -160,13 +160,45 @@ impl<A: Agent> ServerState<A> {
             }
             Gate::NeedsApproval(action, _) => {
                 self.ask_approval(&ctx);
-                self.awaiting.insert(ctx.run_id, Pending { action, params, ctx, caller: Some(reply) });
+                self.awaiting.insert(ctx.run_id, Pending { action, params, ctx, caller: Some(reply), invoker: None });
             }
             Gate::Pass(action) => {
                 if reply.send(Ok(Admitted { action, ctx: ctx.clone() })).is_err() {
                     self.shared.runner.cancelled(&ctx, "the caller gave up before the nested call was admitted");
                 }
             }
+        }
+    }
+
+    /// A run asked for from outside the agent (an MCP client, a command line): the same gate as any run, but
+    /// nobody can wait for an approval, so a run that needs one is refused (blocked, and journaled so) with
+    /// [`RuntimeError::NeedsApproval`]. The outcome goes to the invoker; the agent gets no outcome signal.
+    pub(crate) fn invoke(&mut self, invoke: super::Invoke) {
+        let super::Invoke { action, params, reply } = invoke;
+        let run = Uuid::now_v7();
+        let ctx = self.run_context(action, run, run, None, None);
+        self.journal_queued(&ctx, &params, None);
+        match self.gate(&ctx) {
+            Gate::Refused(error) => {
+                let outcome = self.block(&ctx, &error);
+                let _ = reply.send(Ok(outcome));
+            }
+            Gate::NeedsApproval(_, risk) => {
+                let error = ActionError::denied(format!(
+                    "action `{}` needs approval at risk {risk:?}, and a run asked for from outside the agent cannot \
+                     wait for one; expected the agent to run it itself, or a policy that does not ask",
+                    ctx.action_id
+                ));
+                self.block(&ctx, &error);
+                let refused = RuntimeError::NeedsApproval {
+                    agent: self.agent.id.clone(),
+                    action: ctx.action_id.clone(),
+                    risk,
+                    run,
+                };
+                let _ = reply.send(Err(refused));
+            }
+            Gate::Pass(action) => self.enqueue(Pending { action, params, ctx, caller: None, invoker: Some(reply) }),
         }
     }
 
@@ -275,7 +307,7 @@ impl<A: Agent> ServerState<A> {
 
     /// Starts a run in its own task; its outcome comes back as a `Finished` message.
     fn launch(&mut self, pending: Pending) {
-        let Pending { action, params, ctx, .. } = pending;
+        let Pending { action, params, ctx, invoker, .. } = pending;
         let runner = self.shared.runner.clone();
         let me = self.myself.clone();
         let run = ctx.run_id;
@@ -284,7 +316,7 @@ impl<A: Agent> ServerState<A> {
             let outcome = runner.execute(&action, params, task_ctx).await;
             let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome)));
         });
-        self.running.insert(run, Running { task, ctx });
+        self.running.insert(run, Running { task, ctx, invoker });
     }
 
     /// Approves or denies a run waiting for approval. An approved run is never asked about again, retries

@@ -19,7 +19,7 @@ use crate::policy::Policy;
 use crate::runner::Runner;
 use crate::runtime::RuntimeError;
 use crate::signal::Signal;
-use crate::skill::Catalog;
+use crate::skill::LiveCatalog;
 use crate::store::Store;
 use chrono::Utc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -33,7 +33,7 @@ use uuid::Uuid;
 
 /// What every agent server of one runtime shares.
 pub(crate) struct Shared {
-    pub catalog: Catalog,
+    pub catalog: LiveCatalog,
     pub data_dir: Option<std::path::PathBuf>,
     pub max_call_depth: usize,
     pub jobs: Arc<crate::jobs::JobBoard>,
@@ -66,6 +66,20 @@ pub enum ServerMsg<A: Agent> {
     Admit(Box<Admit>),
     /// Effects a job's run asked for.
     Effects(Vec<crate::effect::Effect>),
+    /// A run asked for from outside the agent.
+    Invoke(Box<Invoke>),
+    /// The catalog holds a new build of this skill: bring it up to date if it is mounted.
+    Refresh(SkillId, tokio::sync::oneshot::Sender<Result<(), RuntimeError>>),
+    /// The contracts of the actions in the live table, sorted by id.
+    Actions(tokio::sync::oneshot::Sender<Vec<crate::action::ActionSpec>>),
+}
+
+/// A run asked for from outside the agent, such as an MCP client's `tools/call`. Made by
+/// [`crate::runtime::Runtime::invoke`]; not constructed by users.
+pub struct Invoke {
+    pub(crate) action: ActionId,
+    pub(crate) params: Value,
+    pub(crate) reply: Invoker,
 }
 
 /// How the server starts: the agent's state (start skills already mounted) and the effects that mounted them.
@@ -86,7 +100,13 @@ pub(crate) struct Pending {
     pub ctx: ActionContext,
     /// Where a nested call waits to be let through; `None` for a run the agent asked for.
     pub caller: Option<tokio::sync::oneshot::Sender<Result<services::Admitted, ActionError>>>,
+    /// Who waits for the outcome of a run asked for from outside the agent ([`crate::runtime::Runtime::invoke`]);
+    /// the agent gets no outcome signal for such a run.
+    pub invoker: Option<Invoker>,
 }
+
+/// Where the outcome of a run asked for from outside the agent goes.
+pub(crate) type Invoker = tokio::sync::oneshot::Sender<Result<Outcome, RuntimeError>>;
 
 /// An action in the live table, with the skill that provides it.
 pub(crate) struct Registered {
@@ -98,6 +118,8 @@ pub(crate) struct Registered {
 pub(crate) struct Running {
     pub task: JoinHandle<()>,
     pub ctx: ActionContext,
+    /// See [`Pending::invoker`].
+    pub invoker: Option<Invoker>,
 }
 
 /// The actor behaviour; its state is [`ServerState`].
@@ -202,8 +224,15 @@ impl<A: Agent> Actor for AgentServer<A> {
                         let effects = std::mem::take(&mut done.ctx.sink().effects);
                         state.interpret(effects, None);
                     }
-                    if let Some(signal) = state.outcome_signal(&done.ctx, &outcome) {
-                        state.feed(signal);
+                    match done.invoker {
+                        Some(invoker) => {
+                            let _ = invoker.send(Ok(*outcome));
+                        }
+                        None => {
+                            if let Some(signal) = state.outcome_signal(&done.ctx, &outcome) {
+                                state.feed(signal);
+                            }
+                        }
                     }
                 }
                 state.launch_queued();
@@ -212,6 +241,15 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Drain(done) => state.drain(done),
             ServerMsg::Admit(admit) => state.admit(*admit),
             ServerMsg::Effects(effects) => state.interpret(effects, None),
+            ServerMsg::Invoke(invoke) => state.invoke(*invoke),
+            ServerMsg::Refresh(skill, done) => {
+                let _ = done.send(state.refresh(&skill));
+            }
+            ServerMsg::Actions(reply) => {
+                let mut specs: Vec<_> = state.table.values().map(|r| r.action.spec().clone()).collect();
+                specs.sort_by(|a, b| a.id.cmp(&b.id));
+                let _ = reply.send(specs);
+            }
         }
         Ok(())
     }
@@ -229,7 +267,8 @@ impl<A: Agent> ServerState<A> {
     fn feed(&mut self, signal: Signal) {
         let span = tracing::info_span!("signal", agent = %self.agent.id, kind = %signal.kind(), id = %signal.id());
         let _entered = span.enter();
-        let result = catch_unwind(AssertUnwindSafe(|| step(&mut self.agent, &signal, &self.shared.catalog)));
+        let catalog = self.shared.catalog.snapshot();
+        let result = catch_unwind(AssertUnwindSafe(|| step(&mut self.agent, &signal, &catalog)));
         match result {
             Ok(Ok(step)) => self.interpret(step.effects, Some(&signal)),
             Ok(Err(err)) => tracing::warn!(%err, "the signal could not be handled"),
@@ -251,7 +290,13 @@ impl<A: Agent> ServerState<A> {
     }
 
     fn mount(&mut self, skill: &SkillId, opts: &Value) -> Result<(), RuntimeError> {
-        let found = self.shared.catalog.get(skill).cloned().ok_or_else(|| RuntimeError::UnknownSkill(skill.clone()))?;
+        let found = self
+            .shared
+            .catalog
+            .snapshot()
+            .get(skill)
+            .cloned()
+            .ok_or_else(|| RuntimeError::UnknownSkill(skill.clone()))?;
         let effects = crate::skill::mount(&mut self.agent, &found, opts, &self.policy)?;
         self.interpret(effects, None);
         self.shared.events.announce(&self.agent.id, None, None, EventKind::SkillMounted { skill: skill.clone() });
@@ -265,6 +310,37 @@ impl<A: Agent> ServerState<A> {
         if was_mounted {
             self.shared.events.announce(&self.agent.id, None, None, EventKind::SkillUnmounted { skill: skill.clone() });
         }
+        Ok(())
+    }
+
+    /// Brings a mounted skill up to date with the catalog's build of it: the table loses the actions it dropped,
+    /// gains the new ones, and the ones it kept run the new build's code and contract.
+    fn refresh(&mut self, skill: &SkillId) -> Result<(), RuntimeError> {
+        if !self.agent.is_mounted(skill) {
+            return Ok(());
+        }
+        let found = self
+            .shared
+            .catalog
+            .snapshot()
+            .get(skill)
+            .cloned()
+            .ok_or_else(|| RuntimeError::UnknownSkill(skill.clone()))?;
+        let before: Vec<ActionId> = self.agent.skills().get(skill).map(|m| m.actions.clone()).unwrap_or_default();
+        let effects = crate::skill::refresh(&mut self.agent, &found)?;
+        for action in found.actions() {
+            if let Some(registered) = self.table.get_mut(&action.spec().id)
+                && registered.skill.as_ref() == Some(skill)
+            {
+                registered.action = action.clone();
+            }
+        }
+        let after: Vec<ActionId> = found.actions().iter().map(|a| a.spec().id.clone()).collect();
+        self.interpret(effects, None);
+        let added = after.iter().filter(|a| !before.contains(a)).cloned().collect();
+        let removed = before.into_iter().filter(|a| !after.contains(a)).collect();
+        let kind = EventKind::SkillRefreshed { skill: skill.clone(), added, removed };
+        self.shared.events.announce(&self.agent.id, None, None, kind);
         Ok(())
     }
 

@@ -52,3 +52,32 @@ impl FromIterator<Skill> for Catalog {
         catalog
     }
 }
+
+/// The catalog a running runtime reads: a snapshot readers take cheaply, replaced whole when a skill is added or
+/// refreshed at run time, so a reader never sees half an update.
+#[derive(Debug, Default)]
+pub(crate) struct LiveCatalog {
+    current: std::sync::RwLock<Arc<Catalog>>,
+}
+
+impl LiveCatalog {
+    pub(crate) fn new(catalog: Catalog) -> Self {
+        Self { current: std::sync::RwLock::new(Arc::new(catalog)) }
+    }
+
+    /// The catalog as it is now.
+    pub(crate) fn snapshot(&self) -> Arc<Catalog> {
+        // A writer never panics while holding the lock (it only swaps an `Arc`), so a poisoned lock still
+        // holds a whole catalog.
+        self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Changes the catalog through `change`, which sees the current one and may refuse with an error.
+    pub(crate) fn update<T, E>(&self, change: impl FnOnce(&mut Catalog) -> Result<T, E>) -> Result<T, E> {
+        let mut current = self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut next = Catalog::clone(&current);
+        let result = change(&mut next)?;
+        *current = Arc::new(next);
+        Ok(result)
+    }
+}

@@ -7,8 +7,9 @@ mod mount;
 
 pub use build::{BuildError, SkillBuilder};
 pub use catalog::Catalog;
+pub(crate) use catalog::LiveCatalog;
 pub use error::MountError;
-pub use mount::{mount, mount_all, unmount};
+pub use mount::{mount, mount_all, refresh, unmount};
 
 use crate::action::DynAction;
 use crate::agent::StepError;

@@ -71,6 +71,49 @@ pub fn unmount<S>(state: &mut AgentState<S>, skill: &SkillId) -> Result<Vec<Effe
         .collect())
 }
 
+/// Brings a mounted skill up to date with a new build of itself at the same version: a skill whose actions
+/// are only known at run time (an MCP server's tools) changes its action set while mounted. The skill's state
+/// and the agent's other skills are kept. Returns one `DeregisterAction` per action the skill no longer has
+/// and no other skill provides, then one `RegisterAction` per new action no other skill already provides, each
+/// in declaration order. Not mounted: a no-op. Another version is `VersionConflict`; requirements that the new
+/// build adds must be mounted (`MissingDependency`); on an error the state is unchanged.
+pub fn refresh<S>(state: &mut AgentState<S>, skill: &Skill) -> Result<Vec<Effect>, MountError> {
+    let id = skill.id();
+    let Some(mounted) = state.skills.get(id) else { return Ok(Vec::new()) };
+    if mounted.vsn != *skill.vsn() {
+        return Err(MountError::VersionConflict {
+            skill: id.clone(),
+            mounted: mounted.vsn.clone(),
+            requested: skill.vsn().clone(),
+        });
+    }
+    let missing: Vec<SkillId> = skill.requires().iter().filter(|r| !state.skills.contains_key(*r)).cloned().collect();
+    if !missing.is_empty() {
+        return Err(MountError::MissingDependency { skill: id.clone(), missing });
+    }
+    let old = mounted.actions.clone();
+    let new: Vec<_> = skill.actions().iter().map(|a| a.spec().id.clone()).collect();
+    let others = |state: &AgentState<S>, action: &crate::id::ActionId| {
+        state.skills.iter().any(|(other, m)| other != id && m.actions.contains(action))
+    };
+    let mut effects: Vec<Effect> = old
+        .iter()
+        .filter(|action| !new.contains(action) && !others(state, action))
+        .map(|action| Effect::deregister(action.clone()).from_skill(id.clone()))
+        .collect();
+    effects.extend(
+        new.iter()
+            .filter(|action| !old.contains(action) && !others(state, action))
+            .map(|action| Effect::register(action.clone()).from_skill(id.clone())),
+    );
+    if let Some(mounted) = state.skills.get_mut(id) {
+        let mounted = std::sync::Arc::make_mut(mounted);
+        mounted.actions = new;
+        mounted.requires = skill.requires().to_vec();
+    }
+    Ok(effects)
+}
+
 /// Mounts several skills, each with its options, in dependency order: a skill is mounted after the skills it
 /// requires among those given, and otherwise in the order given. Requirements outside the set must already be
 /// mounted. All or nothing: on any error (a cycle among the given skills included) the state is unchanged.

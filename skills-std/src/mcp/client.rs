@@ -1,0 +1,516 @@
+//! An MCP server as a skill: connect, list its tools, make one action per tool, and keep the skill true to the
+//! server — through `tools/list_changed`, a dying process and a dropped connection.
+
+use super::McpError;
+use super::adapter::{self, CallError, Connection, Endpoint};
+use super::contract::{self, ToolDef};
+use agentry::action::{ActionError, DynAction};
+use agentry::runtime::{Runtime, RuntimeError};
+use agentry::skill::Skill;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// How the client reaches the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// Start the server as a child process and speak MCP on its stdin and stdout.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Environment variables to set for it.
+        env: Vec<(String, String)>,
+        /// Its working folder (default: this process's).
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP at a URL such as `http://127.0.0.1:8000/mcp` (plain `http` only for now).
+    Http {
+        /// The endpoint.
+        url: String,
+    },
+}
+
+/// How the client reconnects after losing the server: `attempts` tries, waiting `first` before the first and
+/// twice as long before each next one, at most `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reconnect {
+    /// How many tries before the server is reported down.
+    pub attempts: u32,
+    /// The wait before the first try.
+    pub first: Duration,
+    /// The longest wait between tries.
+    pub max: Duration,
+}
+
+impl Default for Reconnect {
+    /// Six tries, from 200 ms up to 5 s apart (about 11 s in all).
+    fn default() -> Self {
+        Self { attempts: 6, first: Duration::from_millis(200), max: Duration::from_secs(5) }
+    }
+}
+
+/// An MCP server to mount as a skill: its name (the skill is `mcp.<name>`, each tool `mcp.<name>.<tool>`), how
+/// to reach it, the timeout of one tool call, and how to reconnect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    /// The server's name in agentry: ASCII letters, digits, `_` and `-`.
+    pub name: String,
+    /// How to reach it.
+    pub transport: McpTransport,
+    /// How long one tool call may take (each action's timeout).
+    pub timeout: Duration,
+    /// How to reconnect.
+    pub reconnect: Reconnect,
+}
+
+impl McpServer {
+    /// A server started as a child process.
+    pub fn stdio(
+        name: impl Into<String>,
+        command: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        let transport = McpTransport::Stdio {
+            command: command.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            cwd: None,
+        };
+        Self::new(name, transport)
+    }
+
+    /// A server at a streamable HTTP URL.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self::new(name, McpTransport::Http { url: url.into() })
+    }
+
+    fn new(name: impl Into<String>, transport: McpTransport) -> Self {
+        Self {
+            name: name.into(),
+            transport,
+            timeout: agentry::action::DEFAULT_TIMEOUT,
+            reconnect: Reconnect::default(),
+        }
+    }
+
+    /// Sets an environment variable for a child-process server (ignored over HTTP).
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        if let McpTransport::Stdio { env, .. } = &mut self.transport {
+            env.push((key.into(), value.into()));
+        }
+        self
+    }
+
+    /// Sets the working folder of a child-process server (ignored over HTTP).
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        if let McpTransport::Stdio { cwd, .. } = &mut self.transport {
+            *cwd = Some(dir.into());
+        }
+        self
+    }
+
+    /// Sets the timeout of one tool call.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets how the client reconnects.
+    pub fn reconnect(mut self, reconnect: Reconnect) -> Self {
+        self.reconnect = reconnect;
+        self
+    }
+}
+
+/// Where the connection stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientStatus {
+    /// Connected; runs go to the server.
+    Connected,
+    /// The connection was lost; this try is under way. Runs fail `transient` meanwhile.
+    Reconnecting {
+        /// Which try, from 1.
+        attempt: u32,
+    },
+    /// Every try failed: the server is reported down, and runs fail at once until [`McpClient::reconnect`]
+    /// brings it back.
+    Down {
+        /// The last error.
+        error: String,
+    },
+    /// [`McpClient::close`] was called.
+    Closed,
+}
+
+/// A tool the server offers that could not become an action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedTool {
+    /// The tool's name on the server.
+    pub tool: String,
+    /// Why it was skipped.
+    pub reason: String,
+}
+
+/// The skill as last built from the server's tools.
+struct Built {
+    tools: Vec<ToolDef>,
+    skipped: Vec<SkippedTool>,
+    skill: Skill,
+}
+
+struct Inner {
+    server: McpServer,
+    /// The skill's version: the server's own when it is semver, else `0.0.0`; fixed for the client's life, so
+    /// rebuilt skills refresh in place.
+    vsn: String,
+    identity: adapter::ServerIdentity,
+    connection: RwLock<Option<Arc<Connection>>>,
+    status: watch::Sender<ClientStatus>,
+    built: Mutex<Built>,
+    runtime: Mutex<Option<Runtime>>,
+    list_changed: mpsc::UnboundedSender<()>,
+    retry: Notify,
+    stop: CancellationToken,
+}
+
+/// A connection to one MCP server, and the skill made of its tools. Cheap to clone; it runs until
+/// [`McpClient::close`], and no longer than the tokio runtime it was made on.
+#[derive(Clone)]
+pub struct McpClient {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient").field("server", &self.inner.server.name).finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl McpClient {
+    /// Connects, does the handshake and lists every tool. The client then keeps itself connected and its
+    /// skill up to date in the background.
+    pub async fn connect(server: McpServer) -> Result<Self, McpError> {
+        contract::skill_id(&server.name)
+            .map_err(|e| McpError::BadName { name: server.name.clone(), reason: e.to_string() })?;
+        if let McpTransport::Http { url } = &server.transport {
+            check_url(&server.name, url)?;
+        }
+        let (list_changed, changes) = mpsc::unbounded_channel();
+        let connection = open(&server, list_changed.clone()).await?;
+        let tools = connection
+            .list_tools()
+            .await
+            .map_err(|e| McpError::ListTools { server: server.name.clone(), message: e.to_string() })?;
+        let identity = connection.identity().clone();
+        let vsn =
+            identity.version.as_deref().filter(|v| semver::Version::parse(v).is_ok()).unwrap_or("0.0.0").to_owned();
+        let mut failed = None;
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
+            let built = build(weak, &server, &vsn, &identity, tools).unwrap_or_else(|message| {
+                failed = Some(message);
+                Built { tools: Vec::new(), skipped: Vec::new(), skill: placeholder() }
+            });
+            Inner {
+                vsn: vsn.clone(),
+                identity: identity.clone(),
+                connection: RwLock::new(Some(Arc::new(connection))),
+                status: watch::Sender::new(ClientStatus::Connected),
+                built: Mutex::new(built),
+                runtime: Mutex::new(None),
+                list_changed,
+                retry: Notify::new(),
+                stop: CancellationToken::new(),
+                server: server.clone(),
+            }
+        });
+        if let Some(message) = failed {
+            if let Some(connection) = current(&inner) {
+                connection.close();
+            }
+            return Err(McpError::Skill { server: server.name.clone(), message });
+        }
+        tokio::spawn(supervise(Arc::downgrade(&inner), changes));
+        Ok(Self { inner })
+    }
+
+    /// The server's name in agentry.
+    pub fn name(&self) -> &str {
+        &self.inner.server.name
+    }
+
+    /// The skill made of the server's tools, as built last: id `mcp.<name>`, one action per tool.
+    pub fn skill(&self) -> Skill {
+        lock(&self.inner.built).skill.clone()
+    }
+
+    /// The server's tools, as listed last.
+    pub fn tools(&self) -> Vec<ToolDef> {
+        lock(&self.inner.built).tools.clone()
+    }
+
+    /// The tools that could not become actions, and why.
+    pub fn skipped(&self) -> Vec<SkippedTool> {
+        lock(&self.inner.built).skipped.clone()
+    }
+
+    /// Where the connection stands.
+    pub fn status(&self) -> ClientStatus {
+        self.inner.status.borrow().clone()
+    }
+
+    /// A receiver that sees every change of [`McpClient::status`].
+    pub fn watch_status(&self) -> watch::Receiver<ClientStatus> {
+        self.inner.status.subscribe()
+    }
+
+    /// The process id of a child-process server, while connected.
+    pub fn pid(&self) -> Option<u32> {
+        current(&self.inner).and_then(|c| c.pid())
+    }
+
+    /// Adds the skill to a runtime's catalog, so agents can mount it, and keeps it there up to date: when the
+    /// server's tools change, the runtime refreshes the skill on every agent that has it mounted.
+    pub fn attach(&self, runtime: &Runtime) -> Result<(), RuntimeError> {
+        runtime.add_skill(self.skill())?;
+        *lock(&self.inner.runtime) = Some(runtime.clone());
+        Ok(())
+    }
+
+    /// Lists the tools again now and rebuilds the skill; `true` when they changed.
+    pub async fn refresh(&self) -> Result<bool, McpError> {
+        resync(&self.inner).await
+    }
+
+    /// Tries again to reach a server reported down.
+    pub fn reconnect(&self) {
+        self.inner.retry.notify_one();
+    }
+
+    /// Ends the connection (and a child-process server) and stops keeping the skill up to date. Runs fail
+    /// from now on.
+    pub fn close(&self) {
+        self.inner.stop.cancel();
+        if let Some(connection) = self.inner.connection.write().unwrap_or_else(PoisonError::into_inner).take() {
+            connection.close();
+        }
+        self.inner.status.send_replace(ClientStatus::Closed);
+    }
+}
+
+fn check_url(server: &str, url: &str) -> Result<(), McpError> {
+    let bad =
+        |reason: &str| McpError::BadUrl { server: server.to_owned(), url: url.to_owned(), reason: reason.to_owned() };
+    let parsed =
+        url::Url::parse(url).map_err(|e| bad(&format!("it does not parse ({e}); expected http://host:port/path")))?;
+    match parsed.scheme() {
+        "http" => Ok(()),
+        "https" => Err(bad("https is not supported yet; expected an http:// endpoint")),
+        other => Err(bad(&format!("scheme `{other}` is not MCP's; expected http://"))),
+    }
+}
+
+async fn open(server: &McpServer, list_changed: mpsc::UnboundedSender<()>) -> Result<Connection, McpError> {
+    let endpoint = match &server.transport {
+        McpTransport::Stdio { command, args, env, cwd } => Endpoint::Stdio { command, args, env, cwd: cwd.as_deref() },
+        McpTransport::Http { url } => Endpoint::Http { url },
+    };
+    adapter::connect(&server.name, endpoint, list_changed).await
+}
+
+fn current(inner: &Inner) -> Option<Arc<Connection>> {
+    inner.connection.read().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+/// A stand-in skill for the moment between a failed build and the error that reports it.
+fn placeholder() -> Skill {
+    Skill::builder("mcp", "0.0.0").build().unwrap_or_else(|_| unreachable!("a fixed, valid id and version"))
+}
+
+/// Builds the skill for a tool list: one action per tool that can be one, the rest skipped with the reason.
+fn build(
+    weak: &Weak<Inner>,
+    server: &McpServer,
+    vsn: &str,
+    identity: &adapter::ServerIdentity,
+    tools: Vec<ToolDef>,
+) -> Result<Built, String> {
+    let skill_id = format!("mcp.{}", server.name);
+    let mut skipped = Vec::new();
+    let mut builder = Skill::builder(&skill_id, vsn)
+        .name(identity.name.clone().unwrap_or_else(|| format!("MCP server {}", server.name)))
+        .description(format!("The tools of the MCP server `{}`.", server.name))
+        .category("mcp")
+        .tag("mcp")
+        .instructions(identity.instructions.clone().unwrap_or_default());
+    let mut seen = std::collections::BTreeSet::new();
+    for tool in &tools {
+        let action = contract::action_spec(&server.name, tool, server.timeout).and_then(|spec| {
+            if !seen.insert(spec.id.clone()) {
+                return Err("another tool has the same name".to_owned());
+            }
+            let weak = weak.clone();
+            let name = tool.name.clone();
+            DynAction::new(spec, move |params, _ctx| {
+                let weak = weak.clone();
+                let name = name.clone();
+                Box::pin(async move {
+                    let inner = weak.upgrade().ok_or_else(|| ActionError::cancelled("the MCP client was dropped"))?;
+                    call(&inner, &name, params).await
+                })
+            })
+            .map_err(|e| e.to_string())
+        });
+        match action {
+            Ok(action) => builder = builder.dyn_action(action),
+            Err(reason) => {
+                tracing::warn!(server = %server.name, tool = %tool.name, %reason, "an MCP tool was skipped");
+                skipped.push(SkippedTool { tool: tool.name.clone(), reason });
+            }
+        }
+    }
+    let skill = builder.build().map_err(|e| e.to_string())?;
+    Ok(Built { tools, skipped, skill })
+}
+
+/// One tool call as an action run: a lost connection is `transient` (the client is reconnecting), the
+/// server's `invalid params` is `validation`, another JSON-RPC error is `critical`, and the result maps as
+/// [`contract::output`] says.
+async fn call(inner: &Inner, tool: &str, params: Value) -> Result<Value, ActionError> {
+    let server = &inner.server.name;
+    let arguments = contract::arguments(params)?;
+    let Some(connection) = current(inner).filter(|c| !c.is_closed()) else {
+        let status = inner.status.borrow().clone();
+        return Err(match status {
+            ClientStatus::Down { error } => {
+                ActionError::transient(format!("MCP server `{server}` is down ({error}); it gave up reconnecting"))
+            }
+            ClientStatus::Closed => ActionError::cancelled(format!("the client of MCP server `{server}` is closed")),
+            _ => ActionError::transient(format!("MCP server `{server}` is not connected; reconnecting")),
+        });
+    };
+    match connection.call(tool, arguments).await {
+        Ok(result) => contract::output(tool, result),
+        Err(CallError::Closed(why)) => Err(ActionError::transient(format!(
+            "MCP server `{server}` went away during `{tool}` ({why}); reconnecting"
+        ))),
+        Err(err) if err.is_invalid_params() => {
+            Err(ActionError::validation(format!("MCP server `{server}` refused the arguments of `{tool}`: {err}")))
+        }
+        Err(err @ CallError::Protocol { .. }) => {
+            Err(ActionError::critical(format!("MCP server `{server}` failed `{tool}`: {err}")))
+        }
+        Err(err) => {
+            Err(ActionError::transient(format!("MCP server `{server}` could not be asked for `{tool}`: {err}")))
+        }
+    }
+}
+
+/// Lists the tools and rebuilds the skill; when they changed, the attached runtime refreshes it.
+async fn resync(inner: &Arc<Inner>) -> Result<bool, McpError> {
+    let server = inner.server.name.clone();
+    let connection = current(inner).ok_or_else(|| McpError::Closed(server.clone()))?;
+    let tools = connection
+        .list_tools()
+        .await
+        .map_err(|e| McpError::ListTools { server: server.clone(), message: e.to_string() })?;
+    let skill = {
+        let mut built = lock(&inner.built);
+        if built.tools == tools {
+            return Ok(false);
+        }
+        *built = build(&Arc::downgrade(inner), &inner.server, &inner.vsn, &inner.identity, tools)
+            .map_err(|message| McpError::Skill { server: server.clone(), message })?;
+        built.skill.clone()
+    };
+    let runtime = lock(&inner.runtime).clone();
+    if let Some(runtime) = runtime {
+        match runtime.refresh_skill(skill).await {
+            Ok(failed) => {
+                for (agent, err) in failed {
+                    tracing::warn!(%agent, %err, server = %server, "an agent could not take the MCP server's new tools");
+                }
+            }
+            Err(err) => tracing::error!(%err, server = %server, "the runtime could not refresh the MCP skill"),
+        }
+    }
+    Ok(true)
+}
+
+/// Keeps the client true to the server: re-lists on `tools/list_changed`, and reconnects when the connection
+/// is lost. Ends when the client is closed or dropped.
+async fn supervise(weak: Weak<Inner>, mut changes: mpsc::UnboundedReceiver<()>) {
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        let stop = inner.stop.clone();
+        let connection = current(&inner);
+        drop(inner);
+        let lost = async {
+            match &connection {
+                Some(c) => c.closed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            changed = changes.recv() => {
+                if changed.is_none() { return }
+                while changes.try_recv().is_ok() {}
+                let Some(inner) = weak.upgrade() else { return };
+                if let Err(err) = resync(&inner).await {
+                    tracing::warn!(%err, "an MCP server's new tool list could not be read");
+                }
+            }
+            () = lost => {
+                let Some(inner) = weak.upgrade() else { return };
+                reconnect(&inner).await;
+            }
+        }
+    }
+}
+
+/// Tries to reach the server again with backoff; on success the tools are listed again (they may have changed
+/// while it was away). After the last try the server is reported down until [`McpClient::reconnect`].
+async fn reconnect(inner: &Arc<Inner>) {
+    let server = inner.server.name.clone();
+    *inner.connection.write().unwrap_or_else(PoisonError::into_inner) = None;
+    loop {
+        let policy = inner.server.reconnect;
+        let mut wait = policy.first;
+        let mut last_error = String::from("no try was made");
+        for attempt in 1..=policy.attempts.max(1) {
+            inner.status.send_replace(ClientStatus::Reconnecting { attempt });
+            tracing::info!(server = %server, attempt, "reconnecting to an MCP server");
+            tokio::select! {
+                () = inner.stop.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            wait = (wait * 2).min(policy.max);
+            match open(&inner.server, inner.list_changed.clone()).await {
+                Ok(connection) => {
+                    *inner.connection.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(connection));
+                    if let Err(err) = resync(inner).await {
+                        tracing::warn!(%err, server = %server, "the tools could not be listed after reconnecting");
+                    }
+                    inner.status.send_replace(ClientStatus::Connected);
+                    return;
+                }
+                Err(err) => last_error = err.to_string(),
+            }
+        }
+        tracing::error!(server = %server, error = %last_error, "an MCP server is down: every reconnection failed");
+        inner.status.send_replace(ClientStatus::Down { error: last_error });
+        tokio::select! {
+            () = inner.stop.cancelled() => return,
+            () = inner.retry.notified() => {}
+        }
+    }
+}

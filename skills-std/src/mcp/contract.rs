@@ -1,0 +1,258 @@
+//! MCP tools in agentry's terms, both ways: a server's tool definition becomes an action contract, a tool's
+//! result becomes an action's output or error, and an agent's action contract becomes a tool definition. Pure:
+//! the types here are plain data, so the rest of the crate never sees the SDK's types.
+
+use agentry::action::{ActionError, ActionSpec, Capability, Category, Risk};
+use agentry::id::{ActionId, SkillId};
+use serde_json::{Map, Value, json};
+use std::time::Duration;
+
+/// A tool as an MCP server describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// The tool's name on its server.
+    pub name: String,
+    /// A human title, if any.
+    pub title: Option<String>,
+    /// What the tool does.
+    pub description: Option<String>,
+    /// The JSON Schema of its arguments (an object schema).
+    pub input_schema: Value,
+    /// The JSON Schema of its structured result, if it declares one.
+    pub output_schema: Option<Value>,
+    /// What the server says about its behaviour.
+    pub hints: ToolHints,
+}
+
+/// A tool's annotations: hints from its server, which may be wrong or lie. `None` is "not said", and MCP says
+/// to assume the worst: not read-only, destructive, not idempotent, open world.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolHints {
+    /// It changes nothing.
+    pub read_only: Option<bool>,
+    /// Its changes may destroy something (meaningful when not read-only).
+    pub destructive: Option<bool>,
+    /// Calling it twice with the same arguments does no more than calling it once.
+    pub idempotent: Option<bool>,
+    /// It reaches outside the server (the web, other systems).
+    pub open_world: Option<bool>,
+}
+
+/// What a `tools/call` returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// The content blocks, as MCP JSON (`{"type": "text", "text": ...}`, `{"type": "image", ...}`, ...).
+    pub content: Vec<Value>,
+    /// The structured result, if any.
+    pub structured: Option<Value>,
+    /// Whether the tool reports a failure.
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// The text blocks, joined by newlines.
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self
+            .content
+            .iter()
+            .filter(|block| block["type"] == "text")
+            .filter_map(|block| block["text"].as_str())
+            .collect();
+        texts.join("\n")
+    }
+}
+
+/// The action id of a server's tool: `mcp.<server>.<tool>`, or why the tool's name cannot be one (ids allow
+/// ASCII letters, digits, `_` and `-` between dots; MCP tool names may hold more).
+pub fn action_id(server: &str, tool: &str) -> Result<ActionId, String> {
+    ActionId::new(&format!("mcp.{server}.{tool}")).map_err(|e| e.to_string())
+}
+
+/// The id of the skill that holds a server's tools: `mcp.<server>`.
+pub fn skill_id(server: &str) -> Result<SkillId, agentry::id::IdError> {
+    SkillId::new(&format!("mcp.{server}"))
+}
+
+/// The action contract of a server's tool. The hints set the defaults an agent's policy can still override
+/// (`risk_overrides`, `deny_actions`), since a server can lie:
+/// - read-only: low risk, no side effects, idempotent;
+/// - otherwise side effects, high risk when destructive (the default) and medium when not, idempotent only
+///   when the hint says so;
+/// - open world (the default): needs the `net` capability.
+///
+/// Every tool is a `Remote` action with the given timeout per attempt.
+pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration) -> Result<ActionSpec, String> {
+    let id = action_id(server, &tool.name)?;
+    let description = tool.description.clone().or_else(|| tool.title.clone()).unwrap_or_default();
+    let hints = tool.hints;
+    let read_only = hints.read_only.unwrap_or(false);
+    let (risk, side_effects, idempotent) = if read_only {
+        (Risk::Low, false, true)
+    } else {
+        let risk = if hints.destructive.unwrap_or(true) { Risk::High } else { Risk::Medium };
+        (risk, true, hints.idempotent.unwrap_or(false))
+    };
+    let mut spec = ActionSpec::new(id.as_str(), description)
+        .map_err(|e| e.to_string())?
+        .params_schema(tool.input_schema.clone())
+        .output_schema(tool.output_schema.clone().unwrap_or(Value::Bool(true)))
+        .risk(risk)
+        .side_effects(side_effects)
+        .idempotent(idempotent)
+        .category(Category::Remote)
+        .timeout(timeout);
+    if hints.open_world.unwrap_or(true) {
+        spec = spec.capability(Capability::NET);
+    }
+    Ok(spec)
+}
+
+/// A tool's result as an action's output: the structured result when there is one; else the text, when every
+/// block is text; else the content blocks as MCP JSON (images, audio, resources). A result the tool marks as an
+/// error fails `critical` (the tool's own failure, which a retry with the same arguments would not mend) with
+/// the server's text.
+pub fn output(tool: &str, result: ToolResult) -> Result<Value, ActionError> {
+    if result.is_error {
+        let text = result.text();
+        let detail = if text.is_empty() {
+            result.structured.as_ref().map(Value::to_string).unwrap_or_else(|| "no message".to_owned())
+        } else {
+            text
+        };
+        return Err(ActionError::critical(format!("MCP tool `{tool}` reported an error: {detail}")));
+    }
+    if let Some(structured) = result.structured {
+        return Ok(structured);
+    }
+    if result.content.iter().all(|block| block["type"] == "text") {
+        return Ok(Value::String(result.text()));
+    }
+    Ok(Value::Array(result.content))
+}
+
+/// The MCP tool definition of an agent's action: the dotted action id is the tool's name, and the hints come
+/// from the contract (see [`agentry::tool::mcp`]).
+pub fn tool_def(spec: &ActionSpec) -> ToolDef {
+    let described = agentry::tool::mcp(spec);
+    let hint = |name: &str| described["annotations"][name].as_bool();
+    ToolDef {
+        name: spec.id.to_string(),
+        title: None,
+        description: Some(spec.description.clone()),
+        input_schema: described["inputSchema"].clone(),
+        output_schema: described.get("outputSchema").cloned(),
+        hints: ToolHints {
+            read_only: hint("readOnlyHint"),
+            destructive: hint("destructiveHint"),
+            idempotent: hint("idempotentHint"),
+            open_world: hint("openWorldHint"),
+        },
+    }
+}
+
+/// A text content block.
+pub fn text_block(text: impl Into<String>) -> Value {
+    json!({"type": "text", "text": text.into()})
+}
+
+/// Arguments as the JSON object MCP sends: `null` is no arguments; anything but an object is refused.
+pub fn arguments(params: Value) -> Result<Map<String, Value>, ActionError> {
+    match params {
+        Value::Object(map) => Ok(map),
+        Value::Null => Ok(Map::new()),
+        other => Err(ActionError::validation(format!(
+            "MCP tool arguments must be a JSON object; got {}",
+            match other {
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::String(_) => "a string",
+                _ => "an array",
+            }
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, hints: ToolHints) -> ToolDef {
+        ToolDef {
+            name: name.to_owned(),
+            title: None,
+            description: Some("does it".to_owned()),
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+            hints,
+        }
+    }
+
+    #[test]
+    fn hints_become_the_contract_and_missing_hints_assume_the_worst() {
+        let timeout = Duration::from_secs(7);
+        let read_only = ToolHints { read_only: Some(true), open_world: Some(false), ..ToolHints::default() };
+        let spec = action_spec("srv", &tool("look", read_only), timeout).unwrap();
+        assert_eq!(spec.id.as_str(), "mcp.srv.look");
+        assert_eq!((spec.risk, spec.side_effects, spec.idempotent), (Risk::Low, false, true));
+        assert!(spec.capabilities.is_empty());
+        assert_eq!(spec.timeout, timeout);
+        assert_eq!(spec.category, Category::Remote);
+
+        let silent = action_spec("srv", &tool("act", ToolHints::default()), timeout).unwrap();
+        assert_eq!((silent.risk, silent.side_effects, silent.idempotent), (Risk::High, true, false));
+        assert!(silent.capabilities.contains(&Capability::NET));
+
+        let gentle = ToolHints { destructive: Some(false), idempotent: Some(true), ..ToolHints::default() };
+        let spec = action_spec("srv", &tool("put", gentle), timeout).unwrap();
+        assert_eq!((spec.risk, spec.side_effects, spec.idempotent), (Risk::Medium, true, true));
+    }
+
+    #[test]
+    fn tool_names_that_cannot_be_ids_are_refused_with_the_reason() {
+        assert_eq!(action_id("srv", "get-sum").unwrap().as_str(), "mcp.srv.get-sum");
+        assert_eq!(action_id("srv", "a.b").unwrap().as_str(), "mcp.srv.a.b");
+        let err = action_id("srv", "what/ever").unwrap_err();
+        assert!(err.contains("'/'"), "{err}");
+        assert!(action_id("srv", "x__y").is_err());
+    }
+
+    #[test]
+    fn results_become_outputs_or_errors() {
+        let text = ToolResult { content: vec![text_block("a"), text_block("b")], structured: None, is_error: false };
+        assert_eq!(output("t", text), Ok(json!("a\nb")));
+        let structured =
+            ToolResult { content: vec![text_block("{}")], structured: Some(json!({"x": 1})), is_error: false };
+        assert_eq!(output("t", structured), Ok(json!({"x": 1})));
+        let image = json!({"type": "image", "data": "AA==", "mimeType": "image/png"});
+        let mixed = ToolResult { content: vec![text_block("see"), image.clone()], structured: None, is_error: false };
+        assert_eq!(output("t", mixed), Ok(json!([{"type": "text", "text": "see"}, image])));
+        let failed = ToolResult { content: vec![text_block("no such file")], structured: None, is_error: true };
+        let err = output("t", failed).unwrap_err();
+        assert_eq!(err.class(), agentry::action::ErrorClass::Critical);
+        assert!(err.to_string().contains("no such file"), "{err}");
+    }
+
+    #[test]
+    fn an_action_contract_becomes_a_tool_with_its_hints() {
+        let spec = ActionSpec::new("fs.delete", "Deletes a file.")
+            .unwrap()
+            .params_schema(json!({"type": "object", "properties": {"path": {"type": "string"}}}))
+            .side_effects(true)
+            .risk(Risk::High);
+        let tool = tool_def(&spec);
+        assert_eq!(tool.name, "fs.delete");
+        assert_eq!(tool.input_schema["properties"]["path"]["type"], "string");
+        assert_eq!(tool.hints.read_only, Some(false));
+        assert_eq!(tool.hints.destructive, Some(true));
+        // And back: a served tool mounted by another agentry keeps the contract.
+        let back = action_spec("peer", &tool, Duration::from_secs(1)).unwrap();
+        assert_eq!((back.risk, back.side_effects), (Risk::High, true));
+        assert!(!back.capabilities.contains(&Capability::NET));
+    }
+
+    #[test]
+    fn arguments_must_be_an_object() {
+        assert_eq!(arguments(Value::Null).unwrap(), Map::new());
+        assert!(arguments(json!([1])).unwrap_err().to_string().contains("an array"));
+    }
+}

@@ -1,0 +1,192 @@
+//! An agent's actions as MCP tools: `tools/list` is the agent's live action table, `tools/call` runs through
+//! the agent's gate like any run ([`Runtime::invoke`]), and mounting or unmounting a skill on the agent sends
+//! `tools/list_changed`.
+
+use super::McpError;
+use super::adapter::{self, Identity, Refusal, ToolHost};
+use super::contract::{ToolDef, ToolResult, text_block, tool_def};
+use agentry::action::{ErrorClass, OutcomeStatus};
+use agentry::events::EventKind;
+use agentry::id::AgentId;
+use agentry::runtime::{Runtime, RuntimeError};
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value, json};
+use std::future::Future;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The agent's tools, as the adapter serves them.
+struct AgentTools {
+    runtime: Runtime,
+    agent: AgentId,
+}
+
+impl ToolHost for AgentTools {
+    fn list(&self) -> BoxFuture<'static, Result<Vec<ToolDef>, Refusal>> {
+        let runtime = self.runtime.clone();
+        let agent = self.agent.clone();
+        Box::pin(async move {
+            let specs = runtime.actions(&agent).await.map_err(|e| Refusal::Internal { message: e.to_string() })?;
+            Ok(specs.iter().map(tool_def).collect())
+        })
+    }
+
+    fn call(&self, tool: String, arguments: Map<String, Value>) -> BoxFuture<'static, Result<ToolResult, Refusal>> {
+        let runtime = self.runtime.clone();
+        let agent = self.agent.clone();
+        Box::pin(async move { call(&runtime, &agent, &tool, arguments).await })
+    }
+}
+
+/// Runs one tool call as a run of the agent. Refusals at the gate (an unknown tool, the policy, an approval
+/// nobody can give) are MCP errors; whatever happens once the run started (bad arguments, a failure) is a
+/// result with `isError`, which a model can read and correct.
+async fn call(
+    runtime: &Runtime,
+    agent: &AgentId,
+    tool: &str,
+    arguments: Map<String, Value>,
+) -> Result<ToolResult, Refusal> {
+    let outcome = match runtime.invoke(agent, tool, Value::Object(arguments)).await {
+        Ok(outcome) => outcome,
+        Err(RuntimeError::BadAction(e)) => {
+            return Err(Refusal::InvalidParams {
+                message: format!("unknown tool `{tool}`: {e}"),
+                data: json!({"reason": "unknown_tool", "tool": tool}),
+            });
+        }
+        Err(RuntimeError::NeedsApproval { action, risk, run, .. }) => {
+            return Err(Refusal::Refused {
+                message: format!(
+                    "tool `{action}` needs approval (risk {risk:?}) and was not run; a client cannot wait for an \
+                     approval, so ask the agent's operator to run it or to change the agent's policy"
+                ),
+                data: json!({"reason": "approval_required", "tool": action, "run_id": run}),
+            });
+        }
+        Err(other) => return Err(Refusal::Internal { message: other.to_string() }),
+    };
+    match outcome.status {
+        OutcomeStatus::Completed => {
+            let structured = outcome.output.is_object().then(|| outcome.output.clone());
+            Ok(ToolResult { content: vec![text_block(outcome.output_text)], structured, is_error: false })
+        }
+        OutcomeStatus::Blocked | OutcomeStatus::Failed => {
+            let error = outcome.error.unwrap_or(agentry::action::OutcomeError {
+                class: ErrorClass::Critical,
+                message: outcome.output_text.clone(),
+            });
+            if error.class == ErrorClass::Denied {
+                let registered =
+                    runtime.actions(agent).await.is_ok_and(|specs| specs.iter().any(|s| s.id.as_str() == tool));
+                let (reason, message) = if registered {
+                    ("denied", format!("tool `{tool}` was refused: {}", error.message))
+                } else {
+                    ("unknown_tool", format!("unknown tool `{tool}`: {}", error.message))
+                };
+                let data = json!({"reason": reason, "tool": tool});
+                return Err(if registered {
+                    Refusal::Refused { message, data }
+                } else {
+                    Refusal::InvalidParams { message, data }
+                });
+            }
+            Ok(ToolResult { content: vec![text_block(error.message.clone())], structured: None, is_error: true })
+        }
+    }
+}
+
+/// Who the served agent says it is.
+fn identity(agent: &AgentId) -> Identity {
+    Identity {
+        name: format!("agentry-{agent}"),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        instructions: format!(
+            "The actions of agentry agent `{agent}`. Each tool is one action; its name is the action id."
+        ),
+    }
+}
+
+/// A counter that moves each time the agent's skills change, until `stop` is cancelled or the agent stops.
+fn skill_changes(runtime: &Runtime, agent: &AgentId, stop: CancellationToken) -> watch::Receiver<u64> {
+    let (moved, changes) = watch::channel(0u64);
+    let mut events = runtime.events();
+    let agent = agent.clone();
+    tokio::spawn(async move {
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                () = stop.cancelled() => break,
+            };
+            let changed = match event {
+                Ok(event) if event.agent == agent => match event.kind {
+                    EventKind::SkillMounted { .. }
+                    | EventKind::SkillUnmounted { .. }
+                    | EventKind::SkillRefreshed { .. } => true,
+                    EventKind::AgentStopped { .. } => break,
+                    _ => false,
+                },
+                Ok(_) => false,
+                // Missed events may have held a change: say the list changed, to be safe.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            };
+            if changed {
+                moved.send_modify(|n| *n += 1);
+            }
+        }
+    });
+    changes
+}
+
+fn host(runtime: &Runtime, agent: &AgentId) -> Arc<dyn ToolHost> {
+    Arc::new(AgentTools { runtime: runtime.clone(), agent: agent.clone() })
+}
+
+/// Serves an agent's actions over a byte stream (a pipe, a socket) until the client disconnects.
+pub async fn serve_io<R, W>(runtime: &Runtime, agent: &AgentId, reader: R, writer: W) -> Result<(), McpError>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let stop = CancellationToken::new();
+    let changes = skill_changes(runtime, agent, stop.clone());
+    let served = adapter::serve_io(host(runtime, agent), identity(agent), changes, reader, writer).await;
+    stop.cancel();
+    served
+}
+
+/// Serves an agent's actions on this process's stdin and stdout until the client disconnects: the way an MCP
+/// client that starts servers as child processes talks to an agent. Log to stderr, never stdout.
+pub async fn serve_stdio(runtime: &Runtime, agent: &AgentId) -> Result<(), McpError> {
+    serve_io(runtime, agent, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// An agent's actions as a streamable HTTP MCP endpoint at `/mcp`, for an axum router of the application's
+/// own. It stops serving when `stop` is cancelled.
+pub fn http_router(runtime: &Runtime, agent: &AgentId, stop: CancellationToken) -> axum::Router {
+    let changes = skill_changes(runtime, agent, stop.clone());
+    adapter::http_router(host(runtime, agent), identity(agent), changes, stop)
+}
+
+/// Serves an agent's actions over streamable HTTP at `http://<listener>/mcp` until `shutdown` resolves.
+pub async fn serve_http(
+    runtime: &Runtime,
+    agent: &AgentId,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), McpError> {
+    let stop = CancellationToken::new();
+    let router = http_router(runtime, agent, stop.clone());
+    let stopping = stop.clone();
+    let served = axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stopping.cancel();
+        })
+        .await;
+    stop.cancel();
+    served.map_err(|e| McpError::Serve(e.to_string()))
+}

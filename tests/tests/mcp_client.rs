@@ -1,0 +1,258 @@
+//! MCP servers mounted as skills, against real servers in real processes: the reference "everything" server from
+//! the MCP project (installed from npm), and `mcp_test_server`, written with rmcp's server macros, over stdio
+//! and streamable HTTP. Every run goes through a real runtime and agent.
+
+use agentry::events::{Event, EventKind};
+use agentry::id::{AgentId, SkillId};
+use agentry::policy::Policy;
+use agentry_skills::mcp::{ClientStatus, McpClient, McpServer, Reconnect};
+use agentry_tests::{Operated, everything};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::broadcast::Receiver;
+
+const TEST_SERVER: &str = env!("CARGO_BIN_EXE_mcp_test_server");
+
+/// How long a test waits for an event or a status before it fails.
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn wait_for(events: &mut Receiver<Event>, pred: impl Fn(&Event) -> bool) -> Event {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            match events.recv().await {
+                Ok(event) if pred(&event) => return event,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(e) => panic!("the event stream ended: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("the event arrives")
+}
+
+async fn wait_status(client: &McpClient, pred: impl Fn(&ClientStatus) -> bool) -> ClientStatus {
+    let mut status = client.watch_status();
+    let seen = tokio::time::timeout(WAIT, status.wait_for(|s| pred(s))).await.expect("the status arrives");
+    seen.expect("the client is alive").clone()
+}
+
+/// A runtime whose operator agent has the server's skill mounted.
+async fn operated(client: &McpClient) -> Operated {
+    let op = Operated::start(vec![], Policy::default(), &[]).await;
+    client.attach(&op.runtime).expect("the skill joins the catalog");
+    op.agent.mount(client.skill().id(), Value::Null).await.expect("the skill mounts");
+    op
+}
+
+fn test_server(name: &str) -> McpServer {
+    McpServer::stdio(name, TEST_SERVER, Vec::<String>::new())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_everything_server_becomes_a_skill_whose_tools_run() {
+    let script = everything::script();
+    let server = McpServer::stdio("everything", "node", [script.to_string_lossy().into_owned(), "stdio".to_owned()])
+        .env("AGENTRY_PROBE", "from-agentry")
+        .timeout(Duration::from_secs(20));
+    let client = McpClient::connect(server).await.expect("the everything server starts and answers");
+
+    let names: Vec<String> = client.tools().iter().map(|t| t.name.clone()).collect();
+    for tool in ["echo", "get-sum", "get-tiny-image", "get-structured-content", "get-env"] {
+        assert!(names.contains(&tool.to_owned()), "{tool} is listed: {names:?}");
+    }
+    let skill = client.skill();
+    assert_eq!(skill.id().as_str(), "mcp.everything");
+    let echo = skill.actions().iter().find(|a| a.spec().id.as_str() == "mcp.everything.echo").expect("echo");
+    assert_eq!(echo.spec().params_schema["properties"]["message"]["type"], "string", "the server's schema is kept");
+    assert!(!echo.spec().side_effects, "echo says it is read-only");
+    assert!(echo.spec().capabilities.is_empty(), "echo says it is not open-world");
+
+    let op = operated(&client).await;
+    assert_eq!(op.output("mcp.everything.echo", json!({"message": "hi"})).await, json!("Echo: hi"));
+    assert_eq!(op.output("mcp.everything.get-sum", json!({"a": 2, "b": 3})).await, json!("The sum of 2 and 3 is 5."));
+    let weather = op.output("mcp.everything.get-structured-content", json!({"location": "Chicago"})).await;
+    assert!(weather["temperature"].is_number() && weather["conditions"].is_string(), "{weather}");
+    let image = op.output("mcp.everything.get-tiny-image", json!({})).await;
+    let kinds: Vec<&str> = image.as_array().expect("mixed content").iter().filter_map(|b| b["type"].as_str()).collect();
+    assert!(kinds.contains(&"image") && kinds.contains(&"text"), "{image}");
+    let env = op.output("mcp.everything.get-env", json!({})).await;
+    assert!(env.as_str().is_some_and(|text| text.contains("from-agentry")), "the child got its environment");
+
+    // Bad arguments are refused by the server's own schema before anything is sent.
+    let (class, message) = op.failure("mcp.everything.get-sum", json!({"a": "two", "b": 3})).await;
+    assert_eq!(class, "validation");
+    assert!(message.contains("/a"), "{message}");
+    // A tool that outlives its timeout fails `timeout`.
+    client.close();
+    let quick = McpServer::stdio("everything2", "node", [script.to_string_lossy().into_owned(), "stdio".to_owned()])
+        .timeout(Duration::from_millis(300));
+    let client = McpClient::connect(quick).await.expect("a second everything server starts");
+    client.attach(&op.runtime).expect("a second skill joins");
+    op.agent.mount(client.skill().id(), Value::Null).await.expect("it mounts");
+    let (class, _) =
+        op.failure("mcp.everything2.trigger-long-running-operation", json!({"duration": 30, "steps": 3})).await;
+    assert_eq!(class, "timeout");
+    client.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_follow_list_changed_and_every_page_is_listed() {
+    let client = McpClient::connect(test_server("test")).await.expect("the test server starts");
+    // The server lists three tools a page; all seven come through.
+    let mut names: Vec<String> = client.tools().iter().map(|t| t.name.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["add_tool", "echo", "fail", "hang", "pid", "remove_tool", "slow"]);
+    assert_eq!(client.skill().vsn().to_string(), "1.2.3", "the server's version is the skill's");
+
+    let op = operated(&client).await;
+    let mut events = op.runtime.events();
+    assert_eq!(op.output("mcp.test.add_tool", json!({"name": "extra"})).await, json!("added extra"));
+    let refreshed = wait_for(&mut events, |e| matches!(e.kind, EventKind::SkillRefreshed { .. })).await;
+    let EventKind::SkillRefreshed { skill, added, removed } = refreshed.kind else { unreachable!() };
+    assert_eq!(skill, SkillId::new("mcp.test").unwrap());
+    assert_eq!(added.iter().map(|a| a.as_str()).collect::<Vec<_>>(), ["mcp.test.extra"]);
+    assert!(removed.is_empty());
+    let agent = AgentId::new("operator").unwrap();
+    let table = op.runtime.actions(&agent).await.unwrap();
+    assert!(table.iter().any(|s| s.id.as_str() == "mcp.test.extra"));
+    assert_eq!(op.output("mcp.test.extra", json!({})).await, json!("extra answers"));
+
+    assert_eq!(op.output("mcp.test.remove_tool", json!({"name": "extra"})).await, json!("removed extra"));
+    let refreshed = wait_for(&mut events, |e| matches!(e.kind, EventKind::SkillRefreshed { .. })).await;
+    let EventKind::SkillRefreshed { removed, .. } = refreshed.kind else { unreachable!() };
+    assert_eq!(removed.iter().map(|a| a.as_str()).collect::<Vec<_>>(), ["mcp.test.extra"]);
+    let (class, message) = op.failure("mcp.test.extra", json!({})).await;
+    assert_eq!(class, "denied");
+    assert!(message.contains("not registered"), "{message}");
+    client.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_errors_and_hung_tools_fail_and_the_connection_goes_on() {
+    let client = McpClient::connect(test_server("test").timeout(Duration::from_millis(300))).await.unwrap();
+    let op = operated(&client).await;
+
+    let (class, message) = op.failure("mcp.test.fail", json!({"text": "the disk is on fire"})).await;
+    assert_eq!(class, "critical");
+    assert!(message.contains("the disk is on fire"), "the server's text is kept: {message}");
+
+    let reply = op.run("mcp.test.hang", json!({})).await;
+    assert_eq!(reply["outcome"]["error"]["class"], "timeout");
+    // A read-only tool may be retried after a timeout: each attempt timed out.
+    assert!(reply["outcome"]["attempts"].as_u64().unwrap() >= 1);
+
+    assert_eq!(op.output("mcp.test.echo", json!({"text": "still here"})).await, json!("still here"));
+    client.close();
+}
+
+fn kill(pid: u32) {
+    let status = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().expect("kill runs");
+    assert!(status.success(), "the server process was killed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_run_fails_the_run_transient_and_the_client_reconnects() {
+    let reconnect = Reconnect { attempts: 5, first: Duration::from_millis(20), max: Duration::from_millis(200) };
+    let client = McpClient::connect(test_server("test").reconnect(reconnect)).await.unwrap();
+    let op = operated(&client).await;
+    let first: u32 = op.output("mcp.test.pid", json!({})).await.as_str().unwrap().parse().unwrap();
+    assert_eq!(client.pid(), Some(first), "the client knows its child");
+
+    let mut events = op.runtime.events();
+    let agent = op.agent.clone();
+    let slow = tokio::spawn(async move {
+        let signal = agentry::signal::Signal::new("do", json!({"action": "mcp.test.slow", "params": {"ms": 600_000}}));
+        agent.call(signal.unwrap(), agentry_tests::CALL).await
+    });
+    wait_for(
+        &mut events,
+        |e| matches!(&e.kind, EventKind::ActionStarted { action, .. } if action.as_str() == "mcp.test.slow"),
+    )
+    .await;
+    kill(first);
+    let reply = slow.await.unwrap().expect("the run ends rather than hanging");
+    assert_eq!(reply["kind"], "action.failed");
+    assert_eq!(reply["outcome"]["error"]["class"], "transient", "{reply:#}");
+    assert_eq!(reply["outcome"]["attempts"], 1, "a side-effecting tool is not retried");
+
+    wait_status(&client, |s| *s == ClientStatus::Connected && client.pid().is_some_and(|p| p != first)).await;
+    let second: u32 = op.output("mcp.test.pid", json!({})).await.as_str().unwrap().parse().unwrap();
+    assert_ne!(first, second, "a new server process answers");
+    client.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_comes_back_is_reported_down_and_runs_fail_at_once() {
+    let marker = tempfile::tempdir().unwrap();
+    let started = marker.path().join("started");
+    // A server that starts once: the second start exits at once.
+    let script = r#"if [ -e "$1" ]; then echo "gone for good" >&2; exit 3; fi; touch "$1"; exec "$2""#;
+    let server = McpServer::stdio(
+        "flaky",
+        "sh",
+        [
+            "-c".to_owned(),
+            script.to_owned(),
+            "sh".to_owned(),
+            started.to_string_lossy().into_owned(),
+            TEST_SERVER.to_owned(),
+        ],
+    )
+    .reconnect(Reconnect { attempts: 3, first: Duration::from_millis(10), max: Duration::from_millis(40) });
+    let client = McpClient::connect(server).await.unwrap();
+    let op = operated(&client).await;
+    let pid: u32 = op.output("mcp.flaky.pid", json!({})).await.as_str().unwrap().parse().unwrap();
+    kill(pid);
+    let down = wait_status(&client, |s| matches!(s, ClientStatus::Down { .. })).await;
+    let ClientStatus::Down { error } = down else { unreachable!() };
+    assert!(error.contains("flaky"), "the error names the server: {error}");
+
+    let (class, message) = op.failure("mcp.flaky.echo", json!({"text": "anyone?"})).await;
+    assert_eq!(class, "transient");
+    assert!(message.contains("is down"), "{message}");
+
+    // Once the server can start again, asking the client to reconnect brings the tools back.
+    std::fs::remove_file(&started).unwrap();
+    client.reconnect();
+    wait_status(&client, |s| *s == ClientStatus::Connected).await;
+    assert_eq!(op.output("mcp.flaky.echo", json!({"text": "back"})).await, json!("back"));
+    client.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_over_streamable_http_becomes_a_skill() {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(TEST_SERVER)
+        .args(["--http", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the test server starts");
+    let stdout = child.stdout.take().unwrap();
+    let url =
+        tokio::io::BufReader::new(stdout).lines().next_line().await.unwrap().expect("the server says where it is");
+
+    let client = McpClient::connect(McpServer::http("web", url)).await.expect("the client connects over HTTP");
+    assert_eq!(client.tools().len(), 7);
+    let op = operated(&client).await;
+    assert_eq!(op.output("mcp.web.echo", json!({"text": "over http"})).await, json!("over http"));
+    let (class, _) = op.failure("mcp.web.fail", json!({"text": "nope"})).await;
+    assert_eq!(class, "critical");
+    client.close();
+    child.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_configurations_are_typed_errors() {
+    let err = McpClient::connect(McpServer::stdio("bad name", "true", Vec::<String>::new())).await.unwrap_err();
+    assert!(err.to_string().contains("`bad name`"), "{err}");
+    let err = McpClient::connect(McpServer::http("tls", "https://example.invalid/mcp")).await.unwrap_err();
+    assert!(err.to_string().contains("https is not supported"), "{err}");
+    let err = McpClient::connect(McpServer::stdio("ghost", "/nonexistent/mcp-server", Vec::<String>::new()))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("could not be started"), "{err}");
+    // A process that exits at once never completes the handshake.
+    let err = McpClient::connect(McpServer::stdio("quitter", "true", Vec::<String>::new())).await.unwrap_err();
+    assert!(err.to_string().contains("handshake"), "{err}");
+}
