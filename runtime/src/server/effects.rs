@@ -52,7 +52,7 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    fn register(&mut self, action: ActionId, skill: Option<&SkillId>) {
+    pub(crate) fn register(&mut self, action: ActionId, skill: Option<&SkillId>) {
         let catalog = self.shared.catalog.snapshot();
         let mounted = self.agent.skills().keys();
         let found = skill

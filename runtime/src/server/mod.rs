@@ -307,6 +307,7 @@ impl<A: Agent> ServerState<A> {
         let was_mounted = self.agent.is_mounted(skill);
         let effects = crate::skill::unmount(&mut self.agent, skill)?;
         self.interpret(effects, None);
+        self.repoint(skill);
         if was_mounted {
             self.shared.events.announce(&self.agent.id, None, None, EventKind::SkillUnmounted { skill: skill.clone() });
         }
@@ -337,11 +338,27 @@ impl<A: Agent> ServerState<A> {
         }
         let after: Vec<ActionId> = found.actions().iter().map(|a| a.spec().id.clone()).collect();
         self.interpret(effects, None);
+        self.repoint(skill);
         let added = after.iter().filter(|a| !before.contains(a)).cloned().collect();
         let removed = before.into_iter().filter(|a| !after.contains(a)).collect();
         let kind = EventKind::SkillRefreshed { skill: skill.clone(), added, removed };
         self.shared.events.announce(&self.agent.id, None, None, kind);
         Ok(())
+    }
+
+    /// Actions the table runs from `skill` that `skill` no longer provides, but another mounted skill does (so
+    /// no `DeregisterAction` removed them), now run from that other skill.
+    fn repoint(&mut self, skill: &SkillId) {
+        let provided = self.agent.skills().get(skill).map(|m| m.actions.clone()).unwrap_or_default();
+        let stale: Vec<ActionId> = self
+            .table
+            .iter()
+            .filter(|(action, registered)| registered.skill.as_ref() == Some(skill) && !provided.contains(action))
+            .map(|(action, _)| action.clone())
+            .collect();
+        for action in stale {
+            self.register(action, None);
+        }
     }
 
     /// Tells the agent a run's outcome through its own mailbox (used while effects are being interpreted, so

@@ -1,0 +1,178 @@
+//! An agent's actions served over MCP, driven by rmcp's own client: over streamable HTTP on loopback and over
+//! a byte stream (what stdio is): `tools/list` is the live table, `tools/call` passes the agent's gate, and
+//! unmounting sends `tools/list_changed`.
+
+use agentry::action::{ActionSpec, DynAction, Risk};
+use agentry::id::{AgentId, SkillId};
+use agentry::pattern::Pattern;
+use agentry::policy::Policy;
+use agentry::skill::{Skill, SkillDefinition};
+use agentry::store::{RunQuery, RunStatus};
+use agentry_skills::Arithmetic;
+use agentry_tests::Operated;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// A client that reports every `tools/list_changed`.
+struct Watcher {
+    changed: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for Watcher {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.changed.send(());
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("agentry-tests", "0"))
+    }
+}
+
+/// A skill with a risky action and one the policy will deny.
+fn vault() -> Skill {
+    let shred = ActionSpec::new("vault.shred", "Shreds the vault.").unwrap().risk(Risk::High).side_effects(true);
+    let peek = ActionSpec::new("vault.peek", "Looks into the vault.").unwrap();
+    let answer = |params: Value, _ctx| -> agentry::action::ActionFuture { Box::pin(async move { Ok(params) }) };
+    Skill::builder("vault", "1.0.0")
+        .dyn_action(DynAction::new(shred, answer).unwrap())
+        .dyn_action(DynAction::new(peek, answer).unwrap())
+        .build()
+        .unwrap()
+}
+
+async fn agent() -> Operated {
+    let mut policy = Policy::default();
+    policy.deny_actions.push(Pattern::new("vault.peek").unwrap());
+    Operated::start(vec![Arithmetic::skill().unwrap(), vault()], policy, &[]).await
+}
+
+fn operator() -> AgentId {
+    AgentId::new("operator").unwrap()
+}
+
+async fn call(
+    client: &RunningService<RoleClient, Watcher>,
+    tool: &str,
+    args: Value,
+) -> Result<CallToolResult, ServiceError> {
+    let params =
+        CallToolRequestParams::new(tool.to_owned()).with_arguments(args.as_object().cloned().unwrap_or_default());
+    client.call_tool(params).await
+}
+
+fn refusal(result: Result<CallToolResult, ServiceError>) -> (i32, String, Value) {
+    match result {
+        Err(ServiceError::McpError(error)) => {
+            (error.code.0, error.message.to_string(), error.data.unwrap_or(Value::Null))
+        }
+        other => panic!("expected an MCP error, got {other:?}"),
+    }
+}
+
+fn text(result: &CallToolResult) -> String {
+    result.content.iter().filter_map(|c| c.as_text()).map(|t| t.text.clone()).collect::<Vec<_>>().join("\n")
+}
+
+/// Everything a client sees, on whatever transport it came in on.
+async fn drive(op: &Operated, client: RunningService<RoleClient, Watcher>, mut changed: mpsc::UnboundedReceiver<()>) {
+    let mut names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "arithmetic.add",
+            "arithmetic.divide",
+            "arithmetic.multiply",
+            "arithmetic.subtract",
+            "vault.peek",
+            "vault.shred"
+        ]
+    );
+    let tools = client.list_all_tools().await.unwrap();
+    let add = tools.iter().find(|t| t.name == "arithmetic.add").unwrap();
+    assert_eq!(add.input_schema["properties"]["a"]["type"], "number", "the params schema is the input schema");
+    let shred = tools.iter().find(|t| t.name == "vault.shred").unwrap();
+    let hints = shred.annotations.as_ref().unwrap();
+    assert_eq!((hints.read_only_hint, hints.destructive_hint), (Some(false), Some(true)));
+
+    let sum = call(&client, "arithmetic.add", json!({"a": 2, "b": 3})).await.unwrap();
+    assert_eq!(sum.is_error, Some(false));
+    assert_eq!(text(&sum), "5.0");
+
+    // A failure once the run started is a result the model can read.
+    let zero = call(&client, "arithmetic.divide", json!({"a": 1, "b": 0})).await.unwrap();
+    assert_eq!(zero.is_error, Some(true));
+    assert!(text(&zero).contains("divide by zero"), "{}", text(&zero));
+    let bad = call(&client, "arithmetic.add", json!({"a": "two"})).await.unwrap();
+    assert_eq!(bad.is_error, Some(true));
+    assert!(text(&bad).contains("invalid params"), "{}", text(&bad));
+
+    // Refusals at the gate are MCP errors that say why.
+    let (code, message, data) = refusal(call(&client, "vault.shred", json!({})).await);
+    assert_eq!(code, -32600);
+    assert!(message.contains("needs approval"), "{message}");
+    assert_eq!(data["reason"], "approval_required");
+    let run: uuid::Uuid = serde_json::from_value(data["run_id"].clone()).unwrap();
+    let record = op.runtime.store().get(run).expect("the refused run is journaled");
+    assert_eq!(record.status(), RunStatus::Blocked);
+    let (code, message, data) = refusal(call(&client, "vault.peek", json!({})).await);
+    assert_eq!((code, data["reason"].as_str()), (-32600, Some("denied")));
+    assert!(message.contains("deny pattern"), "{message}");
+    let (code, _, data) = refusal(call(&client, "nothing.here", json!({})).await);
+    assert_eq!((code, data["reason"].as_str()), (-32602, Some("unknown_tool")));
+    let (code, _, _) = refusal(call(&client, "Not An Id", json!({})).await);
+    assert_eq!(code, -32602);
+
+    // Every call went through the journal, the refused ones included.
+    let runs = op.runtime.store().query(&RunQuery { agent: Some(operator()), ..RunQuery::default() });
+    assert!(runs.len() >= 6, "{} runs", runs.len());
+
+    // Unmounting tells the client, and the list follows.
+    op.agent.unmount(&SkillId::new("vault").unwrap()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), changed.recv()).await.expect("list_changed arrives").unwrap();
+    let names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    assert!(!names.iter().any(|n| n.starts_with("vault.")), "{names:?}");
+    let (code, _, data) = refusal(call(&client, "vault.shred", json!({})).await);
+    assert_eq!((code, data["reason"].as_str()), (-32602, Some("unknown_tool")));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_served_over_streamable_http() {
+    let op = agent().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let runtime = op.runtime.clone();
+    let server = tokio::spawn(async move {
+        agentry_skills::mcp::serve_http(&runtime, &operator(), listener, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let (tx, changed) = mpsc::unbounded_channel();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+    let client = Watcher { changed: tx }.serve(transport).await.expect("the client connects");
+    drive(&op, client, changed).await;
+    let _ = stop.send(());
+    server.await.unwrap().expect("the server stops cleanly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_served_over_a_byte_stream_as_on_stdio() {
+    let op = agent().await;
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    let runtime = op.runtime.clone();
+    let server = tokio::spawn(async move {
+        let (reader, writer) = tokio::io::split(ours);
+        agentry_skills::mcp::serve_io(&runtime, &operator(), reader, writer).await
+    });
+    let (tx, changed) = mpsc::unbounded_channel();
+    let client = Watcher { changed: tx }.serve(theirs).await.expect("the client connects");
+    drive(&op, client, changed).await;
+    server.await.unwrap().expect("the server ends when the client leaves");
+}
