@@ -4,7 +4,7 @@
 use agentry::action::{ActionSpec, Capability, DynAction, ErrorClass, RetryPolicy, Risk};
 use agentry::agent::{Agent, Reaction};
 use agentry::effect::{Effect, Target};
-use agentry::events::{Event, EventKind};
+use agentry::events::EventKind;
 use agentry::id::{ActionId, AgentId, SkillId};
 use agentry::policy::Policy;
 use agentry::runtime::{AgentRef, Runtime, RuntimeError, SpawnOptions};
@@ -12,12 +12,12 @@ use agentry::server::{RestartMode, RestartPolicy};
 use agentry::signal::Signal;
 use agentry::skill::Skill;
 use agentry::store::{RunQuery, RunStatus};
+use agentry_tests::wait_for;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use tokio::sync::broadcast::Receiver;
 use uuid::Uuid;
 
 /// A test agent: `do` runs `data.action` with `data.params`; outcomes are replied to the call that caused them.
@@ -162,15 +162,6 @@ fn run(action: &str, params: Value) -> Signal {
 
 async fn outcome(probe: &AgentRef<Probe>, action: &str, params: Value) -> Value {
     probe.call(run(action, params), CALL).await.unwrap()
-}
-
-async fn wait_for(events: &mut Receiver<Event>, pred: impl Fn(&Event) -> bool) -> Event {
-    loop {
-        let event = events.recv().await.expect("the event stream is open");
-        if pred(&event) {
-            return event;
-        }
-    }
 }
 
 #[tokio::test(start_paused = true)]
