@@ -299,6 +299,32 @@ async fn emit_delivers_between_agents() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn mounting_and_unmounting_are_announced_and_no_ops_are_not() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let mut events = rt.events();
+    let tools = SkillId::new("tools").unwrap();
+    probe.mount(&tools, Value::Null).await.unwrap(); // already mounted at this version: a no-op
+    probe.unmount(&tools).await.unwrap();
+    probe.unmount(&tools).await.unwrap(); // not mounted: a no-op
+    probe.mount(&tools, Value::Null).await.unwrap();
+    // Each is announced before its call returns, so everything is in the stream by now.
+    let mut announced = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if matches!(event.kind, EventKind::SkillMounted { .. } | EventKind::SkillUnmounted { .. }) {
+            announced.push((event.agent.to_string(), event.kind));
+        }
+    }
+    let probe_id = "probe".to_owned();
+    assert_eq!(
+        announced,
+        [
+            (probe_id.clone(), EventKind::SkillUnmounted { skill: tools.clone() }),
+            (probe_id, EventKind::SkillMounted { skill: tools }),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn schedules_fire_later_and_cancel_stops_them() {
     let (_rt, probe, _) = setup(Policy::default()).await;
     probe.send(Signal::new("schedule", json!({"secs": 5})).unwrap()).unwrap();
