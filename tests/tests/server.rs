@@ -27,6 +27,8 @@ struct Probe {
     pings: u32,
     ticks: u32,
     exited: Vec<String>,
+    /// Each `action.blocked` it got: the run and the error's class (`null` while the run waits for approval).
+    blocked: Vec<Value>,
 }
 
 impl Agent for Probe {
@@ -46,13 +48,17 @@ impl Agent for Probe {
             }
             "action.completed" | "action.failed" | "action.blocked" => {
                 next.outcomes += 1;
+                if signal.kind().as_str() == "action.blocked" {
+                    next.blocked.push(json!({"run": data["run_id"], "class": data["outcome"]["error"]["class"]}));
+                }
                 let mut reply = data.clone();
                 reply["kind"] = json!(signal.kind().as_str());
                 signal.causation_id().map(|to| Effect::reply_to(to, reply)).into_iter().collect()
             }
             "count" => vec![Effect::reply(
                 signal,
-                json!({"outcomes": self.outcomes, "pings": self.pings, "ticks": self.ticks, "exited": self.exited}),
+                json!({"outcomes": self.outcomes, "pings": self.pings, "ticks": self.ticks, "exited": self.exited,
+                       "blocked": self.blocked}),
             )],
             "emit" => {
                 let to = AgentId::new(data["to"].as_str().unwrap_or_default()).expect("a test target");
@@ -229,6 +235,9 @@ async fn a_risky_run_waits_for_approval_then_runs_once_without_asking_again_on_r
     assert_eq!(rt.store().get(run_id).unwrap().status(), RunStatus::AwaitingApproval);
 
     probe.approve(run_id).await.unwrap();
+    let given = wait_for(&mut events, |e| matches!(e.kind, EventKind::ApprovalGiven { .. })).await;
+    let risky = ActionId::new("tools.risky").unwrap();
+    assert_eq!((given.run, given.kind), (Some(run_id), EventKind::ApprovalGiven { action: risky, approved: true }));
     let done =
         wait_for(&mut events, |e| e.run == Some(run_id) && matches!(e.kind, EventKind::ActionCompleted { .. })).await;
     assert_eq!(done.kind, EventKind::ActionCompleted { action: ActionId::new("tools.risky").unwrap(), attempts: 2 });
@@ -246,12 +255,20 @@ async fn a_risky_run_waits_for_approval_then_runs_once_without_asking_again_on_r
 #[tokio::test(start_paused = true)]
 async fn a_denied_run_is_blocked_with_denied() {
     let (rt, probe, counters) = setup(Policy::default()).await;
+    let mut events = rt.events();
     let reply = outcome(&probe, "tools.risky", json!({})).await;
     let run_id: Uuid = serde_json::from_value(reply["run_id"].clone()).unwrap();
     probe.deny(run_id).await.unwrap();
+    let given = wait_for(&mut events, |e| matches!(e.kind, EventKind::ApprovalGiven { .. })).await;
+    let risky = ActionId::new("tools.risky").unwrap();
+    assert_eq!((given.run, given.kind), (Some(run_id), EventKind::ApprovalGiven { action: risky, approved: false }));
     let record = rt.store().get(run_id).unwrap();
     assert_eq!((record.status(), record.error), (RunStatus::Blocked, Some(ErrorClass::Denied)));
     assert_eq!(counters.risky.load(Ordering::SeqCst), 0);
+    // The agent heard twice: the run waits (no error), then it was denied. The second is in its mailbox before
+    // `count`, because `deny` is answered after the outcome is sent.
+    let blocked = json!([{"run": run_id, "class": null}, {"run": run_id, "class": "denied"}]);
+    assert_eq!(count(&probe).await["blocked"], blocked);
 }
 
 #[tokio::test(start_paused = true)]
