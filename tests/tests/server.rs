@@ -407,6 +407,21 @@ async fn a_panicking_handler_restarts_with_its_state_until_the_limit() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_panicking_handler_with_restart_mode_never_stops_at_the_first_panic() {
+    let rt = Runtime::builder().build();
+    let restart = RestartPolicy { mode: RestartMode::Never, max_restarts: 5, window: Duration::from_secs(60) };
+    let probe = rt.spawn(Probe::default(), SpawnOptions { restart, ..SpawnOptions::default() }).await.unwrap();
+    let mut events = rt.events();
+    probe.send(Signal::new("boom", Value::Null).unwrap()).unwrap();
+    let next =
+        wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentRestarted { .. } | EventKind::AgentStopped { .. }))
+            .await;
+    let reason = "the agent's handler panicked and its restart policy is `never`".to_owned();
+    assert_eq!((&next.agent, next.kind), (probe.id(), EventKind::AgentStopped { reason }), "no restart first");
+    assert_eq!(count_after_stop(&probe).await, "the agent stopped");
+}
+
+#[tokio::test(start_paused = true)]
 async fn runs_beyond_the_in_flight_cap_wait_in_a_queue() {
     let counters = Arc::new(Counters::default());
     let rt = Runtime::builder().skill(tools(&counters)).build();
