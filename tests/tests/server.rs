@@ -60,10 +60,15 @@ impl Agent for Probe {
                 json!({"outcomes": self.outcomes, "pings": self.pings, "ticks": self.ticks, "exited": self.exited,
                        "blocked": self.blocked}),
             )],
+            // A ping to `data.to` (an agent id), else to `data.topic`, else to the parent.
             "emit" => {
-                let to = AgentId::new(data["to"].as_str().unwrap_or_default()).expect("a test target");
+                let to = match (data["to"].as_str(), data["topic"].as_str()) {
+                    (Some(to), _) => Target::Agent(AgentId::new(to).expect("a test target")),
+                    (None, Some(topic)) => Target::Topic(topic.to_owned()),
+                    (None, None) => Target::Parent,
+                };
                 let ping = signal.follow("ping").build().expect("a valid kind");
-                vec![Effect::emit(ping, Target::Agent(to))]
+                vec![Effect::emit(ping, to)]
             }
             "ping" => {
                 next.pings += 1;
@@ -313,6 +318,39 @@ async fn emit_delivers_between_agents() {
     // The ping is in `other`'s mailbox before `count`, because `probe` handled `emit` before answering this:
     count(&probe).await;
     assert_eq!(count(&other).await["pings"], 1);
+}
+
+async fn spawn_probe(rt: &Runtime, id: &str) -> AgentRef<Probe> {
+    let opts = SpawnOptions { id: Some(AgentId::new(id).unwrap()), ..SpawnOptions::default() };
+    rt.spawn(Probe::default(), opts).await.unwrap()
+}
+
+async fn pings(probe: &AgentRef<Probe>) -> Value {
+    count(probe).await["pings"].clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn emit_reaches_the_parent_and_every_subscriber_of_a_topic() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let mut events = rt.events();
+    probe.send(Signal::new("spawn", Value::Null).unwrap()).unwrap();
+    wait_for(&mut events, |e| e.agent.as_str() == "child" && e.kind == EventKind::AgentStarted).await;
+    let child: AgentRef<Probe> = rt.get(&AgentId::new("child").unwrap()).unwrap();
+    child.send(Signal::new("emit", json!({})).unwrap()).unwrap();
+    // The ping is in the parent's mailbox before `count`, because the child handled `emit` before answering this:
+    count(&child).await;
+    assert_eq!((pings(&probe).await, pings(&child).await), (json!(1), json!(0)), "the parent got the ping");
+
+    let (a, b, outsider) = (spawn_probe(&rt, "a").await, spawn_probe(&rt, "b").await, spawn_probe(&rt, "c").await);
+    rt.subscribe(a.id(), "news");
+    rt.subscribe(b.id(), "news");
+    rt.subscribe(a.id(), "news"); // subscribing twice still delivers once
+    rt.subscribe(outsider.id(), "weather");
+    probe.send(Signal::new("emit", json!({"topic": "news"})).unwrap()).unwrap();
+    probe.send(Signal::new("emit", json!({"topic": "sports"})).unwrap()).unwrap(); // nobody listens
+    count(&probe).await;
+    let heard = [pings(&a).await, pings(&b).await, pings(&outsider).await, pings(&probe).await, pings(&child).await];
+    assert_eq!(heard, [json!(1), json!(1), json!(0), json!(1), json!(0)], "only the topic's subscribers, once each");
 }
 
 #[tokio::test(start_paused = true)]
