@@ -12,7 +12,7 @@ use agentry::server::{RestartMode, RestartPolicy};
 use agentry::signal::Signal;
 use agentry::skill::Skill;
 use agentry::store::{RunQuery, RunStatus};
-use agentry_tests::wait_for;
+use agentry_tests::{Operator, wait_for};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -377,6 +377,33 @@ async fn mounting_and_unmounting_are_announced_and_no_ops_are_not() {
             (probe_id, EventKind::SkillMounted { skill: tools }),
         ]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn agents_are_found_by_name_checked_by_type_and_stopped_by_the_runtime() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let kid_id = AgentId::new("kid").unwrap();
+    let opts = SpawnOptions {
+        id: Some(kid_id.clone()),
+        name: Some("the kid".into()),
+        parent: Some(probe.id().clone()),
+        ..SpawnOptions::default()
+    };
+    let kid = rt.spawn(Probe::default(), opts).await.unwrap();
+    assert_eq!((rt.find("the kid"), rt.find("nobody")), (Some(kid_id.clone()), None));
+    assert_eq!(rt.get::<Operator>(&kid_id).err(), Some(RuntimeError::WrongType(kid_id.clone())));
+    assert_eq!(rt.get::<Probe>(&kid_id).map(|found| found.id().clone()), Ok(kid_id.clone()));
+    let taken = rt.spawn(Probe::default(), SpawnOptions { name: Some("the kid".into()), ..SpawnOptions::default() });
+    assert_eq!(taken.await.err(), Some(RuntimeError::AlreadyExists("the kid".into())));
+
+    let mut events = rt.events();
+    rt.stop(&kid_id).await.unwrap();
+    let stopped = wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentStopped { .. })).await;
+    assert_eq!(stopped.agent, kid_id);
+    assert_eq!(count(&probe).await["exited"], json!(["kid"]), "the parent given at spawn heard it stop");
+    assert_eq!(count_after_stop(&kid).await, "the agent stopped");
+    assert_eq!(rt.find("the kid"), None, "its name is free again");
+    assert_eq!(rt.stop(&kid_id).await, Err(RuntimeError::NoSuchAgent(kid_id)));
 }
 
 #[tokio::test(start_paused = true)]
