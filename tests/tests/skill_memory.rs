@@ -70,6 +70,35 @@ async fn a_contradicting_fact_closes_the_old_one_and_as_of_sees_the_past() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_back_dated_fact_ends_where_a_later_one_took_over() {
+    let op = memory(Value::Null).await;
+    let berlin = memorize(&op, "alice", "lives_in", "Berlin", "2024-06-01T00:00:00Z").await;
+    let paris = memorize(&op, "alice", "lives_in", "Paris", "2020-01-01T00:00:00Z").await;
+    assert_eq!(paris["closed"], json!([]), "the later fact stays open");
+    assert_eq!(paris["fact"]["valid_until"], "2024-06-01T00:00:00Z", "Paris was true until Berlin took over");
+    let now = op.output("memory.recall", json!({"query": "alice"})).await;
+    assert_eq!(objects(&now), ["Berlin"], "only the current fact is true now");
+    assert_eq!(now[0]["id"], berlin["fact"]["id"]);
+    let then = op.output("memory.recall", json!({"query": "alice", "as_of": "2021-01-01T00:00:00Z"})).await;
+    assert_eq!(objects(&then), ["Paris"]);
+    assert_eq!(then[0]["valid_until"], "2024-06-01T00:00:00Z");
+
+    // A fact dated between the two cuts the earlier one short and ends where the later one begins.
+    let london = memorize(&op, "alice", "lives_in", "London", "2022-01-01T00:00:00Z").await;
+    assert_eq!(london["closed"], json!([paris["fact"]["id"]]));
+    assert_eq!(london["fact"]["valid_until"], "2024-06-01T00:00:00Z");
+    for (as_of, expected) in [
+        ("2019-01-01T00:00:00Z", vec![]),
+        ("2021-01-01T00:00:00Z", vec!["Paris"]),
+        ("2023-01-01T00:00:00Z", vec!["London"]),
+        ("2025-01-01T00:00:00Z", vec!["Berlin"]),
+    ] {
+        let found = op.output("memory.recall", json!({"subject": "alice", "as_of": as_of})).await;
+        assert_eq!(objects(&found), expected, "as of {as_of}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forgetting_hides_a_fact_now_but_not_from_the_past() {
     let op = memory(Value::Null).await;
     let fact = memorize(&op, "bob", "likes", "jazz", "2021-01-01T00:00:00Z").await;
