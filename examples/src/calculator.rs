@@ -10,7 +10,12 @@ use serde_json::json;
 #[agent(
     name = "calculator",
     skills(Arithmetic),
-    routes("calculate" => calculate, "action.completed" => answer, "action.failed" => answer)
+    routes(
+        "calculate" => calculate,
+        "action.completed" => answer,
+        "action.failed" => answer,
+        "action.blocked" => blocked
+    )
 )]
 pub struct Calculator {
     /// How many calculations it started.
@@ -38,5 +43,14 @@ impl Calculator {
             false => json!({"error": outcome["output_text"]}),
         };
         vec![Effect::reply_to(call, answer)]
+    }
+
+    /// Answers with the error when the gate refused the run (or its approver denied it); a run that only waits
+    /// for approval is answered later, when it has run or been denied.
+    fn blocked(&self, signal: &Signal) -> Vec<Effect> {
+        match signal.data()["outcome"]["error"].is_null() {
+            true => vec![],
+            false => self.answer(signal),
+        }
     }
 }

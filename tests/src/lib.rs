@@ -230,3 +230,21 @@ impl Operated {
         serde_json::from_value(state).expect("the operator's state")
     }
 }
+
+/// Waits for the next event that `pred` accepts, skipping the others; panics when none comes within [`CALL`]
+/// (on a paused clock that is as soon as nothing else can happen), so a missing event fails the test rather
+/// than hanging it.
+pub async fn wait_for(
+    events: &mut tokio::sync::broadcast::Receiver<agentry::events::Event>,
+    pred: impl Fn(&agentry::events::Event) -> bool,
+) -> agentry::events::Event {
+    let found = tokio::time::timeout(CALL, async {
+        loop {
+            let event = events.recv().await.expect("the event stream is open");
+            if pred(&event) {
+                return event;
+            }
+        }
+    });
+    found.await.expect("the awaited event came within the time limit")
+}

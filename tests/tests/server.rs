@@ -4,7 +4,7 @@
 use agentry::action::{ActionSpec, Capability, DynAction, ErrorClass, RetryPolicy, Risk};
 use agentry::agent::{Agent, Reaction};
 use agentry::effect::{Effect, Target};
-use agentry::events::{Event, EventKind};
+use agentry::events::EventKind;
 use agentry::id::{ActionId, AgentId, SkillId};
 use agentry::policy::Policy;
 use agentry::runtime::{AgentRef, Runtime, RuntimeError, SpawnOptions};
@@ -12,12 +12,12 @@ use agentry::server::{RestartMode, RestartPolicy};
 use agentry::signal::Signal;
 use agentry::skill::Skill;
 use agentry::store::{RunQuery, RunStatus};
+use agentry_tests::{Operator, wait_for};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use tokio::sync::broadcast::Receiver;
 use uuid::Uuid;
 
 /// A test agent: `do` runs `data.action` with `data.params`; outcomes are replied to the call that caused them.
@@ -27,6 +27,8 @@ struct Probe {
     pings: u32,
     ticks: u32,
     exited: Vec<String>,
+    /// Each `action.blocked` it got: the run and the error's class (`null` while the run waits for approval).
+    blocked: Vec<Value>,
 }
 
 impl Agent for Probe {
@@ -46,18 +48,27 @@ impl Agent for Probe {
             }
             "action.completed" | "action.failed" | "action.blocked" => {
                 next.outcomes += 1;
+                if signal.kind().as_str() == "action.blocked" {
+                    next.blocked.push(json!({"run": data["run_id"], "class": data["outcome"]["error"]["class"]}));
+                }
                 let mut reply = data.clone();
                 reply["kind"] = json!(signal.kind().as_str());
                 signal.causation_id().map(|to| Effect::reply_to(to, reply)).into_iter().collect()
             }
             "count" => vec![Effect::reply(
                 signal,
-                json!({"outcomes": self.outcomes, "pings": self.pings, "ticks": self.ticks, "exited": self.exited}),
+                json!({"outcomes": self.outcomes, "pings": self.pings, "ticks": self.ticks, "exited": self.exited,
+                       "blocked": self.blocked}),
             )],
+            // A ping to `data.to` (an agent id), else to `data.topic`, else to the parent.
             "emit" => {
-                let to = AgentId::new(data["to"].as_str().unwrap_or_default()).expect("a test target");
+                let to = match (data["to"].as_str(), data["topic"].as_str()) {
+                    (Some(to), _) => Target::Agent(AgentId::new(to).expect("a test target")),
+                    (None, Some(topic)) => Target::Topic(topic.to_owned()),
+                    (None, None) => Target::Parent,
+                };
                 let ping = signal.follow("ping").build().expect("a valid kind");
-                vec![Effect::emit(ping, Target::Agent(to))]
+                vec![Effect::emit(ping, to)]
             }
             "ping" => {
                 next.pings += 1;
@@ -164,15 +175,6 @@ async fn outcome(probe: &AgentRef<Probe>, action: &str, params: Value) -> Value 
     probe.call(run(action, params), CALL).await.unwrap()
 }
 
-async fn wait_for(events: &mut Receiver<Event>, pred: impl Fn(&Event) -> bool) -> Event {
-    loop {
-        let event = events.recv().await.expect("the event stream is open");
-        if pred(&event) {
-            return event;
-        }
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_call_is_answered_through_a_real_action() {
     let (_rt, probe, _) = setup(Policy::default()).await;
@@ -238,6 +240,9 @@ async fn a_risky_run_waits_for_approval_then_runs_once_without_asking_again_on_r
     assert_eq!(rt.store().get(run_id).unwrap().status(), RunStatus::AwaitingApproval);
 
     probe.approve(run_id).await.unwrap();
+    let given = wait_for(&mut events, |e| matches!(e.kind, EventKind::ApprovalGiven { .. })).await;
+    let risky = ActionId::new("tools.risky").unwrap();
+    assert_eq!((given.run, given.kind), (Some(run_id), EventKind::ApprovalGiven { action: risky, approved: true }));
     let done =
         wait_for(&mut events, |e| e.run == Some(run_id) && matches!(e.kind, EventKind::ActionCompleted { .. })).await;
     assert_eq!(done.kind, EventKind::ActionCompleted { action: ActionId::new("tools.risky").unwrap(), attempts: 2 });
@@ -255,12 +260,20 @@ async fn a_risky_run_waits_for_approval_then_runs_once_without_asking_again_on_r
 #[tokio::test(start_paused = true)]
 async fn a_denied_run_is_blocked_with_denied() {
     let (rt, probe, counters) = setup(Policy::default()).await;
+    let mut events = rt.events();
     let reply = outcome(&probe, "tools.risky", json!({})).await;
     let run_id: Uuid = serde_json::from_value(reply["run_id"].clone()).unwrap();
     probe.deny(run_id).await.unwrap();
+    let given = wait_for(&mut events, |e| matches!(e.kind, EventKind::ApprovalGiven { .. })).await;
+    let risky = ActionId::new("tools.risky").unwrap();
+    assert_eq!((given.run, given.kind), (Some(run_id), EventKind::ApprovalGiven { action: risky, approved: false }));
     let record = rt.store().get(run_id).unwrap();
     assert_eq!((record.status(), record.error), (RunStatus::Blocked, Some(ErrorClass::Denied)));
     assert_eq!(counters.risky.load(Ordering::SeqCst), 0);
+    // The agent heard twice: the run waits (no error), then it was denied. The second is in its mailbox before
+    // `count`, because `deny` is answered after the outcome is sent.
+    let blocked = json!([{"run": run_id, "class": null}, {"run": run_id, "class": "denied"}]);
+    assert_eq!(count(&probe).await["blocked"], blocked);
 }
 
 #[tokio::test(start_paused = true)]
@@ -305,6 +318,92 @@ async fn emit_delivers_between_agents() {
     // The ping is in `other`'s mailbox before `count`, because `probe` handled `emit` before answering this:
     count(&probe).await;
     assert_eq!(count(&other).await["pings"], 1);
+}
+
+async fn spawn_probe(rt: &Runtime, id: &str) -> AgentRef<Probe> {
+    let opts = SpawnOptions { id: Some(AgentId::new(id).unwrap()), ..SpawnOptions::default() };
+    rt.spawn(Probe::default(), opts).await.unwrap()
+}
+
+async fn pings(probe: &AgentRef<Probe>) -> Value {
+    count(probe).await["pings"].clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn emit_reaches_the_parent_and_every_subscriber_of_a_topic() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let mut events = rt.events();
+    probe.send(Signal::new("spawn", Value::Null).unwrap()).unwrap();
+    wait_for(&mut events, |e| e.agent.as_str() == "child" && e.kind == EventKind::AgentStarted).await;
+    let child: AgentRef<Probe> = rt.get(&AgentId::new("child").unwrap()).unwrap();
+    child.send(Signal::new("emit", json!({})).unwrap()).unwrap();
+    // The ping is in the parent's mailbox before `count`, because the child handled `emit` before answering this:
+    count(&child).await;
+    assert_eq!((pings(&probe).await, pings(&child).await), (json!(1), json!(0)), "the parent got the ping");
+
+    let (a, b, outsider) = (spawn_probe(&rt, "a").await, spawn_probe(&rt, "b").await, spawn_probe(&rt, "c").await);
+    rt.subscribe(a.id(), "news");
+    rt.subscribe(b.id(), "news");
+    rt.subscribe(a.id(), "news"); // subscribing twice still delivers once
+    rt.subscribe(outsider.id(), "weather");
+    probe.send(Signal::new("emit", json!({"topic": "news"})).unwrap()).unwrap();
+    probe.send(Signal::new("emit", json!({"topic": "sports"})).unwrap()).unwrap(); // nobody listens
+    count(&probe).await;
+    let heard = [pings(&a).await, pings(&b).await, pings(&outsider).await, pings(&probe).await, pings(&child).await];
+    assert_eq!(heard, [json!(1), json!(1), json!(0), json!(1), json!(0)], "only the topic's subscribers, once each");
+}
+
+#[tokio::test(start_paused = true)]
+async fn mounting_and_unmounting_are_announced_and_no_ops_are_not() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let mut events = rt.events();
+    let tools = SkillId::new("tools").unwrap();
+    probe.mount(&tools, Value::Null).await.unwrap(); // already mounted at this version: a no-op
+    probe.unmount(&tools).await.unwrap();
+    probe.unmount(&tools).await.unwrap(); // not mounted: a no-op
+    probe.mount(&tools, Value::Null).await.unwrap();
+    // Each is announced before its call returns, so everything is in the stream by now.
+    let mut announced = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if matches!(event.kind, EventKind::SkillMounted { .. } | EventKind::SkillUnmounted { .. }) {
+            announced.push((event.agent.to_string(), event.kind));
+        }
+    }
+    let probe_id = "probe".to_owned();
+    assert_eq!(
+        announced,
+        [
+            (probe_id.clone(), EventKind::SkillUnmounted { skill: tools.clone() }),
+            (probe_id, EventKind::SkillMounted { skill: tools }),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn agents_are_found_by_name_checked_by_type_and_stopped_by_the_runtime() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let kid_id = AgentId::new("kid").unwrap();
+    let opts = SpawnOptions {
+        id: Some(kid_id.clone()),
+        name: Some("the kid".into()),
+        parent: Some(probe.id().clone()),
+        ..SpawnOptions::default()
+    };
+    let kid = rt.spawn(Probe::default(), opts).await.unwrap();
+    assert_eq!((rt.find("the kid"), rt.find("nobody")), (Some(kid_id.clone()), None));
+    assert_eq!(rt.get::<Operator>(&kid_id).err(), Some(RuntimeError::WrongType(kid_id.clone())));
+    assert_eq!(rt.get::<Probe>(&kid_id).map(|found| found.id().clone()), Ok(kid_id.clone()));
+    let taken = rt.spawn(Probe::default(), SpawnOptions { name: Some("the kid".into()), ..SpawnOptions::default() });
+    assert_eq!(taken.await.err(), Some(RuntimeError::AlreadyExists("the kid".into())));
+
+    let mut events = rt.events();
+    rt.stop(&kid_id).await.unwrap();
+    let stopped = wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentStopped { .. })).await;
+    assert_eq!(stopped.agent, kid_id);
+    assert_eq!(count(&probe).await["exited"], json!(["kid"]), "the parent given at spawn heard it stop");
+    assert_eq!(count_after_stop(&kid).await, "the agent stopped");
+    assert_eq!(rt.find("the kid"), None, "its name is free again");
+    assert_eq!(rt.stop(&kid_id).await, Err(RuntimeError::NoSuchAgent(kid_id)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -370,6 +469,21 @@ async fn a_panicking_handler_restarts_with_its_state_until_the_limit() {
         probe.call(Signal::new("count", Value::Null).unwrap(), CALL).await,
         Err(RuntimeError::Stopped(_))
     ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_handler_with_restart_mode_never_stops_at_the_first_panic() {
+    let rt = Runtime::builder().build();
+    let restart = RestartPolicy { mode: RestartMode::Never, max_restarts: 5, window: Duration::from_secs(60) };
+    let probe = rt.spawn(Probe::default(), SpawnOptions { restart, ..SpawnOptions::default() }).await.unwrap();
+    let mut events = rt.events();
+    probe.send(Signal::new("boom", Value::Null).unwrap()).unwrap();
+    let next =
+        wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentRestarted { .. } | EventKind::AgentStopped { .. }))
+            .await;
+    let reason = "the agent's handler panicked and its restart policy is `never`".to_owned();
+    assert_eq!((&next.agent, next.kind), (probe.id(), EventKind::AgentStopped { reason }), "no restart first");
+    assert_eq!(count_after_stop(&probe).await, "the agent stopped");
 }
 
 #[tokio::test(start_paused = true)]

@@ -70,6 +70,70 @@ async fn a_contradicting_fact_closes_the_old_one_and_as_of_sees_the_past() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_back_dated_fact_ends_where_a_later_one_took_over() {
+    let op = memory(Value::Null).await;
+    let berlin = memorize(&op, "alice", "lives_in", "Berlin", "2024-06-01T00:00:00Z").await;
+    let paris = memorize(&op, "alice", "lives_in", "Paris", "2020-01-01T00:00:00Z").await;
+    assert_eq!(paris["closed"], json!([]), "the later fact stays open");
+    assert_eq!(paris["fact"]["valid_until"], "2024-06-01T00:00:00Z", "Paris was true until Berlin took over");
+    let now = op.output("memory.recall", json!({"query": "alice"})).await;
+    assert_eq!(objects(&now), ["Berlin"], "only the current fact is true now");
+    assert_eq!(now[0]["id"], berlin["fact"]["id"]);
+    let then = op.output("memory.recall", json!({"query": "alice", "as_of": "2021-01-01T00:00:00Z"})).await;
+    assert_eq!(objects(&then), ["Paris"]);
+    assert_eq!(then[0]["valid_until"], "2024-06-01T00:00:00Z");
+
+    // A fact dated between the two cuts the earlier one short and ends where the later one begins.
+    let london = memorize(&op, "alice", "lives_in", "London", "2022-01-01T00:00:00Z").await;
+    assert_eq!(london["closed"], json!([paris["fact"]["id"]]));
+    assert_eq!(london["fact"]["valid_until"], "2024-06-01T00:00:00Z");
+    for (as_of, expected) in [
+        ("2019-01-01T00:00:00Z", vec![]),
+        ("2021-01-01T00:00:00Z", vec!["Paris"]),
+        ("2023-01-01T00:00:00Z", vec!["London"]),
+        ("2025-01-01T00:00:00Z", vec!["Berlin"]),
+    ] {
+        let found = op.output("memory.recall", json!({"subject": "alice", "as_of": as_of})).await;
+        assert_eq!(objects(&found), expected, "as of {as_of}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_ranks_by_relevance_then_confidence_then_id() {
+    let op = memory(Value::Null).await;
+    // Each fact that mentions `comet` is four tokens long except the `sky` one, and mentions it once except
+    // `halley`, which mentions it twice. bm25 therefore ranks halley first, the long fact last, and ties `tail` and `dust`, which are
+    // alike but for one unmatched word; confidence orders the tie. Confidence and insertion order run against
+    // the ranking, so neither alone would give it.
+    let facts = [
+        ("sky", "shows", "a comet passing behind many distant bright stars tonight", 1.0),
+        ("comet tail", "is", "long", 0.3),
+        ("comet dust", "is", "fine", 0.9),
+        ("comet", "named", "comet halley", 0.2),
+        ("moon", "is", "far", 1.0),
+    ];
+    for (subject, predicate, object, confidence) in facts {
+        let params = json!({"subject": subject, "predicate": predicate, "object": object, "confidence": confidence});
+        op.output("memory.memorize", params).await;
+    }
+    let found = op.output("memory.recall", json!({"query": "comet"})).await;
+    let subjects: Vec<&str> = found.as_array().unwrap().iter().map(|f| f["subject"].as_str().unwrap()).collect();
+    assert_eq!(subjects, ["comet", "comet dust", "comet tail", "sky"], "best match first; `moon` does not match");
+    let scores: Vec<f64> = found.as_array().unwrap().iter().map(|f| f["score"].as_f64().unwrap()).collect();
+    assert!(scores[0] > scores[1] && scores[2] > scores[3], "a better match scores higher: {scores:?}");
+    assert_eq!(scores[1], scores[2], "the tie is bm25's, broken by confidence: {scores:?}");
+
+    // Alike and equally sure: the older fact (lower id) first, whatever their names.
+    for subject in ["planet b", "planet a"] {
+        op.output("memory.memorize", json!({"subject": subject, "predicate": "is", "object": "red"})).await;
+    }
+    let tie = op.output("memory.recall", json!({"query": "planet"})).await;
+    let subjects: Vec<&str> = tie.as_array().unwrap().iter().map(|f| f["subject"].as_str().unwrap()).collect();
+    assert_eq!(subjects, ["planet b", "planet a"]);
+    assert!(tie[0]["id"].as_i64() < tie[1]["id"].as_i64() && tie[0]["score"] == tie[1]["score"], "{tie}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forgetting_hides_a_fact_now_but_not_from_the_past() {
     let op = memory(Value::Null).await;
     let fact = memorize(&op, "bob", "likes", "jazz", "2021-01-01T00:00:00Z").await;

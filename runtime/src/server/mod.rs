@@ -297,9 +297,13 @@ impl<A: Agent> ServerState<A> {
             .get(skill)
             .cloned()
             .ok_or_else(|| RuntimeError::UnknownSkill(skill.clone()))?;
+        let was_mounted = self.agent.is_mounted(skill);
         let effects = crate::skill::mount(&mut self.agent, &found, opts, &self.policy)?;
         self.interpret(effects, None);
-        self.shared.events.announce(&self.agent.id, None, None, EventKind::SkillMounted { skill: skill.clone() });
+        // Mounting a skill already mounted at this version is a no-op, and is not announced.
+        if !was_mounted {
+            self.shared.events.announce(&self.agent.id, None, None, EventKind::SkillMounted { skill: skill.clone() });
+        }
         Ok(())
     }
 

@@ -134,8 +134,9 @@ fn one() -> f64 {
     1.0
 }
 
-/// Records a fact. Unless told to keep several, it closes the facts still true for the same subject and
-/// predicate (a contradiction replaces what was believed, from the new fact's `valid_from`).
+/// Records a fact. Unless told to keep several, a contradiction replaces what was believed from the new fact's
+/// `valid_from`: the facts for the same subject and predicate still true then end there, and a fact that
+/// became true later ends the new one where it took over, so at any time at most one of them is true.
 #[derive(Debug, Deserialize, Serialize, JsonSchema, Action)]
 #[action(id = "memory.memorize", output = Memorized, side_effects, capabilities(memory), cost = cheap)]
 pub struct Memorize {
@@ -167,14 +168,15 @@ pub struct Memorize {
 pub struct Memorized {
     /// The fact as stored (the existing one, if it was already known).
     pub fact: Fact,
-    /// The ids of the facts it closed.
+    /// The ids of the facts it ended at the new fact's `valid_from`: open ones closed, and closed ones that
+    /// were still true then cut short.
     pub closed: Vec<i64>,
     /// Whether the same fact was already true, so nothing changed.
     pub already_known: bool,
 }
 
 impl Memorize {
-    /// Closes what it contradicts and records the fact, in one transaction.
+    /// Ends what it contradicts and records the fact, ended where a later fact took over, in one transaction.
     pub async fn run(self, ctx: ActionContext) -> Result<Memorized, ActionError> {
         required("subject", &self.subject)?;
         required("predicate", &self.predicate)?;
@@ -189,10 +191,16 @@ impl Memorize {
                 return Ok(Memorized { fact: known.clone(), closed: Vec::new(), already_known: true });
             }
             let mut closed = Vec::new();
+            let mut valid_until: Option<DateTime<Utc>> = None;
             if !self.keep_previous {
-                for old in current.iter().filter(|f| f.valid_from <= valid_from) {
-                    store::close(&tx, old.id, valid_from)?;
-                    closed.push(old.id);
+                for old in store::history(&tx, &self.subject, &self.predicate)? {
+                    if old.valid_from > valid_from {
+                        // It took over later, so the new fact was true only until then.
+                        valid_until = Some(valid_until.map_or(old.valid_from, |until| until.min(old.valid_from)));
+                    } else if old.valid_until.is_none_or(|until| until > valid_from) {
+                        store::end(&tx, old.id, valid_from)?;
+                        closed.push(old.id);
+                    }
                 }
             }
             let mut fact = Fact {
@@ -204,7 +212,7 @@ impl Memorize {
                 source: self.source,
                 kind: self.kind,
                 valid_from,
-                valid_until: None,
+                valid_until,
                 recorded_at: now,
                 archived: false,
                 score: None,

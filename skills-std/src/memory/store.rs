@@ -114,6 +114,18 @@ pub fn open_facts(db: &Connection, subject: &str, predicate: &str) -> Result<Vec
     rows.collect::<Result<_, _>>().map_err(db_error)
 }
 
+/// Every fact about `subject` and `predicate` that is not archived, open or closed, in the order they became
+/// true.
+pub fn history(db: &Connection, subject: &str, predicate: &str) -> Result<Vec<Fact>, ActionError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM facts f WHERE f.subject = ?1 AND f.predicate = ?2 AND f.archived = 0 \
+         ORDER BY f.valid_from, f.id"
+    );
+    let mut statement = db.prepare(&sql).map_err(db_error)?;
+    let rows = statement.query_map([subject, predicate], fact).map_err(db_error)?;
+    rows.collect::<Result<_, _>>().map_err(db_error)
+}
+
 /// Adds a fact and returns its id.
 pub fn insert(db: &Connection, new: &Fact) -> Result<i64, ActionError> {
     db.execute(
@@ -140,6 +152,12 @@ pub fn insert(db: &Connection, new: &Fact) -> Result<i64, ActionError> {
 pub fn close(db: &Connection, id: i64, at: DateTime<Utc>) -> Result<(), ActionError> {
     db.execute("UPDATE facts SET valid_until = ?2 WHERE id = ?1 AND valid_until IS NULL", params![id, millis(at)])
         .map_err(db_error)?;
+    Ok(())
+}
+
+/// Ends a fact at `at`, open or not: it stops being true then (a closed fact that ran past `at` is cut short).
+pub fn end(db: &Connection, id: i64, at: DateTime<Utc>) -> Result<(), ActionError> {
+    db.execute("UPDATE facts SET valid_until = ?2 WHERE id = ?1", params![id, millis(at)]).map_err(db_error)?;
     Ok(())
 }
 
