@@ -93,13 +93,13 @@ pub fn parse(input: &DeriveInput) -> syn::Result<SkillAttr> {
         ));
     };
     out.span = Some(span);
-    if let (Some(id), Some(_)) = (&out.id, &out.requires.first()) {
-        if let Some(me) = out.requires.iter().find(|r| r.value() == id.value()) {
-            return Err(syn::Error::new(
-                me.span(),
-                format!("skill `{}` requires itself; expected requirements on other skills only", id.value()),
-            ));
-        }
+    if let Some(id) = &out.id
+        && let Some(me) = out.requires.iter().find(|r| r.value() == id.value())
+    {
+        return Err(syn::Error::new(
+            me.span(),
+            format!("skill `{}` requires itself; expected requirements on other skills only", id.value()),
+        ));
     }
     if out.description.is_none() {
         out.description = doc_comment(&input.attrs);

@@ -113,14 +113,14 @@ async fn drive(op: &Operated, client: RunningService<RoleClient, Watcher>, mut c
 
     // Refusals at the gate are MCP errors that say why.
     let (code, message, data) = refusal(call(&client, "vault.shred", json!({})).await);
-    assert_eq!(code, -32600);
+    assert_eq!(code, agentry_skills::mcp::REFUSED);
     assert!(message.contains("needs approval"), "{message}");
     assert_eq!(data["reason"], "approval_required");
     let run: uuid::Uuid = serde_json::from_value(data["run_id"].clone()).unwrap();
     let record = op.runtime.store().get(run).expect("the refused run is journaled");
     assert_eq!(record.status(), RunStatus::Blocked);
     let (code, message, data) = refusal(call(&client, "vault.peek", json!({})).await);
-    assert_eq!((code, data["reason"].as_str()), (-32600, Some("denied")));
+    assert_eq!((code, data["reason"].as_str()), (agentry_skills::mcp::REFUSED, Some("denied")));
     assert!(message.contains("deny pattern"), "{message}");
     let (code, _, data) = refusal(call(&client, "nothing.here", json!({})).await);
     assert_eq!((code, data["reason"].as_str()), (-32602, Some("unknown_tool")));

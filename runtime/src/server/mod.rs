@@ -453,10 +453,10 @@ impl<A: Agent> ServerState<A> {
         let reason = self.stop_reason.take().unwrap_or_else(|| "stopped".to_owned());
         self.shared.directory.remove(&id);
         self.shared.events.announce(&id, None, None, EventKind::AgentStopped { reason });
-        if let Some(parent) = &self.parent {
-            if let Ok(signal) = Signal::builder("agent.child_exited").data(json!({"child": id})).build() {
-                self.shared.directory.deliver(parent, signal);
-            }
+        if let Some(parent) = &self.parent
+            && let Ok(signal) = Signal::builder("agent.child_exited").data(json!({"child": id})).build()
+        {
+            self.shared.directory.deliver(parent, signal);
         }
     }
 }

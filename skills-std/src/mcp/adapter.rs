@@ -248,12 +248,16 @@ fn tool_result(result: &CallToolResult) -> ToolResult {
 // ---------------------------------------------------------------------------------------------------------------
 // Server
 
+/// The JSON-RPC error code of a call the served agent's gate refused (a server error in JSON-RPC's range for
+/// implementations); `data.reason` says which refusal.
+pub const REFUSED: i32 = -32001;
+
 /// Why serving a call failed, as the MCP error the client gets.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Refusal {
     /// The request was wrong: an unknown tool, say (`-32602`).
     InvalidParams { message: String, data: Value },
-    /// The request was refused: denied by policy, needs approval (`-32600`).
+    /// The request was refused: denied by policy, needs approval ([`REFUSED`]).
     Refused { message: String, data: Value },
     /// The server could not answer (`-32603`).
     Internal { message: String },
@@ -262,7 +266,7 @@ pub(crate) enum Refusal {
 fn error_data(refusal: Refusal) -> ErrorData {
     match refusal {
         Refusal::InvalidParams { message, data } => ErrorData::invalid_params(message, Some(data)),
-        Refusal::Refused { message, data } => ErrorData::invalid_request(message, Some(data)),
+        Refusal::Refused { message, data } => ErrorData::new(ErrorCode(REFUSED), message, Some(data)),
         Refusal::Internal { message } => ErrorData::internal_error(message, None),
     }
 }

@@ -178,8 +178,19 @@ struct Inner {
     stop: CancellationToken,
 }
 
+impl Drop for Inner {
+    /// The last handle gone: the connection (and a child-process server) ends with it.
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(connection) = self.connection.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+            connection.close();
+        }
+    }
+}
+
 /// A connection to one MCP server, and the skill made of its tools. Cheap to clone; it runs until
-/// [`McpClient::close`], and no longer than the tokio runtime it was made on.
+/// [`McpClient::close`] or until the last clone is dropped, and no longer than the tokio runtime it was made on.
+/// The skill's actions hold no handle of their own: once the client is gone they fail `cancelled`.
 #[derive(Clone)]
 pub struct McpClient {
     inner: Arc<Inner>,
