@@ -176,18 +176,19 @@ async fn exchange(method: Method, params: RequestParams, ctx: &ActionContext) ->
             let response = request.send().await.map_err(|e| send_error(&e, timeout))?;
             let status = response.status();
             let location = response.headers().get("location").and_then(|l| l.to_str().ok()).map(str::to_owned);
-            if status.is_redirection() && params.follow_redirects.unwrap_or(true) {
-                if let Some(location) = location {
-                    let next = url.join(&location).map_err(|e| {
-                        ActionError::validation(format!("the server redirected to {location:?}, not a URL: {e}"))
-                    })?;
-                    url = allowed_url(next.as_str(), ctx)?;
-                    if matches!(status.as_u16(), 301..=303) && method != Method::HEAD {
-                        method = Method::GET;
-                        with_body = false;
-                    }
-                    continue;
+            if status.is_redirection()
+                && params.follow_redirects.unwrap_or(true)
+                && let Some(location) = location
+            {
+                let next = url.join(&location).map_err(|e| {
+                    ActionError::validation(format!("the server redirected to {location:?}, not a URL: {e}"))
+                })?;
+                url = allowed_url(next.as_str(), ctx)?;
+                if matches!(status.as_u16(), 301..=303) && method != Method::HEAD {
+                    method = Method::GET;
+                    with_body = false;
                 }
+                continue;
             }
             return finish(response, max, timeout).await;
         }

@@ -47,7 +47,7 @@ fn tally() -> Skill {
             }
             let seen = state.seen + 1;
             let mut effects = Vec::new();
-            if seen % 3 == 0 {
+            if seen.is_multiple_of(3) {
                 let note =
                     signal.follow("tally.reached").data(json!({"agent": ctx.agent_id, "seen": seen})).build().unwrap();
                 effects.push(Effect::emit(note, agentry::effect::Target::Parent));

@@ -75,7 +75,7 @@ proptest! {
             def.actions = actions;
             let before = state.clone();
             let result = refresh(&mut state, &build_skill(&def, other_version));
-            let id = SkillId::new(&skill_id(index)).expect("a valid id");
+            let id = SkillId::new(skill_id(index)).expect("a valid id");
             if !mounted.contains(&index) {
                 // Not mounted: nothing happens, whatever the build.
                 prop_assert_eq!(result, Ok(vec![]));

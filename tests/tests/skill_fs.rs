@@ -165,11 +165,11 @@ async fn make_home_dir_calls_mkdir_through_the_gate_as_nested_runs() {
     let mut nested = Vec::new();
     while nested.len() < 4 {
         let event = events.recv().await.unwrap();
-        if let EventKind::ActionQueued { action, parent_run, depth } = event.kind {
-            if action.as_str() == "fs.mkdir" {
-                assert_eq!((parent_run, depth), (Some(routine), 2), "the nesting shows on the event stream");
-                nested.push(event.run.unwrap());
-            }
+        if let EventKind::ActionQueued { action, parent_run, depth } = event.kind
+            && action.as_str() == "fs.mkdir"
+        {
+            assert_eq!((parent_run, depth), (Some(routine), 2), "the nesting shows on the event stream");
+            nested.push(event.run.unwrap());
         }
     }
     for run in nested {

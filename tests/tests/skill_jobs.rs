@@ -40,10 +40,10 @@ async fn submit(op: &Operated, action: &str, params: Value) -> Value {
 
 async fn ended(events: &mut Receiver<Event>, job: &Value) -> JobStatus {
     loop {
-        if let EventKind::JobEnded { job: id, status } = events.recv().await.unwrap().kind {
-            if json!(id) == *job {
-                return status;
-            }
+        if let EventKind::JobEnded { job: id, status } = events.recv().await.unwrap().kind
+            && json!(id) == *job
+        {
+            return status;
         }
     }
 }

@@ -65,12 +65,12 @@ impl ToolResult {
 /// The action id of a server's tool: `mcp.<server>.<tool>`, or why the tool's name cannot be one (ids allow
 /// ASCII letters, digits, `_` and `-` between dots; MCP tool names may hold more).
 pub fn action_id(server: &str, tool: &str) -> Result<ActionId, String> {
-    ActionId::new(&format!("mcp.{server}.{tool}")).map_err(|e| e.to_string())
+    ActionId::new(format!("mcp.{server}.{tool}")).map_err(|e| e.to_string())
 }
 
 /// The id of the skill that holds a server's tools: `mcp.<server>`.
 pub fn skill_id(server: &str) -> Result<SkillId, agentry::id::IdError> {
-    SkillId::new(&format!("mcp.{server}"))
+    SkillId::new(format!("mcp.{server}"))
 }
 
 /// The action contract of a server's tool. The hints set the defaults an agent's policy can still override
