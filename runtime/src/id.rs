@@ -9,6 +9,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+// Ids are cloned into every event, record and context, so they share their text instead of copying it.
+use std::sync::Arc;
 
 /// The longest tool name LLM providers accept; an action id must fit in it once its dots are written `__`.
 pub const MAX_TOOL_NAME_LEN: usize = 64;
@@ -95,14 +97,14 @@ macro_rules! dotted_id {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
         #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Parses and validates an id.
             pub fn new(id: impl Into<String>) -> Result<Self, IdError> {
                 let id = id.into();
                 validate_dotted($what, &id)?;
-                Ok(Self(id))
+                Ok(Self(id.into()))
             }
 
             /// The id as text.
@@ -134,7 +136,7 @@ macro_rules! dotted_id {
 
         impl From<$name> for String {
             fn from(id: $name) -> String {
-                id.0
+                id.0.to_string()
             }
         }
 
@@ -152,13 +154,13 @@ macro_rules! dotted_id {
 
         impl PartialEq<str> for $name {
             fn eq(&self, other: &str) -> bool {
-                self.0 == other
+                &*self.0 == other
             }
         }
 
         impl PartialEq<&str> for $name {
             fn eq(&self, other: &&str) -> bool {
-                self.0 == *other
+                &*self.0 == *other
             }
         }
     };
@@ -191,7 +193,7 @@ impl ActionId {
 /// An agent's id: unique within a runtime. Any non-empty text; [`AgentId::random`] makes a UUID v7 one.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "String", into = "String")]
-pub struct AgentId(String);
+pub struct AgentId(Arc<str>);
 
 impl AgentId {
     /// Makes an agent id from non-empty text.
@@ -200,13 +202,13 @@ impl AgentId {
         if id.is_empty() {
             return Err(IdError::Empty { what: "agent id" });
         }
-        Ok(Self(id))
+        Ok(Self(id.into()))
     }
 
     /// A fresh, time-ordered id for an agent nobody named. Reads the clock: call it at the edge, not in a
     /// pure handler.
     pub fn random() -> Self {
-        Self(uuid::Uuid::now_v7().to_string())
+        Self(uuid::Uuid::now_v7().to_string().into())
     }
 
     /// The id as text.
@@ -224,7 +226,7 @@ impl TryFrom<String> for AgentId {
 
 impl From<AgentId> for String {
     fn from(id: AgentId) -> String {
-        id.0
+        id.0.to_string()
     }
 }
 

@@ -221,18 +221,21 @@ impl<A: Agent> ServerState<A> {
         let mut stack = caller.map(|c| c.stack().to_vec()).unwrap_or_default();
         stack.push(Frame { action: action.clone(), run_id: run, state: Value::Null });
         let job = caller.and_then(|c| c.link.as_ref()).and_then(|l| l.job);
-        let mut ctx = ActionContext::new(self.agent.id.clone(), action);
-        ctx.run_id = run;
-        ctx.attempt = 0;
-        ctx.correlation_id = correlation;
-        ctx.causation_id = causation;
-        ctx.skill = skill;
-        ctx.drive = drive;
-        ctx.skill_state = skill_state;
-        ctx.policy = self.policy.clone();
-        ctx.stack = stack;
-        ctx.link = Some(Link { services: self.services.clone(), job });
-        ctx
+        ActionContext {
+            agent_id: self.agent.id.clone(),
+            action_id: action,
+            run_id: run,
+            attempt: 0,
+            correlation_id: correlation,
+            causation_id: causation,
+            skill,
+            drive,
+            skill_state,
+            policy: self.policy.clone(),
+            stack,
+            sink: std::sync::Arc::default(),
+            link: Some(Link { services: self.services.clone(), job }),
+        }
     }
 
     /// Every run is journaled and announced as queued, even one the gate then refuses.

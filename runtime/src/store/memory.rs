@@ -2,88 +2,130 @@
 
 use super::{RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use dashmap::DashMap;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use uuid::Uuid;
 
-#[derive(Debug, Default)]
-struct Journal {
-    /// Records in the order they were journaled.
-    runs: Vec<RunRecord>,
-    /// Run id → position in `runs`.
-    index: HashMap<Uuid, usize>,
+/// How many ended runs a [`MemoryStore`] made with [`MemoryStore::new`] keeps.
+pub const DEFAULT_KEEP: usize = 100_000;
+
+/// A journaled run, with its place in the order runs were recorded.
+#[derive(Debug)]
+struct Entry {
+    place: u64,
+    record: RunRecord,
 }
 
-/// A journal kept in memory, in the order runs were recorded. It keeps every run for the life of the process.
-#[derive(Debug, Default)]
+/// A journal kept in memory, in the order runs were recorded. It keeps every run still going and the most
+/// recently ended ones, up to a limit; older ended runs are forgotten, so a long-lived process does not grow
+/// without end. For a journal that keeps everything, use a store on disk. Runs are sharded by id, so an
+/// agent's server recording a run and the tasks of other runs updating theirs rarely wait for each other.
+#[derive(Debug)]
 pub struct MemoryStore {
-    journal: Mutex<Journal>,
+    runs: DashMap<Uuid, Entry>,
+    next: AtomicU64,
+    /// Ended runs, in the order they ended.
+    ended: Mutex<VecDeque<Uuid>>,
+    keep: usize,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl MemoryStore {
-    /// An empty journal.
+    /// An empty journal that keeps the [`DEFAULT_KEEP`] most recently ended runs.
     pub fn new() -> Self {
-        Self::default()
+        Self::keeping(DEFAULT_KEEP)
     }
 
-    fn journal(&self) -> MutexGuard<'_, Journal> {
-        // Every write below is a single push, insert or field assignment made after all checks, so a panic
-        // elsewhere while the lock was held cannot have left a record half-written: a poisoned lock is usable.
-        self.journal.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// An empty journal that keeps the `keep` most recently ended runs (and every run still going).
+    pub fn keeping(keep: usize) -> Self {
+        Self { runs: DashMap::new(), next: AtomicU64::new(0), ended: Mutex::default(), keep }
+    }
+
+    fn ended(&self) -> MutexGuard<'_, VecDeque<Uuid>> {
+        // The queue is only pushed to and popped from, so a panic elsewhere cannot leave it half-changed.
+        self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Remembers that a run ended, and forgets the oldest ended runs past the limit.
+    fn retire(&self, run: Uuid) {
+        let forgotten: Vec<Uuid> = {
+            let mut ended = self.ended();
+            ended.push_back(run);
+            let over = ended.len().saturating_sub(self.keep);
+            ended.drain(..over).collect()
+        };
+        // No shard is locked here, so removing cannot deadlock with an update in progress.
+        for run in forgotten {
+            self.runs.remove(&run);
+        }
     }
 }
 
 impl Store for MemoryStore {
     fn record(&self, record: RunRecord) -> Result<(), StoreError> {
-        let mut journal = self.journal();
-        if journal.index.contains_key(&record.run) {
-            return Err(StoreError::Duplicate(record.run));
+        let run = record.run;
+        match self.runs.entry(run) {
+            dashmap::Entry::Occupied(_) => Err(StoreError::Duplicate(run)),
+            dashmap::Entry::Vacant(slot) => {
+                let place = self.next.fetch_add(1, Ordering::Relaxed);
+                slot.insert(Entry { place, record });
+                Ok(())
+            }
         }
-        let position = journal.runs.len();
-        journal.index.insert(record.run, position);
-        journal.runs.push(record);
-        Ok(())
     }
 
     fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
-        let mut journal = self.journal();
-        let position = *journal.index.get(&run).ok_or(StoreError::UnknownRun(run))?;
-        let record = &mut journal.runs[position];
-        if record.status().is_final() {
-            return Err(StoreError::Ended(run));
-        }
-        if let Some(status) = update.status {
-            record.history.push((status, at));
-        }
-        if let Some(attempts) = update.attempts {
-            record.attempts = attempts;
-        }
-        if update.latency.is_some() {
-            record.latency = update.latency;
-        }
-        if update.cost.is_some() {
-            record.cost = update.cost;
-        }
-        if update.error.is_some() {
-            record.error = update.error;
+        let ended = {
+            let mut entry = self.runs.get_mut(&run).ok_or(StoreError::UnknownRun(run))?;
+            let record = &mut entry.record;
+            if record.status().is_final() {
+                return Err(StoreError::Ended(run));
+            }
+            if let Some(status) = update.status {
+                record.history.push((status, at));
+            }
+            if let Some(attempts) = update.attempts {
+                record.attempts = attempts;
+            }
+            if update.latency.is_some() {
+                record.latency = update.latency;
+            }
+            if update.cost.is_some() {
+                record.cost = update.cost;
+            }
+            if update.error.is_some() {
+                record.error = update.error;
+            }
+            record.status().is_final()
+        };
+        if ended {
+            self.retire(run);
         }
         Ok(())
     }
 
     fn get(&self, run: Uuid) -> Option<RunRecord> {
-        let journal = self.journal();
-        journal.index.get(&run).map(|&i| journal.runs[i].clone())
+        self.runs.get(&run).map(|entry| entry.record.clone())
     }
 
     fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
-        self.journal()
+        let mut found: Vec<(u64, RunRecord)> = self
             .runs
             .iter()
-            .filter(|r| query.agent.as_ref().is_none_or(|a| *a == r.agent))
-            .filter(|r| query.action.as_ref().is_none_or(|a| *a == r.action))
-            .filter(|r| query.status.is_none_or(|s| s == r.status()))
-            .cloned()
-            .collect()
+            .filter(|e| query.agent.as_ref().is_none_or(|a| *a == e.record.agent))
+            .filter(|e| query.action.as_ref().is_none_or(|a| *a == e.record.action))
+            .filter(|e| query.status.is_none_or(|s| s == e.record.status()))
+            .map(|e| (e.place, e.record.clone()))
+            .collect();
+        found.sort_unstable_by_key(|(place, _)| *place);
+        found.into_iter().map(|(_, record)| record).collect()
     }
 }
 
@@ -156,5 +198,26 @@ mod tests {
         );
         assert_eq!(ids(RunQuery { status: Some(RunStatus::Completed), ..RunQuery::default() }), [runs[1].run]);
         assert_eq!(runs[0].params_digest, crate::store::params_digest(&json!({"a": 1})));
+    }
+
+    #[test]
+    fn only_the_most_recently_ended_runs_are_kept_and_runs_going_on_never_go() {
+        let store = MemoryStore::keeping(2);
+        let runs: Vec<RunRecord> = (0..5).map(|_| record("a1", "math.add")).collect();
+        for r in &runs {
+            store.record(r.clone()).unwrap();
+        }
+        let done = || RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
+        // Runs 1, 3, 0 end in this order; 2 and 4 go on.
+        for i in [1, 3, 0] {
+            store.update(runs[i].run, done(), Utc::now()).unwrap();
+        }
+        let kept: Vec<Uuid> = store.query(&RunQuery::default()).into_iter().map(|r| r.run).collect();
+        assert_eq!(kept, [runs[0].run, runs[2].run, runs[3].run, runs[4].run], "run 1 ended first and went");
+        assert_eq!(store.get(runs[1].run), None);
+        assert_eq!(store.update(runs[1].run, done(), Utc::now()), Err(StoreError::UnknownRun(runs[1].run)));
+        store.update(runs[2].run, done(), Utc::now()).unwrap();
+        let kept: Vec<Uuid> = store.query(&RunQuery::default()).into_iter().map(|r| r.run).collect();
+        assert_eq!(kept, [runs[0].run, runs[2].run, runs[4].run]);
     }
 }

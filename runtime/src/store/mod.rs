@@ -2,7 +2,7 @@
 
 mod memory;
 
-pub use memory::MemoryStore;
+pub use memory::{DEFAULT_KEEP, MemoryStore};
 
 use crate::action::{ErrorClass, OutcomeStatus};
 use crate::id::{ActionId, AgentId};
