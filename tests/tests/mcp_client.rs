@@ -256,3 +256,24 @@ async fn bad_configurations_are_typed_errors() {
     let err = McpClient::connect(McpServer::stdio("quitter", "true", Vec::<String>::new())).await.unwrap_err();
     assert!(err.to_string().contains("handshake"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_policy_overrides_what_a_server_says_of_its_tools() {
+    let client = McpClient::connect(test_server("test")).await.unwrap();
+    let echo = client.skill().actions().iter().find(|a| a.spec().id.as_str() == "mcp.test.echo").unwrap().clone();
+    assert_eq!(echo.spec().risk, agentry::action::Risk::Low, "the server says echo is read-only");
+    let mut policy = Policy::default();
+    policy.risk_overrides.insert(agentry::pattern::Pattern::new("mcp.test.**").unwrap(), agentry::action::Risk::High);
+    policy.deny_actions.push(agentry::pattern::Pattern::new("mcp.test.add_tool").unwrap());
+    let op = Operated::start(vec![], policy, &[]).await;
+    client.attach(&op.runtime).unwrap();
+    op.agent.mount(client.skill().id(), Value::Null).await.unwrap();
+
+    // The operator replies only once a run ends, so ask from outside: the gate's answer comes back at once.
+    let agent = AgentId::new("operator").unwrap();
+    let refused = op.runtime.invoke(&agent, "mcp.test.echo", json!({"text": "hi"})).await.unwrap_err();
+    assert!(matches!(refused, agentry::runtime::RuntimeError::NeedsApproval { .. }), "{refused}");
+    let denied = op.runtime.invoke(&agent, "mcp.test.add_tool", json!({"name": "x"})).await.unwrap();
+    assert_eq!(denied.error.unwrap().class, agentry::action::ErrorClass::Denied);
+    client.close();
+}

@@ -138,6 +138,12 @@ async fn drive(op: &Operated, client: RunningService<RoleClient, Watcher>, mut c
     assert!(!names.iter().any(|n| n.starts_with("vault.")), "{names:?}");
     let (code, _, data) = refusal(call(&client, "vault.shred", json!({})).await);
     assert_eq!((code, data["reason"].as_str()), (-32602, Some("unknown_tool")));
+
+    // Mounting tells the client too.
+    op.agent.mount(&SkillId::new("vault").unwrap(), Value::Null).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), changed.recv()).await.expect("list_changed arrives").unwrap();
+    let names: Vec<String> = client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect();
+    assert!(names.contains(&"vault.shred".to_owned()), "{names:?}");
     client.cancel().await.unwrap();
 }
 
