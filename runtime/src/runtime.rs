@@ -316,12 +316,18 @@ impl Runtime {
     /// Replaces a catalog skill with a new build of itself at the same version, and brings every agent that has
     /// it mounted up to date (see [`crate::skill::refresh`]): each gets the Register/Deregister effects for the
     /// difference and announces `SkillRefreshed`. Returns once every such agent has done so, with the agents it
-    /// could not refresh (a new requirement missing there, say) and why.
+    /// could not refresh (a new requirement missing there, say) and why. A build at another version is refused
+    /// with `VersionConflict` and changes nothing: upgrading is an unmount and a mount.
     pub async fn refresh_skill(&self, skill: Skill) -> Result<Vec<(AgentId, RuntimeError)>, RuntimeError> {
         let id = skill.id().clone();
         self.shared.catalog.update(|catalog| {
-            if catalog.get(&id).is_none() {
-                return Err(RuntimeError::UnknownSkill(id.clone()));
+            let current = catalog.get(&id).ok_or_else(|| RuntimeError::UnknownSkill(id.clone()))?;
+            if current.vsn() != skill.vsn() {
+                return Err(RuntimeError::Mount(MountError::VersionConflict {
+                    skill: id.clone(),
+                    mounted: current.vsn().clone(),
+                    requested: skill.vsn().clone(),
+                }));
             }
             catalog.insert(skill);
             Ok(())
@@ -348,7 +354,8 @@ impl Runtime {
     /// allowed or lacks a capability comes back as a `Blocked` outcome with a `Denied` error; one that needs
     /// approval is refused with [`RuntimeError::NeedsApproval`], since nobody can approve it while the caller
     /// waits. It counts against the agent's in-flight cap, is journaled and announced like any run, and the
-    /// effects it asks for are interpreted when it completes; the agent gets no outcome signal for it.
+    /// effects it asks for are interpreted when it completes; the agent gets no outcome signal for it. Dropping
+    /// the returned future (a caller that gives up) cancels the run, journaled as cancelled.
     pub async fn invoke(
         &self,
         agent: &AgentId,
@@ -357,7 +364,10 @@ impl Runtime {
     ) -> Result<crate::action::Outcome, RuntimeError> {
         let action: crate::id::ActionId = action.parse()?;
         let (reply, outcome) = tokio::sync::oneshot::channel();
-        let invoke = crate::server::Invoke { action, params, reply };
+        // Held until the outcome arrives: if this future is dropped first, the run is cancelled.
+        let (_waiting, gone) = tokio::sync::oneshot::channel();
+        let caller = crate::server::Invocation { reply, gone };
+        let invoke = crate::server::Invoke { action, params, caller };
         if !self.shared.directory.tell(agent, Untyped::Invoke(Box::new(invoke))) {
             return Err(RuntimeError::NoSuchAgent(agent.clone()));
         }

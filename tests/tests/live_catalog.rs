@@ -72,8 +72,23 @@ async fn a_refreshed_skill_changes_the_table_of_every_agent_that_has_it() {
     assert_eq!(state.skills()[&SkillId::new("remote").unwrap()].actions.len(), 2);
 
     let other_version = Skill::builder("remote", "2.0.0").build().unwrap();
-    let failed = op.runtime.refresh_skill(other_version).await.unwrap();
-    assert!(matches!(&failed[..], [(id, RuntimeError::Mount(_))] if *id == agent), "{failed:?}");
+    let refused = op.runtime.refresh_skill(other_version).await.unwrap_err();
+    assert!(matches!(refused, RuntimeError::Mount(agentry::MountError::VersionConflict { .. })), "{refused}");
+    let remote_id = SkillId::new("remote").unwrap();
+    assert_eq!(op.runtime.catalog().get(&remote_id).unwrap().vsn().to_string(), "1.0.0", "the catalog is unchanged");
+    assert_eq!(op.output("remote.kept", json!({})).await, json!("v2"));
+
+    // A new requirement the agent lacks: the catalog takes the build, but this agent keeps its table.
+    let needy = Skill::builder("remote", "1.0.0")
+        .dyn_action(answering("remote.kept", "v3"))
+        .requires("absent")
+        .build()
+        .unwrap();
+    let failed = op.runtime.refresh_skill(needy).await.unwrap();
+    assert!(
+        matches!(&failed[..], [(id, RuntimeError::Mount(agentry::MountError::MissingDependency { .. }))] if *id == agent),
+        "{failed:?}"
+    );
     let unknown = op.runtime.refresh_skill(Skill::builder("ghost", "1.0.0").build().unwrap()).await.unwrap_err();
     assert_eq!(unknown, RuntimeError::UnknownSkill(SkillId::new("ghost").unwrap()));
 }
@@ -140,4 +155,45 @@ async fn an_action_two_skills_provide_runs_from_the_one_left_after_an_unmount() 
     assert_eq!(op.output("remote.shared", json!({})).await, json!("remote"), "the first provider registered it");
     op.agent.unmount(&SkillId::new("remote").unwrap()).await.unwrap();
     assert_eq!(op.output("remote.shared", json!({})).await, json!("neighbour"), "the one left runs it now");
+}
+
+#[tokio::test]
+async fn a_run_whose_outside_caller_gives_up_is_cancelled() {
+    let forever = ActionSpec::new("desk.wait", "never ends").unwrap().timeout(std::time::Duration::from_secs(3600));
+    let desk = Skill::builder("desk", "1.0.0")
+        .dyn_action(
+            DynAction::new(forever, |_, _| {
+                Box::pin(async {
+                    std::future::pending::<()>().await;
+                    Ok(Value::Null)
+                })
+            })
+            .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let op = Operated::start(vec![desk], Policy::default(), &[]).await;
+    let agent = AgentId::new("operator").unwrap();
+    let mut events = op.runtime.events();
+    let invoke = op.runtime.invoke(&agent, "desk.wait", json!({}));
+    let run = tokio::select! {
+        _ = invoke => panic!("the run never ends"),
+        run = async {
+            loop {
+                let event = events.recv().await.unwrap();
+                if matches!(event.kind, EventKind::ActionStarted { .. }) {
+                    return event.run.unwrap();
+                }
+            }
+        } => run,
+    };
+    // The invoking future was dropped by the select: the run is cancelled and journaled so.
+    loop {
+        let event = events.recv().await.unwrap();
+        if let EventKind::ActionFailed { class, .. } = event.kind {
+            assert_eq!((event.run, class), (Some(run), agentry::action::ErrorClass::Cancelled));
+            break;
+        }
+    }
+    assert_eq!(op.runtime.store().get(run).unwrap().status(), RunStatus::Failed);
 }

@@ -174,7 +174,8 @@ impl<A: Agent> ServerState<A> {
     /// nobody can wait for an approval, so a run that needs one is refused (blocked, and journaled so) with
     /// [`RuntimeError::NeedsApproval`]. The outcome goes to the invoker; the agent gets no outcome signal.
     pub(crate) fn invoke(&mut self, invoke: super::Invoke) {
-        let super::Invoke { action, params, reply } = invoke;
+        let super::Invoke { action, params, caller } = invoke;
+        let reply = caller.reply;
         let run = Uuid::now_v7();
         let ctx = self.run_context(action, run, run, None, None);
         self.journal_queued(&ctx, &params, None);
@@ -198,7 +199,10 @@ impl<A: Agent> ServerState<A> {
                 };
                 let _ = reply.send(Err(refused));
             }
-            Gate::Pass(action) => self.enqueue(Pending { action, params, ctx, caller: None, invoker: Some(reply) }),
+            Gate::Pass(action) => {
+                let invoker = Some(super::Invocation { reply, gone: caller.gone });
+                self.enqueue(Pending { action, params, ctx, caller: None, invoker });
+            }
         }
     }
 
@@ -308,18 +312,35 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Starts a run in its own task; its outcome comes back as a `Finished` message.
+    /// Starts a run in its own task; its outcome comes back as a `Finished` message. A run whose outside caller
+    /// gave up is cancelled instead, before it starts or while it runs.
     fn launch(&mut self, pending: Pending) {
         let Pending { action, params, ctx, invoker, .. } = pending;
+        let (reply, gone) = match invoker {
+            Some(invocation) if invocation.reply.is_closed() => {
+                self.shared.runner.cancelled(&ctx, "the caller gave up before the run started");
+                return;
+            }
+            Some(invocation) => (Some(invocation.reply), Some(invocation.gone)),
+            None => (None, None),
+        };
         let runner = self.shared.runner.clone();
         let me = self.myself.clone();
         let run = ctx.run_id;
         let task_ctx = ctx.clone();
         let task = tokio::spawn(async move {
-            let outcome = runner.execute(&action, params, task_ctx).await;
+            let execution = runner.execute(&action, params, task_ctx);
+            let outcome = match gone {
+                None => execution.await,
+                Some(gone) => tokio::select! {
+                    outcome = execution => outcome,
+                    // Dropping the execution cancels the run and journals it so.
+                    _ = gone => Outcome::failed(&ActionError::cancelled("the caller gave up"), Duration::ZERO, 0),
+                },
+            };
             let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome)));
         });
-        self.running.insert(run, Running { task, ctx, invoker });
+        self.running.insert(run, Running { task, ctx, invoker: reply });
     }
 
     /// Approves or denies a run waiting for approval. An approved run is never asked about again, retries

@@ -79,7 +79,7 @@ pub enum ServerMsg<A: Agent> {
 pub struct Invoke {
     pub(crate) action: ActionId,
     pub(crate) params: Value,
-    pub(crate) reply: Invoker,
+    pub(crate) caller: Invocation,
 }
 
 /// How the server starts: the agent's state (start skills already mounted) and the effects that mounted them.
@@ -102,7 +102,15 @@ pub(crate) struct Pending {
     pub caller: Option<tokio::sync::oneshot::Sender<Result<services::Admitted, ActionError>>>,
     /// Who waits for the outcome of a run asked for from outside the agent ([`crate::runtime::Runtime::invoke`]);
     /// the agent gets no outcome signal for such a run.
-    pub invoker: Option<Invoker>,
+    pub invoker: Option<Invocation>,
+}
+
+/// The caller of a run asked for from outside the agent.
+pub(crate) struct Invocation {
+    /// Where the outcome goes.
+    pub reply: Invoker,
+    /// Resolves (with an error) once the caller gave up waiting: the run is then cancelled.
+    pub gone: tokio::sync::oneshot::Receiver<()>,
 }
 
 /// Where the outcome of a run asked for from outside the agent goes.

@@ -220,6 +220,13 @@ impl Connection {
     }
 }
 
+impl Drop for Connection {
+    /// A connection nobody holds ends, and a child-process server with it.
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
 fn tool_def(tool: &Tool) -> ToolDef {
     let hints = tool.annotations.as_ref().map_or_else(ToolHints::default, |a| ToolHints {
         read_only: a.read_only_hint,

@@ -54,6 +54,10 @@ impl Default for Reconnect {
     }
 }
 
+/// How long connecting to a server and listing its tools may take unless [`McpServer::connect_timeout`] says
+/// otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// An MCP server to mount as a skill: its name (the skill is `mcp.<name>`, each tool `mcp.<name>.<tool>`), how
 /// to reach it, the timeout of one tool call, and how to reconnect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +68,8 @@ pub struct McpServer {
     pub transport: McpTransport,
     /// How long one tool call may take (each action's timeout).
     pub timeout: Duration,
+    /// How long connecting (the handshake) and listing the tools may take.
+    pub connect_timeout: Duration,
     /// How to reconnect.
     pub reconnect: Reconnect,
 }
@@ -94,6 +100,7 @@ impl McpServer {
             name: name.into(),
             transport,
             timeout: agentry::action::DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             reconnect: Reconnect::default(),
         }
     }
@@ -117,6 +124,12 @@ impl McpServer {
     /// Sets the timeout of one tool call.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets how long connecting and listing the tools may take.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 
@@ -174,8 +187,10 @@ struct Inner {
     built: Mutex<Built>,
     runtime: Mutex<Option<Runtime>>,
     list_changed: mpsc::UnboundedSender<()>,
-    retry: Notify,
+    retry: Arc<Notify>,
     stop: CancellationToken,
+    /// One resync at a time, from listing to refreshing the runtime, so an older list never lands last.
+    syncing: tokio::sync::Mutex<()>,
 }
 
 impl Drop for Inner {
@@ -210,6 +225,10 @@ impl McpClient {
     /// Connects, does the handshake and lists every tool. The client then keeps itself connected and its
     /// skill up to date in the background.
     pub async fn connect(server: McpServer) -> Result<Self, McpError> {
+        if server.name.contains('.') {
+            let reason = "it has a dot, so the ids of two servers' tools could meet".to_owned();
+            return Err(McpError::BadName { name: server.name.clone(), reason });
+        }
         contract::skill_id(&server.name)
             .map_err(|e| McpError::BadName { name: server.name.clone(), reason: e.to_string() })?;
         if let McpTransport::Http { url } = &server.transport {
@@ -217,10 +236,7 @@ impl McpClient {
         }
         let (list_changed, changes) = mpsc::unbounded_channel();
         let connection = open(&server, list_changed.clone()).await?;
-        let tools = connection
-            .list_tools()
-            .await
-            .map_err(|e| McpError::ListTools { server: server.name.clone(), message: e.to_string() })?;
+        let tools = list(&server, &connection).await?;
         let identity = connection.identity().clone();
         let vsn =
             identity.version.as_deref().filter(|v| semver::Version::parse(v).is_ok()).unwrap_or("0.0.0").to_owned();
@@ -238,8 +254,9 @@ impl McpClient {
                 built: Mutex::new(built),
                 runtime: Mutex::new(None),
                 list_changed,
-                retry: Notify::new(),
+                retry: Arc::default(),
                 stop: CancellationToken::new(),
+                syncing: tokio::sync::Mutex::new(()),
                 server: server.clone(),
             }
         });
@@ -291,8 +308,13 @@ impl McpClient {
     /// Adds the skill to a runtime's catalog, so agents can mount it, and keeps it there up to date: when the
     /// server's tools change, the runtime refreshes the skill on every agent that has it mounted.
     pub fn attach(&self, runtime: &Runtime) -> Result<(), RuntimeError> {
-        runtime.add_skill(self.skill())?;
-        *lock(&self.inner.runtime) = Some(runtime.clone());
+        // The runtime is known before the skill is added, so a change listed meanwhile reaches it too: either
+        // the build added here already has it, or the refresh that follows brings it.
+        let previous = lock(&self.inner.runtime).replace(runtime.clone());
+        if let Err(error) = runtime.add_skill(self.skill()) {
+            *lock(&self.inner.runtime) = previous;
+            return Err(error);
+        }
         Ok(())
     }
 
@@ -301,9 +323,11 @@ impl McpClient {
         resync(&self.inner).await
     }
 
-    /// Tries again to reach a server reported down.
+    /// Tries again to reach a server reported down; does nothing otherwise.
     pub fn reconnect(&self) {
-        self.inner.retry.notify_one();
+        if matches!(*self.inner.status.borrow(), ClientStatus::Down { .. }) {
+            self.inner.retry.notify_one();
+        }
     }
 
     /// Ends the connection (and a child-process server) and stops keeping the skill up to date. Runs fail
@@ -329,12 +353,31 @@ fn check_url(server: &str, url: &str) -> Result<(), McpError> {
     }
 }
 
+/// Connects and does the handshake, within the server's connect timeout: a server that never answers is an
+/// error, not a wait without end.
 async fn open(server: &McpServer, list_changed: mpsc::UnboundedSender<()>) -> Result<Connection, McpError> {
     let endpoint = match &server.transport {
         McpTransport::Stdio { command, args, env, cwd } => Endpoint::Stdio { command, args, env, cwd: cwd.as_deref() },
         McpTransport::Http { url } => Endpoint::Http { url },
     };
-    adapter::connect(&server.name, endpoint, list_changed).await
+    // Dropping an unfinished handshake drops its transport, which ends a child process.
+    let within = server.connect_timeout;
+    tokio::time::timeout(within, adapter::connect(&server.name, endpoint, list_changed)).await.map_err(|_| {
+        McpError::Handshake {
+            server: server.name.clone(),
+            message: format!("no answer to `initialize` within {}ms", within.as_millis()),
+        }
+    })?
+}
+
+/// Lists every tool, within the server's connect timeout.
+async fn list(server: &McpServer, connection: &Connection) -> Result<Vec<ToolDef>, McpError> {
+    let error = |message: String| McpError::ListTools { server: server.name.clone(), message };
+    let within = server.connect_timeout;
+    match tokio::time::timeout(within, connection.list_tools()).await {
+        Ok(listed) => listed.map_err(|e| error(e.to_string())),
+        Err(_) => Err(error(format!("no answer to `tools/list` within {}ms", within.as_millis()))),
+    }
 }
 
 fn current(inner: &Inner) -> Option<Arc<Connection>> {
@@ -410,9 +453,13 @@ async fn call(inner: &Inner, tool: &str, params: Value) -> Result<Value, ActionE
     };
     match connection.call(tool, arguments).await {
         Ok(result) => contract::output(tool, result),
-        Err(CallError::Closed(why)) => Err(ActionError::transient(format!(
-            "MCP server `{server}` went away during `{tool}` ({why}); reconnecting"
-        ))),
+        Err(CallError::Closed(why)) => {
+            // Over HTTP the session can outlive a dead server; ending it makes the client reconnect.
+            connection.close();
+            Err(ActionError::transient(format!(
+                "MCP server `{server}` went away during `{tool}` ({why}); reconnecting"
+            )))
+        }
         Err(err) if err.is_invalid_params() => {
             Err(ActionError::validation(format!("MCP server `{server}` refused the arguments of `{tool}`: {err}")))
         }
@@ -427,12 +474,10 @@ async fn call(inner: &Inner, tool: &str, params: Value) -> Result<Value, ActionE
 
 /// Lists the tools and rebuilds the skill; when they changed, the attached runtime refreshes it.
 async fn resync(inner: &Arc<Inner>) -> Result<bool, McpError> {
+    let _one_at_a_time = inner.syncing.lock().await;
     let server = inner.server.name.clone();
     let connection = current(inner).ok_or_else(|| McpError::Closed(server.clone()))?;
-    let tools = connection
-        .list_tools()
-        .await
-        .map_err(|e| McpError::ListTools { server: server.clone(), message: e.to_string() })?;
+    let tools = list(&inner.server, &connection).await?;
     let skill = {
         let mut built = lock(&inner.built);
         if built.tools == tools {
@@ -457,7 +502,8 @@ async fn resync(inner: &Arc<Inner>) -> Result<bool, McpError> {
 }
 
 /// Keeps the client true to the server: re-lists on `tools/list_changed`, and reconnects when the connection
-/// is lost. Ends when the client is closed or dropped.
+/// is lost. Ends when the client is closed or dropped; it holds the client only while it works, never while it
+/// waits, so dropping the last handle ends it.
 async fn supervise(weak: Weak<Inner>, mut changes: mpsc::UnboundedReceiver<()>) {
     loop {
         let Some(inner) = weak.upgrade() else { return };
@@ -481,8 +527,8 @@ async fn supervise(weak: Weak<Inner>, mut changes: mpsc::UnboundedReceiver<()>) 
                 }
             }
             () = lost => {
-                let Some(inner) = weak.upgrade() else { return };
-                reconnect(&inner).await;
+                drop(connection);
+                reconnect(&weak).await;
             }
         }
     }
@@ -490,26 +536,41 @@ async fn supervise(weak: Weak<Inner>, mut changes: mpsc::UnboundedReceiver<()>) 
 
 /// Tries to reach the server again with backoff; on success the tools are listed again (they may have changed
 /// while it was away). After the last try the server is reported down until [`McpClient::reconnect`].
-async fn reconnect(inner: &Arc<Inner>) {
-    let server = inner.server.name.clone();
+async fn reconnect(weak: &Weak<Inner>) {
+    let Some(inner) = weak.upgrade() else { return };
+    let server = inner.server.clone();
+    let (stop, retry, list_changed) = (inner.stop.clone(), inner.retry.clone(), inner.list_changed.clone());
     *inner.connection.write().unwrap_or_else(PoisonError::into_inner) = None;
+    drop(inner);
     loop {
-        let policy = inner.server.reconnect;
+        let policy = server.reconnect;
         let mut wait = policy.first;
         let mut last_error = String::from("no try was made");
         for attempt in 1..=policy.attempts.max(1) {
+            let Some(inner) = weak.upgrade() else { return };
             inner.status.send_replace(ClientStatus::Reconnecting { attempt });
-            tracing::info!(server = %server, attempt, "reconnecting to an MCP server");
+            drop(inner);
+            tracing::info!(server = %server.name, attempt, "reconnecting to an MCP server");
             tokio::select! {
-                () = inner.stop.cancelled() => return,
+                () = stop.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
             }
             wait = (wait * 2).min(policy.max);
-            match open(&inner.server, inner.list_changed.clone()).await {
+            let opened = tokio::select! {
+                () = stop.cancelled() => return,
+                opened = open(&server, list_changed.clone()) => opened,
+            };
+            match opened {
                 Ok(connection) => {
+                    let Some(inner) = weak.upgrade() else { return };
+                    if stop.is_cancelled() {
+                        // Closed while this try was under way: the new connection goes at once.
+                        connection.close();
+                        return;
+                    }
                     *inner.connection.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(connection));
-                    if let Err(err) = resync(inner).await {
-                        tracing::warn!(%err, server = %server, "the tools could not be listed after reconnecting");
+                    if let Err(err) = resync(&inner).await {
+                        tracing::warn!(%err, server = %server.name, "the tools could not be listed after reconnecting");
                     }
                     inner.status.send_replace(ClientStatus::Connected);
                     return;
@@ -517,11 +578,16 @@ async fn reconnect(inner: &Arc<Inner>) {
                 Err(err) => last_error = err.to_string(),
             }
         }
-        tracing::error!(server = %server, error = %last_error, "an MCP server is down: every reconnection failed");
-        inner.status.send_replace(ClientStatus::Down { error: last_error });
+        tracing::error!(server = %server.name, error = %last_error, "an MCP server is down: every reconnection failed");
+        match weak.upgrade() {
+            Some(inner) => {
+                inner.status.send_replace(ClientStatus::Down { error: last_error });
+            }
+            None => return,
+        }
         tokio::select! {
-            () = inner.stop.cancelled() => return,
-            () = inner.retry.notified() => {}
+            () = stop.cancelled() => return,
+            () = retry.notified() => {}
         }
     }
 }

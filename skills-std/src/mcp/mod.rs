@@ -14,6 +14,6 @@ mod error;
 mod serve;
 
 pub use adapter::REFUSED;
-pub use client::{ClientStatus, McpClient, McpServer, McpTransport, Reconnect, SkippedTool};
+pub use client::{ClientStatus, DEFAULT_CONNECT_TIMEOUT, McpClient, McpServer, McpTransport, Reconnect, SkippedTool};
 pub use error::McpError;
 pub use serve::{http_router, serve_http, serve_io, serve_stdio};

@@ -78,7 +78,9 @@ async fn call(
                 class: ErrorClass::Critical,
                 message: outcome.output_text.clone(),
             });
-            if error.class == ErrorClass::Denied {
+            // A refusal at the gate ran no attempt; a run that started and then was denied something (a nested
+            // call, a path) is a failure like any other.
+            if error.class == ErrorClass::Denied && outcome.attempts == 0 {
                 let registered =
                     runtime.actions(agent).await.is_ok_and(|specs| specs.iter().any(|s| s.id.as_str() == tool));
                 let (reason, message) = if registered {
