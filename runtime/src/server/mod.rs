@@ -297,14 +297,13 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
+    /// A skill as the catalog holds it now.
+    fn catalog_skill(&self, skill: &SkillId) -> Result<Arc<crate::skill::Skill>, RuntimeError> {
+        self.shared.catalog.snapshot().get(skill).cloned().ok_or_else(|| RuntimeError::UnknownSkill(skill.clone()))
+    }
+
     fn mount(&mut self, skill: &SkillId, opts: &Value) -> Result<(), RuntimeError> {
-        let found = self
-            .shared
-            .catalog
-            .snapshot()
-            .get(skill)
-            .cloned()
-            .ok_or_else(|| RuntimeError::UnknownSkill(skill.clone()))?;
+        let found = self.catalog_skill(skill)?;
         let was_mounted = self.agent.is_mounted(skill);
         let effects = crate::skill::mount(&mut self.agent, &found, opts, &self.policy)?;
         self.interpret(effects, None);
@@ -332,13 +331,7 @@ impl<A: Agent> ServerState<A> {
         if !self.agent.is_mounted(skill) {
             return Ok(());
         }
-        let found = self
-            .shared
-            .catalog
-            .snapshot()
-            .get(skill)
-            .cloned()
-            .ok_or_else(|| RuntimeError::UnknownSkill(skill.clone()))?;
+        let found = self.catalog_skill(skill)?;
         let before: Vec<ActionId> = self.agent.skills().get(skill).map(|m| m.actions.clone()).unwrap_or_default();
         let effects = crate::skill::refresh(&mut self.agent, &found)?;
         for action in found.actions() {

@@ -25,16 +25,9 @@ pub fn mount<S>(
         if mounted.vsn == *skill.vsn() {
             return Ok(Vec::new());
         }
-        return Err(MountError::VersionConflict {
-            skill: id.clone(),
-            mounted: mounted.vsn.clone(),
-            requested: skill.vsn().clone(),
-        });
+        return Err(version_conflict(&mounted.vsn, skill));
     }
-    let missing: Vec<SkillId> = skill.requires().iter().filter(|r| !state.skills.contains_key(*r)).cloned().collect();
-    if !missing.is_empty() {
-        return Err(MountError::MissingDependency { skill: id.clone(), missing });
-    }
+    requirements_mounted(state, skill)?;
     let skill_state =
         skill.initial_state(opts).map_err(|errors| MountError::InvalidState { skill: id.clone(), errors })?;
     policy.may_mount(id).map_err(|reason| MountError::Denied { skill: id.clone(), reason })?;
@@ -49,6 +42,17 @@ pub fn mount<S>(
     let mounted = MountedSkill { vsn: skill.vsn().clone(), state: skill_state, actions, requires };
     state.skills.insert(id.clone(), std::sync::Arc::new(mounted));
     Ok(effects)
+}
+
+/// `MissingDependency` unless every skill `skill` requires is mounted.
+fn requirements_mounted<S>(state: &AgentState<S>, skill: &Skill) -> Result<(), MountError> {
+    let missing: Vec<SkillId> = skill.requires().iter().filter(|r| !state.skills.contains_key(*r)).cloned().collect();
+    if missing.is_empty() { Ok(()) } else { Err(MountError::MissingDependency { skill: skill.id().clone(), missing }) }
+}
+
+/// The error for asking for `skill` at its version while `mounted` is mounted.
+fn version_conflict(mounted: &semver::Version, skill: &Skill) -> MountError {
+    MountError::VersionConflict { skill: skill.id().clone(), mounted: mounted.clone(), requested: skill.vsn().clone() }
 }
 
 /// Unmounts a skill. Not mounted: a no-op. Required by another mounted skill: `RequiredBy`. Otherwise returns
@@ -81,16 +85,9 @@ pub fn refresh<S>(state: &mut AgentState<S>, skill: &Skill) -> Result<Vec<Effect
     let id = skill.id();
     let Some(mounted) = state.skills.get(id) else { return Ok(Vec::new()) };
     if mounted.vsn != *skill.vsn() {
-        return Err(MountError::VersionConflict {
-            skill: id.clone(),
-            mounted: mounted.vsn.clone(),
-            requested: skill.vsn().clone(),
-        });
+        return Err(version_conflict(&mounted.vsn, skill));
     }
-    let missing: Vec<SkillId> = skill.requires().iter().filter(|r| !state.skills.contains_key(*r)).cloned().collect();
-    if !missing.is_empty() {
-        return Err(MountError::MissingDependency { skill: id.clone(), missing });
-    }
+    requirements_mounted(state, skill)?;
     let old = mounted.actions.clone();
     let new: Vec<_> = skill.actions().iter().map(|a| a.spec().id.clone()).collect();
     let others = |state: &AgentState<S>, action: &crate::id::ActionId| {
