@@ -323,11 +323,7 @@ impl Runtime {
         self.shared.catalog.update(|catalog| {
             let current = catalog.get(&id).ok_or_else(|| RuntimeError::UnknownSkill(id.clone()))?;
             if current.vsn() != skill.vsn() {
-                return Err(RuntimeError::Mount(MountError::VersionConflict {
-                    skill: id.clone(),
-                    mounted: current.vsn().clone(),
-                    requested: skill.vsn().clone(),
-                }));
+                return Err(RuntimeError::Mount(crate::skill::version_conflict(current.vsn(), &skill)));
             }
             catalog.insert(skill);
             Ok(())
@@ -363,11 +359,9 @@ impl Runtime {
         params: Value,
     ) -> Result<crate::action::Outcome, RuntimeError> {
         let action: crate::id::ActionId = action.parse()?;
+        // Dropping this future drops the receiver, which tells the run's task its caller gave up.
         let (reply, outcome) = tokio::sync::oneshot::channel();
-        // Held until the outcome arrives: if this future is dropped first, the run is cancelled.
-        let (_waiting, gone) = tokio::sync::oneshot::channel();
-        let caller = crate::server::Invocation { reply, gone };
-        let invoke = crate::server::Invoke { action, params, caller };
+        let invoke = crate::server::Invoke { action, params, reply };
         if !self.shared.directory.tell(agent, Untyped::Invoke(Box::new(invoke))) {
             return Err(RuntimeError::NoSuchAgent(agent.clone()));
         }

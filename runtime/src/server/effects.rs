@@ -174,8 +174,7 @@ impl<A: Agent> ServerState<A> {
     /// nobody can wait for an approval, so a run that needs one is refused (blocked, and journaled so) with
     /// [`RuntimeError::NeedsApproval`]. The outcome goes to the invoker; the agent gets no outcome signal.
     pub(crate) fn invoke(&mut self, invoke: super::Invoke) {
-        let super::Invoke { action, params, caller } = invoke;
-        let reply = caller.reply;
+        let super::Invoke { action, params, reply } = invoke;
         let run = Uuid::now_v7();
         let ctx = self.run_context(action, run, run, None, None);
         self.journal_queued(&ctx, &params, None);
@@ -200,8 +199,7 @@ impl<A: Agent> ServerState<A> {
                 let _ = reply.send(Err(refused));
             }
             Gate::Pass(action) => {
-                let invoker = Some(super::Invocation { reply, gone: caller.gone });
-                self.enqueue(Pending { action, params, ctx, caller: None, invoker });
+                self.enqueue(Pending { action, params, ctx, caller: None, invoker: Some(reply) });
             }
         }
     }
@@ -315,32 +313,28 @@ impl<A: Agent> ServerState<A> {
     /// Starts a run in its own task; its outcome comes back as a `Finished` message. A run whose outside caller
     /// gave up is cancelled instead, before it starts or while it runs.
     fn launch(&mut self, pending: Pending) {
-        let Pending { action, params, ctx, invoker, .. } = pending;
-        let (reply, gone) = match invoker {
-            Some(invocation) if invocation.reply.is_closed() => {
-                self.shared.runner.cancelled(&ctx, "the caller gave up before the run started");
-                return;
-            }
-            Some(invocation) => (Some(invocation.reply), Some(invocation.gone)),
-            None => (None, None),
-        };
+        let Pending { action, params, ctx, mut invoker, .. } = pending;
+        if invoker.as_ref().is_some_and(|reply| reply.is_closed()) {
+            self.shared.runner.cancelled(&ctx, "the caller gave up before the run started");
+            return;
+        }
         let runner = self.shared.runner.clone();
         let me = self.myself.clone();
         let run = ctx.run_id;
         let task_ctx = ctx.clone();
         let task = tokio::spawn(async move {
             let execution = runner.execute(&action, params, task_ctx);
-            let outcome = match gone {
+            let outcome = match invoker.as_mut() {
                 None => execution.await,
-                Some(gone) => tokio::select! {
+                Some(reply) => tokio::select! {
                     outcome = execution => outcome,
                     // Dropping the execution cancels the run and journals it so.
-                    _ = gone => Outcome::failed(&ActionError::cancelled("the caller gave up"), Duration::ZERO, 0),
+                    () = reply.closed() => Outcome::failed(&ActionError::cancelled("the caller gave up"), Duration::ZERO, 0),
                 },
             };
-            let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome)));
+            let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome), invoker));
         });
-        self.running.insert(run, Running { task, ctx, invoker: reply });
+        self.running.insert(run, Running { task, ctx });
     }
 
     /// Approves or denies a run waiting for approval. An approved run is never asked about again, retries

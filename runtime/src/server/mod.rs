@@ -58,8 +58,8 @@ pub enum ServerMsg<A: Agent> {
     Snapshot(RpcReplyPort<AgentState<A>>),
     /// Approve (`true`) or deny a run that waits for approval.
     Decide(Uuid, bool, RpcReplyPort<Result<(), RuntimeError>>),
-    /// A run ended (sent by the run's own task).
-    Finished(Uuid, Box<Outcome>),
+    /// A run ended (sent by the run's own task), with the outside caller waiting for it, if any.
+    Finished(Uuid, Box<Outcome>, Option<Invoker>),
     /// Stop taking runs and let the running ones finish; the sender is told once none is left.
     Drain(tokio::sync::oneshot::Sender<()>),
     /// A nested call an action makes through its context, for the gate.
@@ -79,7 +79,7 @@ pub enum ServerMsg<A: Agent> {
 pub struct Invoke {
     pub(crate) action: ActionId,
     pub(crate) params: Value,
-    pub(crate) caller: Invocation,
+    pub(crate) reply: Invoker,
 }
 
 /// How the server starts: the agent's state (start skills already mounted) and the effects that mounted them.
@@ -102,15 +102,7 @@ pub(crate) struct Pending {
     pub caller: Option<tokio::sync::oneshot::Sender<Result<services::Admitted, ActionError>>>,
     /// Who waits for the outcome of a run asked for from outside the agent ([`crate::runtime::Runtime::invoke`]);
     /// the agent gets no outcome signal for such a run.
-    pub invoker: Option<Invocation>,
-}
-
-/// The caller of a run asked for from outside the agent.
-pub(crate) struct Invocation {
-    /// Where the outcome goes.
-    pub reply: Invoker,
-    /// Resolves (with an error) once the caller gave up waiting: the run is then cancelled.
-    pub gone: tokio::sync::oneshot::Receiver<()>,
+    pub invoker: Option<Invoker>,
 }
 
 /// Where the outcome of a run asked for from outside the agent goes.
@@ -126,8 +118,6 @@ pub(crate) struct Registered {
 pub(crate) struct Running {
     pub task: JoinHandle<()>,
     pub ctx: ActionContext,
-    /// See [`Pending::invoker`].
-    pub invoker: Option<Invoker>,
 }
 
 /// The actor behaviour; its state is [`ServerState`].
@@ -224,7 +214,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Decide(run, approve, reply) => {
                 let _ = reply.send(state.decide(run, approve));
             }
-            ServerMsg::Finished(run, outcome) => {
+            ServerMsg::Finished(run, outcome, invoker) => {
                 // What the run asked for is interpreted first; then its outcome is handled at once, in the
                 // same turn of the mailbox.
                 if let Some(done) = state.running.remove(&run) {
@@ -232,7 +222,7 @@ impl<A: Agent> Actor for AgentServer<A> {
                         let effects = std::mem::take(&mut done.ctx.sink().effects);
                         state.interpret(effects, None);
                     }
-                    match done.invoker {
+                    match invoker {
                         Some(invoker) => {
                             let _ = invoker.send(Ok(*outcome));
                         }

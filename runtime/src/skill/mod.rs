@@ -9,6 +9,7 @@ pub use build::{BuildError, SkillBuilder};
 pub use catalog::Catalog;
 pub(crate) use catalog::LiveCatalog;
 pub use error::MountError;
+pub(crate) use mount::version_conflict;
 pub use mount::{mount, mount_all, refresh, unmount};
 
 use crate::action::DynAction;

@@ -51,7 +51,7 @@ fn requirements_mounted<S>(state: &AgentState<S>, skill: &Skill) -> Result<(), M
 }
 
 /// The error for asking for `skill` at its version while `mounted` is mounted.
-fn version_conflict(mounted: &semver::Version, skill: &Skill) -> MountError {
+pub(crate) fn version_conflict(mounted: &semver::Version, skill: &Skill) -> MountError {
     MountError::VersionConflict { skill: skill.id().clone(), mounted: mounted.clone(), requested: skill.vsn().clone() }
 }
 

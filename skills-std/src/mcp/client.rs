@@ -176,14 +176,40 @@ struct Built {
     skill: Skill,
 }
 
-struct Inner {
+/// What a tool call needs: the server, the connection to it now, and where the connection stands. The skill's
+/// actions share it with the client, so they need no handle on the client itself.
+struct Line {
     server: McpServer,
+    connection: RwLock<Option<Arc<Connection>>>,
+    status: watch::Sender<ClientStatus>,
+}
+
+impl Line {
+    /// The connection now, if any.
+    fn current(&self) -> Option<Arc<Connection>> {
+        self.connection.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the connection; the one it held, if any, is returned.
+    fn set(&self, connection: Option<Arc<Connection>>) -> Option<Arc<Connection>> {
+        std::mem::replace(&mut *self.connection.write().unwrap_or_else(PoisonError::into_inner), connection)
+    }
+
+    /// Ends the connection and says the client is closed.
+    fn close(&self) {
+        if let Some(connection) = self.set(None) {
+            connection.close();
+        }
+        self.status.send_replace(ClientStatus::Closed);
+    }
+}
+
+struct Inner {
+    line: Arc<Line>,
     /// The skill's version: the server's own when it is semver, else `0.0.0`; fixed for the client's life, so
     /// rebuilt skills refresh in place.
     vsn: String,
     identity: adapter::ServerIdentity,
-    connection: RwLock<Option<Arc<Connection>>>,
-    status: watch::Sender<ClientStatus>,
     built: Mutex<Built>,
     runtime: Mutex<Option<Runtime>>,
     list_changed: mpsc::UnboundedSender<()>,
@@ -197,15 +223,13 @@ impl Drop for Inner {
     /// The last handle gone: the connection (and a child-process server) ends with it.
     fn drop(&mut self) {
         self.stop.cancel();
-        if let Some(connection) = self.connection.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
-            connection.close();
-        }
+        self.line.close();
     }
 }
 
 /// A connection to one MCP server, and the skill made of its tools. Cheap to clone; it runs until
 /// [`McpClient::close`] or until the last clone is dropped, and no longer than the tokio runtime it was made on.
-/// The skill's actions hold no handle of their own: once the client is gone they fail `cancelled`.
+/// Once the client is gone, the skill's actions fail `cancelled`.
 #[derive(Clone)]
 pub struct McpClient {
     inner: Arc<Inner>,
@@ -213,7 +237,7 @@ pub struct McpClient {
 
 impl std::fmt::Debug for McpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpClient").field("server", &self.inner.server.name).finish_non_exhaustive()
+        f.debug_struct("McpClient").field("server", &self.inner.line.server.name).finish_non_exhaustive()
     }
 }
 
@@ -240,39 +264,32 @@ impl McpClient {
         let identity = connection.identity().clone();
         let vsn =
             identity.version.as_deref().filter(|v| semver::Version::parse(v).is_ok()).unwrap_or("0.0.0").to_owned();
-        let mut failed = None;
-        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
-            let built = build(weak, &server, &vsn, &identity, tools).unwrap_or_else(|message| {
-                failed = Some(message);
-                Built { tools: Vec::new(), skipped: Vec::new(), skill: placeholder() }
-            });
-            Inner {
-                vsn: vsn.clone(),
-                identity: identity.clone(),
-                connection: RwLock::new(Some(Arc::new(connection))),
-                status: watch::Sender::new(ClientStatus::Connected),
-                built: Mutex::new(built),
-                runtime: Mutex::new(None),
-                list_changed,
-                retry: Arc::default(),
-                stop: CancellationToken::new(),
-                syncing: tokio::sync::Mutex::new(()),
-                server: server.clone(),
-            }
+        let line = Arc::new(Line {
+            connection: RwLock::new(Some(Arc::new(connection))),
+            status: watch::Sender::new(ClientStatus::Connected),
+            server,
         });
-        if let Some(message) = failed {
-            if let Some(connection) = current(&inner) {
-                connection.close();
-            }
-            return Err(McpError::Skill { server: server.name.clone(), message });
-        }
+        // On an error the line, and the connection with it, is dropped, which ends the connection.
+        let built = build(&line, &vsn, &identity, tools)
+            .map_err(|message| McpError::Skill { server: line.server.name.clone(), message })?;
+        let inner = Arc::new(Inner {
+            line,
+            vsn,
+            identity,
+            built: Mutex::new(built),
+            runtime: Mutex::new(None),
+            list_changed,
+            retry: Arc::default(),
+            stop: CancellationToken::new(),
+            syncing: tokio::sync::Mutex::new(()),
+        });
         tokio::spawn(supervise(Arc::downgrade(&inner), changes));
         Ok(Self { inner })
     }
 
     /// The server's name in agentry.
     pub fn name(&self) -> &str {
-        &self.inner.server.name
+        &self.inner.line.server.name
     }
 
     /// The skill made of the server's tools, as built last: id `mcp.<name>`, one action per tool.
@@ -292,17 +309,17 @@ impl McpClient {
 
     /// Where the connection stands.
     pub fn status(&self) -> ClientStatus {
-        self.inner.status.borrow().clone()
+        self.inner.line.status.borrow().clone()
     }
 
     /// A receiver that sees every change of [`McpClient::status`].
     pub fn watch_status(&self) -> watch::Receiver<ClientStatus> {
-        self.inner.status.subscribe()
+        self.inner.line.status.subscribe()
     }
 
     /// The process id of a child-process server, while connected.
     pub fn pid(&self) -> Option<u32> {
-        current(&self.inner).and_then(|c| c.pid())
+        self.inner.line.current().and_then(|c| c.pid())
     }
 
     /// Adds the skill to a runtime's catalog, so agents can mount it, and keeps it there up to date: when the
@@ -325,7 +342,7 @@ impl McpClient {
 
     /// Tries again to reach a server reported down; does nothing otherwise.
     pub fn reconnect(&self) {
-        if matches!(*self.inner.status.borrow(), ClientStatus::Down { .. }) {
+        if matches!(*self.inner.line.status.borrow(), ClientStatus::Down { .. }) {
             self.inner.retry.notify_one();
         }
     }
@@ -334,10 +351,7 @@ impl McpClient {
     /// from now on.
     pub fn close(&self) {
         self.inner.stop.cancel();
-        if let Some(connection) = self.inner.connection.write().unwrap_or_else(PoisonError::into_inner).take() {
-            connection.close();
-        }
-        self.inner.status.send_replace(ClientStatus::Closed);
+        self.inner.line.close();
     }
 }
 
@@ -380,23 +394,14 @@ async fn list(server: &McpServer, connection: &Connection) -> Result<Vec<ToolDef
     }
 }
 
-fn current(inner: &Inner) -> Option<Arc<Connection>> {
-    inner.connection.read().unwrap_or_else(PoisonError::into_inner).clone()
-}
-
-/// A stand-in skill for the moment between a failed build and the error that reports it.
-fn placeholder() -> Skill {
-    Skill::builder("mcp", "0.0.0").build().unwrap_or_else(|_| unreachable!("a fixed, valid id and version"))
-}
-
 /// Builds the skill for a tool list: one action per tool that can be one, the rest skipped with the reason.
 fn build(
-    weak: &Weak<Inner>,
-    server: &McpServer,
+    line: &Arc<Line>,
     vsn: &str,
     identity: &adapter::ServerIdentity,
     tools: Vec<ToolDef>,
 ) -> Result<Built, String> {
+    let server = &line.server;
     let skill_id = format!("mcp.{}", server.name);
     let mut skipped = Vec::new();
     let mut builder = Skill::builder(&skill_id, vsn)
@@ -411,15 +416,12 @@ fn build(
             if !seen.insert(spec.id.clone()) {
                 return Err("another tool has the same name".to_owned());
             }
-            let weak = weak.clone();
+            let line = line.clone();
             let name = tool.name.clone();
             DynAction::new(spec, move |params, _ctx| {
-                let weak = weak.clone();
+                let line = line.clone();
                 let name = name.clone();
-                Box::pin(async move {
-                    let inner = weak.upgrade().ok_or_else(|| ActionError::cancelled("the MCP client was dropped"))?;
-                    call(&inner, &name, params).await
-                })
+                Box::pin(async move { call(&line, &name, params).await })
             })
             .map_err(|e| e.to_string())
         });
@@ -438,11 +440,11 @@ fn build(
 /// One tool call as an action run: a lost connection is `transient` (the client is reconnecting), the
 /// server's `invalid params` is `validation`, another JSON-RPC error is `critical`, and the result maps as
 /// [`contract::output`] says.
-async fn call(inner: &Inner, tool: &str, params: Value) -> Result<Value, ActionError> {
-    let server = &inner.server.name;
+async fn call(line: &Line, tool: &str, params: Value) -> Result<Value, ActionError> {
+    let server = &line.server.name;
     let arguments = contract::arguments(params)?;
-    let Some(connection) = current(inner).filter(|c| !c.is_closed()) else {
-        let status = inner.status.borrow().clone();
+    let Some(connection) = line.current().filter(|c| !c.is_closed()) else {
+        let status = line.status.borrow().clone();
         return Err(match status {
             ClientStatus::Down { error } => {
                 ActionError::transient(format!("MCP server `{server}` is down ({error}); it gave up reconnecting"))
@@ -475,15 +477,15 @@ async fn call(inner: &Inner, tool: &str, params: Value) -> Result<Value, ActionE
 /// Lists the tools and rebuilds the skill; when they changed, the attached runtime refreshes it.
 async fn resync(inner: &Arc<Inner>) -> Result<bool, McpError> {
     let _one_at_a_time = inner.syncing.lock().await;
-    let server = inner.server.name.clone();
-    let connection = current(inner).ok_or_else(|| McpError::Closed(server.clone()))?;
-    let tools = list(&inner.server, &connection).await?;
+    let server = inner.line.server.name.clone();
+    let connection = inner.line.current().ok_or_else(|| McpError::Closed(server.clone()))?;
+    let tools = list(&inner.line.server, &connection).await?;
     let skill = {
         let mut built = lock(&inner.built);
         if built.tools == tools {
             return Ok(false);
         }
-        *built = build(&Arc::downgrade(inner), &inner.server, &inner.vsn, &inner.identity, tools)
+        *built = build(&inner.line, &inner.vsn, &inner.identity, tools)
             .map_err(|message| McpError::Skill { server: server.clone(), message })?;
         built.skill.clone()
     };
@@ -508,7 +510,7 @@ async fn supervise(weak: Weak<Inner>, mut changes: mpsc::UnboundedReceiver<()>) 
     loop {
         let Some(inner) = weak.upgrade() else { return };
         let stop = inner.stop.clone();
-        let connection = current(&inner);
+        let connection = inner.line.current();
         drop(inner);
         let lost = async {
             match &connection {
@@ -538,9 +540,9 @@ async fn supervise(weak: Weak<Inner>, mut changes: mpsc::UnboundedReceiver<()>) 
 /// while it was away). After the last try the server is reported down until [`McpClient::reconnect`].
 async fn reconnect(weak: &Weak<Inner>) {
     let Some(inner) = weak.upgrade() else { return };
-    let server = inner.server.clone();
+    let server = inner.line.server.clone();
     let (stop, retry, list_changed) = (inner.stop.clone(), inner.retry.clone(), inner.list_changed.clone());
-    *inner.connection.write().unwrap_or_else(PoisonError::into_inner) = None;
+    inner.line.set(None);
     drop(inner);
     loop {
         let policy = server.reconnect;
@@ -548,7 +550,7 @@ async fn reconnect(weak: &Weak<Inner>) {
         let mut last_error = String::from("no try was made");
         for attempt in 1..=policy.attempts.max(1) {
             let Some(inner) = weak.upgrade() else { return };
-            inner.status.send_replace(ClientStatus::Reconnecting { attempt });
+            inner.line.status.send_replace(ClientStatus::Reconnecting { attempt });
             drop(inner);
             tracing::info!(server = %server.name, attempt, "reconnecting to an MCP server");
             tokio::select! {
@@ -568,11 +570,11 @@ async fn reconnect(weak: &Weak<Inner>) {
                         connection.close();
                         return;
                     }
-                    *inner.connection.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(connection));
+                    inner.line.set(Some(Arc::new(connection)));
                     if let Err(err) = resync(&inner).await {
                         tracing::warn!(%err, server = %server.name, "the tools could not be listed after reconnecting");
                     }
-                    inner.status.send_replace(ClientStatus::Connected);
+                    inner.line.status.send_replace(ClientStatus::Connected);
                     return;
                 }
                 Err(err) => last_error = err.to_string(),
@@ -581,7 +583,7 @@ async fn reconnect(weak: &Weak<Inner>) {
         tracing::error!(server = %server.name, error = %last_error, "an MCP server is down: every reconnection failed");
         match weak.upgrade() {
             Some(inner) => {
-                inner.status.send_replace(ClientStatus::Down { error: last_error });
+                inner.line.status.send_replace(ClientStatus::Down { error: last_error });
             }
             None => return,
         }
