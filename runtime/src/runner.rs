@@ -4,7 +4,7 @@
 //! in the agent's server.
 
 use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, should_retry};
-use crate::events::{EventBus, EventKind};
+use crate::events::{Event, EventBus, EventKind};
 use crate::store::{RunStatus, RunUpdate, Store};
 use chrono::Utc;
 use futures_util::FutureExt;
@@ -27,63 +27,82 @@ impl Runner {
         Self { events, store }
     }
 
-    fn publish(&self, ctx: &ActionContext, kind: EventKind) {
-        self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
-    }
-
-    fn journal(&self, ctx: &ActionContext, update: RunUpdate) {
-        if let Err(err) = self.store.update(ctx.run_id, update, Utc::now()) {
+    /// Journals a change to a run and announces it, both stamped with one reading of the clock.
+    fn report(&self, ctx: &ActionContext, update: RunUpdate, kind: EventKind) {
+        let now = Utc::now();
+        if let Err(err) = self.store.update(ctx.run_id, update, now) {
             tracing::warn!(run = %ctx.run_id, %err, "the journal refused an update");
         }
+        self.announce(ctx, now, kind);
+    }
+
+    fn announce(&self, ctx: &ActionContext, at: chrono::DateTime<Utc>, kind: EventKind) {
+        self.events.publish(Event {
+            at,
+            agent: ctx.agent_id.clone(),
+            run: Some(ctx.run_id),
+            correlation: Some(ctx.correlation_id),
+            kind,
+        });
     }
 
     /// Runs `action` with `params` to its end and returns the outcome. The run must already be journaled
     /// (queued); `ctx.attempt` is set here for each attempt. Dropping the returned future cancels the run,
     /// including an attempt in flight, and journals it as cancelled.
-    pub async fn execute(&self, action: &DynAction, params: Value, ctx: ActionContext) -> Outcome {
-        self.execute_detailed(action, params, ctx).await.0
+    pub fn execute<'a>(
+        &'a self,
+        action: &'a DynAction,
+        params: Value,
+        ctx: ActionContext,
+    ) -> impl Future<Output = Outcome> + Send + 'a {
+        self.execute_detailed(action, params, ctx).map(|(outcome, _)| outcome)
     }
 
     /// [`Runner::execute`], also returning the error the run ended with, for a caller that passes it on.
-    pub(crate) async fn execute_detailed(
-        &self,
-        action: &DynAction,
+    // Not an `async fn`: the context moves straight into the guard instead of also being kept as an argument
+    // in the future, which every run's task carries.
+    pub(crate) fn execute_detailed<'a>(
+        &'a self,
+        action: &'a DynAction,
         params: Value,
         ctx: ActionContext,
-    ) -> (Outcome, Option<ActionError>) {
+    ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
         let span = tracing::info_span!(
             "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
         );
-        let mut guard = CancelOnDrop { runner: self, ctx: Some(ctx.clone()) };
-        let ended = self.attempts(action, params, ctx).instrument(span).await;
-        guard.ctx = None;
-        ended
+        let mut guard = CancelOnDrop { runner: self, ctx, ended: false };
+        async move {
+            let ended = self.attempts(action, params, &mut guard.ctx).instrument(span).await;
+            guard.ended = true;
+            ended
+        }
     }
 
     /// Journals and announces a run that ends without finishing; nothing happens if it had already ended.
     pub(crate) fn cancelled(&self, ctx: &ActionContext, why: &str) {
         let update =
             RunUpdate { status: Some(RunStatus::Failed), error: Some(ErrorClass::Cancelled), ..RunUpdate::default() };
-        if self.store.update(ctx.run_id, update, Utc::now()).is_ok() {
+        let now = Utc::now();
+        if self.store.update(ctx.run_id, update, now).is_ok() {
             let kind = EventKind::ActionFailed {
                 action: ctx.action_id.clone(),
                 class: ErrorClass::Cancelled,
                 message: why.to_owned(),
             };
-            self.publish(ctx, kind);
+            self.announce(ctx, now, kind);
         }
     }
 
     async fn attempts(
         &self,
         action: &DynAction,
-        params: Value,
-        mut ctx: ActionContext,
+        mut params: Value,
+        ctx: &mut ActionContext,
     ) -> (Outcome, Option<ActionError>) {
         let spec = action.spec();
         let started = Instant::now();
         if let Err(err) = action.validate(&params) {
-            return (self.finish(&ctx, &err_outcome(&err, started, 0)), Some(err));
+            return (self.finish(ctx, err_outcome(&err, started, 0)), Some(err));
         }
         let mut attempt = 1;
         loop {
@@ -94,27 +113,31 @@ impl Runner {
                 sink.effects.clear();
                 sink.artifacts.clear();
             }
-            self.journal(
-                &ctx,
+            self.report(
+                ctx,
                 RunUpdate { status: Some(RunStatus::Running), attempts: Some(attempt), ..RunUpdate::default() },
+                EventKind::ActionStarted { action: spec.id.clone(), attempt },
             );
-            self.publish(&ctx, EventKind::ActionStarted { action: spec.id.clone(), attempt });
-            let result = run_attempt(action, params.clone(), ctx.clone()).await;
+            // The params are copied only for an attempt another may follow.
+            let attempt_params =
+                if crate::action::may_retry_after(spec, attempt) { params.clone() } else { std::mem::take(&mut params) };
+            let result = run_attempt(action, attempt_params, ctx.clone()).await;
             let err = match result {
                 Ok(output) => {
                     let mut outcome = Outcome::completed(output, started.elapsed(), attempt);
                     outcome.artifacts = std::mem::take(&mut ctx.sink().artifacts);
-                    return (self.finish(&ctx, &outcome), None);
+                    return (self.finish(ctx, outcome), None);
                 }
                 Err(err) => err,
             };
             if !should_retry(spec, &err, attempt) {
-                return (self.finish(&ctx, &err_outcome(&err, started, attempt)), Some(err));
+                return (self.finish(ctx, err_outcome(&err, started, attempt)), Some(err));
             }
-            let backoff = spec.retry.backoff(attempt, jitter_sample(&ctx));
+            let backoff = spec.retry.backoff(attempt, jitter_sample(ctx));
             tracing::debug!(attempt, ?backoff, %err, "retrying");
-            self.publish(
-                &ctx,
+            self.announce(
+                ctx,
+                Utc::now(),
                 EventKind::ActionRetried { action: spec.id.clone(), attempt, class: err.class(), backoff },
             );
             tokio::time::sleep(backoff).await;
@@ -122,17 +145,14 @@ impl Runner {
         }
     }
 
-    fn finish(&self, ctx: &ActionContext, outcome: &Outcome) -> Outcome {
-        self.journal(
-            ctx,
-            RunUpdate {
+    fn finish(&self, ctx: &ActionContext, outcome: Outcome) -> Outcome {
+        let update = RunUpdate {
                 status: Some(outcome.status.into()),
                 attempts: Some(outcome.attempts),
                 latency: Some(outcome.latency),
                 cost: outcome.cost,
                 error: outcome.error.as_ref().map(|e| e.class),
-            },
-        );
+            };
         let kind = match &outcome.error {
             None => EventKind::ActionCompleted { action: ctx.action_id.clone(), attempts: outcome.attempts },
             Some(e) if outcome.status == crate::action::OutcomeStatus::Blocked => {
@@ -142,21 +162,23 @@ impl Runner {
                 EventKind::ActionFailed { action: ctx.action_id.clone(), class: e.class, message: e.message.clone() }
             }
         };
-        self.publish(ctx, kind);
-        outcome.clone()
+        self.report(ctx, update, kind);
+        outcome
     }
 }
 
-/// Journals a run as cancelled if its future is dropped before it ends.
+/// Holds a run's context while it runs, and journals the run as cancelled if its future is dropped before it
+/// ends.
 struct CancelOnDrop<'a> {
     runner: &'a Runner,
-    ctx: Option<ActionContext>,
+    ctx: ActionContext,
+    ended: bool,
 }
 
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
-        if let Some(ctx) = self.ctx.take() {
-            self.runner.cancelled(&ctx, "the run was cancelled before it ended");
+        if !self.ended {
+            self.runner.cancelled(&self.ctx, "the run was cancelled before it ended");
         }
     }
 }

@@ -139,6 +139,13 @@ fn agent_state() -> impl Strategy<Value = AgentState<Domain>> {
 }
 
 proptest! {
+    /// The journal's params digest streams the JSON into the hash; it must equal the v5 UUID of the JSON text.
+    #[test]
+    fn params_digest_is_the_v5_uuid_of_the_json_text(params in json_value()) {
+        let model = Uuid::new_v5(&Uuid::NAMESPACE_OID, params.to_string().as_bytes());
+        prop_assert_eq!(agentry::store::params_digest(&params), model);
+    }
+
     #[test]
     fn signals_round_trip(signal in signal()) {
         round_trip(&signal)?;

@@ -4,7 +4,7 @@ use super::error::{ActionError, ErrorClass};
 use crate::duration_ms;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -109,6 +109,95 @@ impl Outcome {
             cost: None,
             latency,
             attempts,
+        }
+    }
+}
+
+impl OutcomeStatus {
+    /// The status as its JSON text.
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Blocked => "blocked",
+        }
+    }
+}
+
+impl Outcome {
+    /// The outcome as the JSON its serialization gives, moving the output instead of copying it (every run's
+    /// outcome reaches its agent as JSON). An artifact path that is not UTF-8 is written lossily rather than
+    /// failing.
+    pub fn into_json(self) -> Value {
+        let mut map = Map::with_capacity(8);
+        map.insert("status".to_owned(), Value::String(self.status.as_str().to_owned()));
+        map.insert("output".to_owned(), self.output);
+        map.insert("output_text".to_owned(), Value::String(self.output_text));
+        if let Some(error) = self.error {
+            map.insert("error".to_owned(), json!({"class": error.class, "message": error.message}));
+        }
+        if !self.artifacts.is_empty() {
+            let paths = self.artifacts.iter().map(|p| Value::String(p.to_string_lossy().into_owned())).collect();
+            map.insert("artifacts".to_owned(), Value::Array(paths));
+        }
+        if let Some(cost) = self.cost {
+            map.insert("cost".to_owned(), json!(cost));
+        }
+        map.insert("latency".to_owned(), json!(u64::try_from(self.latency.as_millis()).unwrap_or(u64::MAX)));
+        map.insert("attempts".to_owned(), json!(self.attempts));
+        Value::Object(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn outcome() -> impl Strategy<Value = Outcome> {
+        let status = prop_oneof![Just(OutcomeStatus::Completed), Just(OutcomeStatus::Failed), Just(OutcomeStatus::Blocked)];
+        let class = prop_oneof![
+            Just(ErrorClass::Validation),
+            Just(ErrorClass::Transient),
+            Just(ErrorClass::Timeout),
+            Just(ErrorClass::Critical),
+            Just(ErrorClass::Denied),
+            Just(ErrorClass::Cancelled),
+        ];
+        let output = prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(|n| json!(n)),
+            "[a-z \"]{0,6}".prop_map(Value::String),
+            prop::collection::btree_map("[a-z]{1,3}", any::<bool>(), 0..3).prop_map(|m| json!(m)),
+        ];
+        (
+            status,
+            output,
+            ".{0,8}",
+            prop::option::of((class, ".{0,8}")),
+            prop::collection::vec("[a-z/]{1,6}", 0..3),
+            prop::option::of(prop_oneof![any::<f64>(), Just(f64::NAN)]),
+            any::<u64>(),
+            any::<u32>(),
+        )
+            .prop_map(|(status, output, output_text, error, artifacts, cost, latency, attempts)| Outcome {
+                status,
+                output,
+                output_text,
+                error: error.map(|(class, message)| OutcomeError { class, message }),
+                artifacts: artifacts.into_iter().map(PathBuf::from).collect(),
+                cost,
+                latency: Duration::from_millis(latency),
+                attempts,
+            })
+    }
+
+    proptest! {
+        /// The hand-built JSON is exactly what serializing the outcome gives, key order included.
+        #[test]
+        fn into_json_is_the_serialization(outcome in outcome()) {
+            let serialized = serde_json::to_string(&outcome).expect("an outcome with UTF-8 paths serializes");
+            prop_assert_eq!(outcome.into_json().to_string(), serialized);
         }
     }
 }

@@ -66,7 +66,13 @@ impl RetryPolicy {
 /// only Transient and Timeout errors, only for idempotent or side-effect-free actions, and only while
 /// attempts remain.
 pub fn should_retry(spec: &ActionSpec, error: &ActionError, attempt: u32) -> bool {
-    error.class().is_retryable() && (spec.idempotent || !spec.side_effects) && attempt < spec.retry.max_attempts
+    error.class().is_retryable() && may_retry_after(spec, attempt)
+}
+
+/// Whether attempt number `attempt` of a run of `spec` could be followed by another, whatever its error: the
+/// action may be retried at all and has attempts left.
+pub(crate) fn may_retry_after(spec: &ActionSpec, attempt: u32) -> bool {
+    (spec.idempotent || !spec.side_effects) && attempt < spec.retry.max_attempts
 }
 
 #[cfg(test)]

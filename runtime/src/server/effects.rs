@@ -323,7 +323,8 @@ impl<A: Agent> ServerState<A> {
         let run = ctx.run_id;
         let task_ctx = ctx.clone();
         let task = tokio::spawn(async move {
-            let execution = runner.execute(&action, params, task_ctx);
+            // Boxed, so the task spawned here stays small instead of carrying every attempt's state inline.
+            let execution = Box::pin(runner.execute(&action, params, task_ctx));
             let outcome = match invoker.as_mut() {
                 None => execution.await,
                 Some(reply) => tokio::select! {

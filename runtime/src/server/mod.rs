@@ -149,6 +149,8 @@ pub(crate) struct ServerState<A: Agent> {
     pub max_in_flight: usize,
     pub parent: Option<AgentId>,
     pub shared: Arc<Shared>,
+    /// The source of the signals this server makes (`agentry/agent/<id>`).
+    pub source: String,
 }
 
 impl<A: Agent> Actor for AgentServer<A> {
@@ -166,7 +168,9 @@ impl<A: Agent> Actor for AgentServer<A> {
             mailbox: Arc::new(move |message: crate::directory::Untyped| mailbox.cast(message.into()).is_ok()),
             shared: args.shared.clone(),
         };
+        let source = format!("agentry/agent/{}", args.state.id);
         let mut state = ServerState {
+            source,
             myself,
             agent: args.state,
             policy: Arc::new(args.policy),
@@ -227,7 +231,7 @@ impl<A: Agent> Actor for AgentServer<A> {
                             let _ = invoker.send(Ok(*outcome));
                         }
                         None => {
-                            if let Some(signal) = state.outcome_signal(&done.ctx, &outcome) {
+                            if let Some(signal) = state.outcome_signal(&done.ctx, *outcome) {
                                 state.feed(signal);
                             }
                         }
@@ -359,27 +363,31 @@ impl<A: Agent> ServerState<A> {
     /// Tells the agent a run's outcome through its own mailbox (used while effects are being interpreted, so
     /// the outcome is handled after them).
     fn deliver_outcome_for(&self, ctx: &ActionContext, outcome: &Outcome) {
-        if let Some(signal) = self.outcome_signal(ctx, outcome) {
+        if let Some(signal) = self.outcome_signal(ctx, outcome.clone()) {
             let _ = self.myself.cast(ServerMsg::Signal(signal));
         }
     }
 
     /// A run's outcome as the `action.completed`, `action.failed` or `action.blocked` signal the agent gets,
     /// caused by the signal that asked for the run.
-    fn outcome_signal(&self, ctx: &ActionContext, outcome: &Outcome) -> Option<Signal> {
+    fn outcome_signal(&self, ctx: &ActionContext, outcome: Outcome) -> Option<Signal> {
         let kind = match outcome.status {
             OutcomeStatus::Completed => "action.completed",
             OutcomeStatus::Failed => "action.failed",
             OutcomeStatus::Blocked => "action.blocked",
         };
-        let data = json!({"run_id": ctx.run_id, "action": ctx.action_id, "outcome": outcome});
-        let mut builder = Signal::builder(kind).source(format!("agentry/agent/{}", self.agent.id)).data(data);
+        let mut data = serde_json::Map::with_capacity(3);
+        data.insert("run_id".to_owned(), json!(ctx.run_id));
+        data.insert("action".to_owned(), Value::String(ctx.action_id.to_string()));
+        data.insert("outcome".to_owned(), outcome.into_json());
+        let now = Utc::now();
+        let mut builder = Signal::builder(kind).source(self.source.clone()).data(Value::Object(data));
         builder = match ctx.causation_id {
-            Some(cause) => builder.caused_by(ctx.correlation_id, cause, Utc::now()),
+            Some(cause) => builder.caused_by(ctx.correlation_id, cause, now),
             None => builder,
         };
         // The server is not pure: the signal gets a fresh id rather than one derived from its cause and data.
-        builder = builder.stamped(Uuid::now_v7(), Utc::now());
+        builder = builder.stamped(Uuid::now_v7(), now);
         builder.build().map_err(|err| tracing::error!(%err, "an outcome signal kind is invalid")).ok()
     }
 

@@ -53,16 +53,16 @@ impl MemoryStore {
         self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Remembers that a run ended, and forgets the oldest ended runs past the limit.
+    /// Remembers that a run ended, and forgets the oldest ended run past the limit (each run ends once, so at
+    /// most one is over it).
     fn retire(&self, run: Uuid) {
-        let forgotten: Vec<Uuid> = {
+        let forgotten = {
             let mut ended = self.ended();
             ended.push_back(run);
-            let over = ended.len().saturating_sub(self.keep);
-            ended.drain(..over).collect()
+            if ended.len() > self.keep { ended.pop_front() } else { None }
         };
         // No shard is locked here, so removing cannot deadlock with an update in progress.
-        for run in forgotten {
+        if let Some(run) = forgotten {
             self.runs.remove(&run);
         }
     }

@@ -87,7 +87,7 @@ impl RunRecord {
             params_digest: params_digest(params),
             correlation,
             parent_run: None,
-            history: vec![(RunStatus::Queued, Utc::now())],
+            history: history_from(RunStatus::Queued, Utc::now()),
             attempts: 0,
             latency: None,
             cost: None,
@@ -101,9 +101,39 @@ impl RunRecord {
     }
 }
 
-/// A stable digest of params: a name-based (v5) UUID of their JSON text.
+/// A run's history starting with one status; room for the usual queued → running → ended without growing.
+fn history_from(status: RunStatus, at: DateTime<Utc>) -> Vec<(RunStatus, DateTime<Utc>)> {
+    let mut history = Vec::with_capacity(4);
+    history.push((status, at));
+    history
+}
+
+/// A stable digest of params: a name-based (v5) UUID of their compact JSON text, the same as
+/// `Uuid::new_v5(&Uuid::NAMESPACE_OID, params.to_string().as_bytes())`. The JSON is streamed into the hash
+/// rather than built as a string first, since every run is digested.
 pub fn params_digest(params: &Value) -> Uuid {
-    Uuid::new_v5(&Uuid::NAMESPACE_OID, params.to_string().as_bytes())
+    let mut hash = HashWriter(sha1_smol::Sha1::new());
+    hash.0.update(Uuid::NAMESPACE_OID.as_bytes());
+    // Serializing a `Value` into a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut hash, params);
+    let digest = hash.0.digest().bytes();
+    let mut bytes = [0; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_sha1_bytes(bytes).into_uuid()
+}
+
+/// Feeds everything written into a SHA-1 hash.
+struct HashWriter(sha1_smol::Sha1);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A change to a run's record.
