@@ -73,7 +73,7 @@ impl Runner {
         let mut guard = CancelOnDrop { runner: self, ctx, ended: false };
         async move {
             let ended = self.attempts(action, params, &mut guard.ctx).instrument(span).await;
-            guard.ended = true;
+            guard.disarm();
             ended
         }
     }
@@ -119,8 +119,11 @@ impl Runner {
                 EventKind::ActionStarted { action: spec.id.clone(), attempt },
             );
             // The params are copied only for an attempt another may follow.
-            let attempt_params =
-                if crate::action::may_retry_after(spec, attempt) { params.clone() } else { std::mem::take(&mut params) };
+            let attempt_params = if crate::action::may_retry_after(spec, attempt) {
+                params.clone()
+            } else {
+                std::mem::take(&mut params)
+            };
             let result = run_attempt(action, attempt_params, ctx.clone()).await;
             let err = match result {
                 Ok(output) => {
@@ -147,12 +150,12 @@ impl Runner {
 
     fn finish(&self, ctx: &ActionContext, outcome: Outcome) -> Outcome {
         let update = RunUpdate {
-                status: Some(outcome.status.into()),
-                attempts: Some(outcome.attempts),
-                latency: Some(outcome.latency),
-                cost: outcome.cost,
-                error: outcome.error.as_ref().map(|e| e.class),
-            };
+            status: Some(outcome.status.into()),
+            attempts: Some(outcome.attempts),
+            latency: Some(outcome.latency),
+            cost: outcome.cost,
+            error: outcome.error.as_ref().map(|e| e.class),
+        };
         let kind = match &outcome.error {
             None => EventKind::ActionCompleted { action: ctx.action_id.clone(), attempts: outcome.attempts },
             Some(e) if outcome.status == crate::action::OutcomeStatus::Blocked => {
@@ -173,6 +176,13 @@ struct CancelOnDrop<'a> {
     runner: &'a Runner,
     ctx: ActionContext,
     ended: bool,
+}
+
+impl CancelOnDrop<'_> {
+    /// The run ended: nothing to journal on drop.
+    fn disarm(&mut self) {
+        self.ended = true;
+    }
 }
 
 impl Drop for CancelOnDrop<'_> {

@@ -155,7 +155,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn outcome() -> impl Strategy<Value = Outcome> {
-        let status = prop_oneof![Just(OutcomeStatus::Completed), Just(OutcomeStatus::Failed), Just(OutcomeStatus::Blocked)];
+        let status =
+            prop_oneof![Just(OutcomeStatus::Completed), Just(OutcomeStatus::Failed), Just(OutcomeStatus::Blocked)];
         let class = prop_oneof![
             Just(ErrorClass::Validation),
             Just(ErrorClass::Transient),

@@ -3,7 +3,7 @@
 use super::{RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use chrono::{DateTime, Utc};
 use dashmap::DashMap;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use uuid::Uuid;
@@ -18,16 +18,34 @@ struct Entry {
     record: RunRecord,
 }
 
+/// Ended runs, in the order they ended, with an index by run id.
+#[derive(Debug, Default)]
+struct Ended {
+    runs: VecDeque<Entry>,
+    /// Each kept run's end number; `runs[0]` has number `first`.
+    index: HashMap<Uuid, u64>,
+    first: u64,
+}
+
+impl Ended {
+    fn get(&self, run: &Uuid) -> Option<&Entry> {
+        let number = self.index.get(run)?;
+        self.runs.get(usize::try_from(number - self.first).ok()?)
+    }
+}
+
 /// A journal kept in memory, in the order runs were recorded. It keeps every run still going and the most
 /// recently ended ones, up to a limit; older ended runs are forgotten, so a long-lived process does not grow
-/// without end. For a journal that keeps everything, use a store on disk. Runs are sharded by id, so an
-/// agent's server recording a run and the tasks of other runs updating theirs rarely wait for each other.
+/// without end. For a journal that keeps everything, use a store on disk.
+///
+/// Runs still going live in a map sharded by id, so an agent's server recording a run and the tasks of other
+/// runs updating theirs rarely wait for each other; that map stays as small as the work in flight, which keeps
+/// its updates cheap. An ended run moves to the back of a queue of ended runs.
 #[derive(Debug)]
 pub struct MemoryStore {
-    runs: DashMap<Uuid, Entry>,
+    live: DashMap<Uuid, Entry>,
     next: AtomicU64,
-    /// Ended runs, in the order they ended.
-    ended: Mutex<VecDeque<Uuid>>,
+    ended: Mutex<Ended>,
     keep: usize,
 }
 
@@ -45,34 +63,55 @@ impl MemoryStore {
 
     /// An empty journal that keeps the `keep` most recently ended runs (and every run still going).
     pub fn keeping(keep: usize) -> Self {
-        Self { runs: DashMap::new(), next: AtomicU64::new(0), ended: Mutex::default(), keep }
+        Self { live: DashMap::new(), next: AtomicU64::new(0), ended: Mutex::default(), keep }
     }
 
-    fn ended(&self) -> MutexGuard<'_, VecDeque<Uuid>> {
-        // The queue is only pushed to and popped from, so a panic elsewhere cannot leave it half-changed.
+    fn ended(&self) -> MutexGuard<'_, Ended> {
+        // The queue and its index change together under the lock, with nothing in between that can panic.
         self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Remembers that a run ended, and forgets the oldest ended run past the limit (each run ends once, so at
-    /// most one is over it).
-    fn retire(&self, run: Uuid) {
-        let forgotten = {
-            let mut ended = self.ended();
-            ended.push_back(run);
-            if ended.len() > self.keep { ended.pop_front() } else { None }
-        };
-        // No shard is locked here, so removing cannot deadlock with an update in progress.
-        if let Some(run) = forgotten {
-            self.runs.remove(&run);
+    /// Moves a run that just ended to the back of the ended runs, and forgets the oldest past the limit.
+    fn retire(&self, run: Uuid, entry: Entry) {
+        let mut ended = self.ended();
+        let number = ended.first + ended.runs.len() as u64;
+        ended.index.insert(run, number);
+        ended.runs.push_back(entry);
+        while ended.runs.len() > self.keep {
+            if let Some(old) = ended.runs.pop_front() {
+                ended.index.remove(&old.record.run);
+                ended.first += 1;
+            }
         }
+    }
+}
+
+/// Applies an update to a run still going.
+fn apply(record: &mut RunRecord, update: RunUpdate, at: DateTime<Utc>) {
+    if let Some(status) = update.status {
+        record.history.push((status, at));
+    }
+    if let Some(attempts) = update.attempts {
+        record.attempts = attempts;
+    }
+    if update.latency.is_some() {
+        record.latency = update.latency;
+    }
+    if update.cost.is_some() {
+        record.cost = update.cost;
+    }
+    if update.error.is_some() {
+        record.error = update.error;
     }
 }
 
 impl Store for MemoryStore {
     fn record(&self, record: RunRecord) -> Result<(), StoreError> {
         let run = record.run;
-        match self.runs.entry(run) {
+        match self.live.entry(run) {
             dashmap::Entry::Occupied(_) => Err(StoreError::Duplicate(run)),
+            // The shard stays locked while the ended runs are checked, so the run cannot end in between.
+            dashmap::Entry::Vacant(_) if self.ended().index.contains_key(&run) => Err(StoreError::Duplicate(run)),
             dashmap::Entry::Vacant(slot) => {
                 let place = self.next.fetch_add(1, Ordering::Relaxed);
                 slot.insert(Entry { place, record });
@@ -82,48 +121,40 @@ impl Store for MemoryStore {
     }
 
     fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
-        let ended = {
-            let mut entry = self.runs.get_mut(&run).ok_or(StoreError::UnknownRun(run))?;
-            let record = &mut entry.record;
-            if record.status().is_final() {
-                return Err(StoreError::Ended(run));
-            }
-            if let Some(status) = update.status {
-                record.history.push((status, at));
-            }
-            if let Some(attempts) = update.attempts {
-                record.attempts = attempts;
-            }
-            if update.latency.is_some() {
-                record.latency = update.latency;
-            }
-            if update.cost.is_some() {
-                record.cost = update.cost;
-            }
-            if update.error.is_some() {
-                record.error = update.error;
-            }
-            record.status().is_final()
-        };
-        if ended {
-            self.retire(run);
+        let mut found = false;
+        let ended = self.live.remove_if_mut(&run, |_, entry| {
+            found = true;
+            apply(&mut entry.record, update, at);
+            entry.record.status().is_final()
+        });
+        match ended {
+            // The shard's lock is released here, so taking the ended runs' lock cannot deadlock.
+            Some((run, entry)) => self.retire(run, entry),
+            None if !found && self.ended().index.contains_key(&run) => return Err(StoreError::Ended(run)),
+            None if !found => return Err(StoreError::UnknownRun(run)),
+            None => {}
         }
         Ok(())
     }
 
     fn get(&self, run: Uuid) -> Option<RunRecord> {
-        self.runs.get(&run).map(|entry| entry.record.clone())
+        if let Some(entry) = self.live.get(&run) {
+            return Some(entry.record.clone());
+        }
+        self.ended().get(&run).map(|entry| entry.record.clone())
     }
 
     fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
-        let mut found: Vec<(u64, RunRecord)> = self
-            .runs
-            .iter()
-            .filter(|e| query.agent.as_ref().is_none_or(|a| *a == e.record.agent))
-            .filter(|e| query.action.as_ref().is_none_or(|a| *a == e.record.action))
-            .filter(|e| query.status.is_none_or(|s| s == e.record.status()))
-            .map(|e| (e.place, e.record.clone()))
-            .collect();
+        let matches = |record: &RunRecord| {
+            query.agent.as_ref().is_none_or(|a| *a == record.agent)
+                && query.action.as_ref().is_none_or(|a| *a == record.action)
+                && query.status.is_none_or(|s| s == record.status())
+        };
+        let mut found: Vec<(u64, RunRecord)> = {
+            let ended = self.ended();
+            ended.runs.iter().filter(|e| matches(&e.record)).map(|e| (e.place, e.record.clone())).collect()
+        };
+        found.extend(self.live.iter().filter(|e| matches(&e.record)).map(|e| (e.place, e.record.clone())));
         found.sort_unstable_by_key(|(place, _)| *place);
         found.into_iter().map(|(_, record)| record).collect()
     }
@@ -219,5 +250,79 @@ mod tests {
         store.update(runs[2].run, done(), Utc::now()).unwrap();
         let kept: Vec<Uuid> = store.query(&RunQuery::default()).into_iter().map(|r| r.run).collect();
         assert_eq!(kept, [runs[0].run, runs[2].run, runs[4].run]);
+    }
+
+    /// One step against the journal: record run `n` of a small pool, or update it to a status (or none).
+    #[derive(Debug, Clone)]
+    enum Op {
+        Record(usize),
+        Update(usize, Option<RunStatus>, u32),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let status = prop::option::of(prop_oneof![
+            Just(RunStatus::Running),
+            Just(RunStatus::AwaitingApproval),
+            Just(RunStatus::Completed),
+            Just(RunStatus::Failed),
+            Just(RunStatus::Blocked),
+        ]);
+        prop_oneof![
+            (0..6usize).prop_map(Op::Record),
+            (0..6usize, status, 0..5u32).prop_map(|(n, s, a)| Op::Update(n, s, a))
+        ]
+    }
+
+    proptest::proptest! {
+        /// The journal against a model: every recorded run in record order, the ended ones in end order, and
+        /// only the `keep` most recently ended kept.
+        #[test]
+        fn the_journal_matches_a_model(keep in 0..4usize, ops in proptest::collection::vec(op(), 0..40)) {
+            let ids: Vec<Uuid> = (0..6).map(|_| Uuid::now_v7()).collect();
+            let store = MemoryStore::keeping(keep);
+            // The model: kept records in record order, and the kept ended runs in end order.
+            let mut kept: Vec<RunRecord> = Vec::new();
+            let mut ended: VecDeque<Uuid> = VecDeque::new();
+            let at = Utc::now();
+            for op in ops {
+                match op {
+                    Op::Record(n) => {
+                        let mut new = record("a1", "math.add");
+                        new.run = ids[n];
+                        let expected = if kept.iter().any(|r| r.run == ids[n]) {
+                            Err(StoreError::Duplicate(ids[n]))
+                        } else {
+                            kept.push(new.clone());
+                            Ok(())
+                        };
+                        proptest::prop_assert_eq!(store.record(new), expected);
+                    }
+                    Op::Update(n, status, attempts) => {
+                        let update = RunUpdate { status, attempts: Some(attempts), ..RunUpdate::default() };
+                        let expected = match kept.iter_mut().find(|r| r.run == ids[n]) {
+                            None => Err(StoreError::UnknownRun(ids[n])),
+                            Some(r) if r.status().is_final() => Err(StoreError::Ended(ids[n])),
+                            Some(r) => {
+                                apply(r, update.clone(), at);
+                                if r.status().is_final() {
+                                    ended.push_back(ids[n]);
+                                    while ended.len() > keep {
+                                        let old = ended.pop_front();
+                                        kept.retain(|r| Some(r.run) != old);
+                                    }
+                                }
+                                Ok(())
+                            }
+                        };
+                        proptest::prop_assert_eq!(store.update(ids[n], update, at), expected);
+                    }
+                }
+                proptest::prop_assert_eq!(&store.query(&RunQuery::default()), &kept);
+                for id in &ids {
+                    proptest::prop_assert_eq!(store.get(*id), kept.iter().find(|r| r.run == *id).cloned());
+                }
+            }
+        }
     }
 }
