@@ -5,7 +5,9 @@
 
 use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, should_retry};
 use crate::events::{Event, EventBus, EventKind};
+use crate::id::{ActionId, AgentId};
 use crate::store::{RunStatus, RunUpdate, Store};
+use uuid::Uuid;
 use chrono::Utc;
 use futures_util::FutureExt;
 use serde_json::Value;
@@ -80,16 +82,18 @@ impl Runner {
 
     /// Journals and announces a run that ends without finishing; nothing happens if it had already ended.
     pub(crate) fn cancelled(&self, ctx: &ActionContext, why: &str) {
+        self.cancelled_run(&ctx.agent_id, ctx.run_id, &ctx.action_id, ctx.correlation_id, why);
+    }
+
+    /// [`Runner::cancelled`] for a run known by its ids rather than its context.
+    pub(crate) fn cancelled_run(&self, agent: &AgentId, run: Uuid, action: &ActionId, correlation: Uuid, why: &str) {
         let update =
             RunUpdate { status: Some(RunStatus::Failed), error: Some(ErrorClass::Cancelled), ..RunUpdate::default() };
         let now = Utc::now();
-        if self.store.update(ctx.run_id, update, now).is_ok() {
-            let kind = EventKind::ActionFailed {
-                action: ctx.action_id.clone(),
-                class: ErrorClass::Cancelled,
-                message: why.to_owned(),
-            };
-            self.announce(ctx, now, kind);
+        if self.store.update(run, update, now).is_ok() {
+            let kind =
+                EventKind::ActionFailed { action: action.clone(), class: ErrorClass::Cancelled, message: why.to_owned() };
+            self.events.publish(Event { at: now, agent: agent.clone(), run: Some(run), correlation: Some(correlation), kind });
         }
     }
 

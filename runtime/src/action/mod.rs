@@ -14,7 +14,7 @@ mod retry;
 mod spec;
 
 pub use context::{ActionContext, Frame};
-pub(crate) use context::{BoxFuture, Link, RunServices};
+pub(crate) use context::{BoxFuture, Link, RunServices, RunSink};
 pub(crate) use dynamic::schema_errors;
 pub use dynamic::{ActionFuture, DynAction, SchemaError};
 pub use error::{ActionError, ErrorClass};

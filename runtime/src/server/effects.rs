@@ -321,7 +321,9 @@ impl<A: Agent> ServerState<A> {
         let runner = self.shared.runner.clone();
         let me = self.myself.clone();
         let run = ctx.run_id;
-        let task_ctx = ctx.clone();
+        let ids = super::RunIds::of(&ctx);
+        let sink = ctx.sink.clone();
+        let task_ctx = ctx;
         let task = tokio::spawn(async move {
             // Boxed, so the task spawned here stays small instead of carrying every attempt's state inline.
             let execution = Box::pin(runner.execute(&action, params, task_ctx));
@@ -335,7 +337,7 @@ impl<A: Agent> ServerState<A> {
             };
             let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome), invoker));
         });
-        self.running.insert(run, Running { task, ctx });
+        self.running.insert(run, Running { task, ids, sink });
     }
 
     /// Approves or denies a run waiting for approval. An approved run is never asked about again, retries

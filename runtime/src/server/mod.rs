@@ -114,10 +114,26 @@ pub(crate) struct Registered {
     pub skill: Option<SkillId>,
 }
 
-/// A run in flight: its task and its context.
+/// A run in flight: its task, what its outcome signal says about it, and where it collects the effects it asks
+/// for. (Its context went to the task.)
 pub(crate) struct Running {
     pub task: JoinHandle<()>,
-    pub ctx: ActionContext,
+    pub ids: RunIds,
+    pub sink: Arc<std::sync::Mutex<crate::action::RunSink>>,
+}
+
+/// Who a run is: what its outcome signal and a cancellation need to know about it.
+pub(crate) struct RunIds {
+    pub run: Uuid,
+    pub action: ActionId,
+    pub correlation: Uuid,
+    pub causation: Option<Uuid>,
+}
+
+impl RunIds {
+    pub fn of(ctx: &ActionContext) -> Self {
+        Self { run: ctx.run_id, action: ctx.action_id.clone(), correlation: ctx.correlation_id, causation: ctx.causation_id }
+    }
 }
 
 /// The actor behaviour; its state is [`ServerState`].
@@ -223,7 +239,11 @@ impl<A: Agent> Actor for AgentServer<A> {
                 // same turn of the mailbox.
                 if let Some(done) = state.running.remove(&run) {
                     if outcome.status == OutcomeStatus::Completed {
-                        let effects = std::mem::take(&mut done.ctx.sink().effects);
+                        let effects = {
+                            // Each push is one call on a plain Vec: a panic elsewhere cannot leave it half-written.
+                            let mut sink = done.sink.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                            std::mem::take(&mut sink.effects)
+                        };
                         state.interpret(effects, None);
                     }
                     match invoker {
@@ -231,7 +251,7 @@ impl<A: Agent> Actor for AgentServer<A> {
                             let _ = invoker.send(Ok(*outcome));
                         }
                         None => {
-                            if let Some(signal) = state.outcome_signal(&done.ctx, *outcome) {
+                            if let Some(signal) = state.outcome_signal(&done.ids, *outcome) {
                                 state.feed(signal);
                             }
                         }
@@ -363,27 +383,27 @@ impl<A: Agent> ServerState<A> {
     /// Tells the agent a run's outcome through its own mailbox (used while effects are being interpreted, so
     /// the outcome is handled after them).
     fn deliver_outcome_for(&self, ctx: &ActionContext, outcome: &Outcome) {
-        if let Some(signal) = self.outcome_signal(ctx, outcome.clone()) {
+        if let Some(signal) = self.outcome_signal(&RunIds::of(ctx), outcome.clone()) {
             let _ = self.myself.cast(ServerMsg::Signal(signal));
         }
     }
 
     /// A run's outcome as the `action.completed`, `action.failed` or `action.blocked` signal the agent gets,
     /// caused by the signal that asked for the run.
-    fn outcome_signal(&self, ctx: &ActionContext, outcome: Outcome) -> Option<Signal> {
+    fn outcome_signal(&self, ids: &RunIds, outcome: Outcome) -> Option<Signal> {
         let kind = match outcome.status {
             OutcomeStatus::Completed => "action.completed",
             OutcomeStatus::Failed => "action.failed",
             OutcomeStatus::Blocked => "action.blocked",
         };
         let mut data = serde_json::Map::with_capacity(3);
-        data.insert("run_id".to_owned(), json!(ctx.run_id));
-        data.insert("action".to_owned(), Value::String(ctx.action_id.to_string()));
+        data.insert("run_id".to_owned(), json!(ids.run));
+        data.insert("action".to_owned(), Value::String(ids.action.to_string()));
         data.insert("outcome".to_owned(), outcome.into_json());
         let now = Utc::now();
         let mut builder = Signal::builder(kind).source(self.source.clone()).data(Value::Object(data));
-        builder = match ctx.causation_id {
-            Some(cause) => builder.caused_by(ctx.correlation_id, cause, now),
+        builder = match ids.causation {
+            Some(cause) => builder.caused_by(ids.correlation, cause, now),
             None => builder,
         };
         // The server is not pure: the signal gets a fresh id rather than one derived from its cause and data.
@@ -433,12 +453,12 @@ impl<A: Agent> ServerState<A> {
     }
 
     fn shutdown(&mut self) {
-        let mut cancelled: Vec<ActionContext> = Vec::new();
         for (_, running) in self.running.drain() {
             running.task.abort();
-            cancelled.push(running.ctx);
+            let RunIds { run, action, correlation, .. } = &running.ids;
+            self.shared.runner.cancelled_run(&self.agent.id, *run, action, *correlation, "the agent stopped");
         }
-        cancelled.extend(self.awaiting.drain().map(|(_, pending)| pending.ctx));
+        let mut cancelled: Vec<ActionContext> = self.awaiting.drain().map(|(_, pending)| pending.ctx).collect();
         cancelled.extend(self.queue.drain(..).map(|pending| pending.ctx));
         self.cancel_runs(cancelled, "the agent stopped");
         for (_, task) in self.schedules.drain() {
