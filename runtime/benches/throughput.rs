@@ -5,15 +5,22 @@
 //! `action.completed` signal; the agent replies to the caller once all have come back.
 //! `actions/raw_tokio`: the same shape with nothing but tokio — jobs sent over an mpsc channel to a task that
 //! spawns a task per job, each sending its result back over another channel.
-//! Criterion reports both in elements (actions) per second; their ratio is the runtime's overhead.
+//! `actions/bare_ractor`: the same shape on a bare `ractor` actor — it spawns a task per job, each casting its
+//! result back to the actor — which is the floor for anything built on one ractor actor per agent.
+//! Criterion reports each in elements (actions) per second; their ratios are the runtime's overhead.
+//!
+//! `per_run/*`: single-threaded costs of pieces of work every run needs and the baselines do not: its journal
+//! record through three statuses, its params' schema check, and its outcome as the JSON signal the agent gets.
 
-use agentry::action::{ActionSpec, DynAction};
+use agentry::action::{ActionSpec, DynAction, Outcome};
 use agentry::agent::{Agent, Reaction};
 use agentry::effect::Effect;
-use agentry::id::{ActionId, SkillId};
+use agentry::id::{ActionId, AgentId, SkillId};
 use agentry::runtime::{AgentRef, Runtime, SpawnOptions};
 use agentry::signal::Signal;
 use agentry::skill::Skill;
+use agentry::store::{MemoryStore, RunRecord, RunStatus, RunUpdate, Store};
+use chrono::Utc;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -93,6 +100,54 @@ async fn raw_tokio_batch(n: u64) {
     let _ = dispatcher.await;
 }
 
+/// What the bare ractor actor takes: a batch to start, with where to say it is done, and one job's result.
+enum BareMsg {
+    Go(u64, ractor::RpcReplyPort<()>),
+    Done(#[allow(dead_code)] Value),
+}
+
+/// A ractor actor that spawns a task per job and counts the results coming back.
+struct BareActor;
+
+impl ractor::Actor for BareActor {
+    type Msg = BareMsg;
+    type State = (u64, Option<ractor::RpcReplyPort<()>>);
+    type Arguments = ();
+
+    async fn pre_start(&self, _: ractor::ActorRef<BareMsg>, _: ()) -> Result<Self::State, ractor::ActorProcessingErr> {
+        Ok((0, None))
+    }
+
+    async fn handle(
+        &self,
+        myself: ractor::ActorRef<BareMsg>,
+        msg: BareMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        match msg {
+            BareMsg::Go(n, reply) => {
+                *state = (n, Some(reply));
+                for i in 0..n {
+                    let me = myself.clone();
+                    let job = json!({"i": i});
+                    tokio::spawn(async move {
+                        let _ = me.cast(BareMsg::Done(job));
+                    });
+                }
+            }
+            BareMsg::Done(_) => {
+                state.0 = state.0.saturating_sub(1);
+                if state.0 == 0
+                    && let Some(reply) = state.1.take()
+                {
+                    let _ = reply.send(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 fn actions(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     let (runtime, agent) = rt.block_on(pump());
@@ -110,6 +165,19 @@ fn actions(c: &mut Criterion) {
             })
         });
     });
+    let (bare, _) = rt.block_on(ractor::Actor::spawn(None, BareActor, ())).expect("the actor starts");
+    group.bench_function("bare_ractor", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    bare.call(|reply| BareMsg::Go(BATCH, reply), None).await.expect("the batch completes");
+                }
+                start.elapsed()
+            })
+        });
+    });
+    bare.stop(None);
     group.bench_function("raw_tokio", |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
@@ -125,5 +193,46 @@ fn actions(c: &mut Criterion) {
     rt.block_on(runtime.shutdown(Duration::from_secs(1)));
 }
 
-criterion_group!(benches, actions);
+/// Pieces of every run's work, one at a time on one thread, to set against the per-action budget above.
+fn per_run(c: &mut Criterion) {
+    let mut group = c.benchmark_group("per_run");
+    let agent = AgentId::new("pump").expect("a valid id");
+    let action = ActionId::new("noop.run").expect("a valid id");
+    let params = json!({"i": 7});
+    let store = MemoryStore::new();
+    group.bench_function("journal_three_statuses", |b| {
+        b.iter(|| {
+            let run = Uuid::now_v7();
+            let record = RunRecord::queued(run, agent.clone(), action.clone(), &params, run);
+            store.record(record).expect("a new run");
+            let running = RunUpdate { status: Some(RunStatus::Running), attempts: Some(1), ..RunUpdate::default() };
+            store.update(run, running, Utc::now()).expect("a run going on");
+            let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
+            store.update(run, done, Utc::now()).expect("a run going on");
+        });
+    });
+    let noop = noop_skill().actions()[0].clone();
+    group.bench_function("validate_params", |b| b.iter(|| noop.validate(&params).expect("valid params")));
+    group.bench_function("outcome_signal", |b| {
+        b.iter(|| {
+            let outcome = Outcome::completed(params.clone(), Duration::from_micros(3), 1);
+            let run = Uuid::now_v7();
+            let mut data = serde_json::Map::new();
+            data.insert("run_id".to_owned(), json!(run));
+            data.insert("action".to_owned(), Value::String(action.to_string()));
+            data.insert("outcome".to_owned(), outcome.into_json());
+            let now = Utc::now();
+            Signal::builder("action.completed")
+                .source("agentry/agent/pump")
+                .data(Value::Object(data))
+                .caused_by(run, run, now)
+                .stamped(Uuid::now_v7(), now)
+                .build()
+                .expect("a valid kind")
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, actions, per_run);
 criterion_main!(benches);

@@ -7,7 +7,6 @@ use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, 
 use crate::events::{Event, EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
 use crate::store::{RunStatus, RunUpdate, Store};
-use uuid::Uuid;
 use chrono::Utc;
 use futures_util::FutureExt;
 use serde_json::Value;
@@ -15,6 +14,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::Instrument;
+use uuid::Uuid;
 
 /// Runs actions and reports on them. Cheap to clone.
 #[derive(Clone)]
@@ -91,9 +91,18 @@ impl Runner {
             RunUpdate { status: Some(RunStatus::Failed), error: Some(ErrorClass::Cancelled), ..RunUpdate::default() };
         let now = Utc::now();
         if self.store.update(run, update, now).is_ok() {
-            let kind =
-                EventKind::ActionFailed { action: action.clone(), class: ErrorClass::Cancelled, message: why.to_owned() };
-            self.events.publish(Event { at: now, agent: agent.clone(), run: Some(run), correlation: Some(correlation), kind });
+            let kind = EventKind::ActionFailed {
+                action: action.clone(),
+                class: ErrorClass::Cancelled,
+                message: why.to_owned(),
+            };
+            self.events.publish(Event {
+                at: now,
+                agent: agent.clone(),
+                run: Some(run),
+                correlation: Some(correlation),
+                kind,
+            });
         }
     }
 

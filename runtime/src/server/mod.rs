@@ -132,7 +132,12 @@ pub(crate) struct RunIds {
 
 impl RunIds {
     pub fn of(ctx: &ActionContext) -> Self {
-        Self { run: ctx.run_id, action: ctx.action_id.clone(), correlation: ctx.correlation_id, causation: ctx.causation_id }
+        Self {
+            run: ctx.run_id,
+            action: ctx.action_id.clone(),
+            correlation: ctx.correlation_id,
+            causation: ctx.causation_id,
+        }
     }
 }
 
