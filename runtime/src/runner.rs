@@ -89,20 +89,13 @@ impl Runner {
     pub(crate) fn cancelled_run(&self, agent: &AgentId, run: Uuid, action: &ActionId, correlation: Uuid, why: &str) {
         let update =
             RunUpdate { status: Some(RunStatus::Failed), error: Some(ErrorClass::Cancelled), ..RunUpdate::default() };
-        let now = Utc::now();
-        if self.store.update(run, update, now).is_ok() {
+        if self.store.update(run, update, Utc::now()).is_ok() {
             let kind = EventKind::ActionFailed {
                 action: action.clone(),
                 class: ErrorClass::Cancelled,
                 message: why.to_owned(),
             };
-            self.events.publish(Event {
-                at: now,
-                agent: agent.clone(),
-                run: Some(run),
-                correlation: Some(correlation),
-                kind,
-            });
+            self.events.announce(agent, Some(run), Some(correlation), kind);
         }
     }
 
