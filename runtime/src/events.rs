@@ -170,7 +170,19 @@ impl EventBus {
 
     /// Publishes what just happened to an agent, stamped with the current time.
     pub fn announce(&self, agent: &AgentId, run: Option<Uuid>, correlation: Option<Uuid>, kind: EventKind) {
-        self.publish(Event { at: Utc::now(), agent: agent.clone(), run, correlation, kind });
+        self.announce_at(Utc::now(), agent, run, correlation, kind);
+    }
+
+    /// Publishes what happened to an agent at `at` (a time also used elsewhere, such as in the journal).
+    pub fn announce_at(
+        &self,
+        at: DateTime<Utc>,
+        agent: &AgentId,
+        run: Option<Uuid>,
+        correlation: Option<Uuid>,
+        kind: EventKind,
+    ) {
+        self.publish(Event { at, agent: agent.clone(), run, correlation, kind });
     }
 
     /// A receiver of every event published from now on.

@@ -4,7 +4,7 @@
 //! in the agent's server.
 
 use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, should_retry};
-use crate::events::{Event, EventBus, EventKind};
+use crate::events::{EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
 use crate::store::{RunStatus, RunUpdate, Store};
 use chrono::Utc;
@@ -35,17 +35,7 @@ impl Runner {
         if let Err(err) = self.store.update(ctx.run_id, update, now) {
             tracing::warn!(run = %ctx.run_id, %err, "the journal refused an update");
         }
-        self.announce(ctx, now, kind);
-    }
-
-    fn announce(&self, ctx: &ActionContext, at: chrono::DateTime<Utc>, kind: EventKind) {
-        self.events.publish(Event {
-            at,
-            agent: ctx.agent_id.clone(),
-            run: Some(ctx.run_id),
-            correlation: Some(ctx.correlation_id),
-            kind,
-        });
+        self.events.announce_at(now, &ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
     }
 
     /// Runs `action` with `params` to its end and returns the outcome. The run must already be journaled
@@ -144,11 +134,8 @@ impl Runner {
             }
             let backoff = spec.retry.backoff(attempt, jitter_sample(ctx));
             tracing::debug!(attempt, ?backoff, %err, "retrying");
-            self.announce(
-                ctx,
-                Utc::now(),
-                EventKind::ActionRetried { action: spec.id.clone(), attempt, class: err.class(), backoff },
-            );
+            let retried = EventKind::ActionRetried { action: spec.id.clone(), attempt, class: err.class(), backoff };
+            self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
             tokio::time::sleep(backoff).await;
             attempt += 1;
         }

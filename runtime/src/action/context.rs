@@ -34,6 +34,14 @@ pub(crate) struct RunSink {
     pub artifacts: Vec<PathBuf>,
 }
 
+impl RunSink {
+    /// Locks a run's sink, shared by its context's copies and its server.
+    pub(crate) fn lock(sink: &Mutex<RunSink>) -> MutexGuard<'_, RunSink> {
+        // Each push is one call on a plain Vec: a panic elsewhere cannot leave it half-written.
+        sink.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 /// The runtime services a run reaches through its context. Absent for a context made with
 /// [`ActionContext::new`] (an action invoked directly, as in a unit test).
 #[derive(Clone)]
@@ -279,8 +287,7 @@ impl ActionContext {
     }
 
     pub(crate) fn sink(&self) -> MutexGuard<'_, RunSink> {
-        // Each push is one call on a plain Vec: a panic elsewhere cannot leave it half-written.
-        self.sink.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        RunSink::lock(&self.sink)
     }
 
     fn detached(&self, what: &str) -> ActionError {

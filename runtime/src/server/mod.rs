@@ -244,11 +244,7 @@ impl<A: Agent> Actor for AgentServer<A> {
                 // same turn of the mailbox.
                 if let Some(done) = state.running.remove(&run) {
                     if outcome.status == OutcomeStatus::Completed {
-                        let effects = {
-                            // Each push is one call on a plain Vec: a panic elsewhere cannot leave it half-written.
-                            let mut sink = done.sink.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                            std::mem::take(&mut sink.effects)
-                        };
+                        let effects = std::mem::take(&mut crate::action::RunSink::lock(&done.sink).effects);
                         state.interpret(effects, None);
                     }
                     match invoker {
@@ -403,7 +399,7 @@ impl<A: Agent> ServerState<A> {
         };
         let mut data = serde_json::Map::with_capacity(3);
         data.insert("run_id".to_owned(), json!(ids.run));
-        data.insert("action".to_owned(), Value::String(ids.action.to_string()));
+        data.insert("action".to_owned(), Value::String(ids.action.as_str().to_owned()));
         data.insert("outcome".to_owned(), outcome.into_json());
         let now = Utc::now();
         let mut builder = Signal::builder(kind).source(self.source.clone()).data(Value::Object(data));
