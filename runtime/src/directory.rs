@@ -1,43 +1,13 @@
 //! The agent directory: every live agent by id and by name, with a type-erased way to deliver a signal to it.
 
 use crate::id::AgentId;
+use crate::messages::Untyped;
 use crate::signal::Signal;
 use dashmap::DashMap;
 use ractor::ActorCell;
 use std::any::TypeId;
 use std::sync::Arc;
-
-/// What the runtime can tell an agent without knowing its type.
-pub(crate) enum Untyped {
-    /// A signal to handle.
-    Signal(Signal),
-    /// Start draining (see [`crate::server::ServerMsg::Drain`]); the sender is told once nothing runs.
-    Drain(tokio::sync::oneshot::Sender<()>),
-    /// A nested call for the gate.
-    Admit(Box<crate::server::Admit>),
-    /// Effects a job's run asked for.
-    Effects(Vec<crate::effect::Effect>),
-    /// A run asked for from outside the agent.
-    Invoke(Box<crate::server::Invoke>),
-    /// Bring a refreshed skill up to date.
-    Refresh(crate::id::SkillId, tokio::sync::oneshot::Sender<Result<(), crate::runtime::RuntimeError>>),
-    /// The contracts of the live table's actions.
-    Actions(tokio::sync::oneshot::Sender<Vec<crate::action::ActionSpec>>),
-}
-
-impl<A: crate::agent::Agent> From<Untyped> for crate::server::ServerMsg<A> {
-    fn from(message: Untyped) -> Self {
-        match message {
-            Untyped::Signal(signal) => Self::Signal(signal),
-            Untyped::Drain(done) => Self::Drain(done),
-            Untyped::Admit(admit) => Self::Admit(admit),
-            Untyped::Effects(effects) => Self::Effects(effects),
-            Untyped::Invoke(invoke) => Self::Invoke(invoke),
-            Untyped::Refresh(skill, done) => Self::Refresh(skill, done),
-            Untyped::Actions(reply) => Self::Actions(reply),
-        }
-    }
-}
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Puts an untyped message in one agent's mailbox; `false` when the agent is gone.
 pub(crate) type Deliver = Arc<dyn Fn(Untyped) -> bool + Send + Sync>;
@@ -50,6 +20,27 @@ pub(crate) struct Entry {
     pub agent_type: TypeId,
     pub cell: ActorCell,
     pub deliver: Deliver,
+    /// Set when someone other than the agent stops it (its parent, the runtime), so its supervisor does not
+    /// restart it.
+    pub stop_requested: Arc<AtomicBool>,
+}
+
+impl Entry {
+    pub fn new(
+        name: Option<String>,
+        parent: Option<AgentId>,
+        agent_type: TypeId,
+        cell: ActorCell,
+        deliver: Deliver,
+    ) -> Self {
+        Self { name, parent, agent_type, cell, deliver, stop_requested: Arc::default() }
+    }
+
+    /// Stops the agent from outside: it will not be restarted.
+    pub fn stop(&self, reason: String) {
+        self.stop_requested.store(true, Ordering::SeqCst);
+        self.cell.stop(Some(reason));
+    }
 }
 
 /// Every live agent, by id and by name, plus topic subscriptions. Concurrent reads never block each other.
@@ -61,32 +52,43 @@ pub(crate) struct Directory {
 }
 
 impl Directory {
-    /// Adds an agent; `false` (and nothing added) when its id or name is taken.
-    pub fn insert(&self, id: AgentId, entry: Entry) -> bool {
-        if self.by_id.contains_key(&id) {
-            return false;
+    /// Adds an agent, or says what is taken (its id or its name) and adds nothing. Atomic: of two inserts
+    /// racing on one id or name, exactly one wins.
+    pub fn insert(&self, id: AgentId, entry: Entry) -> Result<(), String> {
+        let name = entry.name.clone();
+        match self.by_id.entry(id.clone()) {
+            dashmap::Entry::Occupied(_) => return Err(id.to_string()),
+            dashmap::Entry::Vacant(slot) => {
+                slot.insert(entry);
+            }
         }
-        if let Some(name) = &entry.name {
+        if let Some(name) = name {
             match self.by_name.entry(name.clone()) {
-                dashmap::Entry::Occupied(_) => return false,
+                dashmap::Entry::Occupied(_) => {
+                    self.by_id.remove(&id);
+                    return Err(name);
+                }
                 dashmap::Entry::Vacant(slot) => {
-                    slot.insert(id.clone());
+                    slot.insert(id);
                 }
             }
         }
-        self.by_id.insert(id, entry);
-        true
+        Ok(())
     }
 
-    pub fn remove(&self, id: &AgentId) -> Option<Entry> {
-        let (_, entry) = self.by_id.remove(id)?;
+    /// Removes the agent of this id if its entry is the actor `cell`'s (not a later agent's of the same id);
+    /// `true` when it did.
+    pub fn remove_cell(&self, id: &AgentId, cell: ractor::ActorId) -> bool {
+        let Some((_, entry)) = self.by_id.remove_if(id, |_, entry| entry.cell.get_id() == cell) else {
+            return false;
+        };
         if let Some(name) = &entry.name {
             self.by_name.remove_if(name, |_, owner| owner == id);
         }
         for mut subscribers in self.topics.iter_mut() {
             subscribers.retain(|s| s != id);
         }
-        Some(entry)
+        true
     }
 
     pub fn get(&self, id: &AgentId) -> Option<Entry> {

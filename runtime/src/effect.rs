@@ -3,6 +3,7 @@
 
 use crate::duration_ms;
 use crate::id::{ActionId, AgentId, SkillId};
+use crate::policy::Policy;
 use crate::signal::Signal;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -81,6 +82,9 @@ pub enum EffectKind {
         agent: String,
         /// The child's initial domain state.
         init: Value,
+        /// The child's policy, which may be narrower than its parent's but never broader; `None`: the parent's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy: Option<Box<Policy>>,
     },
     /// Stop a child agent; the parent gets a signal when it has exited.
     StopChild {
@@ -166,9 +170,15 @@ impl Effect {
         EffectKind::Cancel { key: key.into() }.into()
     }
 
-    /// `SpawnAgent`.
+    /// `SpawnAgent`: the child runs under its parent's policy. Needs the `spawn` capability.
     pub fn spawn_agent(id: AgentId, agent: impl Into<String>, init: Value) -> Self {
-        EffectKind::SpawnAgent { id, agent: agent.into(), init }.into()
+        EffectKind::SpawnAgent { id, agent: agent.into(), init, policy: None }.into()
+    }
+
+    /// `SpawnAgent` under a policy of its own, which must be within the parent's (see
+    /// [`Policy::within`]); a broader one is refused.
+    pub fn spawn_agent_with_policy(id: AgentId, agent: impl Into<String>, init: Value, policy: Policy) -> Self {
+        EffectKind::SpawnAgent { id, agent: agent.into(), init, policy: Some(Box::new(policy)) }.into()
     }
 
     /// `StopChild`.
@@ -198,4 +208,49 @@ impl Effect {
         self.meta.cause = Some(signal);
         self
     }
+}
+
+/// Why the agent's server refused to apply an effect. A refused effect is never applied; the refusal is
+/// journaled ([`crate::store::Store::refusals`]) and announced (`effect_refused`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
+#[serde(tag = "refusal", rename_all = "snake_case")]
+pub enum EffectRefusal {
+    /// A `RegisterAction` or `DeregisterAction` from anything but mounting, unmounting or refreshing a skill.
+    #[error(
+        "a `{effect}` effect for action `{action}` came from {origin}; only mounting, unmounting and refreshing \
+         skills change the action table"
+    )]
+    TableChange {
+        /// `register_action` or `deregister_action`.
+        effect: String,
+        /// The action it named.
+        action: ActionId,
+        /// Where it came from.
+        origin: String,
+    },
+    /// A signal of one of the runtime's own kinds (see [`crate::kinds`]), asked for by someone else.
+    #[error(
+        "a signal of kind `{kind}` was asked for by {origin}; kinds in the `action.`, `job.` and `agent.` \
+         namespaces are made only by the runtime"
+    )]
+    ReservedKind {
+        /// The kind asked for.
+        kind: String,
+        /// Who asked.
+        origin: String,
+    },
+    /// A `SpawnAgent` effect whose policy would give the child more than its parent has.
+    #[error("child `{child}` would get a broader policy than its parent: {reason}")]
+    PolicyBroader {
+        /// The child it would have started.
+        child: AgentId,
+        /// What the child's policy allows that the parent's does not.
+        reason: String,
+    },
+    /// A `SpawnAgent` effect from an agent whose policy does not grant `spawn`.
+    #[error("spawning child `{child}` needs the `spawn` capability, which the agent's policy does not grant")]
+    SpawnNotGranted {
+        /// The child it would have started.
+        child: AgentId,
+    },
 }

@@ -114,6 +114,16 @@ pub enum EventKind {
         /// The action.
         action: ActionId,
     },
+    /// A run waited for approval longer than its policy allows, and was refused.
+    ApprovalExpired {
+        /// The action.
+        action: ActionId,
+    },
+    /// The agent's server refused to apply an effect (see [`crate::effect::EffectRefusal`]).
+    EffectRefused {
+        /// What was refused, and why.
+        refusal: crate::effect::EffectRefusal,
+    },
     /// A run was approved or denied.
     ApprovalGiven {
         /// The action.

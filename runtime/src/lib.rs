@@ -13,20 +13,32 @@ pub mod action;
 pub mod agent;
 mod directory;
 pub mod effect;
+mod error;
 pub mod events;
 pub mod id;
 pub mod jobs;
+pub mod kinds;
+mod messages;
 pub mod pattern;
 pub mod policy;
-pub mod runner;
+pub(crate) mod runner;
 pub mod runtime;
-pub mod server;
+pub(crate) mod server;
+mod shared;
 pub mod signal;
 pub mod skill;
 pub mod store;
+mod table;
 pub mod tool;
 
 mod duration_ms;
+
+/// What the project's own tests reach that users do not (the action runner on its own). Not public API: it
+/// may change in any release.
+#[doc(hidden)]
+pub mod test_helpers {
+    pub use crate::runner::Runner;
+}
 
 /// What the derives' generated code needs, re-exported so users need no extra dependency. Not public API.
 #[doc(hidden)]
@@ -44,12 +56,13 @@ pub use agentry_macros::Skill;
 
 pub use action::{
     Action, ActionContext, ActionError, ActionSpec, Capability, Category, Cost, DynAction, ErrorClass, Outcome,
-    OutcomeStatus, RetryPolicy, Risk,
+    OutcomeStatus, RetryPolicy, Risk, RunReport,
 };
 pub use agent::{Agent, AgentState, Reaction};
 pub use effect::{Effect, EffectKind, EffectMeta, Target};
 pub use id::{ActionId, AgentId, IdError, SkillId};
 pub use pattern::Pattern;
 pub use policy::Policy;
+pub use runtime::{AgentRef, RestartMode, RestartPolicy, Runtime, RuntimeBuilder, RuntimeError, SpawnOptions};
 pub use signal::{Kind, Signal};
 pub use skill::{Catalog, MountError, Skill};

@@ -6,6 +6,7 @@ use crate::pattern::Pattern;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 /// Which capabilities a policy grants.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -45,6 +46,17 @@ pub struct Policy {
     /// its subdomains (`*.example.com`), an IP address, or `*` for any host. Empty: none.
     #[serde(default)]
     pub allow_hosts: BTreeSet<String>,
+    /// How long a run may wait for approval before it is refused (`None`: for ever). Default: one hour.
+    #[serde(default = "default_approval_timeout", with = "crate::duration_ms::option")]
+    #[schemars(with = "Option<u64>")]
+    pub approval_timeout: Option<Duration>,
+}
+
+/// How long a run waits for approval unless its policy says otherwise.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(3600);
+
+fn default_approval_timeout() -> Option<Duration> {
+    Some(DEFAULT_APPROVAL_TIMEOUT)
 }
 
 impl Default for Policy {
@@ -58,6 +70,7 @@ impl Default for Policy {
             approval_at: Some(Risk::High),
             risk_overrides: BTreeMap::new(),
             allow_hosts: BTreeSet::new(),
+            approval_timeout: default_approval_timeout(),
         }
     }
 }
@@ -133,6 +146,81 @@ impl Policy {
     pub fn approval_at(mut self, risk: Option<Risk>) -> Self {
         self.approval_at = risk;
         self
+    }
+
+    /// Sets how long a run may wait for approval before it is refused (`None`: for ever).
+    pub fn approval_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.approval_timeout = timeout;
+        self
+    }
+
+    /// Whether this policy is within `parent`'s: it allows nothing `parent` refuses. A child agent may get a
+    /// policy of its own only if it is. Compared rule by rule, conservatively (patterns by their text):
+    /// grants, allowed skills, actions and hosts are subsets of the parent's; its deny lists and risk
+    /// overrides include the parent's; it asks for approval at the parent's risk or lower, and waits for one
+    /// no longer. `Err` names the first rule that is broader.
+    pub fn within(&self, parent: &Policy) -> Result<(), String> {
+        match (&self.grants, &parent.grants) {
+            (_, Grants::All) => {}
+            (Grants::All, Grants::Only(_)) => return Err("it grants every capability".into()),
+            (Grants::Only(mine), Grants::Only(theirs)) => {
+                if let Some(extra) = mine.difference(theirs).next() {
+                    return Err(format!("it grants capability `{}`", extra.as_str()));
+                }
+            }
+        }
+        if let Some(theirs) = &parent.allow_skills {
+            match &self.allow_skills {
+                None => return Err("it allows any skill".into()),
+                Some(mine) => {
+                    if let Some(extra) = mine.difference(theirs).next() {
+                        return Err(format!("it allows skill `{extra}`"));
+                    }
+                }
+            }
+        }
+        if let Some(missing) = parent.deny_skills.difference(&self.deny_skills).next() {
+            return Err(format!("it does not deny skill `{missing}`"));
+        }
+        if let Some(theirs) = &parent.allow_actions {
+            match &self.allow_actions {
+                None => return Err("it allows any action".into()),
+                Some(mine) => {
+                    if let Some(extra) = mine.iter().find(|p| !theirs.contains(p)) {
+                        return Err(format!("it allows actions matching `{extra}`"));
+                    }
+                }
+            }
+        }
+        if let Some(missing) = parent.deny_actions.iter().find(|p| !self.deny_actions.contains(p)) {
+            return Err(format!("it does not deny actions matching `{missing}`"));
+        }
+        match (self.approval_at, parent.approval_at) {
+            (_, None) => {}
+            (None, Some(_)) => return Err("it never asks for approval".into()),
+            (Some(mine), Some(theirs)) if mine > theirs => {
+                return Err(format!("it asks for approval only from risk {mine:?}, not {theirs:?}"));
+            }
+            _ => {}
+        }
+        if let Some(theirs) = parent.approval_timeout {
+            match self.approval_timeout {
+                None => return Err("its approvals never expire".into()),
+                Some(mine) if mine > theirs => return Err(format!("its approvals wait {mine:?}, not {theirs:?}")),
+                _ => {}
+            }
+        }
+        for (pattern, risk) in &parent.risk_overrides {
+            if self.risk_overrides.get(pattern).is_none_or(|mine| mine < risk) {
+                return Err(format!("it does not assume risk {risk:?} for actions matching `{pattern}`"));
+            }
+        }
+        if !parent.allow_hosts.contains("*")
+            && let Some(extra) = self.allow_hosts.iter().find(|h| !parent.allow_hosts.contains(*h))
+        {
+            return Err(format!("it allows host `{extra}`"));
+        }
+        Ok(())
     }
 
     /// Whether a capability is granted.

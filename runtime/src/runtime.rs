@@ -1,112 +1,34 @@
 //! The Runtime: the handle an application holds — skill catalog, agent directory, event stream, journal — and
 //! typed [`AgentRef`]s to talk to agents.
 
+pub use crate::error::RuntimeError;
+pub use crate::server::{RestartMode, RestartPolicy};
+
 use crate::agent::{Agent, AgentState, StartError, start};
-use crate::directory::{Directory, Entry, Untyped};
+use crate::directory::Directory;
 use crate::events::{Event, EventBus};
 use crate::id::{AgentId, SkillId};
 use crate::jobs::JobBoard;
+use crate::messages::{Requester, RunRequest, ServerMsg, Untyped};
 use crate::policy::Policy;
 use crate::runner::Runner;
-use crate::server::{AgentServer, RestartPolicy, ServerArgs, ServerMsg, Shared};
+use crate::server::{AgentServer, ServerArgs};
+use crate::shared::{Shared, Spawner};
 use crate::signal::Signal;
-use crate::skill::{Catalog, LiveCatalog, MountError, Skill};
+use crate::skill::{Catalog, LiveCatalog, Skill};
 use crate::store::{MemoryStore, Store};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
 use serde_json::Value;
 use std::any::TypeId;
-use std::future::Future;
 use std::marker::PhantomData;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// Why a runtime operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RuntimeError {
-    /// An agent with this id (or name) already runs.
-    #[error("agent `{0}` already exists; expected a new id and name")]
-    AlreadyExists(String),
-    /// No agent with this id runs.
-    #[error("agent `{0}` is not running")]
-    NoSuchAgent(AgentId),
-    /// The agent exists but is of another type than the one asked for.
-    #[error("agent `{0}` is of another type than the one asked for")]
-    WrongType(AgentId),
-    /// A skill is not in the runtime's catalog.
-    #[error("skill `{0}` is not in the runtime's catalog; expected it added with `RuntimeBuilder::skill`")]
-    UnknownSkill(SkillId),
-    /// An agent type is not registered.
-    #[error("agent type `{0}` is not registered; expected it added with `RuntimeBuilder::agent`")]
-    UnknownAgentType(String),
-    /// Mounting or unmounting failed.
-    #[error(transparent)]
-    Mount(#[from] MountError),
-    /// The agent could not start.
-    #[error(transparent)]
-    Start(#[from] StartError),
-    /// An action id given as text is malformed.
-    #[error("bad action id: {0}")]
-    BadAction(#[from] crate::id::IdError),
-    /// A skill with this id is in the catalog already.
-    #[error("skill `{0}` is in the runtime's catalog already; expected a new id, or `refresh_skill` to replace it")]
-    SkillExists(SkillId),
-    /// A run asked for from outside the agent needs an approval nobody can give while the caller waits.
-    #[error(
-        "action `{action}` on agent `{agent}` needs approval (risk {risk:?}); run {run} was refused, since a caller \
-         outside the agent cannot wait for one"
-    )]
-    NeedsApproval {
-        /// The agent.
-        agent: AgentId,
-        /// The action.
-        action: crate::id::ActionId,
-        /// The risk that asks for approval.
-        risk: crate::action::Risk,
-        /// The refused run, journaled as blocked.
-        run: Uuid,
-    },
-    /// No run of this id waits for approval.
-    #[error("run {0} is not waiting for approval")]
-    NotAwaitingApproval(Uuid),
-    /// A `call` got no reply in time.
-    #[error("agent `{agent}` did not reply within {}ms", timeout.as_millis())]
-    Timeout {
-        /// The agent called.
-        agent: AgentId,
-        /// How long the caller waited.
-        timeout: Duration,
-    },
-    /// The agent stopped before it answered.
-    #[error("agent `{0}` stopped before it answered")]
-    Stopped(AgentId),
-    /// The agent's actor could not be started.
-    #[error("the actor of agent `{agent}` could not start: {message}")]
-    Spawn {
-        /// The agent.
-        agent: AgentId,
-        /// ractor's message.
-        message: String,
-    },
-}
-
 /// How long [`Runtime::shutdown`] waits for one stopped actor's cleanup before killing it.
 const STOP_WAIT: Duration = Duration::from_secs(5);
-
-/// Starts an agent of a registered type from its JSON init state (the `SpawnAgent` effect).
-pub(crate) type Spawner = Arc<
-    dyn Fn(
-            Arc<Shared>,
-            AgentId,
-            Value,
-            Option<AgentId>,
-        ) -> Pin<Box<dyn Future<Output = Result<(), RuntimeError>> + Send>>
-        + Send
-        + Sync,
->;
 
 /// How to spawn one agent.
 #[derive(Debug, Clone)]
@@ -181,13 +103,13 @@ impl RuntimeBuilder {
         for (skill, _) in A::start_skills().map_err(StartError::from)? {
             self.catalog.insert(skill);
         }
-        let spawner: Spawner = Arc::new(|shared, id, init, parent| {
+        let spawner: Spawner = Arc::new(|shared, id, init, parent, policy| {
             Box::pin(async move {
                 let domain: A = serde_json::from_value(init).map_err(|e| RuntimeError::Spawn {
                     agent: id.clone(),
                     message: format!("the init state does not fit the agent type: {e}"),
                 })?;
-                let opts = SpawnOptions { id: Some(id), parent, ..SpawnOptions::default() };
+                let opts = SpawnOptions { id: Some(id), parent, policy, ..SpawnOptions::default() };
                 spawn_agent::<A>(&shared, domain, opts).await.map(|_| ())
             })
         });
@@ -288,7 +210,12 @@ impl Runtime {
         if entry.agent_type != TypeId::of::<A>() {
             return Err(RuntimeError::WrongType(id.clone()));
         }
-        Ok(AgentRef { id: id.clone(), actor: ActorRef::from(entry.cell), _agent: PhantomData })
+        Ok(AgentRef {
+            id: id.clone(),
+            actor: ActorRef::from(entry.cell),
+            shared: self.shared.clone(),
+            _agent: PhantomData,
+        })
     }
 
     /// The id of the agent with this name.
@@ -296,9 +223,22 @@ impl Runtime {
         self.shared.directory.id_of(name)
     }
 
-    /// Delivers a signal to an agent whatever its type.
+    /// Delivers a signal to an agent whatever its type. A signal of one of the runtime's own kinds (see
+    /// [`crate::kinds`]), or one that claims to come from the runtime, is refused with
+    /// [`RuntimeError::Forged`].
     pub fn send(&self, to: &AgentId, signal: Signal) -> Result<(), RuntimeError> {
+        check_from_outside(&signal)?;
         if self.shared.directory.deliver(to, signal) { Ok(()) } else { Err(RuntimeError::NoSuchAgent(to.clone())) }
+    }
+
+    /// Replaces an agent's policy. Runs already going keep the policy they started under; queued runs and runs
+    /// waiting for approval meet the new one at the gate when they start.
+    pub async fn set_policy(&self, agent: &AgentId, policy: Policy) -> Result<(), RuntimeError> {
+        let (done, changed) = tokio::sync::oneshot::channel();
+        if !self.shared.directory.tell(agent, Untyped::SetPolicy(Box::new(policy), done)) {
+            return Err(RuntimeError::NoSuchAgent(agent.clone()));
+        }
+        changed.await.map_err(|_| RuntimeError::Stopped(agent.clone()))
     }
 
     /// Adds a skill to the catalog while the runtime runs, so agents can mount it (a skill made from an MCP
@@ -361,8 +301,8 @@ impl Runtime {
         let action: crate::id::ActionId = action.parse()?;
         // Dropping this future drops the receiver, which tells the run's task its caller gave up.
         let (reply, outcome) = tokio::sync::oneshot::channel();
-        let invoke = crate::server::Invoke { action, params, reply };
-        if !self.shared.directory.tell(agent, Untyped::Invoke(Box::new(invoke))) {
+        let request = RunRequest { action, params, by: Requester::Outside(reply) };
+        if !self.shared.directory.tell(agent, Untyped::Request(Box::new(request))) {
             return Err(RuntimeError::NoSuchAgent(agent.clone()));
         }
         outcome.await.map_err(|_| RuntimeError::Stopped(agent.clone()))?
@@ -385,7 +325,8 @@ impl Runtime {
     /// Stops an agent and waits until it has stopped; its running actions are cancelled.
     pub async fn stop(&self, id: &AgentId) -> Result<(), RuntimeError> {
         let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
-        let _ = entry.cell.stop_and_wait(Some("stopped by the runtime".into()), None).await;
+        entry.stop("stopped by the runtime".into());
+        let _ = entry.cell.wait(None).await;
         Ok(())
     }
 
@@ -407,8 +348,8 @@ impl Runtime {
             let _ = tokio::time::timeout_at(deadline, finished).await;
         }
         let cells: Vec<_> = ids.iter().filter_map(|id| self.shared.directory.get(id)).map(|e| e.cell).collect();
-        for cell in &cells {
-            cell.stop(Some("runtime shutdown".into()));
+        for entry in ids.iter().filter_map(|id| self.shared.directory.get(id)) {
+            entry.stop("runtime shutdown".into());
         }
         for cell in cells {
             if cell.wait(Some(STOP_WAIT)).await.is_err() {
@@ -418,7 +359,9 @@ impl Runtime {
     }
 }
 
-async fn spawn_agent<A: Agent>(
+/// Starts an agent: its start skills are mounted (purely), then its actor starts and enters the directory (see
+/// the server's `enter_directory`: of two spawns racing on one id, the loser never runs).
+pub(crate) async fn spawn_agent<A: Agent>(
     shared: &Arc<Shared>,
     domain: A,
     opts: SpawnOptions,
@@ -445,37 +388,44 @@ async fn spawn_agent<A: Agent>(
         policy: opts.policy,
         restart: opts.restart,
         max_in_flight: opts.max_in_flight,
-        parent: opts.parent.clone(),
+        parent: opts.parent,
+        name: opts.name,
         shared: shared.clone(),
     };
-    let (actor, _join) = Actor::spawn(None, AgentServer::<A>::new(), args)
-        .await
-        .map_err(|e| RuntimeError::Spawn { agent: id.clone(), message: e.to_string() })?;
-    let deliver_to = actor.clone();
-    let entry = Entry {
-        name: opts.name,
-        parent: opts.parent,
-        agent_type: TypeId::of::<A>(),
-        cell: actor.get_cell(),
-        deliver: Arc::new(move |message: Untyped| deliver_to.cast(message.into()).is_ok()),
-    };
-    if !shared.directory.insert(id.clone(), entry) {
-        actor.stop(Some("its id or name was taken while it started".into()));
-        return Err(RuntimeError::AlreadyExists(id.to_string()));
+    let (actor, _join) = Actor::spawn(None, AgentServer::<A>::new(), args).await.map_err(|e| spawn_error(&id, e))?;
+    Ok(AgentRef { id, actor, shared: shared.clone(), _agent: PhantomData })
+}
+
+/// The runtime's error for an actor that did not start: the server's own when it refused (an id or name
+/// taken), else ractor's message.
+fn spawn_error(agent: &AgentId, error: ractor::SpawnErr) -> RuntimeError {
+    if let ractor::SpawnErr::StartupFailed(cause) = &error
+        && let Some(refused) = cause.downcast_ref::<RuntimeError>()
+    {
+        return refused.clone();
     }
-    Ok(AgentRef { id, actor, _agent: PhantomData })
+    RuntimeError::Spawn { agent: agent.clone(), message: error.to_string() }
+}
+
+/// Refuses a signal from outside the runtime that forges one of the runtime's own (its kind or its source).
+fn check_from_outside(signal: &Signal) -> Result<(), RuntimeError> {
+    if crate::kinds::is_reserved(signal.kind().as_str()) || crate::kinds::is_runtime_source(signal.source()) {
+        return Err(RuntimeError::Forged { kind: signal.kind().to_string(), claimed: signal.source().to_owned() });
+    }
+    Ok(())
 }
 
 /// A typed handle to one agent.
 pub struct AgentRef<A: Agent> {
     id: AgentId,
     actor: ActorRef<ServerMsg<A>>,
+    shared: Arc<Shared>,
     _agent: PhantomData<fn() -> A>,
 }
 
 impl<A: Agent> Clone for AgentRef<A> {
     fn clone(&self) -> Self {
-        Self { id: self.id.clone(), actor: self.actor.clone(), _agent: PhantomData }
+        Self { id: self.id.clone(), actor: self.actor.clone(), shared: self.shared.clone(), _agent: PhantomData }
     }
 }
 
@@ -485,13 +435,15 @@ impl<A: Agent> AgentRef<A> {
         &self.id
     }
 
-    /// Sends a signal without waiting (cast).
+    /// Sends a signal without waiting (cast). A forged runtime signal is refused (see [`Runtime::send`]).
     pub fn send(&self, signal: Signal) -> Result<(), RuntimeError> {
+        check_from_outside(&signal)?;
         self.actor.cast(ServerMsg::Signal(signal)).map_err(|_| RuntimeError::Stopped(self.id.clone()))
     }
 
     /// Sends a signal and waits for the agent's `Reply` to it, at most `timeout`.
     pub async fn call(&self, signal: Signal, timeout: Duration) -> Result<Value, RuntimeError> {
+        check_from_outside(&signal)?;
         let result = self.actor.call(|port| ServerMsg::Call(signal, port), Some(timeout)).await;
         self.answer(result, timeout)
     }
@@ -542,6 +494,12 @@ impl<A: Agent> AgentRef<A> {
 
     /// Stops the agent and waits until it has stopped.
     pub async fn stop(&self) {
-        let _ = self.actor.stop_and_wait(Some("stopped through its AgentRef".into()), None).await;
+        let reason = "stopped through its AgentRef".to_owned();
+        if let Some(entry) = self.shared.directory.get(&self.id).filter(|e| e.cell.get_id() == self.actor.get_id()) {
+            entry.stop(reason);
+            let _ = self.actor.wait(None).await;
+        } else {
+            let _ = self.actor.stop_and_wait(Some(reason), None).await;
+        }
     }
 }

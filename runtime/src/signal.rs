@@ -4,6 +4,7 @@
 //! from the clock. A signal made inside a pure handler as a consequence of another ([`Signal::follow`]) takes
 //! them from its cause instead, so pure code stays deterministic: the same cause gives the same follow-up.
 
+use crate::action::RunReport;
 use crate::pattern::Pattern;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -13,7 +14,7 @@ use std::fmt;
 use uuid::Uuid;
 
 /// The source given to signals whose maker named none.
-pub const DEFAULT_SOURCE: &str = "agentry";
+pub const DEFAULT_SOURCE: &str = "app";
 
 /// Why a signal kind is not valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -111,6 +112,26 @@ pub struct Signal {
     correlation_id: Uuid,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     causation_id: Option<Uuid>,
+    #[serde(skip)]
+    #[schemars(skip)]
+    report: ReportCache,
+}
+
+/// The typed view of an outcome signal's data, parsed on first use and kept. Not part of the signal's value:
+/// two signals are equal whether or not either was read.
+#[derive(Clone, Default)]
+struct ReportCache(std::sync::OnceLock<Option<Box<RunReport>>>);
+
+impl PartialEq for ReportCache {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for ReportCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("_")
+    }
 }
 
 impl Signal {
@@ -178,6 +199,32 @@ impl Signal {
     /// The id of the signal that caused this one, if any.
     pub fn causation_id(&self) -> Option<Uuid> {
         self.causation_id
+    }
+
+    /// The run an `action.completed`, `action.failed` or `action.blocked` signal reports, as types; `None` for
+    /// any other kind (or data that is not a run report). Parsed from `data` once, on first use.
+    ///
+    /// ```
+    /// # use agentry::Signal;
+    /// fn answer(signal: &Signal) -> Option<String> {
+    ///     let report = signal.outcome()?;
+    ///     Some(match report.error_message() {
+    ///         None => report.outcome.output_text.clone(),
+    ///         Some(error) => format!("{} failed: {error}", report.action),
+    ///     })
+    /// }
+    /// ```
+    pub fn outcome(&self) -> Option<&RunReport> {
+        if !self.kind.as_str().starts_with("action.") {
+            return None;
+        }
+        self.report.0.get_or_init(|| RunReport::deserialize(&self.data).ok().map(Box::new)).as_deref()
+    }
+
+    /// The same signal, said to come from `source` (the server stamps what an agent emits with the agent's own).
+    pub(crate) fn with_source(mut self, source: String) -> Self {
+        self.source = source;
+        self
     }
 
     /// Whether this signal's kind matches a pattern.
@@ -257,6 +304,7 @@ impl SignalBuilder {
             data: self.data,
             correlation_id,
             causation_id,
+            report: ReportCache::default(),
         })
     }
 }

@@ -99,7 +99,8 @@ fn effect_kind() -> impl Strategy<Value = EffectKind> {
         (agent_id(), "[a-z_]{1,8}", json_value()).prop_map(|(id, agent, init)| EffectKind::SpawnAgent {
             id,
             agent,
-            init
+            init,
+            policy: None
         }),
         agent_id().prop_map(|id| EffectKind::StopChild { id }),
         ".{0,12}".prop_map(|reason| EffectKind::Stop { reason }),

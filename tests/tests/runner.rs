@@ -4,8 +4,8 @@
 use agentry::action::{ActionContext, ActionError, ActionSpec, DynAction, ErrorClass, OutcomeStatus, RetryPolicy};
 use agentry::events::{EventBus, EventKind};
 use agentry::id::{ActionId, AgentId};
-use agentry::runner::Runner;
 use agentry::store::{MemoryStore, RunQuery, RunRecord, RunStatus, Store};
+use agentry::test_helpers::Runner;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

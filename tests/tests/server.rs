@@ -8,7 +8,7 @@ use agentry::events::EventKind;
 use agentry::id::{ActionId, AgentId, SkillId};
 use agentry::policy::Policy;
 use agentry::runtime::{AgentRef, Runtime, RuntimeError, SpawnOptions};
-use agentry::server::{RestartMode, RestartPolicy};
+use agentry::runtime::{RestartMode, RestartPolicy};
 use agentry::signal::Signal;
 use agentry::skill::Skill;
 use agentry::store::{RunQuery, RunStatus};
@@ -331,7 +331,7 @@ async fn pings(probe: &AgentRef<Probe>) -> Value {
 
 #[tokio::test(start_paused = true)]
 async fn emit_reaches_the_parent_and_every_subscriber_of_a_topic() {
-    let (rt, probe, _) = setup(Policy::default()).await;
+    let (rt, probe, _) = setup(Policy::default().grant(Capability::SPAWN)).await;
     let mut events = rt.events();
     probe.send(Signal::new("spawn", Value::Null).unwrap()).unwrap();
     wait_for(&mut events, |e| e.agent.as_str() == "child" && e.kind == EventKind::AgentStarted).await;
@@ -422,7 +422,7 @@ async fn schedules_fire_later_and_cancel_stops_them() {
 
 #[tokio::test(start_paused = true)]
 async fn a_child_is_spawned_and_its_parent_hears_when_it_exits() {
-    let (rt, probe, _) = setup(Policy::default()).await;
+    let (rt, probe, _) = setup(Policy::default().grant(Capability::SPAWN)).await;
     let mut events = rt.events();
     probe.send(Signal::new("spawn", Value::Null).unwrap()).unwrap();
     wait_for(&mut events, |e| e.agent.as_str() == "child" && e.kind == EventKind::AgentStarted).await;

@@ -268,13 +268,23 @@ impl ActionContext {
     }
 
     /// Asks the agent's server to interpret an effect once this run completes successfully (an agent-level
-    /// effect such as `Stop`, `Schedule` or `Emit`). Effects that change the action table are refused: only
-    /// mounting does that.
+    /// effect such as `Stop`, `Schedule` or `Emit`). Effects that change the action table are refused (only
+    /// mounting does that), and so are signals of the runtime's own kinds (see [`crate::kinds`]).
     pub fn effect(&self, effect: Effect) -> Result<(), ActionError> {
         if matches!(effect.kind, EffectKind::RegisterAction { .. } | EffectKind::DeregisterAction { .. }) {
             return Err(ActionError::denied(format!(
                 "action `{}` asked to change the action table; only mounting and unmounting skills do that",
                 self.action_id
+            )));
+        }
+        if let EffectKind::Emit { signal, .. } | EffectKind::Schedule { signal, .. } = &effect.kind
+            && crate::kinds::is_reserved(signal.kind().as_str())
+        {
+            return Err(ActionError::denied(format!(
+                "action `{}` asked for a signal of kind `{}`; kinds in the `action.`, `job.` and `agent.` namespaces \
+                 are made only by the runtime",
+                self.action_id,
+                signal.kind()
             )));
         }
         self.sink().effects.push(effect);

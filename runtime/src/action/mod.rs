@@ -19,7 +19,7 @@ pub(crate) use dynamic::schema_errors;
 pub use dynamic::{ActionFuture, DynAction, SchemaError};
 pub use error::{ActionError, ErrorClass};
 pub use job::{JobRecord, JobStatus};
-pub use outcome::{Outcome, OutcomeError, OutcomeStatus};
+pub use outcome::{Outcome, OutcomeError, OutcomeStatus, RunReport};
 pub(crate) use retry::may_retry_after;
 pub use retry::{RetryPolicy, should_retry};
 pub use spec::{ActionSpec, Capability, Category, Cost, DEFAULT_TIMEOUT, Risk, schema_for};

@@ -2,11 +2,13 @@
 
 use super::error::{ActionError, ErrorClass};
 use crate::duration_ms;
+use crate::id::ActionId;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
+use uuid::Uuid;
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -110,6 +112,35 @@ impl Outcome {
             latency,
             attempts,
         }
+    }
+}
+
+/// An outcome signal read as types: which run, which action, and how it ended. Get one with
+/// [`Signal::outcome`](crate::Signal::outcome).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RunReport {
+    /// The run.
+    pub run_id: Uuid,
+    /// The action it ran.
+    pub action: ActionId,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+impl RunReport {
+    /// Whether the run completed.
+    pub fn completed(&self) -> bool {
+        self.outcome.status == OutcomeStatus::Completed
+    }
+
+    /// Whether the run only waits for approval (blocked, with no error yet).
+    pub fn awaiting_approval(&self) -> bool {
+        self.outcome.status == OutcomeStatus::Blocked && self.outcome.error.is_none()
+    }
+
+    /// The error's message, when it failed or was refused.
+    pub fn error_message(&self) -> Option<&str> {
+        self.outcome.error.as_ref().map(|e| e.message.as_str())
     }
 }
 

@@ -1,71 +1,129 @@
-//! How the server interprets effects, and the gate every run passes.
+//! How the server interprets effects, and which effects it refuses: a change to the action table from anything
+//! but mounting, a signal of the runtime's own kinds asked for by someone else, a child the policy does not
+//! allow.
 
-use super::services::Admitted;
-use super::{Admit, Pending, Registered, Running, ServerMsg, ServerState};
-use crate::action::{ActionContext, ActionError, DynAction, Frame, Link, Outcome, Risk};
+use super::ServerState;
+use crate::action::Capability;
 use crate::agent::Agent;
-use crate::effect::{Effect, EffectKind, Target};
+use crate::effect::{Effect, EffectKind, EffectRefusal, Target};
 use crate::events::EventKind;
-use crate::id::ActionId;
-use crate::id::SkillId;
-use crate::policy::RunDecision;
-use crate::runtime::RuntimeError;
+use crate::id::AgentId;
+use crate::messages::ServerMsg;
+use crate::policy::Policy;
 use crate::signal::Signal;
-use crate::store::{RunRecord, RunStatus, RunUpdate};
+use crate::store::Refusal;
 use chrono::Utc;
 use serde_json::Value;
 use std::time::Duration;
-use uuid::Uuid;
+
+/// Where effects come from, which decides what they may do.
+#[derive(Clone, Copy)]
+pub(crate) enum Origin<'a> {
+    /// Mounting, unmounting or refreshing a skill (or the agent's start skills): the only origin that may
+    /// change the action table.
+    Mounting,
+    /// The agent's `step` on this signal (its own handler or a mounted skill's).
+    Step(&'a Signal),
+    /// A run that completed, through its context.
+    Run,
+    /// A job's run, through its context.
+    Job,
+}
+
+impl Origin<'_> {
+    fn describe(&self, meta_skill: Option<&crate::id::SkillId>) -> String {
+        match (self, meta_skill) {
+            (Origin::Mounting, _) => "mounting".to_owned(),
+            (Origin::Step(signal), Some(skill)) => format!("skill `{skill}` handling a `{}` signal", signal.kind()),
+            (Origin::Step(signal), None) => format!("the agent handling a `{}` signal", signal.kind()),
+            (Origin::Run, _) => "a completed run".to_owned(),
+            (Origin::Job, _) => "a job's run".to_owned(),
+        }
+    }
+
+    fn cause(&self) -> Option<&Signal> {
+        match self {
+            Origin::Step(signal) => Some(signal),
+            _ => None,
+        }
+    }
+}
 
 impl<A: Agent> ServerState<A> {
-    /// Interprets effects in order. `cause` is the signal whose handling produced them, if any.
-    pub(crate) fn interpret(&mut self, effects: Vec<Effect>, cause: Option<&Signal>) {
+    /// Interprets effects in order, refusing (journaled and announced, never applied) the ones `origin` may not
+    /// ask for.
+    pub(crate) fn interpret(&mut self, effects: Vec<Effect>, origin: Origin<'_>) {
         for effect in effects {
+            let cause = origin.cause();
             match effect.kind {
-                EffectKind::RegisterAction { action } => self.register(action, effect.meta.skill.as_ref()),
-                EffectKind::DeregisterAction { action } => {
-                    self.table.remove(&action);
+                EffectKind::RegisterAction { action } => match origin {
+                    Origin::Mounting => self.register(action, effect.meta.skill.as_ref()),
+                    _ => {
+                        let origin = origin.describe(effect.meta.skill.as_ref());
+                        self.refuse_effect(
+                            cause,
+                            EffectRefusal::TableChange { effect: "register_action".into(), action, origin },
+                        );
+                    }
+                },
+                EffectKind::DeregisterAction { action } => match origin {
+                    Origin::Mounting => self.table.deregister(&action),
+                    _ => {
+                        let origin = origin.describe(effect.meta.skill.as_ref());
+                        self.refuse_effect(
+                            cause,
+                            EffectRefusal::TableChange { effect: "deregister_action".into(), action, origin },
+                        );
+                    }
+                },
+                EffectKind::Run { action, params } => self.run_for_agent(action, params, cause),
+                EffectKind::Emit { signal, to } => {
+                    if let Some(signal) = self.own_signal(signal, origin, effect.meta.skill.as_ref()) {
+                        self.emit(signal, to);
+                    }
                 }
-                EffectKind::Run { action, params } => self.start_run(action, params, cause),
-                EffectKind::Emit { signal, to } => self.emit(signal, to),
                 EffectKind::Reply { to, data } => {
                     if let Some(port) = self.calls.remove(&to) {
                         let _ = port.send(data);
                     }
                 }
-                EffectKind::Schedule { key, after, signal } => self.schedule(key, after, signal),
+                EffectKind::Schedule { key, after, signal } => {
+                    if let Some(signal) = self.own_signal(signal, origin, effect.meta.skill.as_ref()) {
+                        self.schedule(key, after, signal);
+                    }
+                }
                 EffectKind::Cancel { key } => {
                     if let Some(task) = self.schedules.remove(&key) {
                         task.abort();
                     }
                 }
-                EffectKind::SpawnAgent { id, agent, init } => self.spawn_child(id, agent, init),
-                EffectKind::StopChild { id } => {
-                    if let Some(child) = self.shared.directory.get(&id)
-                        && child.parent.as_ref() == Some(&self.agent.id)
-                    {
-                        child.cell.stop(Some(format!("stopped by its parent `{}`", self.agent.id)));
-                    }
-                }
+                EffectKind::SpawnAgent { id, agent, init, policy } => self.spawn_child(id, agent, init, policy, cause),
+                EffectKind::StopChild { id } => self.stop_child(&id),
                 EffectKind::Stop { reason } => self.stop_self(reason),
             }
         }
     }
 
-    pub(crate) fn register(&mut self, action: ActionId, skill: Option<&SkillId>) {
-        let catalog = self.shared.catalog.snapshot();
-        let mounted = self.agent.skills().keys();
-        let found = skill
-            .into_iter()
-            .chain(mounted)
-            .filter_map(|s| catalog.get(s))
-            .find_map(|s| s.actions().iter().find(|a| a.spec().id == action).map(|a| (a.clone(), s.id().clone())));
-        match found {
-            Some((dyn_action, skill)) => {
-                self.table.insert(action, Registered { action: dyn_action, skill: Some(skill) });
-            }
-            None => tracing::error!(%action, "a registered action is in no catalog skill"),
+    /// A signal the agent emits or schedules, stamped with the agent's own source (so its `source` says who
+    /// made it), or `None` (and a refusal) when its kind is one of the runtime's own.
+    fn own_signal(&self, signal: Signal, origin: Origin<'_>, skill: Option<&crate::id::SkillId>) -> Option<Signal> {
+        if crate::kinds::is_reserved(signal.kind().as_str()) {
+            let refusal =
+                EffectRefusal::ReservedKind { kind: signal.kind().to_string(), origin: origin.describe(skill) };
+            self.refuse_effect(origin.cause(), refusal);
+            return None;
         }
+        Some(signal.with_source(self.source.clone()))
+    }
+
+    /// Journals and announces an effect the server did not apply.
+    pub(super) fn refuse_effect(&self, cause: Option<&Signal>, refusal: EffectRefusal) {
+        tracing::warn!(agent = %self.agent.id, %refusal, "an effect was refused");
+        let correlation = cause.map(Signal::correlation_id);
+        let record = Refusal { agent: self.agent.id.clone(), at: Utc::now(), cause: cause.map(Signal::id), refusal };
+        let kind = EventKind::EffectRefused { refusal: record.refusal.clone() };
+        self.shared.store.refused(record);
+        self.shared.events.announce(&self.agent.id, None, correlation, kind);
     }
 
     fn emit(&self, signal: Signal, to: Target) {
@@ -83,29 +141,55 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Starts a child of a registered agent type; a failure comes back as an `agent.spawn_failed` signal.
-    fn spawn_child(&self, id: crate::id::AgentId, agent: String, init: Value) {
+    /// Starts a child of a registered agent type under the parent's policy, or a narrower one the effect names.
+    /// Needs the `spawn` capability; a failure comes back as an `agent.spawn_failed` signal.
+    fn spawn_child(
+        &mut self,
+        id: AgentId,
+        agent: String,
+        init: Value,
+        policy: Option<Box<Policy>>,
+        cause: Option<&Signal>,
+    ) {
+        if !self.policy.grants(&Capability::SPAWN) {
+            self.refuse_effect(cause, EffectRefusal::SpawnNotGranted { child: id });
+            return;
+        }
+        let policy = match policy {
+            None => (*self.policy).clone(),
+            Some(policy) => match policy.within(&self.policy) {
+                Ok(()) => *policy,
+                Err(reason) => {
+                    self.refuse_effect(cause, EffectRefusal::PolicyBroader { child: id, reason });
+                    return;
+                }
+            },
+        };
         let Some(spawner) = self.shared.spawners.get(&agent).map(|s| s.clone()) else {
-            let error = RuntimeError::UnknownAgentType(agent);
-            self.tell_self("agent.spawn_failed", serde_json::json!({"child": id, "error": error.to_string()}));
+            let error = crate::error::RuntimeError::UnknownAgentType(agent);
+            if let Some(signal) = crate::kinds::spawn_failed(&self.source, &id, &error.to_string()) {
+                self.inbox.push_back(signal);
+            }
             return;
         };
         let shared = self.shared.clone();
         let me = self.myself.clone();
         let parent = self.agent.id.clone();
+        let source = self.source.clone();
         tokio::spawn(async move {
-            if let Err(error) = spawner(shared, id.clone(), init, Some(parent)).await {
-                let data = serde_json::json!({"child": id, "error": error.to_string()});
-                if let Ok(signal) = Signal::builder("agent.spawn_failed").data(data).build() {
-                    let _ = me.cast(ServerMsg::Signal(signal));
-                }
+            if let Err(error) = spawner(shared, id.clone(), init, Some(parent), policy).await
+                && let Some(signal) = crate::kinds::spawn_failed(&source, &id, &error.to_string())
+            {
+                let _ = me.cast(ServerMsg::Signal(signal));
             }
         });
     }
 
-    fn tell_self(&self, kind: &str, data: Value) {
-        if let Ok(signal) = Signal::builder(kind).data(data).build() {
-            let _ = self.myself.cast(ServerMsg::Signal(signal));
+    fn stop_child(&self, id: &AgentId) {
+        if let Some(child) = self.shared.directory.get(id)
+            && child.parent.as_ref() == Some(&self.agent.id)
+        {
+            child.stop(format!("stopped by its parent `{}`", self.agent.id));
         }
     }
 
@@ -125,253 +209,4 @@ impl<A: Agent> ServerState<A> {
         });
         self.schedules.insert(key, task);
     }
-
-    /// A run the agent asked for: journaled, through the gate, then queued, parked for approval or refused.
-    fn start_run(&mut self, action: ActionId, params: Value, cause: Option<&Signal>) {
-        let run = Uuid::now_v7();
-        let correlation = cause.map_or(run, Signal::correlation_id);
-        let ctx = self.run_context(action, run, correlation, cause.map(Signal::id), None);
-        self.journal_queued(&ctx, &params, None);
-        match self.gate(&ctx) {
-            Gate::Refused(error) => {
-                let outcome = self.block(&ctx, &error);
-                self.deliver_outcome_for(&ctx, &outcome);
-            }
-            Gate::NeedsApproval(action, risk) => {
-                self.ask_approval(&ctx);
-                let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
-                self.deliver_outcome_for(&ctx, &waiting);
-                self.awaiting.insert(run, Pending { action, params, ctx, caller: None, invoker: None });
-            }
-            Gate::Pass(action) => self.enqueue(Pending { action, params, ctx, caller: None, invoker: None }),
-        }
-    }
-
-    /// A nested call an action makes through its context: the same gate as any run; the caller is told when
-    /// the call may run (it runs in the caller's task), or why not.
-    pub(crate) fn admit(&mut self, admit: Admit) {
-        let Admit { action, params, caller, reply } = admit;
-        let ctx = self.run_context(action, Uuid::now_v7(), caller.correlation_id, None, Some(&caller));
-        self.journal_queued(&ctx, &params, Some(caller.run_id));
-        match self.gate(&ctx) {
-            Gate::Refused(error) => {
-                self.block(&ctx, &error);
-                let _ = reply.send(Err(error));
-            }
-            Gate::NeedsApproval(action, _) => {
-                self.ask_approval(&ctx);
-                self.awaiting.insert(ctx.run_id, Pending { action, params, ctx, caller: Some(reply), invoker: None });
-            }
-            Gate::Pass(action) => {
-                if reply.send(Ok(Admitted { action, ctx: ctx.clone() })).is_err() {
-                    self.shared.runner.cancelled(&ctx, "the caller gave up before the nested call was admitted");
-                }
-            }
-        }
-    }
-
-    /// A run asked for from outside the agent (an MCP client, a command line): the same gate as any run, but
-    /// nobody can wait for an approval, so a run that needs one is refused (blocked, and journaled so) with
-    /// [`RuntimeError::NeedsApproval`]. The outcome goes to the invoker; the agent gets no outcome signal.
-    pub(crate) fn invoke(&mut self, invoke: super::Invoke) {
-        let super::Invoke { action, params, reply } = invoke;
-        let run = Uuid::now_v7();
-        let ctx = self.run_context(action, run, run, None, None);
-        self.journal_queued(&ctx, &params, None);
-        match self.gate(&ctx) {
-            Gate::Refused(error) => {
-                let outcome = self.block(&ctx, &error);
-                let _ = reply.send(Ok(outcome));
-            }
-            Gate::NeedsApproval(_, risk) => {
-                let error = ActionError::denied(format!(
-                    "action `{}` needs approval at risk {risk:?}, and a run asked for from outside the agent cannot \
-                     wait for one; expected the agent to run it itself, or a policy that does not ask",
-                    ctx.action_id
-                ));
-                self.block(&ctx, &error);
-                let refused = RuntimeError::NeedsApproval {
-                    agent: self.agent.id.clone(),
-                    action: ctx.action_id.clone(),
-                    risk,
-                    run,
-                };
-                let _ = reply.send(Err(refused));
-            }
-            Gate::Pass(action) => {
-                self.enqueue(Pending { action, params, ctx, caller: None, invoker: Some(reply) });
-            }
-        }
-    }
-
-    /// The context of a new run: its skill's drive folder and state, the policy, the call stack with a frame
-    /// of its own, and the way back to this server.
-    fn run_context(
-        &self,
-        action: ActionId,
-        run: Uuid,
-        correlation: Uuid,
-        causation: Option<Uuid>,
-        caller: Option<&ActionContext>,
-    ) -> ActionContext {
-        let skill = self.table.get(&action).and_then(|r| r.skill.clone());
-        let drive = match (&self.shared.data_dir, &skill) {
-            (Some(dir), Some(skill)) => Some(super::drive_path(dir, &self.agent.id, skill)),
-            _ => None,
-        };
-        let skill_state = skill.as_ref().and_then(|s| self.agent.skill_state(s)).cloned().unwrap_or(Value::Null);
-        let mut stack = caller.map(|c| c.stack().to_vec()).unwrap_or_default();
-        stack.push(Frame { action: action.clone(), run_id: run, state: Value::Null });
-        let job = caller.and_then(|c| c.link.as_ref()).and_then(|l| l.job);
-        ActionContext {
-            agent_id: self.agent.id.clone(),
-            action_id: action,
-            run_id: run,
-            attempt: 0,
-            correlation_id: correlation,
-            causation_id: causation,
-            skill,
-            drive,
-            skill_state,
-            policy: self.policy.clone(),
-            stack,
-            sink: std::sync::Arc::default(),
-            link: Some(Link { services: self.services.clone(), job }),
-        }
-    }
-
-    /// Every run is journaled and announced as queued, even one the gate then refuses.
-    fn journal_queued(&self, ctx: &ActionContext, params: &Value, parent_run: Option<Uuid>) {
-        let mut record =
-            RunRecord::queued(ctx.run_id, self.agent.id.clone(), ctx.action_id.clone(), params, ctx.correlation_id);
-        record.parent_run = parent_run;
-        if let Err(err) = self.shared.store.record(record) {
-            tracing::error!(%err, "the journal refused a new run");
-        }
-        let kind = EventKind::ActionQueued { action: ctx.action_id.clone(), parent_run, depth: ctx.depth() };
-        self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
-    }
-
-    /// The gate: the agent must not be draining, the action must be registered here, the policy must allow it
-    /// and grant its capabilities, and a risky run waits for approval.
-    fn gate(&self, ctx: &ActionContext) -> Gate {
-        if self.draining.is_some() {
-            return Gate::Refused(ActionError::cancelled("the runtime is shutting down; no new runs start"));
-        }
-        let Some(registered) = self.table.get(&ctx.action_id) else {
-            return Gate::Refused(ActionError::denied(format!(
-                "action `{}` is not registered on agent `{}`; mount a skill that provides it",
-                ctx.action_id, self.agent.id
-            )));
-        };
-        match self.policy.may_run(registered.action.spec()) {
-            RunDecision::Deny { reason } => Gate::Refused(ActionError::denied(reason)),
-            RunDecision::NeedsApproval { risk } => Gate::NeedsApproval(registered.action.clone(), risk),
-            RunDecision::Allow => Gate::Pass(registered.action.clone()),
-        }
-    }
-
-    fn ask_approval(&self, ctx: &ActionContext) {
-        self.journal(ctx.run_id, RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() });
-        let kind = EventKind::ApprovalAsked { action: ctx.action_id.clone() };
-        self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
-    }
-
-    fn journal(&self, run: Uuid, update: RunUpdate) {
-        if let Err(err) = self.shared.store.update(run, update, Utc::now()) {
-            tracing::warn!(%run, %err, "the journal refused an update");
-        }
-    }
-
-    /// Ends a run the gate refused: journaled as blocked and announced; returns its outcome.
-    fn block(&self, ctx: &ActionContext, error: &ActionError) -> Outcome {
-        let outcome = Outcome::failed(error, Duration::ZERO, 0);
-        self.journal(
-            ctx.run_id,
-            RunUpdate { status: Some(RunStatus::Blocked), error: Some(error.class()), ..RunUpdate::default() },
-        );
-        let kind = EventKind::ActionBlocked { action: ctx.action_id.clone(), reason: error.to_string() };
-        self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
-        outcome
-    }
-
-    fn enqueue(&mut self, pending: Pending) {
-        if self.running.len() < self.max_in_flight {
-            self.launch(pending);
-        } else {
-            self.queue.push_back(pending);
-        }
-    }
-
-    pub(crate) fn launch_queued(&mut self) {
-        while self.running.len() < self.max_in_flight {
-            let Some(next) = self.queue.pop_front() else { break };
-            self.launch(next);
-        }
-    }
-
-    /// Starts a run in its own task; its outcome comes back as a `Finished` message. A run whose outside caller
-    /// gave up is cancelled instead, before it starts or while it runs.
-    fn launch(&mut self, pending: Pending) {
-        let Pending { action, params, ctx, mut invoker, .. } = pending;
-        if invoker.as_ref().is_some_and(|reply| reply.is_closed()) {
-            self.shared.runner.cancelled(&ctx, "the caller gave up before the run started");
-            return;
-        }
-        let runner = self.shared.runner.clone();
-        let me = self.myself.clone();
-        let run = ctx.run_id;
-        let ids = super::RunIds::of(&ctx);
-        let sink = ctx.sink.clone();
-        let task_ctx = ctx;
-        let task = tokio::spawn(async move {
-            // Boxed, so the task spawned here stays small instead of carrying every attempt's state inline.
-            let execution = Box::pin(runner.execute(&action, params, task_ctx));
-            let outcome = match invoker.as_mut() {
-                None => execution.await,
-                Some(reply) => tokio::select! {
-                    outcome = execution => outcome,
-                    // Dropping the execution cancels the run and journals it so.
-                    () = reply.closed() => Outcome::failed(&ActionError::cancelled("the caller gave up"), Duration::ZERO, 0),
-                },
-            };
-            let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome), invoker));
-        });
-        self.running.insert(run, Running { task, ids, sink });
-    }
-
-    /// Approves or denies a run waiting for approval. An approved run is never asked about again, retries
-    /// included; a denied one is blocked with a `Denied` error.
-    pub(crate) fn decide(&mut self, run: Uuid, approve: bool) -> Result<(), RuntimeError> {
-        let pending = self.awaiting.remove(&run).ok_or(RuntimeError::NotAwaitingApproval(run))?;
-        let kind = EventKind::ApprovalGiven { action: pending.ctx.action_id.clone(), approved: approve };
-        self.shared.events.announce(&self.agent.id, Some(run), Some(pending.ctx.correlation_id), kind);
-        match (approve, pending.caller) {
-            (true, Some(caller)) => {
-                let ctx = pending.ctx.clone();
-                if caller.send(Ok(Admitted { action: pending.action, ctx: pending.ctx })).is_err() {
-                    self.shared.runner.cancelled(&ctx, "the caller gave up while the call waited for approval");
-                }
-            }
-            (true, None) => self.enqueue(Pending { caller: None, ..pending }),
-            (false, caller) => {
-                let error = ActionError::denied("the run was denied by its approver");
-                let outcome = self.block(&pending.ctx, &error);
-                match caller {
-                    Some(caller) => {
-                        let _ = caller.send(Err(error));
-                    }
-                    None => self.deliver_outcome_for(&pending.ctx, &outcome),
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// What the gate says about one run.
-enum Gate {
-    Refused(ActionError),
-    NeedsApproval(DynAction, Risk),
-    Pass(DynAction),
 }

@@ -52,9 +52,10 @@ impl Restarts {
         Self { policy, recent: VecDeque::new() }
     }
 
-    pub fn record_panic(&mut self, now: Instant) -> Verdict {
+    /// Counts a panic in `place` (the agent's handler, a skill's state init) and says whether to go on.
+    pub fn record_panic(&mut self, now: Instant, place: &str) -> Verdict {
         if self.policy.mode == RestartMode::Never {
-            return Verdict::Stop("the agent's handler panicked and its restart policy is `never`".into());
+            return Verdict::Stop(format!("{place} panicked and its restart policy is `never`"));
         }
         while self.recent.front().is_some_and(|t| now.duration_since(*t) > self.policy.window) {
             self.recent.pop_front();
@@ -63,7 +64,7 @@ impl Restarts {
         let count = u32::try_from(self.recent.len()).unwrap_or(u32::MAX);
         if count > self.policy.max_restarts {
             Verdict::Stop(format!(
-                "the agent's handler panicked {count} times within {:?}; its restart policy allows {}",
+                "{place} panicked {count} times within {:?}; its restart policy allows {}",
                 self.policy.window, self.policy.max_restarts
             ))
         } else {

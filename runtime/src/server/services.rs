@@ -1,34 +1,20 @@
 //! What an agent's server does for the actions it runs: nested calls through its gate (routines), jobs, and
 //! the folder each skill gets in the agent's drive.
 
-use super::Shared;
-use crate::action::{ActionContext, ActionError, ActionFuture, BoxFuture, DynAction, JobRecord, Link, RunServices};
-use crate::directory::{Deliver, Untyped};
+use crate::action::{ActionContext, ActionError, ActionFuture, BoxFuture, JobRecord, Link, RunServices};
+use crate::directory::Deliver;
 use crate::effect::Effect;
 use crate::events::EventKind;
 use crate::id::{ActionId, AgentId, SkillId};
 use crate::jobs::JobEnd;
-use crate::signal::Signal;
-use serde_json::{Value, json};
+use crate::messages::{Admitted, Requester, RunRequest, Untyped};
+use crate::shared::Shared;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use uuid::Uuid;
-
-/// A nested call waiting for the agent's gate. Made by an action's context; handled by its agent's server.
-pub struct Admit {
-    pub(crate) action: ActionId,
-    pub(crate) params: Value,
-    pub(crate) caller: ActionContext,
-    pub(crate) reply: oneshot::Sender<Result<Admitted, ActionError>>,
-}
-
-/// A nested call the gate let through: the action and the context of its run.
-pub(crate) struct Admitted {
-    pub action: DynAction,
-    pub ctx: ActionContext,
-}
 
 /// One agent's services, shared by every run of that agent.
 pub(crate) struct AgentServices {
@@ -60,22 +46,11 @@ pub(crate) fn drive_path(data_dir: &Path, agent: &AgentId, skill: &SkillId) -> P
 }
 
 impl AgentServices {
-    fn tell_agent(&self, kind: &str, data: Value) {
-        match Signal::builder(kind).data(data).build() {
-            Ok(signal) => {
-                (self.mailbox)(Untyped::Signal(signal));
-            }
-            Err(err) => tracing::error!(%err, "a job signal kind is invalid"),
-        }
-    }
-
+    /// Tells the agent one of its jobs ended, and announces it.
     fn job_signal(&self, record: &JobRecord) {
-        let kind = match record.status {
-            crate::action::JobStatus::Completed => "job.completed",
-            crate::action::JobStatus::Cancelled => "job.cancelled",
-            _ => "job.failed",
-        };
-        self.tell_agent(kind, json!({"job": record}));
+        if let Some(signal) = crate::kinds::job_ended(&crate::kinds::agent_source(&record.agent), record) {
+            (self.mailbox)(Untyped::Signal(signal));
+        }
         let ended = EventKind::JobEnded { job: record.id, status: record.status };
         self.shared.events.announce(&record.agent, None, None, ended);
     }
@@ -99,8 +74,9 @@ impl RunServices for AgentServices {
         }
         let (reply, admitted) = oneshot::channel();
         let caller = ctx.clone();
-        let admit = Admit { action, params: params.clone(), caller: caller.clone(), reply };
-        let sent = (self.mailbox)(Untyped::Admit(Box::new(admit)));
+        let by = Requester::Routine { caller: Box::new(caller.clone()), reply };
+        let request = RunRequest { action, params: params.clone(), by };
+        let sent = (self.mailbox)(Untyped::Request(Box::new(request)));
         let runner = self.shared.runner.clone();
         Box::pin(async move {
             if !sent {

@@ -4,6 +4,7 @@ mod build;
 mod catalog;
 mod error;
 mod mount;
+mod state;
 
 pub use build::{BuildError, SkillBuilder};
 pub use catalog::Catalog;
@@ -11,10 +12,9 @@ pub(crate) use catalog::LiveCatalog;
 pub use error::MountError;
 pub(crate) use mount::version_conflict;
 pub use mount::{mount, mount_all, refresh, unmount};
+pub use state::{AgentState, MountedSkill, StepError};
 
 use crate::action::DynAction;
-use crate::agent::StepError;
-use crate::agent::{AgentState, MountedSkill};
 use crate::effect::Effect;
 use crate::id::{AgentId, SkillId};
 use crate::signal::Signal;

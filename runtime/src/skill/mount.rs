@@ -2,8 +2,8 @@
 //!
 //! Each function checks everything before it changes anything, so an `Err` leaves the state as it was.
 
+use super::{AgentState, MountedSkill};
 use super::{MountError, Skill};
-use crate::agent::{AgentState, MountedSkill};
 use crate::effect::Effect;
 use crate::id::SkillId;
 use crate::policy::Policy;

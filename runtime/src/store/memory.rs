@@ -1,6 +1,7 @@
 //! The in-memory journal.
 
-use super::{RunQuery, RunRecord, RunUpdate, Store, StoreError};
+use super::{Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
+use crate::id::AgentId;
 use chrono::{DateTime, Utc};
 use dashmap::DashMap;
 use std::collections::{HashMap, VecDeque};
@@ -47,6 +48,8 @@ pub struct MemoryStore {
     next: AtomicU64,
     ended: Mutex<Ended>,
     keep: usize,
+    /// The most recent refused effects, at most `keep`.
+    refusals: Mutex<VecDeque<Refusal>>,
 }
 
 impl Default for MemoryStore {
@@ -63,7 +66,13 @@ impl MemoryStore {
 
     /// An empty journal that keeps the `keep` most recently ended runs (and every run still going).
     pub fn keeping(keep: usize) -> Self {
-        Self { live: DashMap::new(), next: AtomicU64::new(0), ended: Mutex::default(), keep }
+        Self {
+            live: DashMap::new(),
+            next: AtomicU64::new(0),
+            ended: Mutex::default(),
+            keep,
+            refusals: Mutex::default(),
+        }
     }
 
     fn ended(&self) -> MutexGuard<'_, Ended> {
@@ -157,6 +166,19 @@ impl Store for MemoryStore {
         found.extend(self.live.iter().filter(|e| matches(&e.record)).map(|e| (e.place, e.record.clone())));
         found.sort_unstable_by_key(|(place, _)| *place);
         found.into_iter().map(|(_, record)| record).collect()
+    }
+
+    fn refused(&self, refusal: Refusal) {
+        let mut refusals = self.refusals.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        refusals.push_back(refusal);
+        while refusals.len() > self.keep.max(1) {
+            refusals.pop_front();
+        }
+    }
+
+    fn refusals(&self, agent: &AgentId) -> Vec<Refusal> {
+        let refusals = self.refusals.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        refusals.iter().filter(|r| &r.agent == agent).cloned().collect()
     }
 }
 

@@ -5,6 +5,7 @@ mod memory;
 pub use memory::{DEFAULT_KEEP, MemoryStore};
 
 use crate::action::{ErrorClass, OutcomeStatus};
+use crate::effect::EffectRefusal;
 use crate::id::{ActionId, AgentId};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -20,6 +21,8 @@ pub enum RunStatus {
     Queued,
     /// Waiting for approval.
     AwaitingApproval,
+    /// Approved; it meets the gate again, then waits for a slot or starts.
+    Approved,
     /// An attempt is running.
     Running,
     /// Completed.
@@ -176,7 +179,21 @@ pub enum StoreError {
     Ended(Uuid),
 }
 
-/// Where run records are kept. The in-memory [`MemoryStore`] now; a SQLite one comes later.
+/// An effect the agent's server refused to apply (see [`EffectRefusal`]), as the journal keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The agent whose effect it was.
+    pub agent: AgentId,
+    /// When it was refused.
+    pub at: DateTime<Utc>,
+    /// The signal whose handling asked for it, if a signal did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Uuid>,
+    /// What was refused, and why.
+    pub refusal: EffectRefusal,
+}
+
+/// Where run records (and refused effects) are kept. The in-memory [`MemoryStore`] now; a SQLite one comes later.
 pub trait Store: Send + Sync + 'static {
     /// Journals a new run.
     fn record(&self, record: RunRecord) -> Result<(), StoreError>;
@@ -186,4 +203,8 @@ pub trait Store: Send + Sync + 'static {
     fn get(&self, run: Uuid) -> Option<RunRecord>;
     /// Every run that matches, oldest first.
     fn query(&self, query: &RunQuery) -> Vec<RunRecord>;
+    /// Journals an effect the server refused.
+    fn refused(&self, refusal: Refusal);
+    /// The refusals journaled for one agent, oldest first.
+    fn refusals(&self, agent: &AgentId) -> Vec<Refusal>;
 }

@@ -1,0 +1,96 @@
+//! The error of the runtime's operations (spawning, mounting through a server, calls, approvals).
+
+use crate::agent::StartError;
+use crate::id::{AgentId, SkillId};
+use crate::skill::MountError;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Why a runtime operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuntimeError {
+    /// An agent with this id (or name) already runs.
+    #[error("agent `{0}` already exists; expected a new id and name")]
+    AlreadyExists(String),
+    /// No agent with this id runs.
+    #[error("agent `{0}` is not running")]
+    NoSuchAgent(AgentId),
+    /// The agent exists but is of another type than the one asked for.
+    #[error("agent `{0}` is of another type than the one asked for")]
+    WrongType(AgentId),
+    /// A skill is not in the runtime's catalog.
+    #[error("skill `{0}` is not in the runtime's catalog; expected it added with `RuntimeBuilder::skill`")]
+    UnknownSkill(SkillId),
+    /// An agent type is not registered.
+    #[error("agent type `{0}` is not registered; expected it added with `RuntimeBuilder::agent`")]
+    UnknownAgentType(String),
+    /// Mounting or unmounting failed.
+    #[error(transparent)]
+    Mount(#[from] MountError),
+    /// The agent could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// An action id given as text is malformed.
+    #[error("bad action id: {0}")]
+    BadAction(#[from] crate::id::IdError),
+    /// A skill with this id is in the catalog already.
+    #[error("skill `{0}` is in the runtime's catalog already; expected a new id, or `refresh_skill` to replace it")]
+    SkillExists(SkillId),
+    /// A run asked for from outside the agent needs an approval nobody can give while the caller waits.
+    #[error(
+        "action `{action}` on agent `{agent}` needs approval (risk {risk:?}); run {run} was refused, since a caller \
+         outside the agent cannot wait for one"
+    )]
+    NeedsApproval {
+        /// The agent.
+        agent: AgentId,
+        /// The action.
+        action: crate::id::ActionId,
+        /// The risk that asks for approval.
+        risk: crate::action::Risk,
+        /// The refused run, journaled as blocked.
+        run: Uuid,
+    },
+    /// No run of this id waits for approval.
+    #[error("run {0} is not waiting for approval")]
+    NotAwaitingApproval(Uuid),
+    /// A `call` got no reply in time.
+    #[error("agent `{agent}` did not reply within {}ms", timeout.as_millis())]
+    Timeout {
+        /// The agent called.
+        agent: AgentId,
+        /// How long the caller waited.
+        timeout: Duration,
+    },
+    /// The agent stopped before it answered.
+    #[error("agent `{0}` stopped before it answered")]
+    Stopped(AgentId),
+    /// A signal from outside the runtime claimed one of the runtime's own kinds or its source.
+    #[error(
+        "a signal of kind `{kind}` from `{claimed}` was refused: kinds in the `action.`, `job.` and `agent.` \
+         namespaces and sources starting with `agentry` are the runtime's own; expected a kind and source of yours"
+    )]
+    Forged {
+        /// The signal's kind.
+        kind: String,
+        /// The source the signal claimed.
+        claimed: String,
+    },
+    /// The agent's own code panicked while the runtime ran it outside its signal handler (a skill's state init
+    /// while mounting, say); the agent's state is as it was, and its restart policy was applied.
+    #[error("agent `{agent}` panicked while {during}; nothing was changed")]
+    Panicked {
+        /// The agent.
+        agent: AgentId,
+        /// What it was doing.
+        during: String,
+    },
+    /// The agent's actor could not be started.
+    #[error("the actor of agent `{agent}` could not start: {message}")]
+    Spawn {
+        /// The agent.
+        agent: AgentId,
+        /// ractor's message.
+        message: String,
+    },
+}

@@ -1,0 +1,122 @@
+//! The runtime's own signal kinds: one name each, one constructor each, and the rule that reserves them.
+//!
+//! Only the agent's server makes signals of these kinds; an agent's `Emit` or `Schedule`, an action's
+//! [`ActionContext::effect`](crate::ActionContext::effect) and an outside `send` or `call` asking for one are
+//! refused with a typed error. So an agent can trust that an `action.completed` it gets is a run that really
+//! completed. Every kind in the `action.`, `job.` and `agent.` namespaces is reserved, including ones the
+//! runtime does not make yet.
+//!
+//! ```
+//! use agentry::kinds;
+//! assert!(kinds::is_reserved(kinds::ACTION_COMPLETED));
+//! assert!(kinds::is_reserved("job.anything"));
+//! assert!(!kinds::is_reserved("order.placed"));
+//! ```
+
+pub use crate::action::RunReport;
+use crate::action::{JobRecord, Outcome, OutcomeStatus};
+use crate::id::{ActionId, AgentId};
+use crate::signal::{Signal, SignalBuilder};
+use chrono::Utc;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// A run the agent asked for completed; `data` is `{run_id, action, outcome}` (see [`Signal::outcome`]).
+pub const ACTION_COMPLETED: &str = "action.completed";
+/// A run the agent asked for failed (after its retries); `data` as for [`ACTION_COMPLETED`].
+pub const ACTION_FAILED: &str = "action.failed";
+/// A run the agent asked for was refused by the gate, denied by its approver, or waits for approval (then its
+/// outcome has no error); `data` as for [`ACTION_COMPLETED`].
+pub const ACTION_BLOCKED: &str = "action.blocked";
+/// A job of the agent completed; `data` is `{job}` (a [`JobRecord`]).
+pub const JOB_COMPLETED: &str = "job.completed";
+/// A job of the agent failed; `data` is `{job}`.
+pub const JOB_FAILED: &str = "job.failed";
+/// A job of the agent was cancelled; `data` is `{job}`.
+pub const JOB_CANCELLED: &str = "job.cancelled";
+/// A child of the agent stopped; `data` is `{child, reason}`.
+pub const AGENT_CHILD_EXITED: &str = "agent.child_exited";
+/// A `SpawnAgent` effect of the agent failed; `data` is `{child, error}`.
+pub const AGENT_SPAWN_FAILED: &str = "agent.spawn_failed";
+
+/// The namespaces (first kind segments) the runtime keeps for itself.
+pub const RESERVED_NAMESPACES: [&str; 3] = ["action", "job", "agent"];
+
+/// Whether a kind is the runtime's: its first segment is one of [`RESERVED_NAMESPACES`].
+pub fn is_reserved(kind: &str) -> bool {
+    let first = kind.split('.').next().unwrap_or(kind);
+    RESERVED_NAMESPACES.contains(&first)
+}
+
+/// The source of every signal the runtime itself makes starts with this (`agentry/agent/<id>` for an agent's
+/// server). A signal from outside may not claim it.
+pub const RUNTIME_SOURCE: &str = "agentry";
+
+/// Whether a source claims to be the runtime (`agentry`, or `agentry/...`).
+pub fn is_runtime_source(source: &str) -> bool {
+    source == RUNTIME_SOURCE || source.starts_with("agentry/")
+}
+
+/// The source of the signals an agent's server makes, and of the signals the agent emits or schedules.
+pub fn agent_source(agent: &AgentId) -> String {
+    format!("{RUNTIME_SOURCE}/agent/{agent}")
+}
+
+/// What a server knows of a run when it tells the agent how it ended.
+pub(crate) struct RunRef<'a> {
+    pub run: Uuid,
+    pub action: &'a ActionId,
+    pub correlation: Uuid,
+    pub causation: Option<Uuid>,
+}
+
+/// A server-made signal: its source, a fresh id and the time now, and the cause it follows, if any. The server
+/// is not pure: its signals get fresh ids rather than ones derived from their cause and data.
+fn made(kind: &str, source: &str, cause: Option<(Uuid, Uuid)>, data: Value) -> Option<Signal> {
+    let now = Utc::now();
+    let mut builder: SignalBuilder = Signal::builder(kind).source(source).data(data);
+    if let Some((correlation, causation)) = cause {
+        builder = builder.caused_by(correlation, causation, now);
+    }
+    builder
+        .stamped(Uuid::now_v7(), now)
+        .build()
+        .map_err(|err| tracing::error!(%err, "a runtime signal kind is invalid"))
+        .ok()
+}
+
+/// The `action.completed`, `action.failed` or `action.blocked` signal that tells an agent how its run ended,
+/// caused by the signal that asked for the run.
+pub(crate) fn action_outcome(source: &str, run: RunRef<'_>, outcome: Outcome) -> Option<Signal> {
+    let kind = match outcome.status {
+        OutcomeStatus::Completed => ACTION_COMPLETED,
+        OutcomeStatus::Failed => ACTION_FAILED,
+        OutcomeStatus::Blocked => ACTION_BLOCKED,
+    };
+    let mut data = serde_json::Map::with_capacity(3);
+    data.insert("run_id".to_owned(), json!(run.run));
+    data.insert("action".to_owned(), Value::String(run.action.as_str().to_owned()));
+    data.insert("outcome".to_owned(), outcome.into_json());
+    let cause = run.causation.map(|causation| (run.correlation, causation));
+    made(kind, source, cause, Value::Object(data))
+}
+
+/// The `job.completed`, `job.failed` or `job.cancelled` signal for a job that ended.
+pub(crate) fn job_ended(source: &str, record: &JobRecord) -> Option<Signal> {
+    let kind = match record.status {
+        crate::action::JobStatus::Completed => JOB_COMPLETED,
+        crate::action::JobStatus::Cancelled => JOB_CANCELLED,
+        _ => JOB_FAILED,
+    };
+    made(kind, source, None, json!({"job": record}))
+}
+
+/// The `agent.child_exited` signal a parent gets when its child stops.
+pub(crate) fn child_exited(source: &str, child: &AgentId, reason: &str) -> Option<Signal> {
+    made(AGENT_CHILD_EXITED, source, None, json!({"child": child, "reason": reason}))
+}
+
+/// The `agent.spawn_failed` signal an agent gets when its `SpawnAgent` effect failed.
+pub(crate) fn spawn_failed(source: &str, child: &AgentId, error: &str) -> Option<Signal> {
+    made(AGENT_SPAWN_FAILED, source, None, json!({"child": child, "error": error}))
+}

@@ -1,0 +1,121 @@
+//! The messages an agent's server takes, typed ([`ServerMsg`]) and type-erased ([`Untyped`], what the runtime
+//! can send any agent without knowing its type), and what a request for a run carries: the one road every run
+//! takes, whoever asked for it.
+
+use crate::action::{ActionContext, ActionError, ActionSpec, DynAction, Outcome};
+use crate::agent::Agent;
+use crate::effect::Effect;
+use crate::error::RuntimeError;
+use crate::id::{ActionId, SkillId};
+use crate::policy::Policy;
+use crate::signal::Signal;
+use crate::skill::AgentState;
+use ractor::RpcReplyPort;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+/// The messages an agent server takes. Built by the runtime's handles; never by users.
+pub(crate) enum ServerMsg<A: Agent> {
+    /// A signal to handle.
+    Signal(Signal),
+    /// A signal whose handling should answer through a `Reply` effect.
+    Call(Signal, RpcReplyPort<Value>),
+    /// Mount a skill from the catalog with options.
+    Mount(SkillId, Value, RpcReplyPort<Result<(), RuntimeError>>),
+    /// Unmount a skill.
+    Unmount(SkillId, RpcReplyPort<Result<(), RuntimeError>>),
+    /// A copy of the agent's state.
+    Snapshot(RpcReplyPort<AgentState<A>>),
+    /// Approve (`true`) or deny a run that waits for approval.
+    Decide(Uuid, bool, RpcReplyPort<Result<(), RuntimeError>>),
+    /// A run that waits for approval waited too long.
+    ApprovalExpired(Uuid),
+    /// A run ended (sent by the run's own task), with the outside caller waiting for it, if any.
+    Finished(Uuid, Box<Outcome>, Option<Invoker>),
+    /// Stop taking runs and let the running ones finish; the sender is told once none is left.
+    Drain(oneshot::Sender<()>),
+    /// A run asked for by someone other than the agent's own `step` (a routine, an outside caller).
+    Request(Box<RunRequest>),
+    /// Effects a job's run asked for.
+    Effects(Vec<Effect>),
+    /// The catalog holds a new build of this skill: bring it up to date if it is mounted.
+    Refresh(SkillId, oneshot::Sender<Result<(), RuntimeError>>),
+    /// The contracts of the actions in the live table, sorted by id.
+    Actions(oneshot::Sender<Vec<ActionSpec>>),
+    /// Replace the agent's policy; runs queued or waiting for approval are gated again when they start.
+    SetPolicy(Box<Policy>, oneshot::Sender<()>),
+    /// Outcome signals made while handling a message, still to be fed (more than one turn's budget).
+    Settle,
+}
+
+/// What the runtime can tell an agent without knowing its type.
+pub(crate) enum Untyped {
+    /// A signal to handle.
+    Signal(Signal),
+    /// Start draining (see [`ServerMsg::Drain`]); the sender is told once nothing runs.
+    Drain(oneshot::Sender<()>),
+    /// A run asked for by a routine or an outside caller.
+    Request(Box<RunRequest>),
+    /// Effects a job's run asked for.
+    Effects(Vec<Effect>),
+    /// Bring a refreshed skill up to date.
+    Refresh(SkillId, oneshot::Sender<Result<(), RuntimeError>>),
+    /// The contracts of the live table's actions.
+    Actions(oneshot::Sender<Vec<ActionSpec>>),
+    /// Replace the agent's policy.
+    SetPolicy(Box<Policy>, oneshot::Sender<()>),
+}
+
+impl<A: Agent> From<Untyped> for ServerMsg<A> {
+    fn from(message: Untyped) -> Self {
+        match message {
+            Untyped::Signal(signal) => Self::Signal(signal),
+            Untyped::Drain(done) => Self::Drain(done),
+            Untyped::Request(request) => Self::Request(request),
+            Untyped::Effects(effects) => Self::Effects(effects),
+            Untyped::Refresh(skill, done) => Self::Refresh(skill, done),
+            Untyped::Actions(reply) => Self::Actions(reply),
+            Untyped::SetPolicy(policy, done) => Self::SetPolicy(policy, done),
+        }
+    }
+}
+
+/// A request for one run: which action, with which params, and who asked (where its outcome goes).
+pub(crate) struct RunRequest {
+    pub action: ActionId,
+    pub params: Value,
+    pub by: Requester,
+}
+
+/// Who asked for a run, which decides where its outcome (or its refusal) goes.
+pub(crate) enum Requester {
+    /// The agent itself, through a `Run` effect of the signal with these ids: the outcome comes back to it as an
+    /// `action.*` signal caused by that signal.
+    Agent {
+        /// The correlation id of the chain the run belongs to (`None`: the run starts a chain of its own).
+        correlation: Option<Uuid>,
+        /// The signal whose effects asked for the run, if any.
+        cause: Option<Uuid>,
+    },
+    /// A running action calling another through its context (a routine): told when the call may run (it then
+    /// runs in the caller's task) or why not.
+    Routine {
+        /// The calling run's context.
+        caller: Box<ActionContext>,
+        /// Where the caller waits.
+        reply: oneshot::Sender<Result<Admitted, ActionError>>,
+    },
+    /// A caller outside the agent (an MCP client, a command line), which waits for the outcome; the agent gets
+    /// no signal for the run.
+    Outside(Invoker),
+}
+
+/// A nested call the gate let through: the action and the context of its run.
+pub(crate) struct Admitted {
+    pub action: DynAction,
+    pub ctx: ActionContext,
+}
+
+/// Where the outcome of a run asked for from outside the agent goes.
+pub(crate) type Invoker = oneshot::Sender<Result<Outcome, RuntimeError>>;

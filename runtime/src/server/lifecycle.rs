@@ -1,0 +1,119 @@
+//! An agent server's life: entering the directory as it starts, draining for a graceful shutdown, and cleaning
+//! up when it stops (runs and jobs cancelled, directory entry removed, parent told).
+
+use super::{RunIds, ServerArgs, ServerState};
+use crate::action::ActionContext;
+use crate::agent::Agent;
+use crate::directory::Entry;
+use crate::error::RuntimeError;
+use crate::events::EventKind;
+use crate::messages::{ServerMsg, Untyped};
+use ractor::{ActorProcessingErr, ActorRef};
+use std::any::TypeId;
+use std::sync::Arc;
+
+/// Puts a starting agent in the directory, under its id and name. Fails (and the actor never starts) when
+/// either is taken, so of two spawns racing on one id the loser never runs and never touches the winner's
+/// entry, runs or jobs.
+pub(super) fn enter_directory<A: Agent>(
+    myself: &ActorRef<ServerMsg<A>>,
+    args: &ServerArgs<A>,
+) -> Result<(), ActorProcessingErr> {
+    let deliver_to = myself.clone();
+    let entry = Entry::new(
+        args.name.clone(),
+        args.parent.clone(),
+        TypeId::of::<A>(),
+        myself.get_cell(),
+        Arc::new(move |message: Untyped| deliver_to.cast(message.into()).is_ok()),
+    );
+    match args.shared.directory.insert(args.state.id.clone(), entry) {
+        Ok(()) => Ok(()),
+        Err(taken) => Err(Box::new(RuntimeError::AlreadyExists(taken))),
+    }
+}
+
+impl<A: Agent> ServerState<A> {
+    /// Starts draining: queued and unapproved runs and schedules are cancelled, new runs are refused, and
+    /// `done` is told once the running ones have ended.
+    pub(super) fn drain(&mut self, done: tokio::sync::oneshot::Sender<()>) {
+        if self.draining.is_none() {
+            let kind = EventKind::AgentDraining { running: self.running.len() };
+            self.shared.events.announce(&self.agent.id, None, None, kind);
+        }
+        self.draining.get_or_insert_with(Vec::new).push(done);
+        // Dropping a waiting nested call's reply tells its caller the call was cancelled.
+        let unstarted = self.unstarted();
+        self.cancel_runs(unstarted, "the runtime is shutting down");
+        for (_, task) in self.schedules.drain() {
+            task.abort();
+        }
+        self.tell_drained();
+    }
+
+    /// Takes every run that has not started: queued ones and ones waiting for approval.
+    fn unstarted(&mut self) -> Vec<ActionContext> {
+        let mut runs: Vec<ActionContext> = Vec::new();
+        for (_, awaiting) in self.awaiting.drain() {
+            if let Some(timer) = awaiting.expiry {
+                timer.abort();
+            }
+            runs.push(awaiting.ticket.ctx);
+        }
+        runs.extend(self.queue.drain(..).map(|ticket| ticket.ctx));
+        runs
+    }
+
+    pub(super) fn tell_drained(&mut self) {
+        if self.running.is_empty()
+            && let Some(waiting) = self.draining.as_mut()
+        {
+            for done in waiting.drain(..) {
+                let _ = done.send(());
+            }
+        }
+    }
+
+    /// Journals and announces runs that end without finishing: failed with `Cancelled`.
+    fn cancel_runs(&self, runs: Vec<ActionContext>, why: &str) {
+        for ctx in runs {
+            self.shared.runner.cancelled(&ctx, why);
+        }
+    }
+
+    /// Stops this agent, remembering why for the event stream.
+    pub(crate) fn stop_self(&mut self, reason: String) {
+        self.stop_reason = Some(reason.clone());
+        self.myself.stop(Some(reason));
+    }
+
+    /// Everything an agent leaves behind is cleaned up: its runs, schedules and jobs cancelled, its directory
+    /// entry removed (only its own: a later agent of the same id keeps its entry), its parent told.
+    pub(super) fn shutdown(&mut self) {
+        for (_, running) in self.running.drain() {
+            running.task.abort();
+            let RunIds { run, action, correlation, .. } = &running.ids;
+            self.shared.runner.cancelled_run(&self.agent.id, *run, action, *correlation, "the agent stopped");
+        }
+        let unstarted = self.unstarted();
+        self.cancel_runs(unstarted, "the agent stopped");
+        for (_, task) in self.schedules.drain() {
+            task.abort();
+        }
+        let id = self.agent.id.clone();
+        let reason = self.stop_reason.take().unwrap_or_else(|| "stopped".to_owned());
+        if !self.shared.directory.remove_cell(&id, self.myself.get_id()) {
+            return;
+        }
+        for job in self.shared.jobs.cancel_agent(&id, "the agent stopped") {
+            let ended = EventKind::JobEnded { job: job.id, status: job.status };
+            self.shared.events.announce(&id, None, None, ended);
+        }
+        self.shared.events.announce(&id, None, None, EventKind::AgentStopped { reason: reason.clone() });
+        if let Some(parent) = &self.parent
+            && let Some(signal) = crate::kinds::child_exited(&self.source, &id, &reason)
+        {
+            self.shared.directory.deliver(parent, signal);
+        }
+    }
+}

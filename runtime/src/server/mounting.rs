@@ -1,0 +1,106 @@
+//! Mounting, unmounting and refreshing skills on a running agent: the only ways its action table changes.
+
+use super::ServerState;
+use super::effects::Origin;
+use crate::agent::Agent;
+use crate::error::RuntimeError;
+use crate::events::EventKind;
+use crate::id::{ActionId, SkillId};
+use ractor::RpcReplyPort;
+use serde_json::Value;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+impl<A: Agent> ServerState<A> {
+    pub(super) fn on_mount(&mut self, skill: &SkillId, opts: &Value, reply: RpcReplyPort<Result<(), RuntimeError>>) {
+        let result = self.mount(skill, opts);
+        let _ = reply.send(result);
+    }
+
+    pub(super) fn on_unmount(&mut self, skill: &SkillId, reply: RpcReplyPort<Result<(), RuntimeError>>) {
+        let _ = reply.send(self.unmount(skill));
+    }
+
+    pub(super) fn on_refresh(&mut self, skill: &SkillId, done: tokio::sync::oneshot::Sender<Result<(), RuntimeError>>) {
+        let _ = done.send(self.refresh(skill));
+    }
+
+    /// A skill as the catalog holds it now.
+    fn catalog_skill(&self, skill: &SkillId) -> Result<Arc<crate::skill::Skill>, RuntimeError> {
+        self.shared.catalog.snapshot().get(skill).cloned().ok_or_else(|| RuntimeError::UnknownSkill(skill.clone()))
+    }
+
+    /// Mounts a catalog skill. The skill's own code (its state init) runs here; a panic in it leaves the agent's
+    /// state as it was (mounting changes nothing before the init returns), counts against the restart policy,
+    /// and fails the mount with [`RuntimeError::Panicked`].
+    fn mount(&mut self, skill: &SkillId, opts: &Value) -> Result<(), RuntimeError> {
+        let found = self.catalog_skill(skill)?;
+        let was_mounted = self.agent.is_mounted(skill);
+        let policy = self.policy.clone();
+        let mounted = catch_unwind(AssertUnwindSafe(|| crate::skill::mount(&mut self.agent, &found, opts, &policy)));
+        let effects = match mounted {
+            Ok(result) => result?,
+            Err(_panic) => {
+                self.survive_panic(None, &format!("the state init of skill `{skill}`"));
+                return Err(RuntimeError::Panicked {
+                    agent: self.agent.id.clone(),
+                    during: format!("mounting `{skill}`"),
+                });
+            }
+        };
+        self.interpret(effects, Origin::Mounting);
+        // Mounting a skill already mounted at this version is a no-op, and is not announced.
+        if !was_mounted {
+            self.shared.events.announce(&self.agent.id, None, None, EventKind::SkillMounted { skill: skill.clone() });
+        }
+        Ok(())
+    }
+
+    fn unmount(&mut self, skill: &SkillId) -> Result<(), RuntimeError> {
+        let was_mounted = self.agent.is_mounted(skill);
+        let effects = crate::skill::unmount(&mut self.agent, skill)?;
+        self.interpret(effects, Origin::Mounting);
+        self.repoint(skill);
+        if was_mounted {
+            self.shared.events.announce(&self.agent.id, None, None, EventKind::SkillUnmounted { skill: skill.clone() });
+        }
+        Ok(())
+    }
+
+    /// Brings a mounted skill up to date with the catalog's build of it: the table loses the actions it dropped,
+    /// gains the new ones, and the ones it kept run the new build's code and contract.
+    fn refresh(&mut self, skill: &SkillId) -> Result<(), RuntimeError> {
+        if !self.agent.is_mounted(skill) {
+            return Ok(());
+        }
+        let found = self.catalog_skill(skill)?;
+        let before: Vec<ActionId> = self.agent.skills().get(skill).map(|m| m.actions.clone()).unwrap_or_default();
+        let effects = crate::skill::refresh(&mut self.agent, &found)?;
+        self.table.rebuild(skill, found.actions());
+        let after: Vec<ActionId> = found.actions().iter().map(|a| a.spec().id.clone()).collect();
+        self.interpret(effects, Origin::Mounting);
+        self.repoint(skill);
+        let added = after.iter().filter(|a| !before.contains(a)).cloned().collect();
+        let removed = before.into_iter().filter(|a| !after.contains(a)).collect();
+        let kind = EventKind::SkillRefreshed { skill: skill.clone(), added, removed };
+        self.shared.events.announce(&self.agent.id, None, None, kind);
+        Ok(())
+    }
+
+    /// Actions the table runs from `skill` that `skill` no longer provides, but another mounted skill does (so
+    /// no `DeregisterAction` removed them), now run from that other skill.
+    fn repoint(&mut self, skill: &SkillId) {
+        let provided = self.agent.skills().get(skill).map(|m| m.actions.clone()).unwrap_or_default();
+        for action in self.table.stale(skill, &provided) {
+            self.register(action, None);
+        }
+    }
+
+    /// Registers an action from the catalog skill that provides it (`skill` first).
+    pub(super) fn register(&mut self, action: ActionId, skill: Option<&SkillId>) {
+        let catalog = self.shared.catalog.snapshot();
+        if !self.table.register(action.clone(), skill, &self.agent, &catalog) {
+            tracing::error!(%action, "a registered action is in no catalog skill");
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The one road every run takes: a request, the gate, a slot or an approval, the runner, and the answer back to
+//! whoever asked. The gate is asked again whenever a run that waited (in the queue, or for approval) starts, so a
+//! run never starts after its action was unmounted or the policy stopped allowing it.
+
+use super::effects::Origin;
+use super::{Awaiting, RunIds, Running, ServerState, Ticket};
+use crate::action::{ActionContext, ActionError, DynAction, Frame, Link, Outcome, OutcomeStatus, Risk};
+use crate::agent::Agent;
+use crate::error::RuntimeError;
+use crate::events::EventKind;
+use crate::kinds::RunRef;
+use crate::messages::{Admitted, Invoker, Requester, RunRequest, ServerMsg};
+use crate::store::{RunRecord, RunStatus, RunUpdate};
+use crate::table::{Gate, gate};
+use chrono::Utc;
+use futures_util::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+use uuid::Uuid;
+
+impl<A: Agent> ServerState<A> {
+    /// The entrance for every run, whoever asked: journaled and announced as queued, then through the gate.
+    pub(super) fn request_run(&mut self, request: RunRequest) {
+        let RunRequest { action, params, by } = request;
+        let ctx = self.run_context(action, &by);
+        let parent_run = match &by {
+            Requester::Routine { caller, .. } => Some(caller.run_id),
+            _ => None,
+        };
+        self.journal_queued(&ctx, &params, parent_run);
+        self.through_gate(Ticket { params, ctx, by, approved: false });
+    }
+
+    /// The gate, for a new run and again for a queued or approved one when it starts: refused, parked for
+    /// approval (unless it was approved), or admitted.
+    fn through_gate(&mut self, ticket: Ticket) {
+        let taking_runs = self.draining.is_none();
+        match gate(&self.table, &self.policy, &self.agent.id, &ticket.ctx.action_id, taking_runs) {
+            Gate::Refused(error) => self.refuse(ticket, error),
+            Gate::NeedsApproval(_, risk) if !ticket.approved => self.await_approval(ticket, risk),
+            Gate::NeedsApproval(action, _) | Gate::Pass(action) => self.admit(action, ticket),
+        }
+    }
+
+    /// A run the gate let through: a routine's call is told it may run (in the caller's task); any other run
+    /// starts if a slot is free, else waits in the queue.
+    fn admit(&mut self, action: DynAction, ticket: Ticket) {
+        match ticket.by {
+            Requester::Routine { reply, .. } => {
+                let ctx = ticket.ctx;
+                if let Err(Ok(refused)) = reply.send(Ok(Admitted { action, ctx })) {
+                    self.shared
+                        .runner
+                        .cancelled(&refused.ctx, "the caller gave up before the nested call was admitted");
+                }
+            }
+            by => {
+                let ticket = Ticket { by, ..ticket };
+                if self.running.len() < self.max_in_flight {
+                    self.launch(action, ticket);
+                } else {
+                    self.queue.push_back(ticket);
+                }
+            }
+        }
+    }
+
+    /// Ends a run before it started: journaled as blocked and announced, and its requester told.
+    fn refuse(&mut self, ticket: Ticket, error: ActionError) {
+        let outcome = self.block(&ticket.ctx, &error);
+        self.answer(ticket.by, &RunIds::of(&ticket.ctx), outcome, Some(error));
+    }
+
+    /// Parks a run until it is approved, denied or its approval expires. An outside caller cannot wait for an
+    /// approval: its run is refused with [`RuntimeError::NeedsApproval`].
+    fn await_approval(&mut self, ticket: Ticket, risk: Risk) {
+        let run = ticket.ctx.run_id;
+        if let Requester::Outside(reply) = ticket.by {
+            let error = ActionError::denied(format!(
+                "action `{}` needs approval at risk {risk:?}, and a run asked for from outside the agent cannot \
+                 wait for one; expected the agent to run it itself, or a policy that does not ask",
+                ticket.ctx.action_id
+            ));
+            self.block(&ticket.ctx, &error);
+            let action = ticket.ctx.action_id.clone();
+            let _ = reply.send(Err(RuntimeError::NeedsApproval { agent: self.agent.id.clone(), action, risk, run }));
+            return;
+        }
+        self.journal(run, RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() });
+        let kind = EventKind::ApprovalAsked { action: ticket.ctx.action_id.clone() };
+        self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.ctx.correlation_id), kind);
+        if let Requester::Agent { .. } = ticket.by {
+            let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
+            self.tell_outcome(&RunIds::of(&ticket.ctx), waiting);
+        }
+        let expiry = self.policy.approval_timeout.map(|after| {
+            let me = self.myself.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let _ = me.cast(ServerMsg::ApprovalExpired(run));
+            })
+        });
+        self.awaiting.insert(run, Awaiting { ticket, expiry });
+    }
+
+    /// Approves or denies a run waiting for approval. An approved run meets the gate again (the action may have
+    /// been unmounted, or the policy changed, while it waited) and is never asked about again, retries included;
+    /// a denied one is blocked with a `Denied` error.
+    pub(super) fn decide(&mut self, run: Uuid, approve: bool) -> Result<(), RuntimeError> {
+        let Awaiting { ticket, expiry } = self.awaiting.remove(&run).ok_or(RuntimeError::NotAwaitingApproval(run))?;
+        if let Some(timer) = expiry {
+            timer.abort();
+        }
+        let kind = EventKind::ApprovalGiven { action: ticket.ctx.action_id.clone(), approved: approve };
+        self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.ctx.correlation_id), kind);
+        if approve {
+            self.journal(run, RunUpdate { status: Some(RunStatus::Approved), ..RunUpdate::default() });
+            self.through_gate(Ticket { approved: true, ..ticket });
+        } else {
+            self.refuse(ticket, ActionError::denied("the run was denied by its approver"));
+        }
+        Ok(())
+    }
+
+    /// A run waited for approval longer than its policy allows: it is refused with a `Denied` error.
+    pub(super) fn expire_approval(&mut self, run: Uuid) {
+        let Some(Awaiting { ticket, .. }) = self.awaiting.remove(&run) else { return };
+        let waited = self.policy.approval_timeout.unwrap_or_default();
+        let kind = EventKind::ApprovalExpired { action: ticket.ctx.action_id.clone() };
+        self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.ctx.correlation_id), kind);
+        let error = ActionError::denied(format!(
+            "the run waited for approval longer than its policy allows ({}ms); ask for it again",
+            waited.as_millis()
+        ));
+        self.refuse(ticket, error);
+    }
+
+    /// Starts the queued runs that fit in the free slots, each through the gate again.
+    pub(super) fn launch_queued(&mut self) {
+        while self.running.len() < self.max_in_flight {
+            let Some(next) = self.queue.pop_front() else { break };
+            self.through_gate(next);
+        }
+    }
+
+    /// Starts a run in its own task; its outcome comes back as a `Finished` message. A run whose outside caller
+    /// gave up is cancelled instead, before it starts or while it runs. A panic anywhere in the run's task
+    /// becomes a `Critical` outcome, so its slot is always freed and its requester always answered.
+    fn launch(&mut self, action: DynAction, ticket: Ticket) {
+        let Ticket { params, ctx, by, .. } = ticket;
+        let mut invoker: Option<Invoker> = match by {
+            Requester::Outside(reply) => Some(reply),
+            _ => None,
+        };
+        if invoker.as_ref().is_some_and(|reply| reply.is_closed()) {
+            self.shared.runner.cancelled(&ctx, "the caller gave up before the run started");
+            return;
+        }
+        let runner = self.shared.runner.clone();
+        let me = self.myself.clone();
+        let run = ctx.run_id;
+        let ids = RunIds::of(&ctx);
+        let sink = ctx.sink.clone();
+        let task = tokio::spawn(async move {
+            // Boxed, so the task spawned here stays small instead of carrying every attempt's state inline.
+            let execution = Box::pin(AssertUnwindSafe(runner.execute(&action, params, ctx)).catch_unwind());
+            let ended = match invoker.as_mut() {
+                None => execution.await,
+                Some(reply) => tokio::select! {
+                    ended = execution => ended,
+                    // Dropping the execution cancels the run and journals it so.
+                    () = reply.closed() => Ok(Outcome::failed(&ActionError::cancelled("the caller gave up"), Duration::ZERO, 0)),
+                },
+            };
+            let outcome = ended.unwrap_or_else(|_panic| {
+                Outcome::failed(&ActionError::critical("the run's task panicked outside the action"), Duration::ZERO, 0)
+            });
+            let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome), invoker));
+        });
+        self.running.insert(run, Running { task, ids, sink });
+    }
+
+    /// A run's task ended: what it asked for is interpreted (if it completed), its requester gets the outcome,
+    /// and the next queued runs start.
+    pub(super) fn on_finished(&mut self, run: Uuid, outcome: Outcome, invoker: Option<Invoker>) {
+        if let Some(done) = self.running.remove(&run) {
+            if outcome.status == OutcomeStatus::Completed {
+                let effects = std::mem::take(&mut crate::action::RunSink::lock(&done.sink).effects);
+                self.interpret(effects, Origin::Run);
+            }
+            let by = match invoker {
+                Some(reply) => Requester::Outside(reply),
+                None => Requester::Agent { correlation: Some(done.ids.correlation), cause: done.ids.causation },
+            };
+            self.answer(by, &done.ids, outcome, None);
+        }
+        self.launch_queued();
+        self.tell_drained();
+    }
+
+    /// The one route back to a requester: the agent gets an outcome signal in its inbox (fed before the next
+    /// message), a routine's call gets the error that refused it, an outside caller the outcome.
+    fn answer(&mut self, by: Requester, ids: &RunIds, outcome: Outcome, refusal: Option<ActionError>) {
+        match by {
+            Requester::Agent { .. } => self.tell_outcome(ids, outcome),
+            Requester::Routine { reply, .. } => {
+                let error = refusal.unwrap_or_else(|| ActionError::critical(outcome.output_text));
+                let _ = reply.send(Err(error));
+            }
+            Requester::Outside(reply) => {
+                let _ = reply.send(Ok(outcome));
+            }
+        }
+    }
+
+    /// Puts the outcome signal of one of the agent's runs in its inbox.
+    fn tell_outcome(&mut self, ids: &RunIds, outcome: Outcome) {
+        let run = RunRef { run: ids.run, action: &ids.action, correlation: ids.correlation, causation: ids.causation };
+        if let Some(signal) = crate::kinds::action_outcome(&self.source, run, outcome) {
+            self.inbox.push_back(signal);
+        }
+    }
+
+    /// The context of a new run: its skill's drive folder and state, the policy, the call stack with a frame
+    /// of its own, and the way back to this server.
+    fn run_context(&self, action: crate::id::ActionId, by: &Requester) -> ActionContext {
+        let run = Uuid::now_v7();
+        let (correlation, causation, caller) = match by {
+            Requester::Agent { correlation, cause } => (correlation.unwrap_or(run), *cause, None),
+            Requester::Routine { caller, .. } => (caller.correlation_id, None, Some(&**caller)),
+            Requester::Outside(_) => (run, None, None),
+        };
+        let skill = self.table.get(&action).and_then(|r| r.skill.clone());
+        let drive = match (&self.shared.data_dir, &skill) {
+            (Some(dir), Some(skill)) => Some(super::drive_path(dir, &self.agent.id, skill)),
+            _ => None,
+        };
+        let skill_state =
+            skill.as_ref().and_then(|s| self.agent.skill_state(s)).cloned().unwrap_or(serde_json::Value::Null);
+        let mut stack = caller.map(|c| c.stack().to_vec()).unwrap_or_default();
+        stack.push(Frame { action: action.clone(), run_id: run, state: serde_json::Value::Null });
+        let job = caller.and_then(|c| c.link.as_ref()).and_then(|l| l.job);
+        ActionContext {
+            agent_id: self.agent.id.clone(),
+            action_id: action,
+            run_id: run,
+            attempt: 0,
+            correlation_id: correlation,
+            causation_id: causation,
+            skill,
+            drive,
+            skill_state,
+            policy: self.policy.clone(),
+            stack,
+            sink: std::sync::Arc::default(),
+            link: Some(Link { services: self.services.clone(), job }),
+        }
+    }
+
+    /// Every run is journaled and announced as queued, even one the gate then refuses.
+    fn journal_queued(&self, ctx: &ActionContext, params: &serde_json::Value, parent_run: Option<Uuid>) {
+        let mut record =
+            RunRecord::queued(ctx.run_id, self.agent.id.clone(), ctx.action_id.clone(), params, ctx.correlation_id);
+        record.parent_run = parent_run;
+        if let Err(err) = self.shared.store.record(record) {
+            tracing::error!(%err, "the journal refused a new run");
+        }
+        let kind = EventKind::ActionQueued { action: ctx.action_id.clone(), parent_run, depth: ctx.depth() };
+        self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+    }
+
+    fn journal(&self, run: Uuid, update: RunUpdate) {
+        if let Err(err) = self.shared.store.update(run, update, Utc::now()) {
+            tracing::warn!(%run, %err, "the journal refused an update");
+        }
+    }
+
+    /// Ends a run that never started: journaled as blocked and announced; returns its outcome.
+    fn block(&self, ctx: &ActionContext, error: &ActionError) -> Outcome {
+        let outcome = Outcome::failed(error, Duration::ZERO, 0);
+        self.journal(
+            ctx.run_id,
+            RunUpdate { status: Some(RunStatus::Blocked), error: Some(error.class()), ..RunUpdate::default() },
+        );
+        let kind = EventKind::ActionBlocked { action: ctx.action_id.clone(), reason: error.to_string() };
+        self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+        outcome
+    }
+}

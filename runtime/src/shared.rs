@@ -1,0 +1,40 @@
+//! What every agent server of one runtime shares, and how a registered agent type is started by name.
+
+use crate::directory::Directory;
+use crate::error::RuntimeError;
+use crate::events::EventBus;
+use crate::id::AgentId;
+use crate::policy::Policy;
+use crate::runner::Runner;
+use crate::skill::LiveCatalog;
+use crate::store::Store;
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// What every agent server of one runtime shares.
+pub(crate) struct Shared {
+    pub catalog: LiveCatalog,
+    pub data_dir: Option<std::path::PathBuf>,
+    pub max_call_depth: usize,
+    pub jobs: Arc<crate::jobs::JobBoard>,
+    pub events: EventBus,
+    pub store: Arc<dyn Store>,
+    pub runner: Runner,
+    pub directory: Directory,
+    pub spawners: dashmap::DashMap<String, Spawner>,
+}
+
+/// Starts an agent of a registered type from its JSON init state (the `SpawnAgent` effect).
+pub(crate) type Spawner = Arc<
+    dyn Fn(
+            Arc<Shared>,
+            AgentId,
+            Value,
+            Option<AgentId>,
+            Policy,
+        ) -> Pin<Box<dyn Future<Output = Result<(), RuntimeError>> + Send>>
+        + Send
+        + Sync,
+>;

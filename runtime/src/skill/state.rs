@@ -1,0 +1,84 @@
+//! The state the runtime keeps for each agent: its domain state and its mounted skills. It lives below the
+//! mounting rules, the only code that changes the mounted skills.
+
+use crate::id::{ActionId, AgentId, SkillId};
+use schemars::JsonSchema;
+use semver::Version;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A skill as mounted on one agent: its version, its per-agent state and what it provides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MountedSkill {
+    /// The version that was mounted.
+    pub vsn: Version,
+    /// The skill's per-agent state.
+    pub state: Value,
+    /// The actions it provides, in declaration order.
+    pub actions: Vec<ActionId>,
+    /// The skills it requires.
+    pub requires: Vec<SkillId>,
+}
+
+/// An agent's whole state: id, the user's domain state, and the mounted skills with their state. Only
+/// [`crate::skill::mount`] and [`crate::skill::unmount`] change the mounted skills, so their rules always hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentState<S> {
+    /// The agent's id.
+    pub id: AgentId,
+    /// The user's domain state.
+    pub domain: S,
+    // Shared so a snapshot or restart copy of the state is cheap, and so an agent with a few skills stays small
+    // (a B-tree node holds room for eleven entries whether or not they are used).
+    pub(crate) skills: BTreeMap<SkillId, Arc<MountedSkill>>,
+}
+
+impl<S> AgentState<S> {
+    /// A fresh state with no skills mounted.
+    pub fn new(id: AgentId, domain: S) -> Self {
+        Self { id, domain, skills: BTreeMap::new() }
+    }
+
+    /// The mounted skills, by id.
+    pub fn skills(&self) -> &BTreeMap<SkillId, Arc<MountedSkill>> {
+        &self.skills
+    }
+
+    /// Whether a skill is mounted.
+    pub fn is_mounted(&self, skill: &SkillId) -> bool {
+        self.skills.contains_key(skill)
+    }
+
+    /// A mounted skill's per-agent state.
+    pub fn skill_state(&self, skill: &SkillId) -> Option<&Value> {
+        self.skills.get(skill).map(|m| &m.state)
+    }
+
+    /// Whether any mounted skill provides this action.
+    pub fn provides(&self, action: &ActionId) -> bool {
+        self.skills.values().any(|m| m.actions.contains(action))
+    }
+
+    /// Every action the mounted skills provide, once each, sorted by id: what the live action table holds.
+    pub fn actions(&self) -> std::collections::BTreeSet<&ActionId> {
+        self.skills.values().flat_map(|m| &m.actions).collect()
+    }
+}
+
+/// Why a signal could not be handled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    /// A mounted skill is not in the catalog, so its handler cannot be found.
+    #[error("skill `{0}` is mounted but not in the catalog; expected every mounted skill to be registered")]
+    UnknownSkill(SkillId),
+    /// A skill's stored state no longer fits its handler's type.
+    #[error("the state of skill `{skill}` does not fit its handler: {message}")]
+    SkillState {
+        /// The skill.
+        skill: SkillId,
+        /// What did not fit.
+        message: String,
+    },
+}
