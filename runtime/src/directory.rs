@@ -7,7 +7,7 @@ use dashmap::DashMap;
 use ractor::ActorCell;
 use std::any::TypeId;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 /// Puts an untyped message in one agent's mailbox; `false` when the agent is gone.
 pub(crate) type Deliver = Arc<dyn Fn(Untyped) -> bool + Send + Sync>;
@@ -20,9 +20,9 @@ pub(crate) struct Entry {
     pub agent_type: TypeId,
     pub cell: ActorCell,
     pub deliver: Deliver,
-    /// Set when someone other than the agent stops it (its parent, the runtime), so its supervisor does not
-    /// restart it.
-    pub stop_requested: Arc<AtomicBool>,
+    /// Set, with the reason, when someone other than the agent stops it (its parent, the runtime), so its
+    /// supervisor does not restart it.
+    pub stop_requested: Arc<OnceLock<String>>,
 }
 
 impl Entry {
@@ -38,7 +38,7 @@ impl Entry {
 
     /// Stops the agent from outside: it will not be restarted.
     pub fn stop(&self, reason: String) {
-        self.stop_requested.store(true, Ordering::SeqCst);
+        let _ = self.stop_requested.set(reason.clone());
         self.cell.stop(Some(reason));
     }
 }
@@ -77,18 +77,16 @@ impl Directory {
     }
 
     /// Removes the agent of this id if its entry is the actor `cell`'s (not a later agent's of the same id);
-    /// `true` when it did.
-    pub fn remove_cell(&self, id: &AgentId, cell: ractor::ActorId) -> bool {
-        let Some((_, entry)) = self.by_id.remove_if(id, |_, entry| entry.cell.get_id() == cell) else {
-            return false;
-        };
+    /// returns the entry it removed.
+    pub fn remove_cell(&self, id: &AgentId, cell: ractor::ActorId) -> Option<Entry> {
+        let (_, entry) = self.by_id.remove_if(id, |_, entry| entry.cell.get_id() == cell)?;
         if let Some(name) = &entry.name {
             self.by_name.remove_if(name, |_, owner| owner == id);
         }
         for mut subscribers in self.topics.iter_mut() {
             subscribers.retain(|s| s != id);
         }
-        true
+        Some(entry)
     }
 
     pub fn get(&self, id: &AgentId) -> Option<Entry> {

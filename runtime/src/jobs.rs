@@ -24,16 +24,48 @@ struct Job {
     task: Option<AbortHandle>,
 }
 
-/// Every job of the runtime. Cheap to share; the runtime owns one.
+/// How long an ended job stays on the board unless [`crate::runtime::RuntimeBuilder::job_retention`] says
+/// otherwise.
+pub const DEFAULT_JOB_RETENTION: Duration = Duration::from_secs(3600);
+
+/// Every job of the runtime. Cheap to share; the runtime owns one. Ended jobs stay visible for a retention
+/// time, then are dropped, so the board does not grow for ever.
 pub struct JobBoard {
     jobs: DashMap<Uuid, Job>,
     permits: Arc<Semaphore>,
+    retention: Duration,
 }
 
 impl JobBoard {
-    /// A board that runs at most `max_running` jobs at once (at least one).
+    /// A board that runs at most `max_running` jobs at once (at least one) and keeps ended ones for
+    /// [`DEFAULT_JOB_RETENTION`].
     pub fn new(max_running: usize) -> Self {
-        Self { jobs: DashMap::new(), permits: Arc::new(Semaphore::new(max_running.max(1))) }
+        Self::with_retention(max_running, DEFAULT_JOB_RETENTION)
+    }
+
+    /// A board that keeps ended jobs for `retention` after they end.
+    pub fn with_retention(max_running: usize, retention: Duration) -> Self {
+        Self { jobs: DashMap::new(), permits: Arc::new(Semaphore::new(max_running.max(1))), retention }
+    }
+
+    /// How many jobs the board holds now (running, queued, and ended ones still retained).
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Whether the board holds no job.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Drops the jobs that ended longer than the retention ago.
+    fn purge(&self) {
+        let Ok(retention) = chrono::Duration::from_std(self.retention) else { return };
+        let cutoff = Utc::now() - retention;
+        self.jobs.retain(|_, job| {
+            let record = job.record.borrow();
+            !(record.status.is_final() && record.ended_at.is_some_and(|ended| ended <= cutoff))
+        });
     }
 
     /// One job.
@@ -57,6 +89,7 @@ impl JobBoard {
         F: Future<Output = JobEnd> + Send + 'static,
         E: FnOnce(JobRecord) + Send + 'static,
     {
+        self.purge();
         let id = Uuid::now_v7();
         let record = JobRecord {
             id,

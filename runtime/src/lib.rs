@@ -28,6 +28,7 @@ mod shared;
 pub mod signal;
 pub mod skill;
 pub mod store;
+mod supervisor;
 mod table;
 pub mod tool;
 

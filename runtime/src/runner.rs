@@ -124,13 +124,23 @@ impl Runner {
             let err = match result {
                 Ok(output) => {
                     let mut outcome = Outcome::completed(output, started.elapsed(), attempt);
-                    outcome.artifacts = std::mem::take(&mut ctx.sink().artifacts);
+                    let mut sink = ctx.sink();
+                    outcome.artifacts = std::mem::take(&mut sink.artifacts);
+                    outcome.cost = sink.cost;
+                    drop(sink);
                     return (self.finish(ctx, outcome), None);
                 }
                 Err(err) => err,
             };
-            if !should_retry(spec, &err, attempt) {
-                return (self.finish(ctx, err_outcome(&err, started, attempt)), Some(err));
+            // A nested call already did something that must not happen twice: the error goes to the agent.
+            let (cost, side_effects) = {
+                let sink = ctx.sink();
+                (sink.cost, sink.side_effects)
+            };
+            if side_effects || !should_retry(spec, &err, attempt) {
+                let mut outcome = err_outcome(&err, started, attempt);
+                outcome.cost = cost;
+                return (self.finish(ctx, outcome), Some(err));
             }
             let backoff = spec.retry.backoff(attempt, jitter_sample(ctx));
             tracing::debug!(attempt, ?backoff, %err, "retrying");
@@ -194,19 +204,26 @@ fn err_outcome(err: &ActionError, started: Instant, attempts: u32) -> Outcome {
 /// attempt's future is dropped — the action really stops — when it times out or the run is cancelled.
 async fn run_attempt(action: &DynAction, params: Value, ctx: ActionContext) -> Result<Value, ActionError> {
     let timeout = action.spec().timeout;
-    let attempt = AssertUnwindSafe(action.invoke(params, ctx)).catch_unwind();
-    match tokio::time::timeout(timeout, attempt).await {
+    // An action may panic while it builds its future (before its first await), not only while it runs.
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| action.invoke(params, ctx))) {
+        Ok(future) => future,
+        Err(payload) => return Err(panicked(payload.as_ref())),
+    };
+    match tokio::time::timeout(timeout, AssertUnwindSafe(future).catch_unwind()).await {
         Err(_elapsed) => Err(ActionError::Timeout { after: timeout }),
         Ok(Ok(result)) => result,
-        Ok(Err(payload)) => {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic with a non-text payload".to_owned());
-            Err(ActionError::critical(format!("the action panicked: {message}")))
-        }
+        Ok(Err(payload)) => Err(panicked(payload.as_ref())),
     }
+}
+
+/// The `Critical` error for an action that panicked, with the panic's message.
+fn panicked(payload: &(dyn std::any::Any + Send)) -> ActionError {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with a non-text payload".to_owned());
+    ActionError::critical(format!("the action panicked: {message}"))
 }
 
 /// A uniform sample in `0..1` for backoff jitter, mixed from the run id and attempt (SplitMix64), so each run

@@ -21,8 +21,10 @@ use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
 use serde_json::Value;
 use std::any::TypeId;
+use std::future::Future;
 use std::marker::PhantomData;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -75,6 +77,7 @@ pub struct RuntimeBuilder {
     data_dir: Option<PathBuf>,
     max_call_depth: usize,
     max_jobs: usize,
+    job_retention: Duration,
 }
 
 impl Default for RuntimeBuilder {
@@ -86,6 +89,7 @@ impl Default for RuntimeBuilder {
             data_dir: None,
             max_call_depth: DEFAULT_MAX_CALL_DEPTH,
             max_jobs: DEFAULT_MAX_JOBS,
+            job_retention: crate::jobs::DEFAULT_JOB_RETENTION,
         }
     }
 }
@@ -137,6 +141,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How long an ended job stays visible on the job board (default
+    /// [`crate::jobs::DEFAULT_JOB_RETENTION`]); older ended jobs are dropped.
+    pub fn job_retention(mut self, retention: Duration) -> Self {
+        self.job_retention = retention;
+        self
+    }
+
     /// Uses this journal instead of an in-memory one.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
@@ -151,12 +162,14 @@ impl RuntimeBuilder {
             catalog: LiveCatalog::new(self.catalog),
             data_dir: self.data_dir,
             max_call_depth: self.max_call_depth,
-            jobs: Arc::new(JobBoard::new(self.max_jobs)),
+            jobs: Arc::new(JobBoard::with_retention(self.max_jobs, self.job_retention)),
             runner: Runner::new(events.clone(), store.clone()),
             events,
             store,
             directory: Directory::default(),
             spawners: self.spawners.into_iter().collect(),
+            supervisor: tokio::sync::OnceCell::new(),
+            children: dashmap::DashMap::new(),
         };
         Runtime { shared: Arc::new(shared) }
     }
@@ -359,41 +372,66 @@ impl Runtime {
     }
 }
 
-/// Starts an agent: its start skills are mounted (purely), then its actor starts and enters the directory (see
-/// the server's `enter_directory`: of two spawns racing on one id, the loser never runs).
+/// Starts an agent: its start skills are mounted (purely), then its actor starts, linked to the runtime's
+/// supervisor, and enters the directory (see the server's `enter_directory`: of two spawns racing on one id,
+/// the loser never runs).
 pub(crate) async fn spawn_agent<A: Agent>(
     shared: &Arc<Shared>,
     domain: A,
     opts: SpawnOptions,
 ) -> Result<AgentRef<A>, RuntimeError> {
-    let id = opts.id.clone().unwrap_or_else(AgentId::random);
-    if shared.directory.get(&id).is_some() {
-        return Err(RuntimeError::AlreadyExists(id.to_string()));
-    }
-    if let Some(name) = &opts.name
-        && shared.directory.id_of(name).is_some()
-    {
-        return Err(RuntimeError::AlreadyExists(name.clone()));
-    }
-    let (state, start_effects) = start(id.clone(), domain, &opts.policy)?;
-    let catalog = shared.catalog.snapshot();
-    for skill in state.skills().keys() {
-        if catalog.get(skill).is_none() {
-            return Err(RuntimeError::UnknownSkill(skill.clone()));
+    let history = Arc::new(std::sync::Mutex::new(crate::server::Restarts::new(opts.restart)));
+    spawn_supervised(shared, domain, opts, history).await
+}
+
+/// [`spawn_agent`] with the restarts counted so far (a restart keeps counting in the same window).
+fn spawn_supervised<A: Agent>(
+    shared: &Arc<Shared>,
+    domain: A,
+    opts: SpawnOptions,
+    history: Arc<std::sync::Mutex<crate::server::Restarts>>,
+) -> Pin<Box<dyn Future<Output = Result<AgentRef<A>, RuntimeError>> + Send + '_>> {
+    Box::pin(async move {
+        let id = opts.id.clone().unwrap_or_else(AgentId::random);
+        if shared.directory.get(&id).is_some() {
+            return Err(RuntimeError::AlreadyExists(id.to_string()));
         }
-    }
-    let args = ServerArgs {
-        state,
-        start_effects,
-        policy: opts.policy,
-        restart: opts.restart,
-        max_in_flight: opts.max_in_flight,
-        parent: opts.parent,
-        name: opts.name,
-        shared: shared.clone(),
-    };
-    let (actor, _join) = Actor::spawn(None, AgentServer::<A>::new(), args).await.map_err(|e| spawn_error(&id, e))?;
-    Ok(AgentRef { id, actor, shared: shared.clone(), _agent: PhantomData })
+        if let Some(name) = &opts.name
+            && shared.directory.id_of(name).is_some()
+        {
+            return Err(RuntimeError::AlreadyExists(name.clone()));
+        }
+        let (state, start_effects) = start(id.clone(), domain.clone(), &opts.policy)?;
+        let catalog = shared.catalog.snapshot();
+        for skill in state.skills().keys() {
+            if catalog.get(skill).is_none() {
+                return Err(RuntimeError::UnknownSkill(skill.clone()));
+            }
+        }
+        let again = SpawnOptions { id: Some(id.clone()), ..opts.clone() };
+        let kept = history.clone();
+        let respawn: crate::supervisor::Respawn = Arc::new(move |shared: Arc<Shared>| {
+            let (domain, opts, history) = (domain.clone(), again.clone(), kept.clone());
+            Box::pin(async move { spawn_supervised(&shared, domain, opts, history).await.map(|_| ()) })
+        });
+        let args = ServerArgs {
+            state,
+            start_effects,
+            policy: opts.policy,
+            restart: opts.restart,
+            max_in_flight: opts.max_in_flight,
+            parent: opts.parent,
+            name: opts.name,
+            shared: shared.clone(),
+            history,
+            respawn,
+        };
+        let supervisor = crate::supervisor::supervisor(shared, &id).await?;
+        let (actor, _join) = Actor::spawn_linked(None, AgentServer::<A>::new(), args, supervisor)
+            .await
+            .map_err(|e| spawn_error(&id, e))?;
+        Ok(AgentRef { id, actor, shared: shared.clone(), _agent: PhantomData })
+    })
 }
 
 /// The runtime's error for an actor that did not start: the server's own when it refused (an id or name
@@ -435,16 +473,29 @@ impl<A: Agent> AgentRef<A> {
         &self.id
     }
 
+    /// The agent's actor now: the one this handle was made for while it runs, else the one its supervisor
+    /// restarted it as (same id, same type), if any.
+    fn actor(&self) -> ActorRef<ServerMsg<A>> {
+        use ractor::ActorStatus;
+        if matches!(self.actor.get_status(), ActorStatus::Running | ActorStatus::Starting | ActorStatus::Upgrading) {
+            return self.actor.clone();
+        }
+        match self.shared.directory.get(&self.id) {
+            Some(entry) if entry.agent_type == TypeId::of::<A>() => ActorRef::from(entry.cell),
+            _ => self.actor.clone(),
+        }
+    }
+
     /// Sends a signal without waiting (cast). A forged runtime signal is refused (see [`Runtime::send`]).
     pub fn send(&self, signal: Signal) -> Result<(), RuntimeError> {
         check_from_outside(&signal)?;
-        self.actor.cast(ServerMsg::Signal(signal)).map_err(|_| RuntimeError::Stopped(self.id.clone()))
+        self.actor().cast(ServerMsg::Signal(signal)).map_err(|_| RuntimeError::Stopped(self.id.clone()))
     }
 
     /// Sends a signal and waits for the agent's `Reply` to it, at most `timeout`.
     pub async fn call(&self, signal: Signal, timeout: Duration) -> Result<Value, RuntimeError> {
         check_from_outside(&signal)?;
-        let result = self.actor.call(|port| ServerMsg::Call(signal, port), Some(timeout)).await;
+        let result = self.actor().call(|port| ServerMsg::Call(signal, port), Some(timeout)).await;
         self.answer(result, timeout)
     }
 
@@ -462,44 +513,45 @@ impl<A: Agent> AgentRef<A> {
 
     /// A snapshot of the agent's state.
     pub async fn state(&self) -> Result<AgentState<A>, RuntimeError> {
-        let result = self.actor.call(ServerMsg::Snapshot, None).await;
+        let result = self.actor().call(ServerMsg::Snapshot, None).await;
         self.answer(result, Duration::ZERO)
     }
 
     /// Mounts a catalog skill with options.
     pub async fn mount(&self, skill: &SkillId, opts: Value) -> Result<(), RuntimeError> {
         let skill = skill.clone();
-        let result = self.actor.call(|port| ServerMsg::Mount(skill, opts, port), None).await;
+        let result = self.actor().call(|port| ServerMsg::Mount(skill, opts, port), None).await;
         self.answer(result, Duration::ZERO)?
     }
 
     /// Unmounts a skill.
     pub async fn unmount(&self, skill: &SkillId) -> Result<(), RuntimeError> {
         let skill = skill.clone();
-        let result = self.actor.call(|port| ServerMsg::Unmount(skill, port), None).await;
+        let result = self.actor().call(|port| ServerMsg::Unmount(skill, port), None).await;
         self.answer(result, Duration::ZERO)?
     }
 
     /// Approves a run that waits for approval.
     pub async fn approve(&self, run: Uuid) -> Result<(), RuntimeError> {
-        let result = self.actor.call(|port| ServerMsg::Decide(run, true, port), None).await;
+        let result = self.actor().call(|port| ServerMsg::Decide(run, true, port), None).await;
         self.answer(result, Duration::ZERO)?
     }
 
     /// Denies a run that waits for approval.
     pub async fn deny(&self, run: Uuid) -> Result<(), RuntimeError> {
-        let result = self.actor.call(|port| ServerMsg::Decide(run, false, port), None).await;
+        let result = self.actor().call(|port| ServerMsg::Decide(run, false, port), None).await;
         self.answer(result, Duration::ZERO)?
     }
 
     /// Stops the agent and waits until it has stopped.
     pub async fn stop(&self) {
         let reason = "stopped through its AgentRef".to_owned();
-        if let Some(entry) = self.shared.directory.get(&self.id).filter(|e| e.cell.get_id() == self.actor.get_id()) {
+        let actor = self.actor();
+        if let Some(entry) = self.shared.directory.get(&self.id).filter(|e| e.cell.get_id() == actor.get_id()) {
             entry.stop(reason);
-            let _ = self.actor.wait(None).await;
+            let _ = actor.wait(None).await;
         } else {
-            let _ = self.actor.stop_and_wait(Some(reason), None).await;
+            let _ = actor.stop_and_wait(Some(reason), None).await;
         }
     }
 }

@@ -24,6 +24,10 @@ pub(crate) struct Shared {
     pub runner: Runner,
     pub directory: Directory,
     pub spawners: dashmap::DashMap<String, Spawner>,
+    /// The actor every agent is linked to (see [`crate::supervisor`]), started with the first agent.
+    pub supervisor: tokio::sync::OnceCell<ractor::ActorCell>,
+    /// What the supervisor knows of each live agent, by its actor.
+    pub children: dashmap::DashMap<ractor::ActorId, crate::supervisor::Child>,
 }
 
 /// Starts an agent of a registered type from its JSON init state (the `SpawnAgent` effect).

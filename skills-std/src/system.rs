@@ -126,7 +126,7 @@ impl Schedule {
     pub async fn run(self, ctx: ActionContext) -> Result<ScheduledSignal, ActionError> {
         let after = delay(self.after_ms, "after_ms")?;
         let signal = Signal::builder(self.kind.as_str())
-            .source(format!("agentry/agent/{}", ctx.agent_id))
+            .source(agentry::kinds::agent_source(&ctx.agent_id))
             .data(self.data)
             .caused_by(ctx.correlation_id, ctx.run_id, chrono::Utc::now())
             .stamped(uuid::Uuid::now_v7(), chrono::Utc::now())

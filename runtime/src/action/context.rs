@@ -32,6 +32,18 @@ pub struct Frame {
 pub(crate) struct RunSink {
     pub effects: Vec<Effect>,
     pub artifacts: Vec<PathBuf>,
+    /// What the run cost so far, in the action's own unit, across every attempt and nested call.
+    pub cost: Option<f64>,
+    /// Whether a nested call started an action with side effects that is not idempotent: such a run is never
+    /// retried, so the side effect is not repeated.
+    pub side_effects: bool,
+}
+
+impl RunSink {
+    /// Adds to the run's cost.
+    pub(crate) fn add_cost(&mut self, amount: f64) {
+        self.cost = Some(self.cost.unwrap_or(0.0) + amount);
+    }
 }
 
 impl RunSink {
@@ -289,6 +301,15 @@ impl ActionContext {
         }
         self.sink().effects.push(effect);
         Ok(())
+    }
+
+    /// Reports what this run cost, in the action's own unit (tokens, cents); reports add up, across attempts
+    /// and with the costs of the actions it calls. The total reaches the outcome's `cost` and the journal. A
+    /// negative or non-finite amount is ignored.
+    pub fn cost(&self, amount: f64) {
+        if amount.is_finite() && amount >= 0.0 {
+            self.sink().add_cost(amount);
+        }
     }
 
     /// Reports a file the run produced (a path inside the drive); it appears in the outcome's `artifacts`.

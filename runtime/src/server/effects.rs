@@ -99,7 +99,7 @@ impl<A: Agent> ServerState<A> {
                 }
                 EffectKind::SpawnAgent { id, agent, init, policy } => self.spawn_child(id, agent, init, policy, cause),
                 EffectKind::StopChild { id } => self.stop_child(&id),
-                EffectKind::Stop { reason } => self.stop_self(reason),
+                EffectKind::Stop { reason } => self.stop_self(crate::supervisor::Exit::Normal(reason)),
             }
         }
     }

@@ -8,6 +8,7 @@ use crate::directory::Entry;
 use crate::error::RuntimeError;
 use crate::events::EventKind;
 use crate::messages::{ServerMsg, Untyped};
+use crate::supervisor::{Child, Exit};
 use ractor::{ActorProcessingErr, ActorRef};
 use std::any::TypeId;
 use std::sync::Arc;
@@ -31,6 +32,20 @@ pub(super) fn enter_directory<A: Agent>(
         Ok(()) => Ok(()),
         Err(taken) => Err(Box::new(RuntimeError::AlreadyExists(taken))),
     }
+}
+
+/// Tells the supervisor about a starting agent: how to restart it, and under which policy.
+pub(super) fn enter_supervision<A: Agent>(myself: &ActorRef<ServerMsg<A>>, args: &ServerArgs<A>) {
+    let child = Child {
+        agent: args.state.id.clone(),
+        parent: args.parent.clone(),
+        policy: args.restart,
+        history: args.history.clone(),
+        respawn: args.respawn.clone(),
+        exit: Exit::Unknown,
+        source: crate::kinds::agent_source(&args.state.id),
+    };
+    args.shared.children.insert(myself.get_id(), child);
 }
 
 impl<A: Agent> ServerState<A> {
@@ -81,9 +96,13 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Stops this agent, remembering why for the event stream.
-    pub(crate) fn stop_self(&mut self, reason: String) {
-        self.stop_reason = Some(reason.clone());
+    /// Stops this agent, remembering how for its supervisor.
+    pub(crate) fn stop_self(&mut self, exit: Exit) {
+        let reason = match &exit {
+            Exit::Requested(r) | Exit::Normal(r) | Exit::GaveUp(r) => r.clone(),
+            Exit::Unknown => "stopped".to_owned(),
+        };
+        self.exit = exit;
         self.myself.stop(Some(reason));
     }
 
@@ -101,19 +120,18 @@ impl<A: Agent> ServerState<A> {
             task.abort();
         }
         let id = self.agent.id.clone();
-        let reason = self.stop_reason.take().unwrap_or_else(|| "stopped".to_owned());
-        if !self.shared.directory.remove_cell(&id, self.myself.get_id()) {
-            return;
+        let Some(entry) = self.shared.directory.remove_cell(&id, self.myself.get_id()) else { return };
+        let exit = match entry.stop_requested.get() {
+            Some(reason) => Exit::Requested(reason.clone()),
+            None if self.exit == Exit::Unknown => Exit::Requested("stopped".to_owned()),
+            None => self.exit.clone(),
+        };
+        if let Some(mut child) = self.shared.children.get_mut(&self.myself.get_id()) {
+            child.exit = exit;
         }
         for job in self.shared.jobs.cancel_agent(&id, "the agent stopped") {
             let ended = EventKind::JobEnded { job: job.id, status: job.status };
             self.shared.events.announce(&id, None, None, ended);
-        }
-        self.shared.events.announce(&id, None, None, EventKind::AgentStopped { reason: reason.clone() });
-        if let Some(parent) = &self.parent
-            && let Some(signal) = crate::kinds::child_exited(&self.source, &id, &reason)
-        {
-            self.shared.directory.deliver(parent, signal);
         }
     }
 }

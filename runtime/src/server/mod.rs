@@ -15,6 +15,7 @@ mod runs;
 mod services;
 
 pub use restart::{RestartMode, RestartPolicy};
+pub(crate) use restart::{Restarts, Verdict};
 pub(crate) use services::drive_path;
 
 use crate::action::{ActionContext, RunServices};
@@ -27,6 +28,7 @@ use crate::policy::Policy;
 use crate::shared::Shared;
 use crate::signal::Signal;
 use crate::skill::AgentState;
+use crate::supervisor::Exit;
 use crate::table::ActionTable;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
@@ -51,6 +53,10 @@ pub(crate) struct ServerArgs<A: Agent> {
     pub parent: Option<AgentId>,
     pub name: Option<String>,
     pub shared: Arc<Shared>,
+    /// Restarts counted in the policy's window, kept across restarts of this agent.
+    pub history: Arc<std::sync::Mutex<Restarts>>,
+    /// How the supervisor starts this agent again.
+    pub respawn: crate::supervisor::Respawn,
 }
 
 /// A run on its way: its params and context, who asked for it, and whether it was approved. Queued and
@@ -118,11 +124,11 @@ pub(crate) struct ServerState<A: Agent> {
     pub schedules: HashMap<String, JoinHandle<()>>,
     /// Outcome signals for the agent, fed before the next message (see [`ServerState::settle`]).
     pub inbox: VecDeque<Signal>,
-    /// Why the server stopped itself, for the `agent_stopped` event.
-    pub stop_reason: Option<String>,
+    /// How the server stopped itself, for its supervisor.
+    pub exit: Exit,
     /// Set once the server drains: new runs are refused, and these are told when the last run ends.
     pub draining: Option<Vec<tokio::sync::oneshot::Sender<()>>>,
-    pub restarts: restart::Restarts,
+    pub restarts: Arc<std::sync::Mutex<Restarts>>,
     pub max_in_flight: usize,
     pub parent: Option<AgentId>,
     pub shared: Arc<Shared>,
@@ -141,6 +147,7 @@ impl<A: Agent> Actor for AgentServer<A> {
         args: ServerArgs<A>,
     ) -> Result<Self::State, ActorProcessingErr> {
         lifecycle::enter_directory(&myself, &args)?;
+        lifecycle::enter_supervision(&myself, &args);
         let mailbox = myself.clone();
         let services = services::AgentServices {
             mailbox: Arc::new(move |message: crate::messages::Untyped| mailbox.cast(message.into()).is_ok()),
@@ -159,9 +166,9 @@ impl<A: Agent> Actor for AgentServer<A> {
             calls: HashMap::new(),
             schedules: HashMap::new(),
             inbox: VecDeque::new(),
-            stop_reason: None,
+            exit: Exit::Unknown,
             draining: None,
-            restarts: restart::Restarts::new(args.restart),
+            restarts: args.history,
             max_in_flight: args.max_in_flight.max(1),
             parent: args.parent,
             shared: args.shared,
@@ -224,7 +231,7 @@ impl<A: Agent> ServerState<A> {
     /// (the rest after the mailbox's next message).
     fn settle(&mut self) {
         for _ in 0..SETTLE_BUDGET {
-            if self.stop_reason.is_some() {
+            if self.exit != Exit::Unknown {
                 return;
             }
             let Some(signal) = self.inbox.pop_front() else { return };
@@ -238,12 +245,17 @@ impl<A: Agent> ServerState<A> {
     /// After a panic in the agent's own code (its handler, a skill's state init): go on from the last good
     /// state if the restart policy allows, else stop.
     fn survive_panic(&mut self, correlation: Option<Uuid>, where_: &str) {
-        match self.restarts.record_panic(tokio::time::Instant::now(), where_) {
-            restart::Verdict::Restart(restarts) => {
+        let verdict = self
+            .restarts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .record_panic(tokio::time::Instant::now(), where_);
+        match verdict {
+            Verdict::Restart(restarts) => {
                 let kind = EventKind::AgentRestarted { restarts };
                 self.shared.events.announce(&self.agent.id, None, correlation, kind);
             }
-            restart::Verdict::Stop(reason) => self.stop_self(reason),
+            Verdict::Stop(reason) => self.stop_self(Exit::GaveUp(reason)),
         }
     }
 

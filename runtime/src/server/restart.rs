@@ -4,18 +4,21 @@ use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// When a panicking handler is survived.
+/// When an agent is restarted (see the runtime's supervisor). A panic in its own signal handler is survived in
+/// place, with its last good state, unless the mode is `Never`; the mode decides what happens when the agent
+/// ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RestartMode {
-    /// Always go on from the last good state, within the limit.
+    /// Restarted after any exit but one asked for from outside: after a failure, and after it stopped itself
+    /// with a `Stop` effect.
     Permanent,
-    /// Go on after abnormal exits (a panic is one), within the limit; a normal stop is final.
+    /// Restarted only after an abnormal exit (a failure); an agent that stops itself stays stopped.
     Transient,
-    /// Never: the first panic stops the agent.
+    /// Never restarted: the first panic stops the agent.
     Never,
 }
 
-/// How an agent survives its own handler's panics: a mode and at most `max_restarts` within `window`.
+/// How an agent survives panics and exits: a mode and at most `max_restarts` within `window`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RestartPolicy {
     /// When to restart.
@@ -27,9 +30,9 @@ pub struct RestartPolicy {
 }
 
 impl Default for RestartPolicy {
-    /// Permanent, at most 3 restarts in 5 seconds.
+    /// Transient, at most 3 restarts in 5 seconds.
     fn default() -> Self {
-        Self { mode: RestartMode::Permanent, max_restarts: 3, window: Duration::from_secs(5) }
+        Self { mode: RestartMode::Transient, max_restarts: 3, window: Duration::from_secs(5) }
     }
 }
 

@@ -85,13 +85,26 @@ impl RunServices for AgentServices {
             let Admitted { action, ctx: nested } = admitted
                 .await
                 .map_err(|_| ActionError::cancelled("the agent stopped before the nested call was admitted"))??;
+            let spec = action.spec();
+            if spec.side_effects && !spec.idempotent {
+                caller.sink().side_effects = true;
+            }
             let (outcome, error) = runner.execute_detailed(&action, params, nested.clone()).await;
+            let (cost, side_effects, effects) = {
+                let mut sink = nested.sink();
+                (sink.cost, sink.side_effects, std::mem::take(&mut sink.effects))
+            };
+            let mut sink = caller.sink();
+            // What a call cost, and whether it repeated nothing it must not, count for its caller whatever
+            // the call's end.
+            if let Some(cost) = cost {
+                sink.add_cost(cost);
+            }
+            sink.side_effects |= side_effects;
             if let Some(error) = error {
                 return Err(error);
             }
             // What a completed call asked for goes up to its caller, to be applied if the caller completes.
-            let effects = std::mem::take(&mut nested.sink().effects);
-            let mut sink = caller.sink();
             sink.effects.extend(effects);
             sink.artifacts.extend(outcome.artifacts.iter().cloned());
             Ok(outcome.output)
@@ -102,12 +115,19 @@ impl RunServices for AgentServices {
         let services = ctx.link.as_ref().map(|l| l.services.clone()).ok_or_else(|| {
             ActionError::critical("a context without services reached the job board; this is a bug in agentry")
         })?;
+        let limit = self.shared.max_call_depth;
+        if ctx.depth() >= limit {
+            return Err(ActionError::critical(format!(
+                "the call depth limit of {limit} was reached submitting `{action}` as a job from {}; a job runs one \
+                 level below the run that submits it, so an action that submits itself stops here",
+                call_path(ctx)
+            )));
+        }
         let mailbox = self.mailbox.clone();
-        // A job outlives the run that submitted it: its run starts a stack of its own (the journal still
-        // names the submitting run as its parent).
+        // A job outlives the run that submitted it, but inherits its stack: its run is one level deeper, so
+        // jobs that submit jobs meet the depth limit like routines that call themselves.
         let mut parent = ctx.clone();
         parent.sink = Arc::default();
-        parent.stack = Vec::new();
         let job_action = action.clone();
         let work = move |job: Uuid| async move {
             parent.link = Some(Link { services: services.clone(), job: Some(job) });

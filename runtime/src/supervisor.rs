@@ -1,0 +1,151 @@
+//! The runtime's supervisor: one `ractor` actor that every agent's server is linked to. It hears how each agent
+//! ended and applies the agent's restart policy:
+//!
+//! - stopped from outside (its parent, [`crate::runtime::Runtime::stop`], a shutdown): final;
+//! - stopped itself with a `Stop` effect (a normal exit): restarted if `Permanent`, final otherwise;
+//! - failed (a panic that escaped the server, say in a skill's code): restarted if `Permanent` or `Transient`,
+//!   within the policy's limit, final for `Never`;
+//! - stopped because its handler panicked more often than the policy allows: final.
+//!
+//! A restarted agent starts again from its spawn arguments (its initial domain state and start skills), as an
+//! OTP child does; a panic inside its signal handler is survived in place, with its last good state. When an
+//! exit is final, the parent gets `agent.child_exited` and the stream `agent_stopped`. A failed agent's server
+//! could not clean up after itself, so the supervisor does: its directory entry and its jobs.
+
+use crate::error::RuntimeError;
+use crate::events::EventKind;
+use crate::id::AgentId;
+use crate::server::{RestartMode, RestartPolicy, Restarts, Verdict};
+use crate::shared::Shared;
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+
+/// Starts an agent again from its spawn arguments.
+pub(crate) type Respawn =
+    Arc<dyn Fn(Arc<Shared>) -> Pin<Box<dyn Future<Output = Result<(), RuntimeError>> + Send>> + Send + Sync>;
+
+/// How one agent ended, as its server saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// Still running, or it failed before it could say.
+    Unknown,
+    /// Stopped from outside: never restarted.
+    Requested(String),
+    /// Stopped itself with a `Stop` effect.
+    Normal(String),
+    /// Stopped because its restart policy gave up on its panics.
+    GaveUp(String),
+}
+
+/// What the supervisor knows of one agent: made in its server's `pre_start`, so it exists before anything
+/// can happen to the agent.
+pub(crate) struct Child {
+    pub agent: AgentId,
+    pub parent: Option<AgentId>,
+    pub policy: RestartPolicy,
+    /// Restarts in the policy's window, kept across restarts.
+    pub history: Arc<Mutex<Restarts>>,
+    pub respawn: Respawn,
+    pub exit: Exit,
+    /// The source of the agent's signals (for `agent.child_exited`).
+    pub source: String,
+}
+
+/// The supervisor actor.
+pub(crate) struct Supervisor;
+
+impl Actor for Supervisor {
+    type Msg = ();
+    type State = Weak<Shared>;
+    type Arguments = Weak<Shared>;
+
+    async fn pre_start(&self, _myself: ActorRef<()>, shared: Weak<Shared>) -> Result<Weak<Shared>, ActorProcessingErr> {
+        Ok(shared)
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<()>,
+        event: SupervisionEvent,
+        shared: &mut Weak<Shared>,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(shared) = shared.upgrade() else { return Ok(()) };
+        match event {
+            SupervisionEvent::ActorTerminated(cell, _, _) => {
+                if let Some((_, child)) = shared.children.remove(&cell.get_id()) {
+                    ended(&shared, child, None).await;
+                }
+            }
+            SupervisionEvent::ActorFailed(cell, error) => {
+                if let Some((_, child)) = shared.children.remove(&cell.get_id()) {
+                    // Its server never ran its cleanup: its entry and jobs go here.
+                    shared.directory.remove_cell(&child.agent, cell.get_id());
+                    for job in shared.jobs.cancel_agent(&child.agent, "the agent failed") {
+                        let ended = EventKind::JobEnded { job: job.id, status: job.status };
+                        shared.events.announce(&child.agent, None, None, ended);
+                    }
+                    ended(&shared, child, Some(error.to_string())).await;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Restarts an agent whose exit its policy restarts, else tells its parent and the event stream it stopped.
+async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
+    let restart = matches!(
+        (&child.exit, &failure, child.policy.mode),
+        (_, Some(_), RestartMode::Permanent | RestartMode::Transient) | (Exit::Normal(_), None, RestartMode::Permanent)
+    );
+    let reason = match (&failure, &child.exit) {
+        (Some(error), _) => format!("the agent failed: {error}"),
+        (None, Exit::Requested(r) | Exit::Normal(r) | Exit::GaveUp(r)) => r.clone(),
+        (None, Exit::Unknown) => "stopped".to_owned(),
+    };
+    if restart {
+        let verdict = child
+            .history
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .record_panic(tokio::time::Instant::now(), "the agent");
+        match verdict {
+            Verdict::Restart(restarts) => match (child.respawn)(shared.clone()).await {
+                Ok(()) => {
+                    shared.events.announce(&child.agent, None, None, EventKind::AgentRestarted { restarts });
+                    return;
+                }
+                Err(error) => return final_exit(shared, &child, format!("{reason}; it could not restart: {error}")),
+            },
+            Verdict::Stop(gave_up) => return final_exit(shared, &child, format!("{reason}; {gave_up}")),
+        }
+    }
+    final_exit(shared, &child, reason);
+}
+
+/// Tells the parent (`agent.child_exited`) and then the event stream (`agent_stopped`) that an agent is gone.
+fn final_exit(shared: &Shared, child: &Child, reason: String) {
+    if let Some(parent) = &child.parent
+        && let Some(signal) = crate::kinds::child_exited(&child.source, &child.agent, &reason)
+    {
+        shared.directory.deliver(parent, signal);
+    }
+    shared.events.announce(&child.agent, None, None, EventKind::AgentStopped { reason });
+}
+
+/// The runtime's supervisor, started on first use (by the spawn of `agent`).
+pub(crate) async fn supervisor(shared: &Arc<Shared>, agent: &AgentId) -> Result<ractor::ActorCell, RuntimeError> {
+    let cell = shared
+        .supervisor
+        .get_or_try_init(|| async {
+            let (actor, _) = Actor::spawn(None, Supervisor, Arc::downgrade(shared)).await.map_err(|e| {
+                RuntimeError::Spawn { agent: agent.clone(), message: format!("the supervisor did not start: {e}") }
+            })?;
+            Ok::<_, RuntimeError>(actor.get_cell())
+        })
+        .await?;
+    Ok(cell.clone())
+}
