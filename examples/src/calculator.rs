@@ -36,11 +36,10 @@ impl Calculator {
 
     /// Answers the `calculate` call that caused a run with the run's output, or its error.
     fn answer(&self, signal: &Signal) -> Vec<Effect> {
-        let Some(call) = signal.causation_id() else { return vec![] };
-        let outcome = &signal.data()["outcome"];
-        let answer = match outcome["error"].is_null() {
-            true => json!({"result": outcome["output"]}),
-            false => json!({"error": outcome["output_text"]}),
+        let (Some(report), Some(call)) = (signal.outcome(), signal.causation_id()) else { return vec![] };
+        let answer = match report.error_message() {
+            None => json!({"result": report.outcome.output}),
+            Some(_) => json!({"error": report.outcome.output_text}),
         };
         vec![Effect::reply_to(call, answer)]
     }
@@ -48,9 +47,9 @@ impl Calculator {
     /// Answers with the error when the gate refused the run (or its approver denied it); a run that only waits
     /// for approval is answered later, when it has run or been denied.
     fn blocked(&self, signal: &Signal) -> Vec<Effect> {
-        match signal.data()["outcome"]["error"].is_null() {
-            true => vec![],
-            false => self.answer(signal),
+        match signal.outcome() {
+            Some(report) if report.awaiting_approval() => vec![],
+            _ => self.answer(signal),
         }
     }
 }

@@ -63,12 +63,12 @@ impl Librarian {
     }
 
     fn completed(&self, signal: &Signal) -> Reaction<Self> {
-        let data = signal.data();
-        let output = &data["outcome"]["output"];
+        let Some(report) = signal.outcome() else { return Reaction::Keep(vec![]) };
+        let output = &report.outcome.output;
         let mut next = self.clone();
         let mut effects = Vec::new();
-        match data["action"].as_str() {
-            Some("fs.list") => {
+        match report.action.as_str() {
+            "fs.list" => {
                 let files = output.as_array().into_iter().flatten();
                 for file in
                     files.filter(|e| e["kind"] == "file" && e["path"].as_str().is_some_and(|p| p.ends_with(".txt")))
@@ -77,7 +77,7 @@ impl Librarian {
                 }
                 next.outstanding += effects.len() as u32;
             }
-            Some("fs.read") => {
+            "fs.read" => {
                 for line in output["content"].as_str().unwrap_or_default().lines() {
                     match parse_fact(line) {
                         Some((subject, predicate, object)) => {
@@ -92,8 +92,8 @@ impl Librarian {
                 }
                 next.outstanding += effects.len() as u32;
             }
-            Some("memory.memorize") => next.learned += 1,
-            Some("memory.recall") => {
+            "memory.memorize" => next.learned += 1,
+            "memory.recall" => {
                 let answer = match output.as_array().and_then(|facts| facts.first()) {
                     Some(fact) => {
                         let sentence = format!(
@@ -117,12 +117,12 @@ impl Librarian {
     }
 
     fn failed(&self, signal: &Signal) -> Reaction<Self> {
-        let data = signal.data();
-        if data["outcome"]["status"] == "blocked" && data["outcome"]["error"].is_null() {
-            return Reaction::Keep(vec![]); // waiting for approval; the outcome comes later
+        let Some(report) = signal.outcome() else { return Reaction::Keep(vec![]) };
+        if report.awaiting_approval() {
+            return Reaction::Keep(vec![]); // the outcome comes later
         }
-        if data["action"] == "memory.recall" {
-            let error = json!({"error": data["outcome"]["output_text"]});
+        if report.action.as_str() == "memory.recall" {
+            let error = json!({"error": report.outcome.output_text});
             return Reaction::Keep(
                 signal.causation_id().map(|call| Effect::reply_to(call, error)).into_iter().collect(),
             );

@@ -90,8 +90,19 @@ pub fn check_dotted_id(what: &str, id: &str) -> Result<(), String> {
             return Err(format!("{what} `{id}` has `__` or a segment starting or ending with `_`; {expected}"));
         }
     }
+    // The same limit as `agentry::id`: as a tool name each dot becomes `__`, and tool names are at most 64.
+    let len = id.len() + id.matches('.').count();
+    if len > MAX_TOOL_NAME_LEN {
+        return Err(format!(
+            "{what} `{id}` is {len} characters long as a tool name (each `.` becomes `__`); expected at most \
+             {MAX_TOOL_NAME_LEN}, the longest tool name LLM providers accept"
+        ));
+    }
     Ok(())
 }
+
+/// The longest tool name an id may become (`agentry::id::MAX_TOOL_NAME_LEN`).
+const MAX_TOOL_NAME_LEN: usize = 64;
 
 /// Checks a signal-kind pattern the way `agentry::pattern` does.
 pub fn check_pattern(pattern: &str) -> Result<(), String> {
@@ -168,6 +179,10 @@ mod tests {
         assert!(check_dotted_id("action id", "a..b").unwrap_err().contains("empty segment"));
         assert!(check_dotted_id("action id", "a b").unwrap_err().contains("' '"));
         assert!(check_dotted_id("action id", "a__b").unwrap_err().contains("`__`"));
+        let longest = format!("a.{}", "b".repeat(61));
+        assert!(check_dotted_id("action id", &longest).is_ok());
+        let too_long = format!("a.{}", "b".repeat(62));
+        assert!(check_dotted_id("action id", &too_long).unwrap_err().contains("65 characters"));
         assert!(check_pattern("order.**").is_ok());
         assert!(check_pattern("order.pl*").unwrap_err().contains("`pl*`"));
         assert!(check_pattern("").unwrap_err().contains("empty"));
