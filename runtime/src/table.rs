@@ -17,9 +17,16 @@ pub(crate) struct Registered {
 #[derive(Default)]
 pub(crate) struct ActionTable {
     entries: HashMap<ActionId, Registered>,
+    /// Counts the changes to the table, so a gate decision can tell whether it still holds.
+    epoch: u64,
 }
 
 impl ActionTable {
+    /// How many times the table changed: a gate decision taken at the same epoch (and policy) still holds.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// The registered action of this id.
     pub fn get(&self, action: &ActionId) -> Option<&Registered> {
         self.entries.get(action)
@@ -42,6 +49,7 @@ impl ActionTable {
         match found {
             Some((dyn_action, skill)) => {
                 self.entries.insert(action, Registered { action: dyn_action, skill: Some(skill) });
+                self.epoch += 1;
                 true
             }
             None => false,
@@ -51,10 +59,12 @@ impl ActionTable {
     /// Removes an action.
     pub fn deregister(&mut self, action: &ActionId) {
         self.entries.remove(action);
+        self.epoch += 1;
     }
 
     /// Makes the actions `skill` still provides run its build `actions` (a refreshed skill's new code).
     pub fn rebuild(&mut self, skill: &SkillId, actions: &[DynAction]) {
+        self.epoch += 1;
         for action in actions {
             if let Some(registered) = self.entries.get_mut(&action.spec().id)
                 && registered.skill.as_ref() == Some(skill)

@@ -66,6 +66,16 @@ pub(crate) struct Ticket {
     pub ctx: ActionContext,
     pub by: Requester,
     pub approved: bool,
+    /// The gate's last yes, while nothing it depends on has changed since: a queued run whose table and policy
+    /// are as they were need not be looked up again.
+    pub cleared: Option<Clearance>,
+}
+
+/// A gate decision and what it was taken against: the action table's and the policy's epochs.
+pub(crate) struct Clearance {
+    pub table: u64,
+    pub policy: u64,
+    pub action: crate::action::DynAction,
 }
 
 /// A run waiting for approval, with the timer that expires it.
@@ -115,6 +125,8 @@ pub(crate) struct ServerState<A: Agent> {
     pub myself: ActorRef<ServerMsg<A>>,
     pub agent: AgentState<A>,
     pub policy: Arc<Policy>,
+    /// Counts policy changes (see [`Clearance`]).
+    pub policy_epoch: u64,
     pub table: ActionTable,
     pub services: Arc<dyn RunServices>,
     pub running: HashMap<Uuid, Running>,
@@ -158,6 +170,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             myself,
             agent: args.state,
             policy: Arc::new(args.policy),
+            policy_epoch: 0,
             table: ActionTable::default(),
             services: Arc::new(services),
             running: HashMap::new(),
@@ -281,6 +294,7 @@ impl<A: Agent> ServerState<A> {
     /// for approval meet the new one at the gate when they start.
     fn set_policy(&mut self, policy: Policy, done: tokio::sync::oneshot::Sender<()>) {
         self.policy = Arc::new(policy);
+        self.policy_epoch += 1;
         let _ = done.send(());
     }
 

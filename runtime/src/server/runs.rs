@@ -3,7 +3,7 @@
 //! run never starts after its action was unmounted or the policy stopped allowing it.
 
 use super::effects::Origin;
-use super::{Awaiting, RunIds, Running, ServerState, Ticket};
+use super::{Awaiting, Clearance, RunIds, Running, ServerState, Ticket};
 use crate::action::{ActionContext, ActionError, DynAction, Frame, Link, Outcome, OutcomeStatus, Risk};
 use crate::agent::Agent;
 use crate::error::RuntimeError;
@@ -28,13 +28,21 @@ impl<A: Agent> ServerState<A> {
             _ => None,
         };
         self.journal_queued(&ctx, &params, parent_run);
-        self.through_gate(Ticket { params, ctx, by, approved: false });
+        self.through_gate(Ticket { params, ctx, by, approved: false, cleared: None });
     }
 
     /// The gate, for a new run and again for a queued or approved one when it starts: refused, parked for
-    /// approval (unless it was approved), or admitted.
-    fn through_gate(&mut self, ticket: Ticket) {
+    /// approval (unless it was approved), or admitted. A run the gate cleared before, with the action table and
+    /// the policy unchanged since, is admitted on that decision.
+    fn through_gate(&mut self, mut ticket: Ticket) {
         let taking_runs = self.draining.is_none();
+        if let Some(cleared) = ticket.cleared.take()
+            && taking_runs
+            && cleared.table == self.table.epoch()
+            && cleared.policy == self.policy_epoch
+        {
+            return self.admit(cleared.action, ticket);
+        }
         match gate(&self.table, &self.policy, &self.agent.id, &ticket.ctx.action_id, taking_runs) {
             Gate::Refused(error) => self.refuse(ticket, error),
             Gate::NeedsApproval(_, risk) if !ticket.approved => self.await_approval(ticket, risk),
@@ -55,11 +63,11 @@ impl<A: Agent> ServerState<A> {
                 }
             }
             by => {
-                let ticket = Ticket { by, ..ticket };
                 if self.running.len() < self.max_in_flight {
-                    self.launch(action, ticket);
+                    self.launch(action, Ticket { by, ..ticket });
                 } else {
-                    self.queue.push_back(ticket);
+                    let cleared = Clearance { table: self.table.epoch(), policy: self.policy_epoch, action };
+                    self.queue.push_back(Ticket { by, cleared: Some(cleared), ..ticket });
                 }
             }
         }
