@@ -612,3 +612,67 @@ async fn an_action_s_cost_reaches_the_outcome_and_the_journal() {
         .query(&RunQuery { action: Some(ActionId::new("priced.leaf").unwrap()), ..Default::default() });
     assert_eq!(leaves[0].cost, Some(1.0));
 }
+
+/// An agent whose state panics when copied once armed: a bug in user code that escapes the agent's server (it
+/// is not in the signal handler, where panics are survived in place).
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Fragile {
+    armed: bool,
+}
+
+impl Clone for Fragile {
+    fn clone(&self) -> Self {
+        assert!(!self.armed, "an armed Fragile cannot be copied");
+        Fragile { armed: self.armed }
+    }
+}
+
+impl Agent for Fragile {
+    fn name() -> &'static str {
+        "fragile"
+    }
+
+    fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+        match signal.kind().as_str() {
+            "arm" => Reaction::Update(Fragile { armed: true }, vec![]),
+            _ => Reaction::Ignore,
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_agent_whose_server_fails_is_cleaned_up_and_restarted_by_its_supervisor() {
+    let runtime = Runtime::builder().agent::<Rogue>().unwrap().build();
+    let mut events = runtime.events();
+    let parent = runtime
+        .spawn(Rogue::default(), SpawnOptions { id: Some(AgentId::new("parent").unwrap()), ..Default::default() })
+        .await
+        .unwrap();
+    let opts = |id: &str, mode| SpawnOptions {
+        id: Some(AgentId::new(id).unwrap()),
+        parent: Some(parent.id().clone()),
+        restart: RestartPolicy { mode, ..RestartPolicy::default() },
+        ..Default::default()
+    };
+
+    // Transient (the default): a failure is restarted, from the agent's spawn arguments, under the same id.
+    let fragile = runtime.spawn(Fragile::default(), opts("fragile", RestartMode::Transient)).await.unwrap();
+    fragile.send(signal("arm", Value::Null)).unwrap();
+    assert!(matches!(fragile.state().await, Err(RuntimeError::Stopped(_))), "copying the armed state panicked");
+    wait_for(&mut events, |e| e.agent.as_str() == "fragile" && matches!(e.kind, EventKind::AgentRestarted { .. }))
+        .await;
+    assert_eq!(fragile.state().await.unwrap().domain, Fragile { armed: false }, "the same handle reaches it");
+
+    // Never: the failure is final; the supervisor removes it from the directory and tells its parent.
+    let doomed = runtime.spawn(Fragile::default(), opts("doomed", RestartMode::Never)).await.unwrap();
+    doomed.send(signal("arm", Value::Null)).unwrap();
+    assert!(doomed.state().await.is_err());
+    let stopped =
+        wait_for(&mut events, |e| e.agent.as_str() == "doomed" && matches!(e.kind, EventKind::AgentStopped { .. }))
+            .await;
+    let EventKind::AgentStopped { reason } = stopped.kind else { unreachable!() };
+    assert!(reason.contains("cannot be copied"), "{reason}");
+    assert!(runtime.get::<Fragile>(&AgentId::new("doomed").unwrap()).is_err());
+    let seen = parent.call(signal("seen", Value::Null), CALL).await.unwrap();
+    assert_eq!(seen["seen"], json!(["agent.child_exited"]), "only the final exit is told: {seen}");
+}
