@@ -46,6 +46,11 @@ pub struct Policy {
     /// its subdomains (`*.example.com`), an IP address, or `*` for any host. Empty: none.
     #[serde(default)]
     pub allow_hosts: BTreeSet<String>,
+    /// Whether network actions may reach loopback, private, link-local and the other special address ranges
+    /// (see the `http` skill). Default `false`: only public addresses, or special ones listed by address in
+    /// `allow_hosts`.
+    #[serde(default)]
+    pub allow_private_network: bool,
     /// How long a run may wait for approval before it is refused (`None`: for ever). Default: one hour.
     #[serde(default = "default_approval_timeout", with = "crate::duration_ms::option")]
     #[schemars(with = "Option<u64>")]
@@ -70,6 +75,7 @@ impl Default for Policy {
             approval_at: Some(Risk::High),
             risk_overrides: BTreeMap::new(),
             allow_hosts: BTreeSet::new(),
+            allow_private_network: false,
             approval_timeout: default_approval_timeout(),
         }
     }
@@ -93,12 +99,14 @@ pub enum RunDecision {
 }
 
 impl Policy {
-    /// A policy for code you trust: everything allowed, every capability granted, any host, no approvals.
+    /// A policy for code you trust: everything allowed, every capability granted, any host (the private network
+    /// included), no approvals.
     pub fn trusted() -> Self {
         Self {
             grants: Grants::All,
             approval_at: None,
             allow_hosts: BTreeSet::from(["*".to_owned()]),
+            allow_private_network: true,
             ..Self::default()
         }
     }
@@ -145,6 +153,13 @@ impl Policy {
     /// Sets the risk from which approval is needed (`None`: never).
     pub fn approval_at(mut self, risk: Option<Risk>) -> Self {
         self.approval_at = risk;
+        self
+    }
+
+    /// Lets network actions reach loopback, private and the other special address ranges (see
+    /// [`Policy::allow_private_network`]).
+    pub fn allow_private_network(mut self, allow: bool) -> Self {
+        self.allow_private_network = allow;
         self
     }
 
@@ -214,6 +229,9 @@ impl Policy {
             if self.risk_overrides.get(pattern).is_none_or(|mine| mine < risk) {
                 return Err(format!("it does not assume risk {risk:?} for actions matching `{pattern}`"));
             }
+        }
+        if self.allow_private_network && !parent.allow_private_network {
+            return Err("it allows the private network".into());
         }
         if !parent.allow_hosts.contains("*")
             && let Some(extra) = self.allow_hosts.iter().find(|h| !parent.allow_hosts.contains(*h))

@@ -199,3 +199,22 @@ async fn delete_and_stat_report_refusals_and_folders_consistently() {
     assert_eq!(op.output("fs.stat", json!({"path": "box"})).await["size"], 0, "folders have no size, as in fs.list");
     op.output("fs.write", json!({"path": "a:b.txt", "content": "colons are fine"})).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_regular_files_are_read() {
+    let op = files().await;
+    std::fs::create_dir_all(drive(&op)).unwrap();
+    let fifo = drive(&op).join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|status| status.success()) {
+        eprintln!("SKIPPED: `mkfifo` is not available here, so reading a FIFO cannot be tried");
+        return;
+    }
+    // A FIFO with no writer would block the read for ever; it is refused before it is opened.
+    let (class, message) = op.failure("fs.read", json!({"path": "pipe"})).await;
+    assert_eq!(class, "validation");
+    assert!(message.contains("not a regular file"), "{message}");
+    std::fs::create_dir_all(drive(&op).join("folder")).unwrap();
+    let (class, message) = op.failure("fs.read", json!({"path": "folder"})).await;
+    assert_eq!(class, "validation", "{message}");
+}

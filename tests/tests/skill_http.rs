@@ -144,3 +144,131 @@ async fn hosts_not_allowed_and_bad_requests_are_refused() {
     assert_eq!(class, "denied");
     assert!(message.contains("net"), "{message}");
 }
+
+/// A resolver for this test process: `*.loop.test` names resolve to loopback, `rebind.test` answers a public
+/// address first and loopback after (a DNS rebinding attack); every other name goes to the system's resolver.
+struct Attacker {
+    rebind_calls: AtomicU32,
+}
+
+impl agentry_skills::http::Resolve for Attacker {
+    fn resolve(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> futures_util::future::BoxFuture<'static, std::io::Result<Vec<std::net::SocketAddr>>> {
+        let loopback: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+        let answer = if host.ends_with(".loop.test") {
+            Ok(vec![loopback])
+        } else if host == "mapped.loop6.test" {
+            Ok(vec![std::net::SocketAddr::new("::ffff:127.0.0.1".parse().unwrap(), port)])
+        } else if host == "rebind.test" {
+            match self.rebind_calls.fetch_add(1, Ordering::SeqCst) {
+                0 => Ok(vec![([198, 51, 100, 7], port).into()]),
+                _ => Ok(vec![loopback]),
+            }
+        } else {
+            let host = host.to_owned();
+            return Box::pin(async move { Ok(tokio::net::lookup_host((host.as_str(), port)).await?.collect()) });
+        };
+        Box::pin(async move { answer })
+    }
+}
+
+fn attacker() -> Arc<Attacker> {
+    static ATTACKER: std::sync::OnceLock<Arc<Attacker>> = std::sync::OnceLock::new();
+    ATTACKER
+        .get_or_init(|| {
+            let attacker = Arc::new(Attacker { rebind_calls: AtomicU32::new(0) });
+            agentry_skills::http::set_resolver(attacker.clone());
+            attacker
+        })
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_that_resolves_to_a_private_address_is_refused_unless_granted() {
+    let _attacker = attacker();
+    let (addr, _) = server().await;
+    let port = addr.port();
+    let allowlisted = Policy::default().grant(Capability::NET).allow_host("*.loop.test").allow_host("*.loop6.test");
+    let op = Operated::start(vec![Http::skill().unwrap()], allowlisted.clone().approval_at(None), &[]).await;
+    for host in ["evil.loop.test", "mapped.loop6.test"] {
+        let (class, message) = op.failure("http.get", json!({"url": format!("http://{host}:{port}/json")})).await;
+        assert_eq!(class, "denied", "{host}: {message}");
+        assert!(message.contains("loopback") || message.contains("IPv4-mapped"), "{message}");
+    }
+    // Cloud metadata, by address, is refused even with every host allowed.
+    let any_host = Policy::default().grant(Capability::NET).allow_host("*").approval_at(None);
+    let open = Operated::start(vec![Http::skill().unwrap()], any_host, &[]).await;
+    let (class, message) = open.failure("http.get", json!({"url": "http://169.254.169.254/latest/meta-data/"})).await;
+    assert_eq!(class, "denied", "{message}");
+    assert!(message.contains("link-local"), "{message}");
+    let (class, _) = open.failure("http.get", json!({"url": format!("http://[::1]:{port}/json")})).await;
+    assert_eq!(class, "denied");
+
+    // With the private network granted, the same name is fetched, from the address the check saw.
+    let granted = allowlisted.allow_private_network(true).approval_at(None);
+    let op = Operated::start(vec![Http::skill().unwrap()], granted, &[]).await;
+    let got = op.output("http.get", json!({"url": format!("http://evil.loop.test:{port}/json")})).await;
+    assert_eq!(got["body"], json!({"hello": "world"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_that_rebinds_to_loopback_after_the_check_is_never_reached() {
+    let attacker = attacker();
+    let (addr, hits) = server().await;
+    let policy = Policy::default().grant(Capability::NET).allow_host("rebind.test").approval_at(None);
+    let op = Operated::start(vec![Http::skill().unwrap()], policy, &[]).await;
+    let before = attacker.rebind_calls.load(Ordering::SeqCst);
+    let url = format!("http://rebind.test:{}/boom", addr.port());
+    let reply = op.run("http.post", json!({"url": url, "timeout_ms": 1500})).await;
+    assert_ne!(reply["kind"], "action.completed", "{reply:#}");
+    assert_eq!(hits.boom.load(Ordering::SeqCst), 0, "the loopback server was never reached");
+    assert_eq!(attacker.rebind_calls.load(Ordering::SeqCst) - before, 1, "the name was resolved once, and pinned");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_dropped_when_a_redirect_leaves_the_origin() {
+    // The same app on two ports: two origins on one host.
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let elsewhere = other.local_addr().unwrap();
+    let names = |headers: HeaderMap| async move {
+        let names: Vec<String> = headers.keys().map(|k| k.as_str().to_owned()).collect();
+        Json(json!(names))
+    };
+    let app = Router::new()
+        .route("/stay", get(|| async { Redirect::to("/echo-all") }))
+        .route("/leave", get(move || async move { Redirect::to(&format!("http://{elsewhere}/echo-all")) }))
+        .route("/echo-all", get(names));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = listener.local_addr().unwrap();
+    let second = app.clone();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    tokio::spawn(async move { axum::serve(other, second).await });
+    let policy = Policy::default().grant(Capability::NET).allow_host("127.0.0.1").approval_at(None);
+    let op = Operated::start(vec![Http::skill().unwrap()], policy, &[]).await;
+    let headers = json!({"authorization": "Bearer s3cret", "cookie": "session=1", "proxy-authorization": "Basic x",
+                         "x-api-key": "k", "x-trace": "t"});
+    let stayed = op
+        .output(
+            "http.get",
+            json!({"url": format!("http://{origin}/stay"), "headers": headers,
+                                   "secret_headers": ["X-Api-Key"]}),
+        )
+        .await;
+    let names = stayed["body"].as_array().unwrap();
+    assert!(names.contains(&json!("authorization")) && names.contains(&json!("x-api-key")), "{names:?}");
+    let left = op
+        .output(
+            "http.get",
+            json!({"url": format!("http://{origin}/leave"), "headers": headers,
+                                   "secret_headers": ["X-Api-Key"]}),
+        )
+        .await;
+    let names = left["body"].as_array().unwrap();
+    for secret in ["authorization", "cookie", "proxy-authorization", "x-api-key"] {
+        assert!(!names.contains(&json!(secret)), "{secret} crossed to another origin: {names:?}");
+    }
+    assert!(names.contains(&json!("x-trace")), "other headers go on: {names:?}");
+}

@@ -27,11 +27,60 @@ async fn wait_sleeps_on_the_timer_and_refuses_more_than_a_day() {
     assert_eq!(class, "validation", "a negative wait fails the params schema");
 }
 
+/// Every `agentry::agent` event this process logs: its level and its fields (the message included), as text.
+static LOGGED: std::sync::Mutex<Vec<Logged>> = std::sync::Mutex::new(Vec::new());
+
+/// One logged event: its level, and its fields as (name, text).
+type Logged = (tracing::Level, Vec<(String, String)>);
+
+/// A `tracing` subscriber that keeps the events of target `agentry::agent` in [`LOGGED`].
+struct Recorder;
+
+struct Fields(Vec<(String, String)>);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name().to_owned(), format!("{value:?}")));
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.push((field.name().to_owned(), value.to_owned()));
+    }
+}
+
+impl tracing::Subscriber for Recorder {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        metadata.target() == "agentry::agent"
+    }
+    fn new_span(&self, _span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _span: &tracing::span::Id, _values: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _span: &tracing::span::Id, _follows: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields(Vec::new());
+        event.record(&mut fields);
+        LOGGED.lock().unwrap().push((*event.metadata().level(), fields.0));
+    }
+    fn enter(&self, _span: &tracing::span::Id) {}
+    fn exit(&self, _span: &tracing::span::Id) {}
+}
+
 #[tokio::test(start_paused = true)]
 async fn log_takes_a_level_and_fields_and_refuses_unknown_levels() {
+    let _ = tracing::subscriber::set_global_default(Recorder);
     let op = system().await;
     let params = json!({"message": "checked the inbox", "level": "warn", "fields": {"unread": 3}});
     assert_eq!(op.output("system.log", params).await, json!(null));
+    let logged = LOGGED.lock().unwrap().clone();
+    let line = logged
+        .iter()
+        .find(|(_, fields)| fields.iter().any(|(k, v)| k == "message" && v == "checked the inbox"))
+        .unwrap_or_else(|| panic!("the line was logged: {logged:?}"));
+    assert_eq!(line.0, tracing::Level::WARN);
+    let field = |name: &str| line.1.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    assert_eq!(field("agent").as_deref(), Some("operator"));
+    assert_eq!(field("fields").as_deref(), Some(r#"{"unread":3}"#));
     let (class, message) = op.failure("system.log", json!({"message": "x", "level": "loud"})).await;
     assert_eq!(class, "validation");
     assert!(message.contains("/level"), "{message}");

@@ -8,7 +8,7 @@ use agentry::prelude::*;
 use cap_std::fs::{Dir, OpenOptions};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read as _, Write};
 use std::path::{Path, PathBuf};
 
 pub use path::{MAX_NAME_BYTES, MAX_PATH_BYTES, confine};
@@ -156,14 +156,33 @@ impl Read {
         let path = confine(&self.path)?;
         let limit = self.max_bytes.unwrap_or(DEFAULT_MAX_READ);
         on_drive(&ctx, move |dir| {
-            let size = dir.metadata(&path).map_err(|e| io_error("read", &path, e))?.len();
-            if size > limit {
-                return Err(ActionError::validation(format!(
-                    "`{}` is {size} bytes; expected at most {limit} (raise `max_bytes`)",
+            // Only regular files: reading a FIFO, a socket or a device would pin a thread, or never end.
+            let regular = |metadata: &cap_std::fs::Metadata| {
+                if metadata.is_file() {
+                    Ok(())
+                } else {
+                    Err(ActionError::validation(format!(
+                        "`{}` is not a regular file; fs.read reads text files",
+                        path::display(&path)
+                    )))
+                }
+            };
+            let metadata = dir.metadata(&path).map_err(|e| io_error("read", &path, e))?;
+            regular(&metadata)?;
+            let too_big = |size: u64| {
+                ActionError::validation(format!(
+                    "`{}` is {size} bytes or more; expected at most {limit} (raise `max_bytes`)",
                     path::display(&path)
-                )));
+                ))
+            };
+            if metadata.len() > limit {
+                return Err(too_big(metadata.len()));
             }
-            let bytes = dir.read(&path).map_err(|e| io_error("read", &path, e))?;
+            let file = dir.open(&path).map_err(|e| io_error("read", &path, e))?;
+            regular(&file.metadata().map_err(|e| io_error("read", &path, e))?)?;
+            // The size was checked, but a file may grow before it is read: read at most one byte past the limit.
+            let bytes =
+                read_capped(file, limit).map_err(|e| io_error("read", &path, e))?.ok_or_else(|| too_big(limit + 1))?;
             let content = String::from_utf8(bytes).map_err(|_| {
                 ActionError::validation(format!(
                     "`{}` is not UTF-8 text; fs.read reads text files",
@@ -174,6 +193,14 @@ impl Read {
         })
         .await
     }
+}
+
+/// Reads everything from `reader` if it holds at most `limit` bytes, else `None`; never reads more than
+/// `limit + 1` bytes, however long the source goes on.
+fn read_capped(reader: impl std::io::Read, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    reader.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
 
 /// Writes a text file in the drive, creating its folders.
@@ -559,3 +586,16 @@ impl MakeHomeDir {
                     refused. fs.write fails if the file exists unless you pass if_exists = overwrite or rename."
 )]
 pub struct Files;
+
+#[cfg(test)]
+mod tests {
+    use super::read_capped;
+
+    #[test]
+    fn reading_is_capped_however_long_the_source_goes_on() {
+        // An endless source (a file that keeps growing, a device) ends one byte past the limit.
+        assert_eq!(read_capped(std::io::repeat(b'x'), 1000).unwrap(), None);
+        assert_eq!(read_capped(&b"hello"[..], 5).unwrap(), Some(b"hello".to_vec()));
+        assert_eq!(read_capped(&b"hello!"[..], 5).unwrap(), None);
+    }
+}

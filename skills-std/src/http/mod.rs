@@ -1,14 +1,25 @@
 //! `http`: GET, POST, PUT and DELETE to hosts the agent's policy allows (capability `net` plus
 //! [`Policy::allow_hosts`](agentry::policy::Policy::allow_hosts)), with headers, JSON or text bodies, a timeout
 //! and a response size limit. Redirects are followed only to allowed hosts.
+//!
+//! Names are resolved first, and every address they resolve to must be public, unless the policy grants the
+//! private network (`allow_private_network`) or names the address itself; the request then connects to the
+//! addresses that were checked, so a name cannot resolve to one address for the check and another for the
+//! connection (DNS rebinding). A redirect to another origin drops the credentials (`Authorization`, `Cookie`,
+//! `Proxy-Authorization` and the headers named in `secret_headers`), and a redirect from `https` to `http` is
+//! refused.
+
+pub mod address;
 
 use agentry::prelude::*;
+use futures_util::future::BoxFuture;
 use reqwest::{Method, StatusCode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 use url::Url;
 
@@ -44,6 +55,10 @@ pub struct RequestParams {
     /// Follow redirects to allowed hosts (default true).
     #[serde(default)]
     pub follow_redirects: Option<bool>,
+    /// Headers that carry secrets besides `Authorization`, `Cookie` and `Proxy-Authorization` (an API key
+    /// header, say): they are dropped, like those, when a redirect leaves the original origin.
+    #[serde(default)]
+    pub secret_headers: Vec<String>,
 }
 
 /// What the server answered.
@@ -59,17 +74,79 @@ pub struct Response {
     pub body: Value,
 }
 
-fn client() -> Result<&'static reqwest::Client, ActionError> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| ActionError::critical(format!("the HTTP client could not start: {e}")))
+/// Turns a host name into the addresses to connect to: the system's resolver unless one was set with
+/// [`set_resolver`] (tests, or an application with DNS of its own).
+pub trait Resolve: Send + Sync + 'static {
+    /// The addresses `host` resolves to, each with `port`.
+    fn resolve(&self, host: &str, port: u16) -> BoxFuture<'static, std::io::Result<Vec<SocketAddr>>>;
 }
 
-/// Checks the URL's scheme and host against the agent's policy.
+/// The system's resolver (`getaddrinfo` through tokio).
+struct SystemResolver;
+
+impl Resolve for SystemResolver {
+    fn resolve(&self, host: &str, port: u16) -> BoxFuture<'static, std::io::Result<Vec<SocketAddr>>> {
+        let host = host.to_owned();
+        Box::pin(async move { Ok(tokio::net::lookup_host((host.as_str(), port)).await?.collect()) })
+    }
+}
+
+fn resolver_slot() -> &'static RwLock<Arc<dyn Resolve>> {
+    static RESOLVER: OnceLock<RwLock<Arc<dyn Resolve>>> = OnceLock::new();
+    RESOLVER.get_or_init(|| RwLock::new(Arc::new(SystemResolver)))
+}
+
+/// Replaces the resolver the `http` skill uses in this process. Every address it returns is still checked
+/// against the agent's policy, and the request connects to exactly those addresses.
+pub fn set_resolver(resolver: Arc<dyn Resolve>) {
+    *resolver_slot().write().unwrap_or_else(|poisoned| poisoned.into_inner()) = resolver;
+}
+
+fn resolver() -> Arc<dyn Resolve> {
+    resolver_slot().read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+}
+
+/// The addresses a URL may be fetched from: its IP, or every address its name resolves to, each allowed by the
+/// policy (see [`address::allowed`]); any refused address refuses the request.
+async fn checked_addresses(url: &Url, ctx: &ActionContext) -> Result<Vec<SocketAddr>, ActionError> {
+    let host = url.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
+    let port = url.port_or_known_default().unwrap_or(80);
+    let addresses = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => resolver()
+            .resolve(host, port)
+            .await
+            .map_err(|e| ActionError::transient(format!("the name `{host}` could not be resolved: {e}")))?,
+    };
+    if addresses.is_empty() {
+        return Err(ActionError::transient(format!("the name `{host}` resolved to no address")));
+    }
+    for addr in &addresses {
+        if let Err(range) = address::allowed(addr.ip(), ctx.policy()) {
+            return Err(ActionError::denied(format!(
+                "host `{host}` resolves to {}, which is {range}; expected a public address, or a policy that \
+                 grants this one (`allow_private_network`, or the address itself in `allow_hosts`)",
+                addr.ip()
+            )));
+        }
+    }
+    Ok(addresses)
+}
+
+/// A client that connects `url`'s host only to `addresses` (no DNS of its own, no proxy, no redirects).
+fn pinned_client(url: &Url, addresses: &[SocketAddr]) -> Result<reqwest::Client, ActionError> {
+    let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).no_proxy();
+    if let Some(host) = url.host_str()
+        && host.parse::<IpAddr>().is_err()
+    {
+        builder = builder.resolve_to_addrs(host, addresses);
+    }
+    builder.build().map_err(|e| ActionError::critical(format!("the HTTP client could not start: {e}")))
+}
+
+/// Headers that carry credentials, dropped when a redirect leaves the original origin.
+const CREDENTIALS: [&str; 3] = ["authorization", "cookie", "proxy-authorization"];
+
 fn allowed_url(text: &str, ctx: &ActionContext) -> Result<Url, ActionError> {
     let url = Url::parse(text).map_err(|e| ActionError::validation(format!("`url` {text:?} is not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
@@ -153,21 +230,24 @@ async fn exchange(method: Method, params: RequestParams, ctx: &ActionContext) ->
     }
     let timeout = Duration::from_millis(timeout_ms);
     let max = params.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
-    let client = client()?;
     let mut url = allowed_url(&params.url, ctx)?;
+    let origin = url.origin();
+    let mut headers = params.headers.clone();
     let mut method = method;
     let mut with_body = true;
     let exchange = async {
         for _ in 0..=MAX_REDIRECTS {
+            let addresses = checked_addresses(&url, ctx).await?;
+            let client = pinned_client(&url, &addresses)?;
             let mut request = client.request(method.clone(), url.clone());
-            for (name, value) in &params.headers {
+            for (name, value) in &headers {
                 request = request.header(name, value);
             }
             if with_body {
                 if let Some(json) = &params.json {
                     request = request.json(json);
                 } else if let Some(text) = &params.text {
-                    if !params.headers.keys().any(|k| k.eq_ignore_ascii_case("content-type")) {
+                    if !headers.keys().any(|k| k.eq_ignore_ascii_case("content-type")) {
                         request = request.header("content-type", "text/plain; charset=utf-8");
                     }
                     request = request.body(text.clone());
@@ -183,7 +263,21 @@ async fn exchange(method: Method, params: RequestParams, ctx: &ActionContext) ->
                 let next = url.join(&location).map_err(|e| {
                     ActionError::validation(format!("the server redirected to {location:?}, not a URL: {e}"))
                 })?;
-                url = allowed_url(next.as_str(), ctx)?;
+                if url.scheme() == "https" && next.scheme() == "http" {
+                    return Err(ActionError::denied(format!(
+                        "the server redirected from `{url}` to `{next}`, from https down to http; refused so \
+                         nothing sent over TLS goes out in the clear"
+                    )));
+                }
+                let next = allowed_url(next.as_str(), ctx)?;
+                if next.origin() != origin {
+                    headers.retain(|name, _| {
+                        let name = name.to_ascii_lowercase();
+                        !CREDENTIALS.contains(&name.as_str())
+                            && !params.secret_headers.iter().any(|secret| secret.eq_ignore_ascii_case(&name))
+                    });
+                }
+                url = next;
                 if matches!(status.as_u16(), 301..=303) && method != Method::HEAD {
                     method = Method::GET;
                     with_body = false;
