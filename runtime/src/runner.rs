@@ -21,12 +21,20 @@ use uuid::Uuid;
 pub struct Runner {
     events: EventBus,
     store: Arc<dyn Store>,
+    /// Whether params that do not match the schema are first coerced where that is safe.
+    coerce: bool,
 }
 
 impl Runner {
     /// A runner that publishes to `events` and journals to `store`.
     pub fn new(events: EventBus, store: Arc<dyn Store>) -> Self {
-        Self { events, store }
+        Self { events, store, coerce: true }
+    }
+
+    /// The same runner, coercing params (the default) or not.
+    pub fn coercing(mut self, coerce: bool) -> Self {
+        self.coerce = coerce;
+        self
     }
 
     /// Journals a change to a run and announces it, both stamped with one reading of the clock.
@@ -97,8 +105,18 @@ impl Runner {
     ) -> (Outcome, Option<ActionError>) {
         let spec = action.spec();
         let started = Instant::now();
+        // Params that match cost one check; others are coerced where that is safe, then checked again.
         if let Err(err) = action.validate(&params) {
-            return (self.finish(ctx, err_outcome(&err, started, 0)), Some(err));
+            let refused = match self.coerce {
+                true => {
+                    params = action.coerce(params);
+                    action.validate(&params).err()
+                }
+                false => Some(err),
+            };
+            if let Some(err) = refused {
+                return (self.finish(ctx, err_outcome(&err, started, 0)), Some(err));
+            }
         }
         let mut attempt = 1;
         loop {

@@ -78,6 +78,7 @@ pub struct RuntimeBuilder {
     max_call_depth: usize,
     max_jobs: usize,
     job_retention: Duration,
+    coerce_params: bool,
 }
 
 impl Default for RuntimeBuilder {
@@ -90,6 +91,7 @@ impl Default for RuntimeBuilder {
             max_call_depth: DEFAULT_MAX_CALL_DEPTH,
             max_jobs: DEFAULT_MAX_JOBS,
             job_retention: crate::jobs::DEFAULT_JOB_RETENTION,
+            coerce_params: true,
         }
     }
 }
@@ -148,6 +150,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether params that do not match an action's schema are first coerced where that is safe (default
+    /// `true`): `"5"` for an integer, `"true"` for a boolean, one value for an array, `null` for an optional
+    /// field (its default applies, as OpenAI's strict mode means it). See [`crate::action::coerce`].
+    pub fn coerce_params(mut self, coerce: bool) -> Self {
+        self.coerce_params = coerce;
+        self
+    }
+
     /// Uses this journal instead of an in-memory one.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
@@ -163,7 +173,7 @@ impl RuntimeBuilder {
             data_dir: self.data_dir,
             max_call_depth: self.max_call_depth,
             jobs: Arc::new(JobBoard::with_retention(self.max_jobs, self.job_retention)),
-            runner: Runner::new(events.clone(), store.clone()),
+            runner: Runner::new(events.clone(), store.clone()).coercing(self.coerce_params),
             events,
             store,
             directory: Directory::default(),

@@ -86,6 +86,16 @@ impl DynAction {
         &self.inner.spec
     }
 
+    /// Whether params match the action's schema.
+    pub fn is_valid(&self, params: &Value) -> bool {
+        self.inner.validator.is_valid(params)
+    }
+
+    /// Params made to fit the action's schema where a safe coercion does it (see [`super::coerce`]).
+    pub fn coerce(&self, params: Value) -> Value {
+        super::coerce(&self.inner.spec.params_schema, params)
+    }
+
     /// Checks params against the schema; the error lists every violation with where it is.
     pub fn validate(&self, params: &Value) -> Result<(), ActionError> {
         if self.inner.validator.is_valid(params) {

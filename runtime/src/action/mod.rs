@@ -5,6 +5,7 @@
 //! object-safe form the rest of the system holds: it validates JSON params against a schema compiled once, and
 //! runs the action on JSON.
 
+mod coerce;
 mod context;
 mod dynamic;
 mod error;
@@ -13,6 +14,7 @@ mod outcome;
 mod retry;
 mod spec;
 
+pub use coerce::coerce;
 pub use context::{ActionContext, Frame};
 pub(crate) use context::{BoxFuture, Link, RunServices, RunSink};
 pub(crate) use dynamic::schema_errors;
