@@ -138,7 +138,12 @@ impl Runner {
             } else {
                 std::mem::take(&mut params)
             };
-            let result = run_attempt(action, attempt_params, ctx.clone()).await;
+            let result = run_attempt(action, attempt_params, ctx.clone()).await.and_then(|output| {
+                match action.check_output(&output) {
+                    Ok(()) => Ok(output),
+                    Err(broken) => Err(broken),
+                }
+            });
             let err = match result {
                 Ok(output) => {
                     let mut outcome = Outcome::completed(output, started.elapsed(), attempt);

@@ -40,6 +40,8 @@ pub struct SchemaError {
 struct Inner {
     spec: ActionSpec,
     validator: jsonschema::Validator,
+    /// Checks outputs; `None` when the output schema accepts anything.
+    output: Option<jsonschema::Validator>,
     run: Box<RunFn>,
 }
 
@@ -78,7 +80,34 @@ impl DynAction {
     {
         let validator = jsonschema::validator_for(&spec.params_schema)
             .map_err(|e| SchemaError { action: spec.id.to_string(), message: e.to_string() })?;
-        Ok(Self { inner: Arc::new(Inner { spec, validator, run: Box::new(run) }) })
+        let accepts_anything = matches!(&spec.output_schema, Value::Bool(true))
+            || spec
+                .output_schema
+                .as_object()
+                .is_some_and(|o| o.keys().all(|k| k.starts_with('$') || k == "title" || k == "description"));
+        let output = match accepts_anything {
+            true => None,
+            false => Some(jsonschema::validator_for(&spec.output_schema).map_err(|e| SchemaError {
+                action: spec.id.to_string(),
+                message: format!("its output schema: {e}"),
+            })?),
+        };
+        Ok(Self { inner: Arc::new(Inner { spec, validator, output, run: Box::new(run) }) })
+    }
+
+    /// Checks an output against the action's output schema: a mismatch is a `Critical` error (the action broke
+    /// its contract) with the validator's messages.
+    pub fn check_output(&self, output: &Value) -> Result<(), ActionError> {
+        let Some(validator) = &self.inner.output else { return Ok(()) };
+        if validator.is_valid(output) {
+            return Ok(());
+        }
+        let problems = schema_errors(validator, output, "the output");
+        Err(ActionError::critical(format!(
+            "the output of `{}` does not match its output schema: {}",
+            self.inner.spec.id,
+            problems.join("; ")
+        )))
     }
 
     /// The action's contract.
