@@ -218,3 +218,45 @@ async fn only_regular_files_are_read() {
     let (class, message) = op.failure("fs.read", json!({"path": "folder"})).await;
     assert_eq!(class, "validation", "{message}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn move_with_overwrite_replaces_the_target() {
+    let op = files().await;
+    op.output("fs.write", json!({"path": "a.txt", "content": "new"})).await;
+    op.output("fs.write", json!({"path": "b.txt", "content": "old"})).await;
+    let (class, _) = op.failure("fs.move", json!({"from": "a.txt", "to": "b.txt"})).await;
+    assert_eq!(class, "validation", "the default refuses to replace");
+    let moved = op.output("fs.move", json!({"from": "a.txt", "to": "b.txt", "if_exists": "overwrite"})).await;
+    assert_eq!(moved["to"], "b.txt");
+    assert_eq!(std::fs::read_to_string(drive(&op).join("b.txt")).unwrap(), "new");
+    assert!(!drive(&op).join("a.txt").exists());
+}
+
+/// Unusual agent ids each get one drive folder of their own, directly under `agents/`, never shared.
+#[test]
+fn unusual_agent_ids_get_drives_of_their_own() {
+    use proptest::prelude::*;
+    let runtime = agentry::runtime::Runtime::builder().data_dir("/data").build();
+    let fs = SkillId::new("fs").unwrap();
+    let folder = |id: &str| {
+        let drive = runtime.drive(&AgentId::new(id).unwrap(), &fs).unwrap();
+        let relative = drive.strip_prefix("/data/agents").expect("inside the agents folder").to_path_buf();
+        let parts: Vec<_> = relative.components().collect();
+        assert_eq!(parts.len(), 2, "`{id}` became {relative:?}");
+        assert!(matches!(parts[0], std::path::Component::Normal(_)), "`{id}` became {relative:?}");
+        assert!(relative.to_string_lossy().len() < 255 + 3, "`{id}`: a file name fits");
+        parts[0].as_os_str().to_owned()
+    };
+    let long = |end: char| format!("{}{end}", "x".repeat(400));
+    let ids = ["a/b", "a%2Fb", "..", ".", "a\\b", "ü", "a b", &long('1'), &long('2'), "A", "a"];
+    let folders: Vec<_> = ids.iter().map(|id| folder(id)).collect();
+    for (i, a) in folders.iter().enumerate() {
+        for (j, b) in folders.iter().enumerate() {
+            assert!(i == j || a != b, "`{}` and `{}` share a drive", ids[i], ids[j]);
+        }
+    }
+    proptest!(ProptestConfig::with_cases(500), |(a in "\\PC{1,40}", b in "\\PC{1,40}")| {
+        prop_assume!(a != b);
+        prop_assert_ne!(folder(&a), folder(&b));
+    });
+}
