@@ -17,6 +17,8 @@ const KEYS: &[&str] = &[
     "timeout",
     "retry",
     "category",
+    "pre",
+    "post",
 ];
 const RISKS: &[&str] = &["low", "medium", "high"];
 const COSTS: &[&str] = &["cheap", "normal", "expensive"];
@@ -38,6 +40,10 @@ pub struct ActionAttr {
     pub capabilities: Vec<String>,
     pub timeout_ms: Option<u64>,
     pub retry: Option<Retry>,
+    /// `pre = path`: a `fn(&Self, &ActionContext) -> Result<(), String>` checked before `run`.
+    pub pre: Option<syn::Path>,
+    /// `post = path`: a `fn(&Output) -> Result<(), String>` checked after `run`.
+    pub post: Option<syn::Path>,
 }
 
 /// The retry policy as written: `retry = 3` or `retry(attempts = 3, backoff = "100ms", max_backoff = "5s")`.
@@ -100,6 +106,8 @@ pub fn parse(input: &DeriveInput) -> syn::Result<ActionAttr> {
             }
             "timeout" => out.timeout_ms = Some(duration(&meta.value()?.parse()?)?),
             "retry" => out.retry = Some(parse_retry(meta)?),
+            "pre" => out.pre = Some(meta.value()?.parse()?),
+            "post" => out.post = Some(meta.value()?.parse()?),
             _ => return Err(unknown_key(&meta.path, "action", KEYS)),
         }
         Ok(())
@@ -182,6 +190,21 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     // keep the derive's own hygiene, so the derive also works on a type a `macro_rules!` macro declares.
     let run = quote_spanned!(name.span()=> #name::run);
     let call = quote!(#run(self, ctx));
+    // The checks' paths keep their own spans, so a path that names nothing is reported at the attribute.
+    let pre = attr.pre.map(|path| {
+        quote! {
+            fn precondition(&self, ctx: &#a::ActionContext) -> ::core::result::Result<(), ::std::string::String> {
+                #path(self, ctx)
+            }
+        }
+    });
+    let post = attr.post.map(|path| {
+        quote! {
+            fn postcondition(output: &#output) -> ::core::result::Result<(), ::std::string::String> {
+                #path(output)
+            }
+        }
+    });
     Ok(quote! {
         impl #a::Action for #name {
             type Output = #output;
@@ -201,6 +224,9 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
                 // one, this resolves to itself and the recursive future fails to compile (`()` is not a future).
                 #call
             }
+
+            #pre
+            #post
         }
     })
 }

@@ -29,3 +29,44 @@ async fn an_output_that_breaks_its_schema_fails_critical() {
     let reply = op.run("report.give", json!({"give": []})).await;
     assert_eq!(reply["outcome"]["attempts"], 1, "a broken contract is never retried");
 }
+
+/// Divides `a` by `b`, promising a finite quotient: its precondition refuses `b = 0` before it runs, its
+/// postcondition refuses an infinite result (which `run` gives for huge operands).
+#[derive(Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema, agentry::Action)]
+#[action(id = "careful.divide", output = f64, pre = nonzero_divisor, post = finite)]
+struct Divide {
+    a: f64,
+    b: f64,
+}
+
+static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn nonzero_divisor(params: &Divide, _ctx: &agentry::ActionContext) -> Result<(), String> {
+    if params.b == 0.0 { Err("`b` is 0; expected a divisor other than zero".into()) } else { Ok(()) }
+}
+
+fn finite(output: &f64) -> Result<(), String> {
+    if output.is_finite() { Ok(()) } else { Err(format!("the quotient is {output}; expected a finite number")) }
+}
+
+impl Divide {
+    async fn run(self, _ctx: agentry::ActionContext) -> Result<f64, agentry::ActionError> {
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(self.a / self.b)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preconditions_refuse_before_the_run_and_postconditions_after() {
+    let careful = Skill::builder("careful", "1.0.0").action::<Divide>().build().unwrap();
+    let op = Operated::start(vec![careful], Policy::default(), &[]).await;
+    assert_eq!(op.output("careful.divide", json!({"a": 6, "b": 3})).await, json!(2.0));
+    let before = RUNS.load(std::sync::atomic::Ordering::SeqCst);
+    let (class, message) = op.failure("careful.divide", json!({"a": 1, "b": 0})).await;
+    assert_eq!(class, "validation");
+    assert!(message.contains("precondition of `careful.divide` failed: `b` is 0"), "{message}");
+    assert_eq!(RUNS.load(std::sync::atomic::Ordering::SeqCst), before, "the action never ran");
+    let (class, message) = op.failure("careful.divide", json!({"a": 1e308, "b": 1e-308})).await;
+    assert_eq!(class, "critical");
+    assert!(message.contains("postcondition of `careful.divide` failed"), "{message}");
+}

@@ -65,7 +65,17 @@ impl DynAction {
             Box::pin(async move {
                 let params: A = serde_json::from_value(params)
                     .map_err(|e| ActionError::validation(format!("params do not fit the action's type: {e}")))?;
+                if let Err(why) = params.precondition(&ctx) {
+                    return Err(ActionError::validation(format!(
+                        "the precondition of `{}` failed: {why}",
+                        ctx.action_id
+                    )));
+                }
+                let id = ctx.action_id.clone();
                 let output = params.run(ctx).await?;
+                if let Err(why) = A::postcondition(&output) {
+                    return Err(ActionError::critical(format!("the postcondition of `{id}` failed: {why}")));
+                }
                 serde_json::to_value(output)
                     .map_err(|e| ActionError::critical(format!("the action's output could not be serialized: {e}")))
             })

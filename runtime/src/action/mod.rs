@@ -71,4 +71,18 @@ pub trait Action: DeserializeOwned + JsonSchema + Send + 'static {
 
     /// Does the work. Runs in the actor layer, in a supervised task, after params were validated.
     fn run(self, ctx: ActionContext) -> impl Future<Output = Result<Self::Output, ActionError>> + Send;
+
+    /// A pure check of the params (and, through `ctx`, the skill's state) before the action runs; `Err` says
+    /// what is wrong. A failed precondition is a `Validation` error and `run` is never called. Default: none.
+    /// `#[action(pre = path)]` sets it to a `fn(&Self, &ActionContext) -> Result<(), String>`.
+    fn precondition(&self, _ctx: &ActionContext) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// A pure check of the output after a successful run; a failed postcondition is a `Critical` error (the
+    /// action broke its promise). Default: none. `#[action(post = path)]` sets it to a
+    /// `fn(&Output) -> Result<(), String>`.
+    fn postcondition(_output: &Self::Output) -> Result<(), String> {
+        Ok(())
+    }
 }
