@@ -247,3 +247,36 @@ async fn bad_input_is_refused_and_changes_nothing() {
     assert!(refused.to_string().contains("noise_level"), "{refused}");
     op.agent.mount(&memory_id, json!({"noise_level": 0.1})).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distortion_makes_wrong_memories_reproducibly_and_zero_is_exact() {
+    let truth = |facts: &Value| -> Vec<(String, String)> {
+        facts
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f["subject"].as_str().unwrap().to_owned(), f["object"].as_str().unwrap().to_owned()))
+            .collect()
+    };
+    let recall = json!({"query": "likes", "limit": 20});
+    for (distortion, seed) in [(0.0, 1u64), (1.0, 3), (0.5, 11)] {
+        let op = memory(json!({"distortion": distortion, "seed": seed})).await;
+        for i in 0..12 {
+            memorize(&op, &format!("person{i}"), "likes", &format!("thing{i}"), "2026-01-01T00:00:00Z").await;
+        }
+        let first = op.output("memory.recall", recall.clone()).await;
+        let again = op.output("memory.recall", recall.clone()).await;
+        assert_eq!(first, again, "the same seed and query distort the same way");
+        let pairs = truth(&first);
+        assert_eq!(pairs.len(), 12);
+        let wrong = pairs.iter().filter(|(s, o)| s.replace("person", "thing") != *o).count();
+        for (_, object) in &pairs {
+            assert!(object.starts_with("thing"), "a distorted object is another fact's object: {object}");
+        }
+        match distortion {
+            0.0 => assert_eq!(wrong, 0, "0 is exact"),
+            1.0 => assert_eq!(wrong, 12, "every fact is wrong at 1"),
+            _ => assert!((2..=10).contains(&wrong), "about half are wrong: {wrong}"),
+        }
+    }
+}

@@ -87,7 +87,11 @@ pub struct MemoryConfig {
     /// The share of recall results dropped at random, to simulate imperfect memory: 0 is exact, 1 forgets all.
     #[schemars(range(min = 0.0, max = 1.0))]
     pub noise_level: f64,
-    /// The seed of that randomness: the same seed, query and facts drop the same results.
+    /// The share of recalled facts that come back distorted, to simulate wrong memories ("hallucination
+    /// mode"): a distorted fact carries another recalled fact's object and a perturbed confidence. 0 is exact.
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub distortion: f64,
+    /// The seed of that randomness: the same seed, query and facts drop and distort the same results.
     pub seed: u64,
     /// An action that writes reflections (given `{"facts": [...]}`, it returns the summary text); by default a
     /// deterministic summary is written.
@@ -96,7 +100,7 @@ pub struct MemoryConfig {
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        Self { noise_level: 0.0, seed: 0, summarizer: None }
+        Self { noise_level: 0.0, distortion: 0.0, seed: 0, summarizer: None }
     }
 }
 
@@ -284,16 +288,43 @@ impl Recall {
                 cap: CANDIDATES,
             };
             let found = store::search(db, &search, false)?;
-            Ok(found
+            let kept: Vec<Fact> = found
                 .into_iter()
                 .filter(|f| {
                     config.noise_level <= 0.0 || noise_sample(config.seed, f.id, &self.query) >= config.noise_level
                 })
                 .take(self.limit)
-                .collect())
+                .collect();
+            Ok(distort(kept, &config, &self.query))
         })
         .await
     }
+}
+
+/// Salts the samples of distortion apart from those of dropping, and from each other.
+const DISTORT: u64 = 0xD157_0127;
+const PARTNER: u64 = 0x9A27_4E12;
+const NUDGE: u64 = 0x7E_2A57;
+
+/// Recalled facts with a `distortion` share of them made wrong, reproducibly: each chosen fact takes the
+/// object another recalled fact had, and its confidence moves by up to 0.3 either way (kept within 0..1).
+/// Nothing changes at 0, or when fewer than two facts were recalled.
+fn distort(mut facts: Vec<Fact>, config: &MemoryConfig, query: &str) -> Vec<Fact> {
+    if config.distortion <= 0.0 || facts.len() < 2 {
+        return facts;
+    }
+    let objects: Vec<String> = facts.iter().map(|f| f.object.clone()).collect();
+    for (i, fact) in facts.iter_mut().enumerate() {
+        if noise_sample(config.seed ^ DISTORT, fact.id, query) >= config.distortion {
+            continue;
+        }
+        // Another fact's object: an offset of 1..len from this one, so never its own.
+        let offset = 1 + (noise_sample(config.seed ^ PARTNER, fact.id, query) * (objects.len() - 1) as f64) as usize;
+        fact.object = objects[(i + offset.min(objects.len() - 1)) % objects.len()].clone();
+        let nudge = (noise_sample(config.seed ^ NUDGE, fact.id, query) - 0.5) * 0.6;
+        fact.confidence = (fact.confidence + nudge).clamp(0.0, 1.0);
+    }
+    facts
 }
 
 /// Stops believing facts: they stop being true now (or at `at`). Nothing is deleted, so `as_of` an earlier
