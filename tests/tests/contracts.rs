@@ -70,3 +70,40 @@ async fn preconditions_refuse_before_the_run_and_postconditions_after() {
     assert_eq!(class, "critical");
     assert!(message.contains("postcondition of `careful.divide` failed"), "{message}");
 }
+
+/// `notes.open` opens the sub-drive `params.name` with `params.if_exists` and writes a file in it.
+fn notes() -> Skill {
+    let spec = ActionSpec::new("notes.open", "opens a sub-drive").unwrap().params_schema(json!({"type": "object"}));
+    let open = DynAction::new(spec, |params: Value, ctx: agentry::ActionContext| {
+        Box::pin(async move {
+            let mode: agentry::action::IfDriveExists = serde_json::from_value(params["if_exists"].clone())
+                .map_err(|e| agentry::ActionError::validation(e.to_string()))?;
+            let dir = ctx.sub_drive(params["name"].as_str().unwrap_or_default(), mode)?;
+            std::fs::write(dir.join("note.txt"), "hi").map_err(|e| agentry::ActionError::transient(e.to_string()))?;
+            let relative = dir.strip_prefix(ctx.drive()?).unwrap().to_string_lossy().into_owned();
+            Ok(json!(relative))
+        })
+    })
+    .unwrap();
+    Skill::builder("notes", "1.0.0").dyn_action(open).build().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_opens_named_sub_drives_with_an_if_exists_policy() {
+    let op = Operated::start(vec![notes()], Policy::default(), &[]).await;
+    let open = |name: &str, mode: &str| json!({"name": name, "if_exists": mode});
+    assert_eq!(op.output("notes.open", open("task", "fail")).await, "task");
+    let (class, message) = op.failure("notes.open", open("task", "fail")).await;
+    assert_eq!(class, "validation");
+    assert!(message.contains("exists already"), "{message}");
+    assert_eq!(op.output("notes.open", open("task", "reuse")).await, "task");
+    assert_eq!(op.output("notes.open", open("task", "rename")).await, "task (1)");
+    assert_eq!(op.output("notes.open", open("task", "rename")).await, "task (2)");
+    for bad in ["", ".", "..", "../out", "a/b", "a\\b"] {
+        let (class, _) = op.failure("notes.open", open(bad, "reuse")).await;
+        assert_eq!(class, "validation", "{bad:?} is refused");
+    }
+    let drive = op.runtime.drive(op.agent.id(), &agentry::id::SkillId::new("notes").unwrap()).unwrap();
+    assert!(drive.join("task (2)").join("note.txt").is_file());
+    assert!(!drive.parent().unwrap().join("out").exists(), "nothing escaped the drive");
+}

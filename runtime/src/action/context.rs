@@ -54,6 +54,22 @@ impl RunSink {
     }
 }
 
+/// What [`ActionContext::sub_drive`] does when the sub-drive exists already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IfDriveExists {
+    /// Refuse with a `Validation` error.
+    #[default]
+    Fail,
+    /// Use it as it is.
+    Reuse,
+    /// Make a fresh one beside it: `name (1)`, `name (2)`, …
+    Rename,
+}
+
+/// The longest sub-drive name.
+const MAX_SUB_DRIVE_NAME: usize = 100;
+
 /// The runtime services a run reaches through its context. Absent for a context made with
 /// [`ActionContext::new`] (an action invoked directly, as in a unit test).
 #[derive(Clone)]
@@ -183,6 +199,59 @@ impl ActionContext {
                 self.action_id
             ))
         })
+    }
+
+    /// A named sub-drive of this skill's drive: a folder `name` directly inside it, created (with the drive) if
+    /// needed, for work the skill keeps apart (one per task, per conversation). What happens when it exists is
+    /// `if_exists`'s choice. `name` is one plain folder name (no `/`, backslash or NUL, not `.` or `..`, at most 100
+    /// bytes), else a `Validation` error; without a data folder the run is `Denied`, as for [`Self::drive`].
+    ///
+    /// ```
+    /// # use agentry::action::{ActionContext, IfDriveExists};
+    /// # use agentry::id::{ActionId, AgentId};
+    /// let home = std::env::temp_dir().join(format!("agentry-doc-{}", std::process::id()));
+    /// let ctx = ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("notes.start").unwrap()).with_drive(&home);
+    /// let first = ctx.sub_drive("task", IfDriveExists::Rename).unwrap();
+    /// let second = ctx.sub_drive("task", IfDriveExists::Rename).unwrap();
+    /// assert_eq!((first.file_name().unwrap(), second.file_name().unwrap()), ("task".as_ref(), "task (1)".as_ref()));
+    /// assert!(ctx.sub_drive("../escape", IfDriveExists::Reuse).is_err());
+    /// # std::fs::remove_dir_all(&home).unwrap();
+    /// ```
+    pub fn sub_drive(&self, name: &str, if_exists: IfDriveExists) -> Result<PathBuf, ActionError> {
+        let plain = !name.is_empty()
+            && name.len() <= MAX_SUB_DRIVE_NAME
+            && name != "."
+            && name != ".."
+            && !name.contains(['/', '\\', '\0']);
+        if !plain {
+            return Err(ActionError::validation(format!(
+                "sub-drive name {name:?} is not one plain folder name; expected 1 to {MAX_SUB_DRIVE_NAME} bytes \
+                 without `/`, `\\`, NUL, and not `.` or `..`"
+            )));
+        }
+        let drive = self.drive()?.to_path_buf();
+        let io = |e: std::io::Error| ActionError::transient(format!("the sub-drive `{name}` could not be made: {e}"));
+        std::fs::create_dir_all(&drive).map_err(io)?;
+        for n in 0..=1000u32 {
+            let candidate = if n == 0 { drive.join(name) } else { drive.join(format!("{name} ({n})")) };
+            match std::fs::create_dir(&candidate) {
+                Ok(()) => return Ok(candidate),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match if_exists {
+                    IfDriveExists::Fail => {
+                        return Err(ActionError::validation(format!(
+                            "the sub-drive `{name}` exists already; expected a new name, or `reuse` or `rename`"
+                        )));
+                    }
+                    IfDriveExists::Reuse if candidate.is_dir() => return Ok(candidate),
+                    IfDriveExists::Reuse => {
+                        return Err(ActionError::validation(format!("`{name}` in the drive is not a folder")));
+                    }
+                    IfDriveExists::Rename => {}
+                },
+                Err(e) => return Err(io(e)),
+            }
+        }
+        Err(ActionError::validation(format!("no free name beside the sub-drive `{name}` after 1000 tries")))
     }
 
     /// The mounted skill's per-agent state, as the type the skill declared.

@@ -15,7 +15,7 @@ mod retry;
 mod spec;
 
 pub use coerce::coerce;
-pub use context::{ActionContext, Frame};
+pub use context::{ActionContext, Frame, IfDriveExists};
 pub(crate) use context::{BoxFuture, Link, RunServices, RunSink};
 pub(crate) use dynamic::schema_errors;
 pub use dynamic::{ActionFuture, DynAction, SchemaError};
