@@ -5,9 +5,10 @@
 //! [`Action`]s — and mounting is pure too: [`skill::mount`] returns `RegisterAction` effects. The actor layer
 //! (the `AgentServer`) interprets those effects.
 //!
-//! This crate is split into the **pure layer** (`signal`, `pattern`, `action`, `skill`, `effect`, `agent`,
-//! `policy`, `tool`), which never awaits, reads a clock or touches I/O while deciding, and the actor layer that
-//! runs what the pure layer decides (`runner`, `events`, `store`; the AgentServer and Runtime build on them).
+//! This crate is split into the **pure layer** (`signal`, `kinds`, `pattern`, `action`, `skill`, `effect`,
+//! `agent`, `policy`, `tool`, and the action table and gate), which never awaits, reads a clock or touches I/O
+//! while deciding, and the actor layer that runs what the pure layer decides: the [`Runtime`] you hold, one
+//! agent server per agent (internal), their supervisor, the action runner, [`events`] and the [`store`].
 
 pub mod action;
 pub mod agent;
