@@ -13,7 +13,8 @@ use serde_json::Value;
 use std::fmt;
 use uuid::Uuid;
 
-/// The source given to signals whose maker named none.
+/// The source given to signals whose maker named none. (Sources starting with `agentry` are the runtime's own:
+/// a signal from outside that claims one is refused.)
 pub const DEFAULT_SOURCE: &str = "app";
 
 /// Why a signal kind is not valid.
