@@ -75,23 +75,32 @@ impl Actor for Supervisor {
         match event {
             SupervisionEvent::ActorTerminated(cell, _, _) => {
                 if let Some((_, child)) = shared.children.remove(&cell.get_id()) {
+                    // An actor killed (not stopped) never ran its cleanup either.
+                    if child.exit == Exit::Unknown {
+                        clean_up(&shared, &child, cell.get_id(), "the agent was killed");
+                    }
                     ended(&shared, child, None).await;
                 }
             }
             SupervisionEvent::ActorFailed(cell, error) => {
                 if let Some((_, child)) = shared.children.remove(&cell.get_id()) {
-                    // Its server never ran its cleanup: its entry and jobs go here.
-                    shared.directory.remove_cell(&child.agent, cell.get_id());
-                    for job in shared.jobs.cancel_agent(&child.agent, "the agent failed") {
-                        let ended = EventKind::JobEnded { job: job.id, status: job.status };
-                        shared.events.announce(&child.agent, None, None, ended);
-                    }
+                    clean_up(&shared, &child, cell.get_id(), "the agent failed");
                     ended(&shared, child, Some(error.to_string())).await;
                 }
             }
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// What a server that could not clean up after itself leaves behind: its directory entry (only its own) and
+/// its jobs.
+fn clean_up(shared: &Shared, child: &Child, cell: ractor::ActorId, why: &str) {
+    shared.directory.remove_cell(&child.agent, cell);
+    for job in shared.jobs.cancel_agent(&child.agent, why) {
+        let ended = EventKind::JobEnded { job: job.id, status: job.status };
+        shared.events.announce(&child.agent, None, None, ended);
     }
 }
 

@@ -120,14 +120,18 @@ impl<A: Agent> ServerState<A> {
             task.abort();
         }
         let id = self.agent.id.clone();
-        let Some(entry) = self.shared.directory.remove_cell(&id, self.myself.get_id()) else { return };
-        let exit = match entry.stop_requested.get() {
+        let entry = self.shared.directory.remove_cell(&id, self.myself.get_id());
+        let exit = match entry.as_ref().and_then(|e| e.stop_requested.get()) {
             Some(reason) => Exit::Requested(reason.clone()),
             None if self.exit == Exit::Unknown => Exit::Requested("stopped".to_owned()),
             None => self.exit.clone(),
         };
         if let Some(mut child) = self.shared.children.get_mut(&self.myself.get_id()) {
             child.exit = exit;
+        }
+        // An entry that is not this server's belongs to another agent of the same id: its jobs are not ours.
+        if entry.is_none() {
+            return;
         }
         for job in self.shared.jobs.cancel_agent(&id, "the agent stopped") {
             let ended = EventKind::JobEnded { job: job.id, status: job.status };
