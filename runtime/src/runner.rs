@@ -138,12 +138,9 @@ impl Runner {
             } else {
                 std::mem::take(&mut params)
             };
-            let result = run_attempt(action, attempt_params, ctx.clone()).await.and_then(|output| {
-                match action.check_output(&output) {
-                    Ok(()) => Ok(output),
-                    Err(broken) => Err(broken),
-                }
-            });
+            let result = run_attempt(action, attempt_params, ctx.clone())
+                .await
+                .and_then(|output| action.check_output(&output).map(|()| output));
             let err = match result {
                 Ok(output) => {
                     let mut outcome = Outcome::completed(output, started.elapsed(), attempt);

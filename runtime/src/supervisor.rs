@@ -39,6 +39,16 @@ pub(crate) enum Exit {
     GaveUp(String),
 }
 
+impl Exit {
+    /// Why the agent ended, in words.
+    pub fn reason(&self) -> &str {
+        match self {
+            Exit::Requested(reason) | Exit::Normal(reason) | Exit::GaveUp(reason) => reason,
+            Exit::Unknown => "stopped",
+        }
+    }
+}
+
 /// What the supervisor knows of one agent: made in its server's `pre_start`, so it exists before anything
 /// can happen to the agent.
 pub(crate) struct Child {
@@ -110,10 +120,9 @@ async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
         (&child.exit, &failure, child.policy.mode),
         (_, Some(_), RestartMode::Permanent | RestartMode::Transient) | (Exit::Normal(_), None, RestartMode::Permanent)
     );
-    let reason = match (&failure, &child.exit) {
-        (Some(error), _) => format!("the agent failed: {error}"),
-        (None, Exit::Requested(r) | Exit::Normal(r) | Exit::GaveUp(r)) => r.clone(),
-        (None, Exit::Unknown) => "stopped".to_owned(),
+    let reason = match &failure {
+        Some(error) => format!("the agent failed: {error}"),
+        None => child.exit.reason().to_owned(),
     };
     if restart {
         let verdict = child

@@ -5,8 +5,9 @@
 use super::ServerState;
 use crate::action::Capability;
 use crate::agent::Agent;
-use crate::effect::{Effect, EffectKind, EffectRefusal, Target};
+use crate::effect::{Effect, EffectKind, EffectMeta, EffectRefusal, Target};
 use crate::events::EventKind;
+use crate::id::ActionId;
 use crate::id::AgentId;
 use crate::messages::ServerMsg;
 use crate::policy::Policy;
@@ -58,23 +59,11 @@ impl<A: Agent> ServerState<A> {
             match effect.kind {
                 EffectKind::RegisterAction { action } => match origin {
                     Origin::Mounting => self.register(action, effect.meta.skill.as_ref()),
-                    _ => {
-                        let origin = origin.describe(effect.meta.skill.as_ref());
-                        self.refuse_effect(
-                            cause,
-                            EffectRefusal::TableChange { effect: "register_action".into(), action, origin },
-                        );
-                    }
+                    _ => self.refuse_table_change("register_action", action, origin, &effect.meta),
                 },
                 EffectKind::DeregisterAction { action } => match origin {
                     Origin::Mounting => self.table.deregister(&action),
-                    _ => {
-                        let origin = origin.describe(effect.meta.skill.as_ref());
-                        self.refuse_effect(
-                            cause,
-                            EffectRefusal::TableChange { effect: "deregister_action".into(), action, origin },
-                        );
-                    }
+                    _ => self.refuse_table_change("deregister_action", action, origin, &effect.meta),
                 },
                 EffectKind::Run { action, params } => self.run_for_agent(action, params, cause),
                 EffectKind::Emit { signal, to } => {
@@ -102,6 +91,16 @@ impl<A: Agent> ServerState<A> {
                 EffectKind::Stop { reason } => self.stop_self(crate::supervisor::Exit::Normal(reason)),
             }
         }
+    }
+
+    /// Refuses a `RegisterAction` or `DeregisterAction` that did not come from mounting.
+    fn refuse_table_change(&self, effect: &str, action: ActionId, origin: Origin<'_>, meta: &EffectMeta) {
+        let refusal = EffectRefusal::TableChange {
+            effect: effect.to_owned(),
+            action,
+            origin: origin.describe(meta.skill.as_ref()),
+        };
+        self.refuse_effect(origin.cause(), refusal);
     }
 
     /// A signal the agent emits or schedules, stamped with the agent's own source (so its `source` says who

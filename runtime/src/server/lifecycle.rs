@@ -98,10 +98,7 @@ impl<A: Agent> ServerState<A> {
 
     /// Stops this agent, remembering how for its supervisor.
     pub(crate) fn stop_self(&mut self, exit: Exit) {
-        let reason = match &exit {
-            Exit::Requested(r) | Exit::Normal(r) | Exit::GaveUp(r) => r.clone(),
-            Exit::Unknown => "stopped".to_owned(),
-        };
+        let reason = exit.reason().to_owned();
         self.exit = exit;
         self.myself.stop(Some(reason));
     }
