@@ -280,3 +280,94 @@ async fn distortion_makes_wrong_memories_reproducibly_and_zero_is_exact() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_agent_believed_then_stays_queryable_after_it_changed_its_mind() {
+    let op = memory(Value::Null).await;
+    let paris = memorize(&op, "alice", "lives_in", "Paris", "2020-01-01T00:00:00Z").await;
+    let believed_paris = paris["fact"]["recorded_at"].clone();
+    let berlin = memorize(&op, "alice", "lives_in", "Berlin", "2024-06-01T00:00:00Z").await;
+    let believed_berlin = berlin["fact"]["recorded_at"].clone();
+    let forgot = op.output("memory.forget", json!({"id": berlin["fact"]["id"], "at": "2025-06-01T00:00:00Z"})).await;
+    let believed_nothing = forgot["recorded_at"].clone();
+    assert!(believed_paris.as_str() < believed_berlin.as_str() && believed_berlin.as_str() < believed_nothing.as_str());
+
+    // "What did the agent believe, at each of these times, about where alice lived in 2025?"
+    let about_2025 =
+        |recorded: &Value| json!({"subject": "alice", "as_of": "2025-01-01T00:00:00Z", "as_recorded": recorded});
+    let then = op.output("memory.recall", about_2025(&believed_paris)).await;
+    assert_eq!(objects(&then), ["Paris"], "before Berlin was recorded, Paris was believed to last");
+    assert_eq!(then[0]["valid_until"], Value::Null, "and it was open then");
+    assert!(then[0]["recorded_until"].is_string(), "a later version replaced that belief: {then}");
+    let later = op.output("memory.recall", about_2025(&believed_berlin)).await;
+    assert_eq!(objects(&later), ["Berlin"]);
+    let after_forgetting = op.output("memory.recall", about_2025(&believed_nothing)).await;
+    assert_eq!(objects(&after_forgetting), ["Berlin"], "forgotten from mid-2025 on: still true in January");
+    let now = op.output("memory.recall", json!({"subject": "alice", "as_of": "2025-07-01T00:00:00Z"})).await;
+    assert!(objects(&now).is_empty(), "ended in June 2025");
+    let before_any = op
+        .output(
+            "memory.recall",
+            json!({"subject": "alice", "as_of": "2021-01-01T00:00:00Z", "as_recorded": "2001-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert!(objects(&before_any).is_empty(), "nothing was recorded in 2001");
+
+    // Every version is kept: Paris (open, then ended), Berlin (open, then ended). Nothing was overwritten.
+    let db = op.runtime.drive(&AgentId::new("operator").unwrap(), &SkillId::new("memory").unwrap()).unwrap();
+    let db = rusqlite::Connection::open(db.join("memory.db")).unwrap();
+    let versions: i64 = db.query_row("SELECT COUNT(*) FROM facts", [], |r| r.get(0)).unwrap();
+    assert_eq!(versions, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recording_an_ended_back_dated_fact_again_stores_no_duplicate() {
+    let op = memory(Value::Null).await;
+    let paris = memorize(&op, "alice", "lives_in", "Paris", "2020-01-01T00:00:00Z").await;
+    memorize(&op, "alice", "lives_in", "Berlin", "2024-06-01T00:00:00Z").await;
+    for from in ["2020-01-01T00:00:00Z", "2022-03-01T00:00:00Z"] {
+        let again = memorize(&op, "alice", "lives_in", "Paris", from).await;
+        assert_eq!(again["already_known"], true, "Paris was already believed true from {from}: {again}");
+        assert_eq!(again["fact"]["id"], paris["fact"]["id"]);
+    }
+    let then = op.output("memory.recall", json!({"subject": "alice", "as_of": "2021-01-01T00:00:00Z"})).await;
+    assert_eq!(objects(&then), ["Paris"], "one Paris, not two");
+    // Outside the time it was known to be true, the same object is a new fact: alice moved back in 2025.
+    let back = memorize(&op, "alice", "lives_in", "Paris", "2025-01-01T00:00:00Z").await;
+    assert_eq!(back["already_known"], false);
+    assert_ne!(back["fact"]["id"], paris["fact"]["id"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_schema_database_is_upgraded_and_keeps_its_facts() {
+    let data = tempfile::tempdir().unwrap();
+    let folder = data.path().join("agents/operator/memory");
+    std::fs::create_dir_all(&folder).unwrap();
+    {
+        // The first schema: one row per fact, changed in place.
+        let db = rusqlite::Connection::open(folder.join("memory.db")).unwrap();
+        db.execute_batch(
+            "CREATE TABLE facts (id INTEGER PRIMARY KEY, subject TEXT NOT NULL, predicate TEXT NOT NULL, \
+             object TEXT NOT NULL, confidence REAL NOT NULL, source TEXT, kind TEXT NOT NULL, \
+             valid_from INTEGER NOT NULL, valid_until INTEGER, recorded_at INTEGER NOT NULL, \
+             archived INTEGER NOT NULL DEFAULT 0);
+             CREATE VIRTUAL TABLE facts_text USING fts5(subject, predicate, object, content = 'facts', content_rowid = 'id');
+             CREATE TRIGGER facts_indexed AFTER INSERT ON facts BEGIN
+                 INSERT INTO facts_text(rowid, subject, predicate, object) VALUES (new.id, new.subject, new.predicate, new.object);
+             END;
+             INSERT INTO facts VALUES (1, 'alice', 'lives_in', 'Paris', 1.0, NULL, 'semantic', 1577836800000, 1717200000000, 1700000000000, 0);
+             INSERT INTO facts VALUES (2, 'alice', 'lives_in', 'Berlin', 1.0, NULL, 'semantic', 1717200000000, NULL, 1700000000001, 0);",
+        )
+        .unwrap();
+    }
+    let policy = Policy::default().grant(Capability::MEMORY);
+    let op = Operated::start_with(vec![Memory::skill().unwrap()], policy, &[], |b| b.data_dir(data.path())).await;
+    let drive = op.runtime.drive(&AgentId::new("operator").unwrap(), &SkillId::new("memory").unwrap()).unwrap();
+    assert_eq!(drive, folder, "the test wrote the database where the skill looks");
+    let found = op.output("memory.recall", json!({"query": "alice"})).await;
+    assert_eq!(objects(&found), ["Berlin"], "{found}");
+    let then = op.output("memory.recall", json!({"subject": "alice", "as_of": "2021-01-01T00:00:00Z"})).await;
+    assert_eq!((objects(&then), then[0]["id"].clone()), (vec!["Paris"], json!(1)));
+    let rome = memorize(&op, "alice", "lives_in", "Rome", "2025-01-01T00:00:00Z").await;
+    assert_eq!((rome["fact"]["id"].clone(), rome["closed"].clone()), (json!(3), json!([2])));
+}

@@ -1,7 +1,9 @@
 //! `memory`: the agent's knowledge in an embedded SQLite database in its drive. Facts are (subject, predicate,
-//! object, confidence, source) with two clocks: when the fact was true (`valid_from`/`valid_until`) and when
-//! it was recorded. Nothing is ever deleted: contradicting, forgetting and reflecting close or archive facts,
-//! so `as_of` can always ask what was true then. A seeded `noise_level` makes recall imperfect on purpose.
+//! object, confidence, source) with two clocks: valid time, when the fact was true (`valid_from`/`valid_until`),
+//! and transaction time, when the agent held it (`recorded_at`/`recorded_until`). Nothing is ever deleted or
+//! overwritten: contradicting, forgetting and reflecting write new versions of the facts they end or archive, so
+//! `as_of` can ask what was true then and `as_recorded` what the agent believed then. A seeded `noise_level`
+//! and `distortion` make recall imperfect on purpose.
 
 mod store;
 
@@ -71,8 +73,10 @@ pub struct Fact {
     pub valid_from: DateTime<Utc>,
     /// Until when it was true (`None`: still is).
     pub valid_until: Option<DateTime<Utc>>,
-    /// When the agent recorded it.
+    /// When the agent recorded this version of it (transaction time).
     pub recorded_at: DateTime<Utc>,
+    /// Until when the agent held this version (`None`: it still does); a newer version replaced it then.
+    pub recorded_until: Option<DateTime<Utc>>,
     /// Whether a summary replaced it.
     pub archived: bool,
     /// How well it matched the recall's query (higher is better).
@@ -188,21 +192,27 @@ impl Memorize {
         let confidence = confidence(self.confidence)?;
         with_db(&ctx, move |db| {
             let tx = store::write(db)?;
-            let now = Utc::now();
+            let now = store::transaction_time(&tx)?;
             let valid_from = self.valid_from.unwrap_or(now);
-            let current = store::open_facts(&tx, &self.subject, &self.predicate)?;
-            if let Some(known) = current.iter().find(|f| f.object == self.object) {
+            let believed = store::believed(&tx, &self.subject, &self.predicate)?;
+            // Known already: the same object, still true or true at `valid_from` (a back-dated fact recorded
+            // again after it ended is not stored twice).
+            let known = believed.iter().find(|f| {
+                f.object == self.object
+                    && (f.valid_until.is_none() || (f.valid_from <= valid_from && f.valid_until > Some(valid_from)))
+            });
+            if let Some(known) = known {
                 return Ok(Memorized { fact: known.clone(), closed: Vec::new(), already_known: true });
             }
             let mut closed = Vec::new();
             let mut valid_until: Option<DateTime<Utc>> = None;
             if !self.keep_previous {
-                for old in store::history(&tx, &self.subject, &self.predicate)? {
+                for old in believed {
                     if old.valid_from > valid_from {
                         // It took over later, so the new fact was true only until then.
                         valid_until = Some(valid_until.map_or(old.valid_from, |until| until.min(old.valid_from)));
                     } else if old.valid_until.is_none_or(|until| until > valid_from) {
-                        store::end(&tx, old.id, valid_from)?;
+                        store::revise(&tx, &old, now, |f| f.valid_until = Some(valid_from))?;
                         closed.push(old.id);
                     }
                 }
@@ -218,6 +228,7 @@ impl Memorize {
                 valid_from,
                 valid_until,
                 recorded_at: now,
+                recorded_until: None,
                 archived: false,
                 score: None,
             };
@@ -245,7 +256,7 @@ fn ten() -> usize {
 }
 
 /// Finds facts by full-text search (any of the query's words, ranked) and filters, as they were true now or
-/// at `as_of`.
+/// at `as_of`, as the agent believes now or believed at `as_recorded`.
 #[derive(Debug, Deserialize, Serialize, JsonSchema, Action)]
 #[action(id = "memory.recall", output = Vec<Fact>, idempotent, capabilities(memory), cost = cheap)]
 pub struct Recall {
@@ -261,6 +272,10 @@ pub struct Recall {
     /// What was true at this time (default: now).
     #[serde(default)]
     pub as_of: Option<DateTime<Utc>>,
+    /// As the agent believed at this time (default: what it believes now): with `as_of`, "what did the agent
+    /// believe on day X about day Y".
+    #[serde(default)]
+    pub as_recorded: Option<DateTime<Utc>>,
     /// Also facts that a summary replaced.
     #[serde(default)]
     pub include_archived: bool,
@@ -283,6 +298,7 @@ impl Recall {
                 predicate: self.predicate.as_deref(),
                 kind: None,
                 true_at: Some(self.as_of.unwrap_or_else(Utc::now)),
+                believed_at: self.as_recorded,
                 since: None,
                 include_archived: self.include_archived,
                 cap: CANDIDATES,
@@ -327,8 +343,8 @@ fn distort(mut facts: Vec<Fact>, config: &MemoryConfig, query: &str) -> Vec<Fact
     facts
 }
 
-/// Stops believing facts: they stop being true now (or at `at`). Nothing is deleted, so `as_of` an earlier
-/// time still finds them.
+/// Stops believing facts: they stop being true now (or at `at`). Nothing is deleted or overwritten, so `as_of`
+/// an earlier time still finds them, and `as_recorded` an earlier time finds them as they were believed then.
 #[derive(Debug, Deserialize, Serialize, JsonSchema, Action)]
 #[action(id = "memory.forget", output = Forgotten, side_effects, idempotent, capabilities(memory), cost = cheap)]
 pub struct Forget {
@@ -351,6 +367,8 @@ pub struct Forget {
 pub struct Forgotten {
     /// The ids of the facts closed now.
     pub forgotten: Vec<i64>,
+    /// When the change was recorded (the transaction time to pass as `as_recorded`), `None` when nothing changed.
+    pub recorded_at: Option<DateTime<Utc>>,
 }
 
 impl Forget {
@@ -363,8 +381,9 @@ impl Forget {
             return Err(ActionError::validation("`predicate` needs a `subject`"));
         }
         with_db(&ctx, move |db| {
-            let at = self.at.unwrap_or_else(Utc::now);
             let tx = store::write(db)?;
+            let now = store::transaction_time(&tx)?;
+            let at = self.at.unwrap_or(now);
             let mut targets: Vec<Fact> = Vec::new();
             if let Some(id) = self.id {
                 let fact = store::get(&tx, id)?.ok_or_else(|| {
@@ -379,6 +398,7 @@ impl Forget {
                     predicate: self.predicate.as_deref(),
                     kind: None,
                     true_at: None,
+                    believed_at: None,
                     since: None,
                     include_archived: false,
                     cap: CANDIDATES,
@@ -388,12 +408,13 @@ impl Forget {
             let mut forgotten = Vec::new();
             for fact in targets.into_iter().filter(|f| f.valid_until.is_none()) {
                 if !forgotten.contains(&fact.id) {
-                    store::close(&tx, fact.id, at)?;
+                    store::revise(&tx, &fact, now, |f| f.valid_until = Some(at))?;
                     forgotten.push(fact.id);
                 }
             }
             tx.commit().map_err(store::db_error)?;
-            Ok(Forgotten { forgotten })
+            let recorded_at = (!forgotten.is_empty()).then_some(now);
+            Ok(Forgotten { forgotten, recorded_at })
         })
         .await
     }
@@ -457,6 +478,7 @@ impl Reflect {
                 predicate: None,
                 kind: Some(FactKind::Episodic),
                 true_at: None,
+                believed_at: None,
                 since,
                 include_archived: false,
                 cap: limit,
@@ -486,7 +508,7 @@ impl Reflect {
         let about = self.subject.unwrap_or_else(|| "reflection".to_owned());
         with_db(&ctx, move |db| {
             let tx = store::write(db)?;
-            let now = Utc::now();
+            let now = store::transaction_time(&tx)?;
             let mut summary = Fact {
                 id: 0,
                 subject: about,
@@ -498,11 +520,17 @@ impl Reflect {
                 valid_from: now,
                 valid_until: None,
                 recorded_at: now,
+                recorded_until: None,
                 archived: false,
                 score: None,
             };
             summary.id = store::insert(&tx, &summary)?;
-            store::archive(&tx, &folded)?;
+            for id in &folded {
+                // An episode changed since it was read is archived as it is now.
+                if let Some(episode) = store::get(&tx, *id)?.filter(|e| !e.archived) {
+                    store::revise(&tx, &episode, now, |f| f.archived = true)?;
+                }
+            }
             tx.commit().map_err(store::db_error)?;
             Ok(Reflection { summary: Some(summary), folded })
         })
@@ -522,7 +550,7 @@ impl Reflect {
     actions(Memorize, Recall, Forget, Reflect),
     instructions = "memory.memorize a fact as subject, predicate, object; a new object for the same subject and \
                     predicate replaces the old one. memory.recall searches by words; pass as_of to ask what was \
-                    true at a time. memory.forget never deletes: earlier times still remember."
+                    true at a time, and as_recorded to ask what you believed then. memory.forget never deletes: earlier times still remember."
 )]
 pub struct Memory;
 
@@ -536,6 +564,33 @@ mod tests {
         assert!((4_700..=5_300).contains(&kept), "{kept}");
         assert_eq!(noise_sample(7, 3, "q"), noise_sample(7, 3, "q"));
         assert_ne!(noise_sample(7, 3, "q"), noise_sample(8, 3, "q"));
+    }
+
+    #[test]
+    fn transaction_times_never_repeat_or_go_back() {
+        let folder = tempfile::tempdir().unwrap();
+        let db = store::open(&folder.path().join(DATABASE)).unwrap();
+        let first = store::transaction_time(&db).unwrap();
+        assert!(first <= Utc::now());
+        // A write recorded ahead of the clock (it was moved back since): the next write comes after it anyway.
+        let ahead = DateTime::from_timestamp_millis(Utc::now().timestamp_millis() + 3_600_000).unwrap();
+        let fact = Fact {
+            id: 0,
+            subject: "s".into(),
+            predicate: "p".into(),
+            object: "o".into(),
+            confidence: 1.0,
+            source: None,
+            kind: FactKind::Semantic,
+            valid_from: ahead,
+            valid_until: None,
+            recorded_at: ahead,
+            recorded_until: None,
+            archived: false,
+            score: None,
+        };
+        store::insert(&db, &fact).unwrap();
+        assert_eq!(store::transaction_time(&db).unwrap(), ahead + chrono::TimeDelta::milliseconds(1));
     }
 
     #[test]
