@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod mcp;
 pub mod memory;
 pub mod system;
+pub mod tls;
 
 pub use arithmetic::Arithmetic;
 pub use counter::Counter;

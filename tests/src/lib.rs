@@ -248,3 +248,63 @@ pub async fn wait_for(
     });
     found.await.expect("the awaited event came within the time limit")
 }
+
+/// An outside MCP client speaking raw JSON-RPC to the operator agent served over an in-memory stream: what an
+/// attacker's client sends and reads, with no SDK in between.
+pub struct McpWire {
+    writer: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    next_id: u64,
+}
+
+impl McpWire {
+    /// Serves the operator of `op` over MCP and completes the `initialize` handshake.
+    pub async fn connect(op: &Operated) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let (client, served) = tokio::io::duplex(1 << 16);
+        let (reader, writer) = tokio::io::split(served);
+        let (runtime, agent) = (op.runtime.clone(), op.agent.id().clone());
+        tokio::spawn(async move { agentry_skills::mcp::serve_io(&runtime, &agent, reader, writer).await });
+        let (client_reader, writer) = tokio::io::split(client);
+        let lines = tokio::io::BufReader::new(client_reader).lines();
+        let mut wire = Self { writer, lines, next_id: 0 };
+        let init = wire
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "attacker", "version": "0"}}),
+            )
+            .await;
+        assert!(init["result"].is_object(), "the server initializes: {init}");
+        wire
+    }
+
+    /// Sends one request and returns the answer to it (skipping notifications and other answers).
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        use tokio::io::AsyncWriteExt;
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut line =
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).expect("JSON");
+        line.push(b'\n');
+        self.writer.write_all(&line).await.expect("the server reads");
+        let answer = tokio::time::timeout(CALL, async {
+            loop {
+                let text = self.lines.next_line().await.expect("a line").expect("the server answers");
+                let answer: Value = serde_json::from_str(&text).expect("JSON-RPC");
+                if answer["id"] == json!(id) {
+                    return answer;
+                }
+            }
+        });
+        answer.await.expect("an answer within the time limit")
+    }
+
+    /// Calls a tool and returns its result's text and whether it is an error.
+    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> (String, bool) {
+        let answer = self.request("tools/call", json!({"name": name, "arguments": arguments})).await;
+        let result = &answer["result"];
+        let text = result["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        (text, result["isError"] == json!(true))
+    }
+}

@@ -150,6 +150,8 @@ async fn drive(op: &Operated, client: RunningService<RoleClient, Watcher>, mut c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_served_over_streamable_http() {
+    // This test builds rmcp's HTTP client itself, so it installs the TLS provider as an application would.
+    agentry_skills::tls::install_provider();
     let op = agent().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());

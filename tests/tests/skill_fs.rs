@@ -7,7 +7,7 @@ use agentry::id::{AgentId, SkillId};
 use agentry::policy::Policy;
 use agentry::skill::SkillDefinition;
 use agentry_skills::Files;
-use agentry_tests::Operated;
+use agentry_tests::{McpWire, Operated};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -259,4 +259,40 @@ fn unusual_agent_ids_get_drives_of_their_own() {
         prop_assume!(a != b);
         prop_assert_ne!(folder(&a), folder(&b));
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_meets_the_same_confinement() {
+    let op = files().await;
+    op.output("fs.write", json!({"path": "notes.txt", "content": "mine"})).await;
+    let drive = drive(&op);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside secret").unwrap();
+    std::os::unix::fs::symlink(outside.path(), drive.join("out")).unwrap();
+    let fifo = drive.join("pipe");
+    let has_fifo = std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success());
+    if !has_fifo {
+        eprintln!("SKIPPED (the FIFO part): `mkfifo` is not available here");
+    }
+
+    let mut wire = McpWire::connect(&op).await;
+    let (text, is_error) = wire.call_tool("fs.read", json!({"path": "notes.txt"})).await;
+    assert!(!is_error && text.contains("mine"), "the way in works: {text}");
+    let mut attacks = vec![
+        json!({"path": "../../../../etc/passwd"}),
+        json!({"path": "/etc/passwd"}),
+        json!({"path": "out/secret.txt"}),
+        json!({"path": "a\u{0}b"}),
+    ];
+    if has_fifo {
+        attacks.push(json!({"path": "pipe"}));
+    }
+    for arguments in attacks {
+        let (text, is_error) = wire.call_tool("fs.read", arguments.clone()).await;
+        assert!(is_error, "{arguments} was read: {text}");
+        assert!(!text.contains("outside secret") && !text.contains("root:"), "{arguments} leaked: {text}");
+    }
+    let (text, is_error) = wire.call_tool("fs.write", json!({"path": "out/planted.txt", "content": "x"})).await;
+    assert!(is_error, "{text}");
+    assert!(!outside.path().join("planted.txt").exists(), "nothing was planted outside the drive");
 }

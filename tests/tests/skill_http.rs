@@ -6,7 +6,7 @@ use agentry::action::Capability;
 use agentry::policy::Policy;
 use agentry::skill::SkillDefinition;
 use agentry_skills::Http;
-use agentry_tests::Operated;
+use agentry_tests::{McpWire, Operated};
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -264,45 +264,15 @@ async fn credentials_are_dropped_when_a_redirect_leaves_the_origin() {
     assert!(names.contains(&json!("x-trace")), "other headers go on: {names:?}");
 }
 
-/// One JSON-RPC exchange with an MCP server over a byte stream: sends `message`, returns the answer to its id.
-async fn rpc(
-    writer: &mut (impl tokio::io::AsyncWriteExt + Unpin),
-    lines: &mut tokio::io::Lines<impl tokio::io::AsyncBufRead + Unpin>,
-    message: Value,
-) -> Value {
-    let id = message["id"].clone();
-    let mut line = serde_json::to_vec(&message).unwrap();
-    line.push(b'\n');
-    writer.write_all(&line).await.unwrap();
-    loop {
-        let text = lines.next_line().await.unwrap().expect("the server answers");
-        let answer: Value = serde_json::from_str(&text).unwrap();
-        if answer["id"] == id {
-            return answer;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_meets_the_same_ssrf_refusal() {
-    use tokio::io::AsyncBufReadExt;
     let _attacker = attacker();
     let (addr, _) = server().await;
     let policy = Policy::default().grant(Capability::NET).allow_host("*.loop.test").approval_at(None);
     let op = Operated::start(vec![Http::skill().unwrap()], policy, &[]).await;
-    let (client, served) = tokio::io::duplex(1 << 16);
-    let (reader, writer) = tokio::io::split(served);
-    let (runtime, agent) = (op.runtime.clone(), op.agent.id().clone());
-    tokio::spawn(async move { agentry_skills::mcp::serve_io(&runtime, &agent, reader, writer).await });
-    let (client_reader, mut client_writer) = tokio::io::split(client);
-    let mut lines = tokio::io::BufReader::new(client_reader).lines();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "attacker", "version": "0"}}});
-    assert!(rpc(&mut client_writer, &mut lines, init).await["result"].is_object());
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "http.get",
-        "arguments": {"url": format!("http://evil.loop.test:{}/json", addr.port())}}});
-    let answer = rpc(&mut client_writer, &mut lines, call).await;
-    assert_eq!(answer["result"]["isError"], true, "{answer}");
-    let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_default();
-    assert!(text.contains("loopback"), "the client reads why: {answer}");
+    let mut wire = McpWire::connect(&op).await;
+    let url = format!("http://evil.loop.test:{}/json", addr.port());
+    let (text, is_error) = wire.call_tool("http.get", json!({"url": url})).await;
+    assert!(is_error, "{text}");
+    assert!(text.contains("loopback"), "the client reads why: {text}");
 }

@@ -32,6 +32,43 @@ pub const DEFAULT_MAX_BYTES: u64 = 1024 * 1024;
 /// How many redirects are followed at most.
 pub const MAX_REDIRECTS: usize = 5;
 
+/// The skill's per-agent settings, set as mount options.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// CA certificates (PEM text) trusted for `https` besides the system's, for services behind a private CA.
+    pub extra_root_certificates: Vec<String>,
+}
+
+impl HttpConfig {
+    /// The extra roots, parsed; a text that holds no PEM certificate, or a broken one, is a `validation` error
+    /// naming it.
+    fn roots(&self) -> Result<Vec<reqwest::Certificate>, ActionError> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = Vec::new();
+        for (i, pem) in self.extra_root_certificates.iter().enumerate() {
+            let bad = |why: String| {
+                ActionError::validation(format!(
+                    "mount option `extra_root_certificates[{i}]` {why}; expected PEM text with `-----BEGIN \
+                     CERTIFICATE-----` blocks"
+                ))
+            };
+            let ders = CertificateDer::pem_slice_iter(pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bad(format!("is not PEM: {e}")))?;
+            if ders.is_empty() {
+                return Err(bad("holds no certificate".to_owned()));
+            }
+            for der in ders {
+                roots
+                    .push(reqwest::Certificate::from_der(&der).map_err(|e| bad(format!("is not a certificate: {e}")))?);
+            }
+        }
+        Ok(roots)
+    }
+}
+
 /// What every request takes.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 pub struct RequestParams {
@@ -133,9 +170,18 @@ async fn checked_addresses(url: &Url, ctx: &ActionContext) -> Result<Vec<SocketA
     Ok(addresses)
 }
 
-/// A client that connects `url`'s host only to `addresses` (no DNS of its own, no proxy, no redirects).
-fn pinned_client(url: &Url, addresses: &[SocketAddr]) -> Result<reqwest::Client, ActionError> {
-    let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).no_proxy();
+/// A client that connects `url`'s host only to `addresses` (no DNS of its own, no proxy, no redirects), trusting
+/// the system's roots and `roots` for `https`.
+fn pinned_client(
+    url: &Url,
+    addresses: &[SocketAddr],
+    roots: &[reqwest::Certificate],
+) -> Result<reqwest::Client, ActionError> {
+    crate::tls::install_provider();
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .tls_certs_merge(roots.iter().cloned());
     if let Some(host) = url.host_str()
         && host.parse::<IpAddr>().is_err()
     {
@@ -230,6 +276,7 @@ async fn exchange(method: Method, params: RequestParams, ctx: &ActionContext) ->
     }
     let timeout = Duration::from_millis(timeout_ms);
     let max = params.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
+    let roots = ctx.skill_state::<HttpConfig>()?.roots()?;
     let mut url = allowed_url(&params.url, ctx)?;
     let origin = url.origin();
     let mut headers = params.headers.clone();
@@ -238,7 +285,7 @@ async fn exchange(method: Method, params: RequestParams, ctx: &ActionContext) ->
     let exchange = async {
         for _ in 0..=MAX_REDIRECTS {
             let addresses = checked_addresses(&url, ctx).await?;
-            let client = pinned_client(&url, &addresses)?;
+            let client = pinned_client(&url, &addresses, &roots)?;
             let mut request = client.request(method.clone(), url.clone());
             for (name, value) in &headers {
                 request = request.header(name, value);
@@ -351,6 +398,7 @@ verb!(Delete, "http.delete", Method::DELETE, "Deletes what a URL names.", side_e
     vsn = "1.0.0",
     category = "network",
     tags("http", "web"),
+    state = HttpConfig,
     actions(Get, Post, Put, Delete),
     instructions = "Only hosts on your policy's allowlist can be reached. A 5xx answer is a transient failure \
                     (GET, PUT and DELETE are retried); other 4xx answers fail with the server's message."

@@ -133,6 +133,7 @@ pub(crate) async fn connect(
             (listener.serve(transport).await.map_err(|e| handshake(e.to_string()))?, pid)
         }
         Endpoint::Http { url } => {
+            crate::tls::install_provider();
             let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
             (listener.serve(transport).await.map_err(|e| handshake(e.to_string()))?, None)
         }
