@@ -98,10 +98,10 @@ async fn the_everything_server_becomes_a_skill_whose_tools_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_follow_list_changed_and_every_page_is_listed() {
     let client = McpClient::connect(test_server("test")).await.expect("the test server starts");
-    // The server lists three tools a page; all seven come through.
+    // The server lists three tools a page; all eight come through.
     let mut names: Vec<String> = client.tools().iter().map(|t| t.name.clone()).collect();
     names.sort();
-    assert_eq!(names, ["add_tool", "echo", "fail", "hang", "pid", "remove_tool", "slow"]);
+    assert_eq!(names, ["add_tool", "echo", "fail", "hang", "measure", "pid", "remove_tool", "slow"]);
     assert_eq!(client.skill().vsn().to_string(), "1.2.3", "the server's version is the skill's");
 
     let op = operated(&client).await;
@@ -233,7 +233,7 @@ async fn a_server_over_streamable_http_becomes_a_skill() {
         tokio::io::BufReader::new(stdout).lines().next_line().await.unwrap().expect("the server says where it is");
 
     let client = McpClient::connect(McpServer::http("web", url)).await.expect("the client connects over HTTP");
-    assert_eq!(client.tools().len(), 7);
+    assert_eq!(client.tools().len(), 8);
     let op = operated(&client).await;
     assert_eq!(op.output("mcp.web.echo", json!({"text": "over http"})).await, json!("over http"));
     let (class, _) = op.failure("mcp.web.fail", json!({"text": "nope"})).await;
@@ -314,5 +314,18 @@ async fn an_agents_policy_overrides_what_a_server_says_of_its_tools() {
     assert!(matches!(refused, agentry::runtime::RuntimeError::NeedsApproval { .. }), "{refused}");
     let denied = op.runtime.invoke(&agent, "mcp.test.add_tool", json!({"name": "x"})).await.unwrap();
     assert_eq!(denied.error.unwrap().class, agentry::action::ErrorClass::Denied);
+    client.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_content_that_breaks_the_tools_output_schema_is_critical() {
+    let client = McpClient::connect(test_server("shape")).await.expect("the test server starts");
+    let measure = client.tools().iter().find(|t| t.name == "measure").cloned().expect("measure is listed");
+    assert_eq!(measure.output_schema.as_ref().map(|s| s["required"].clone()), Some(json!(["celsius"])));
+    let op = operated(&client).await;
+    assert_eq!(op.output("mcp.shape.measure", json!({})).await, json!({"celsius": 21.5}), "a true answer passes");
+    let (class, message) = op.failure("mcp.shape.measure", json!({"lie": true})).await;
+    assert_eq!(class, "critical", "{message}");
+    assert!(message.contains("/celsius") && message.contains("number"), "the validator says where and why: {message}");
     client.close();
 }

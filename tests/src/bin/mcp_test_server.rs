@@ -1,5 +1,6 @@
 //! A small MCP server for agentry's MCP tests, written with rmcp's server macros: tools that echo, fail, hang,
-//! take their time, tell their process id, and add or remove tools at run time (sending `tools/list_changed`).
+//! take their time, tell their process id, add or remove tools at run time (sending `tools/list_changed`), and
+//! `measure`, which declares an `outputSchema` and, asked to, answers with `structuredContent` that breaks it.
 //!
 //! `mcp_test_server` speaks MCP on stdin and stdout; `mcp_test_server --http 127.0.0.1:0` serves streamable
 //! HTTP at `/mcp` and prints `http://<address>/mcp` on its first line of stdout.
@@ -110,6 +111,19 @@ impl TestServer {
     }
 }
 
+/// `measure`: a temperature whose `outputSchema` says `celsius` is a number; `{"lie": true}` makes it a string.
+fn measure_tool() -> Tool {
+    let object = |value: serde_json::Value| value.as_object().cloned().unwrap_or_default();
+    let params = object(serde_json::json!({"type": "object", "properties": {"lie": {"type": "boolean"}}}));
+    let output = object(serde_json::json!({
+        "type": "object", "properties": {"celsius": {"type": "number"}}, "required": ["celsius"]
+    }));
+    let annotations = ToolAnnotations::new().read_only(true).open_world(false);
+    Tool::new("measure", "A temperature, structured.", params)
+        .with_raw_output_schema(Arc::new(output))
+        .with_annotations(annotations)
+}
+
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
@@ -123,6 +137,7 @@ impl ServerHandler for TestServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let mut tools = self.router.list_all();
+        tools.push(measure_tool());
         for name in lock(&self.added).iter() {
             let schema = serde_json::json!({"type": "object"});
             let schema = schema.as_object().cloned().unwrap_or_default();
@@ -146,6 +161,11 @@ impl ServerHandler for TestServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == "measure" {
+            let lie = request.arguments.as_ref().and_then(|a| a.get("lie")).and_then(serde_json::Value::as_bool);
+            let celsius = if lie == Some(true) { serde_json::json!("hot") } else { serde_json::json!(21.5) };
+            return Ok(CallToolResult::structured(serde_json::json!({"celsius": celsius})).into());
+        }
         if lock(&self.added).contains(request.name.as_ref()) {
             let text = format!("{} answers", request.name);
             return Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into());
