@@ -42,6 +42,14 @@ pub trait Agent: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
         ""
     }
 
+    /// The version of the agent's state layout (default 1). A durable store keeps it with each snapshot; raise
+    /// it when the state changes shape, so a snapshot written by an older build is recognised: it is still read
+    /// if it deserializes (fields added with `#[serde(default)]`), and refused with a typed error naming both
+    /// versions if it does not. A snapshot from a newer version is always refused.
+    fn version() -> u32 {
+        1
+    }
+
     /// The skills the agent mounts when it starts, each with its mount options.
     fn start_skills() -> Result<Vec<(Skill, Value)>, BuildError> {
         Ok(Vec::new())

@@ -23,6 +23,24 @@ pub enum Target {
     Topic(String),
 }
 
+/// What a schedule does when its time passed while the runtime was down (it is brought back by a durable
+/// store's recovery).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IfMissed {
+    /// Fire once, as soon as the agent is back (the default).
+    #[default]
+    FireLate,
+    /// Do not fire at all.
+    Skip,
+}
+
+impl IfMissed {
+    fn is_fire_late(&self) -> bool {
+        *self == Self::FireLate
+    }
+}
+
 /// What an effect asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "effect", rename_all = "snake_case")]
@@ -68,6 +86,10 @@ pub enum EffectKind {
         after: Duration,
         /// What to deliver.
         signal: Signal,
+        /// What happens if the runtime was down when it was due (with a durable store): fire once, late, or
+        /// skip it.
+        #[serde(default, skip_serializing_if = "IfMissed::is_fire_late")]
+        if_missed: IfMissed,
     },
     /// Cancel a scheduled signal by its key; cancelling a key that is not scheduled does nothing.
     Cancel {
@@ -162,7 +184,16 @@ impl Effect {
 
     /// `Schedule` a signal to this agent.
     pub fn schedule(key: impl Into<String>, after: Duration, signal: Signal) -> Self {
-        EffectKind::Schedule { key: key.into(), after, signal }.into()
+        EffectKind::Schedule { key: key.into(), after, signal, if_missed: IfMissed::FireLate }.into()
+    }
+
+    /// The same effect, if it is a `Schedule`, skipped rather than fired late when the runtime was down at its
+    /// time (see [`IfMissed`]); any other effect is returned as it is.
+    pub fn skip_if_missed(mut self) -> Self {
+        if let EffectKind::Schedule { if_missed, .. } = &mut self.kind {
+            *if_missed = IfMissed::Skip;
+        }
+        self
     }
 
     /// `Cancel` a schedule.

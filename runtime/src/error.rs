@@ -93,4 +93,26 @@ pub enum RuntimeError {
         /// ractor's message.
         message: String,
     },
+    /// The durable store failed to keep or give back what an agent needs.
+    #[error("the store failed for agent `{agent}`: {message}")]
+    Store {
+        /// The agent.
+        agent: AgentId,
+        /// What failed.
+        message: String,
+    },
+    /// A snapshot of an agent's state cannot be read by this build of its type.
+    #[error("the snapshot of agent `{agent}` ({agent_type}) was written by state version {stored}, and version {current} cannot read it: {message}")]
+    SnapshotVersion {
+        /// The agent.
+        agent: AgentId,
+        /// Its type's name.
+        agent_type: String,
+        /// The version that wrote the snapshot.
+        stored: u32,
+        /// This build's version ([`crate::agent::Agent::version`]).
+        current: u32,
+        /// Why it could not be read.
+        message: String,
+    },
 }

@@ -21,6 +21,7 @@ pub mod jobs;
 pub mod kinds;
 mod messages;
 pub mod pattern;
+mod recovery;
 pub mod policy;
 pub(crate) mod runner;
 pub mod runtime;

@@ -31,6 +31,8 @@ pub(crate) enum ServerMsg<A: Agent> {
     Decide(Uuid, bool, RpcReplyPort<Result<(), RuntimeError>>),
     /// A run that waits for approval waited too long.
     ApprovalExpired(Uuid),
+    /// A schedule's time came: its key and signal.
+    Fire(String, Signal),
     /// A run ended (sent by the run's own task), with the outside caller waiting for it, if any.
     Finished(Uuid, Box<Outcome>, Option<Invoker>),
     /// Stop taking runs and let the running ones finish; the sender is told once none is left.
@@ -86,6 +88,8 @@ pub(crate) struct RunRequest {
     pub action: ActionId,
     pub params: Value,
     pub by: Requester,
+    /// Where the run's idempotency key comes from.
+    pub key: crate::action::RunKey,
 }
 
 /// Who asked for a run, which decides where its outcome (or its refusal) goes.

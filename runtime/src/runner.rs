@@ -132,6 +132,15 @@ impl Runner {
                 RunUpdate { status: Some(RunStatus::Running), attempts: Some(attempt), ..RunUpdate::default() },
                 EventKind::ActionStarted { action: spec.id.clone(), attempt },
             );
+            // Write-ahead: an action with side effects starts only once its start is durable, so a crash can
+            // never leave a side effect the journal does not know was attempted.
+            if spec.side_effects
+                && let Some(durable) = self.store.durable()
+                && durable.flushed().await.is_err()
+            {
+                let err = ActionError::critical("the journal could not make the run's start durable; it was not started");
+                return (self.finish(ctx, err_outcome(&err, started, attempt)), Some(err));
+            }
             // The params are copied only for an attempt another may follow.
             let attempt_params = if crate::action::may_retry_after(spec, attempt) {
                 params.clone()

@@ -13,10 +13,12 @@ use crate::messages::{Requester, RunRequest, ServerMsg, Untyped};
 use crate::policy::Policy;
 use crate::runner::Runner;
 use crate::server::{AgentServer, ServerArgs};
-use crate::shared::{Shared, Spawner};
+pub use crate::recovery::Recovery;
+
+use crate::shared::{Reviver, Shared, Spawner};
 use crate::signal::Signal;
 use crate::skill::{Catalog, LiveCatalog, Skill};
-use crate::store::{MemoryStore, Store};
+use crate::store::{MemoryStore, SqliteStore, Store};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
 use serde_json::Value;
@@ -68,13 +70,22 @@ pub const DEFAULT_MAX_CALL_DEPTH: usize = 8;
 /// How many jobs run at once unless [`RuntimeBuilder::max_jobs`] says otherwise.
 pub const DEFAULT_MAX_JOBS: usize = 8;
 
+/// How many inputs an agent handles between two snapshots unless [`RuntimeBuilder::snapshot_every`] says
+/// otherwise.
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 100;
+
+/// The journal's file name in a durable runtime's data folder.
+pub const JOURNAL: &str = "journal.db";
+
 /// Builds a [`Runtime`].
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct RuntimeBuilder {
     catalog: Catalog,
     store: Option<Arc<dyn Store>>,
     spawners: Vec<(String, Spawner)>,
+    revivers: Vec<(String, Reviver)>,
     data_dir: Option<PathBuf>,
+    snapshot_every: u64,
     max_call_depth: usize,
     max_jobs: usize,
     job_retention: Duration,
@@ -87,7 +98,9 @@ impl Default for RuntimeBuilder {
             catalog: Catalog::default(),
             store: None,
             spawners: Vec::new(),
+            revivers: Vec::new(),
             data_dir: None,
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             max_call_depth: DEFAULT_MAX_CALL_DEPTH,
             max_jobs: DEFAULT_MAX_JOBS,
             job_retention: crate::jobs::DEFAULT_JOB_RETENTION,
@@ -120,7 +133,65 @@ impl RuntimeBuilder {
             })
         });
         self.spawners.push((A::name().to_owned(), spawner));
+        let reviver: Reviver = Arc::new(|shared, record| Box::pin(crate::recovery::revive::<A>(shared, record)));
+        self.revivers.push((A::name().to_owned(), reviver));
         Ok(self)
+    }
+
+    /// Makes the runtime durable: its data folder is `dir`, and its journal a [`SqliteStore`] in
+    /// `dir/journal.db`, which keeps each agent's inputs and snapshots so [`RuntimeBuilder::open`] (or
+    /// [`Runtime::recover`]) brings the agents back after the process stops, even by `kill -9`.
+    pub fn durable(self, dir: impl Into<PathBuf>) -> Result<Self, RuntimeError> {
+        let dir = dir.into();
+        let store = SqliteStore::open(dir.join(JOURNAL)).map_err(|e| RuntimeError::Store {
+            agent: AgentId::new("runtime").unwrap_or_else(|_| AgentId::random()),
+            message: e.to_string(),
+        })?;
+        Ok(self.data_dir(dir).store(Arc::new(store)))
+    }
+
+    /// With a durable store: how many inputs an agent handles between two snapshots of its state (at least 1;
+    /// default [`DEFAULT_SNAPSHOT_EVERY`]). Fewer means a faster recovery and more writes.
+    pub fn snapshot_every(mut self, inputs: u64) -> Self {
+        self.snapshot_every = inputs.max(1);
+        self
+    }
+
+    /// Builds the runtime and brings back every agent its durable store says was alive (see
+    /// [`Runtime::recover`]).
+    ///
+    /// ```
+    /// use agentry::prelude::*;
+    /// use agentry::runtime::{Runtime, SpawnOptions};
+    ///
+    /// #[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
+    /// struct Counter { n: u64 }
+    /// impl Agent for Counter {
+    ///     fn handle_signal(&self, _signal: &Signal) -> Reaction<Self> {
+    ///         Reaction::Update(Counter { n: self.n + 1 }, vec![])
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let folder = tempfile::tempdir()?;
+    /// let id = AgentId::new("counter")?;
+    /// {
+    ///     let (runtime, _) = Runtime::builder().agent::<Counter>()?.durable(folder.path())?.open().await?;
+    ///     let counter = runtime.spawn(Counter::default(), SpawnOptions { id: Some(id.clone()), ..Default::default() }).await?;
+    ///     counter.send(Signal::new("tick", serde_json::Value::Null)?)?;
+    ///     counter.send(Signal::new("tick", serde_json::Value::Null)?)?;
+    ///     assert_eq!(counter.state().await?.domain.n, 2);
+    ///     runtime.shutdown(std::time::Duration::from_secs(1)).await;
+    /// }
+    /// let (runtime, recovery) = Runtime::builder().agent::<Counter>()?.durable(folder.path())?.open().await?;
+    /// assert_eq!(recovery.agents, [id.clone()]);
+    /// assert_eq!(runtime.get::<Counter>(&id)?.state().await?.domain.n, 2, "back with its state");
+    /// # Ok(()) }
+    /// ```
+    pub async fn open(self) -> Result<(Runtime, Recovery), RuntimeError> {
+        let runtime = self.build();
+        let recovery = runtime.recover().await?;
+        Ok((runtime, recovery))
     }
 
     /// The runtime's data folder: every agent gets a drive under it (`agents/<agent>/`), and every skill a
@@ -180,6 +251,9 @@ impl RuntimeBuilder {
             spawners: self.spawners.into_iter().collect(),
             supervisor: tokio::sync::OnceCell::new(),
             children: dashmap::DashMap::new(),
+            snapshot_every: self.snapshot_every,
+            shutting_down: std::sync::atomic::AtomicBool::new(false),
+            revivers: self.revivers.into_iter().collect(),
         };
         Runtime { shared: Arc::new(shared) }
     }
@@ -324,7 +398,7 @@ impl Runtime {
         let action: crate::id::ActionId = action.parse()?;
         // Dropping this future drops the receiver, which tells the run's task its caller gave up.
         let (reply, outcome) = tokio::sync::oneshot::channel();
-        let request = RunRequest { action, params, by: Requester::Outside(reply) };
+        let request = RunRequest { action, params, by: Requester::Outside(reply), key: crate::action::RunKey::Run };
         if !self.shared.directory.tell(agent, Untyped::Request(Box::new(request))) {
             return Err(RuntimeError::NoSuchAgent(agent.clone()));
         }
@@ -345,6 +419,19 @@ impl Runtime {
         self.shared.directory.subscribe(topic, agent.clone());
     }
 
+    /// Brings back every agent the durable store says was alive when the process last stopped (nothing with
+    /// the in-memory store): each from its latest snapshot, with the inputs logged after it replayed through the
+    /// pure `step`. Effects replay produces are not executed again: ended runs keep their journaled outcomes (an
+    /// outcome the agent had not consumed yet is given to it), runs waiting for approval wait again (the same
+    /// run id can be approved), runs that had not started are started, and a run that started but did not end
+    /// is started again with the same idempotency key if its action is idempotent or has no side effects, and
+    /// otherwise reaches the agent as `action.failed` with class `Interrupted`. Schedules are armed again; one
+    /// whose time passed fires at once, or is skipped if it was made with `skip_if_missed`. Agents of a type not
+    /// registered with [`RuntimeBuilder::agent`] stay in the store and are listed in [`Recovery::failed`].
+    pub async fn recover(&self) -> Result<Recovery, RuntimeError> {
+        crate::recovery::recover(&self.shared).await
+    }
+
     /// Stops an agent and waits until it has stopped; its running actions are cancelled.
     pub async fn stop(&self, id: &AgentId) -> Result<(), RuntimeError> {
         let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
@@ -357,6 +444,7 @@ impl Runtime {
     /// and unapproved runs and its schedules, and lets the runs already going finish; after `grace` (one
     /// deadline for the whole runtime) every agent stops, and whatever still runs is cancelled and journaled.
     pub async fn shutdown(&self, grace: Duration) {
+        self.shared.shutting_down.store(true, std::sync::atomic::Ordering::SeqCst);
         let deadline = tokio::time::Instant::now() + grace;
         let ids = self.shared.directory.ids();
         let mut drained = Vec::with_capacity(ids.len());
@@ -435,6 +523,7 @@ fn spawn_supervised<A: Agent>(
             shared: shared.clone(),
             history,
             respawn,
+            recovered: None,
         };
         let supervisor = crate::supervisor::supervisor(shared, &id).await?;
         let (actor, _join) = Actor::spawn_linked(None, AgentServer::<A>::new(), args, supervisor)
@@ -444,9 +533,19 @@ fn spawn_supervised<A: Agent>(
     })
 }
 
+/// Starts an agent again for its supervisor, from `domain`, counting restarts in `history`.
+pub(crate) async fn respawn<A: Agent>(
+    shared: &Arc<Shared>,
+    domain: A,
+    opts: SpawnOptions,
+    history: Arc<std::sync::Mutex<crate::server::Restarts>>,
+) -> Result<(), RuntimeError> {
+    spawn_supervised(shared, domain, opts, history).await.map(|_| ())
+}
+
 /// The runtime's error for an actor that did not start: the server's own when it refused (an id or name
 /// taken), else ractor's message.
-fn spawn_error(agent: &AgentId, error: ractor::SpawnErr) -> RuntimeError {
+pub(crate) fn spawn_error(agent: &AgentId, error: ractor::SpawnErr) -> RuntimeError {
     if let ractor::SpawnErr::StartupFailed(cause) = &error
         && let Some(refused) = cause.downcast_ref::<RuntimeError>()
     {

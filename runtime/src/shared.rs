@@ -28,7 +28,20 @@ pub(crate) struct Shared {
     pub supervisor: tokio::sync::OnceCell<ractor::ActorCell>,
     /// What the supervisor knows of each live agent, by its actor.
     pub children: dashmap::DashMap<ractor::ActorId, crate::supervisor::Child>,
+    /// With a durable store: how many inputs an agent logs between two snapshots.
+    pub snapshot_every: u64,
+    /// Set by [`crate::runtime::Runtime::shutdown`]: agents stopping now come back with the next recovery.
+    pub shutting_down: std::sync::atomic::AtomicBool,
+    /// How a recovering runtime brings back an agent of each registered type, by type name.
+    pub revivers: dashmap::DashMap<String, Reviver>,
 }
+
+/// Brings back one agent of a registered type from a durable store; returns how many inputs it replayed.
+pub(crate) type Reviver = Arc<
+    dyn Fn(Arc<Shared>, crate::store::AgentRecord) -> Pin<Box<dyn Future<Output = Result<u64, RuntimeError>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Starts an agent of a registered type from its JSON init state (the `SpawnAgent` effect).
 pub(crate) type Spawner = Arc<

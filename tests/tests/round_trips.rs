@@ -91,6 +91,7 @@ fn effect_kind() -> impl Strategy<Value = EffectKind> {
         (signal(), target).prop_map(|(signal, to)| EffectKind::Emit { signal, to }),
         (uuid(), json_value()).prop_map(|(to, data)| EffectKind::Reply { to, data }),
         ("[a-z0-9-]{1,8}", millis, signal()).prop_map(|(key, after, signal)| EffectKind::Schedule {
+            if_missed: agentry::effect::IfMissed::FireLate,
             key,
             after,
             signal

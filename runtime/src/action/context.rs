@@ -37,6 +37,22 @@ pub(crate) struct RunSink {
     /// Whether a nested call started an action with side effects that is not idempotent: such a run is never
     /// retried, so the side effect is not repeated.
     pub side_effects: bool,
+    /// How many nested calls the run has made (each call's idempotency key counts on from its caller's).
+    pub calls: u32,
+}
+
+/// Where a run's idempotency key comes from. Never from a fresh random id when it can come from stable data,
+/// so the key survives a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunKey {
+    /// The `index`th run the agent asked for while handling its input number `seq`.
+    Input { seq: u64, index: u32 },
+    /// The `index`th nested call of the run with key `caller`.
+    Within { caller: Arc<str>, index: u32 },
+    /// A key given again: a run re-run after a restart keeps the key it had.
+    Given(Arc<str>),
+    /// A run asked for from outside the agent: its own id (it is never re-run after a restart).
+    Run,
 }
 
 impl RunSink {
@@ -124,6 +140,7 @@ pub struct ActionContext {
     pub(crate) stack: Vec<Frame>,
     pub(crate) sink: Arc<Mutex<RunSink>>,
     pub(crate) link: Option<Link>,
+    pub(crate) key: RunKey,
 }
 
 impl fmt::Debug for ActionContext {
@@ -158,6 +175,29 @@ impl ActionContext {
             policy: Arc::new(Policy::default()),
             sink: Arc::default(),
             link: None,
+            key: RunKey::Run,
+        }
+    }
+
+    /// A key naming this run that stays the same if the run is started again after a crash (with the same
+    /// params, by the same agent): send it to services that de-duplicate requests (the `http` skill sends it as
+    /// `Idempotency-Key`). It is made of the agent's id and the number of the input whose handling asked for
+    /// the run, and the call's place for a nested call: `<agent>/<input>/<n>`, `<caller's key>/<n>`. A run asked
+    /// for from outside the agent (an invoke, an MCP call) is keyed by its run id.
+    ///
+    /// ```
+    /// use agentry::action::ActionContext;
+    /// use agentry::id::{ActionId, AgentId};
+    /// let ctx = ActionContext::new(AgentId::new("a")?, ActionId::new("x.y")?);
+    /// assert_eq!(ctx.idempotency_key(), format!("a/run/{}", ctx.run_id));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn idempotency_key(&self) -> String {
+        match &self.key {
+            RunKey::Input { seq, index } => format!("{}/{seq}/{index}", self.agent_id),
+            RunKey::Within { caller, index } => format!("{caller}/{index}"),
+            RunKey::Given(key) => key.to_string(),
+            RunKey::Run => format!("{}/run/{}", self.agent_id, self.run_id),
         }
     }
 

@@ -48,6 +48,14 @@ pub enum ActionError {
         /// Why.
         reason: String,
     },
+    /// The process stopped (a crash, `kill -9`) while the run was going, and the run has side effects and is not
+    /// idempotent, so it was not started again after the restart: whether it did its work is unknown, and the
+    /// agent decides what to do. Never retried.
+    #[error("interrupted: {reason}")]
+    Interrupted {
+        /// What is known.
+        reason: String,
+    },
 }
 
 /// The class of an [`ActionError`], as data for journals, outcomes and metrics.
@@ -66,6 +74,8 @@ pub enum ErrorClass {
     Denied,
     /// See [`ActionError::Cancelled`].
     Cancelled,
+    /// See [`ActionError::Interrupted`].
+    Interrupted,
 }
 
 impl ActionError {
@@ -94,6 +104,11 @@ impl ActionError {
         Self::Cancelled { reason: reason.into() }
     }
 
+    /// An interruption by a crash (see [`ActionError::Interrupted`]).
+    pub fn interrupted(reason: impl Into<String>) -> Self {
+        Self::Interrupted { reason: reason.into() }
+    }
+
     /// The error's class.
     pub fn class(&self) -> ErrorClass {
         match self {
@@ -103,6 +118,7 @@ impl ActionError {
             Self::Critical { .. } => ErrorClass::Critical,
             Self::Denied { .. } => ErrorClass::Denied,
             Self::Cancelled { .. } => ErrorClass::Cancelled,
+            Self::Interrupted { .. } => ErrorClass::Interrupted,
         }
     }
 }

@@ -65,7 +65,15 @@ impl<A: Agent> ServerState<A> {
                     Origin::Mounting => self.table.deregister(&action),
                     _ => self.refuse_table_change("deregister_action", action, origin, &effect.meta),
                 },
-                EffectKind::Run { action, params } => self.run_for_agent(action, params, cause),
+                EffectKind::Run { action, params } => {
+                    // A run asked for by an input is keyed by it; one asked for by a run's or job's effects is
+                    // keyed by its own id.
+                    let key = match origin {
+                        Origin::Step(_) => self.next_run_key(),
+                        _ => crate::action::RunKey::Run,
+                    };
+                    self.run_for_agent(action, params, cause, key);
+                }
                 EffectKind::Emit { signal, to } => {
                     if let Some(signal) = self.own_signal(signal, origin, effect.meta.skill.as_ref()) {
                         self.emit(signal, to);
@@ -76,14 +84,15 @@ impl<A: Agent> ServerState<A> {
                         let _ = port.send(data);
                     }
                 }
-                EffectKind::Schedule { key, after, signal } => {
+                EffectKind::Schedule { key, after, signal, if_missed } => {
                     if let Some(signal) = self.own_signal(signal, origin, effect.meta.skill.as_ref()) {
-                        self.schedule(key, after, signal);
+                        self.schedule(key, after, signal, if_missed);
                     }
                 }
                 EffectKind::Cancel { key } => {
                     if let Some(task) = self.schedules.remove(&key) {
                         task.abort();
+                        self.forget_schedule(&key);
                     }
                 }
                 EffectKind::SpawnAgent { id, agent, init, policy } => self.spawn_child(id, agent, init, policy, cause),
@@ -192,19 +201,26 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    fn schedule(&mut self, key: String, after: Duration, signal: Signal) {
+    fn schedule(&mut self, key: String, after: Duration, signal: Signal, if_missed: crate::effect::IfMissed) {
         if self.draining.is_some() {
             tracing::debug!(agent = %self.agent.id, %key, "not scheduling while the runtime shuts down");
             return;
         }
+        self.keep_schedule(&key, after, &signal, if_missed);
+        self.arm(key, after, signal);
+    }
+
+    /// Starts a schedule's timer (replacing one with the same key): its signal comes back as a `Fire` message.
+    pub(super) fn arm(&mut self, key: String, after: Duration, signal: Signal) {
         self.schedules.retain(|_, task| !task.is_finished());
         if let Some(previous) = self.schedules.remove(&key) {
             previous.abort();
         }
         let me = self.myself.clone();
+        let fired = key.clone();
         let task = tokio::spawn(async move {
             tokio::time::sleep(after).await;
-            let _ = me.cast(ServerMsg::Signal(signal));
+            let _ = me.cast(ServerMsg::Fire(fired, signal));
         });
         self.schedules.insert(key, task);
     }

@@ -123,6 +123,18 @@ impl<A: Agent> ServerState<A> {
             None if self.exit == Exit::Unknown => Exit::Requested("stopped".to_owned()),
             None => self.exit.clone(),
         };
+        // Stopped for good, unless the whole runtime is shutting down (it comes back with the next recovery) or
+        // the supervisor will start it again.
+        let shutting_down = self.shared.shutting_down.load(std::sync::atomic::Ordering::SeqCst);
+        let restarts = match &exit {
+            Exit::Requested(_) => false,
+            Exit::Normal(_) => self.restart.mode == crate::server::RestartMode::Permanent,
+            Exit::GaveUp(_) => false,
+            Exit::Unknown => self.restart.mode != crate::server::RestartMode::Never,
+        };
+        if entry.is_some() {
+            self.keep_or_forget(!shutting_down && !restarts);
+        }
         if let Some(mut child) = self.shared.children.get_mut(&self.myself.get_id()) {
             child.exit = exit;
         }

@@ -7,6 +7,7 @@
 //! requester by one route. Outcome signals for the agent go to its inbox and are fed before the server takes
 //! its next message.
 
+mod durability;
 mod effects;
 mod lifecycle;
 mod mounting;
@@ -15,6 +16,7 @@ mod runs;
 mod services;
 
 pub use restart::{RestartMode, RestartPolicy};
+pub(crate) use durability::{Recovered, Replayed, SpawnSettings};
 pub(crate) use restart::{Restarts, Verdict};
 pub(crate) use services::drive_path;
 
@@ -57,6 +59,8 @@ pub(crate) struct ServerArgs<A: Agent> {
     pub history: Arc<std::sync::Mutex<Restarts>>,
     /// How the supervisor starts this agent again.
     pub respawn: crate::supervisor::Respawn,
+    /// What a recovering agent takes over (with a durable store, after a restart of the process).
+    pub recovered: Option<Recovered>,
 }
 
 /// A run on its way: its params and context, who asked for it, and whether it was approved. Queued and
@@ -146,6 +150,14 @@ pub(crate) struct ServerState<A: Agent> {
     pub shared: Arc<Shared>,
     /// The source of the signals this server makes (`agentry/agent/<id>`).
     pub source: String,
+    /// The number of the last input `step` consumed (1, 2, 3, ...), which keys the runs it asks for.
+    pub seq: u64,
+    /// How many runs the current input asked for so far.
+    pub step_runs: u32,
+    /// Inputs logged since the last snapshot (with a durable store).
+    pub since_snapshot: u64,
+    pub restart: crate::server::RestartPolicy,
+    pub name: Option<String>,
 }
 
 impl<A: Agent> Actor for AgentServer<A> {
@@ -185,8 +197,18 @@ impl<A: Agent> Actor for AgentServer<A> {
             max_in_flight: args.max_in_flight.max(1),
             parent: args.parent,
             shared: args.shared,
+            seq: 0,
+            step_runs: 0,
+            since_snapshot: 0,
+            restart: args.restart,
+            name: args.name,
         };
         state.interpret(args.start_effects, effects::Origin::Mounting);
+        let recovering = args.recovered.is_some();
+        if let Some(recovered) = args.recovered {
+            state.resolve(recovered);
+        }
+        state.keep_from_start(recovering);
         state.shared.events.announce(&state.agent.id, None, None, EventKind::AgentStarted);
         Ok(state)
     }
@@ -205,6 +227,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Snapshot(reply) => state.on_snapshot(reply),
             ServerMsg::Decide(run, approve, reply) => state.on_decide(run, approve, reply),
             ServerMsg::ApprovalExpired(run) => state.expire_approval(run),
+            ServerMsg::Fire(key, signal) => state.fire(key, signal),
             ServerMsg::Finished(run, outcome, invoker) => state.on_finished(run, *outcome, invoker),
             ServerMsg::Drain(done) => state.drain(done),
             ServerMsg::Request(request) => state.request_run(*request),
@@ -231,6 +254,7 @@ impl<A: Agent> ServerState<A> {
     fn feed(&mut self, signal: Signal) {
         let span = tracing::info_span!("signal", agent = %self.agent.id, kind = %signal.kind(), id = %signal.id());
         let _entered = span.enter();
+        self.log_input(&signal);
         let catalog = self.shared.catalog.snapshot();
         let result = catch_unwind(AssertUnwindSafe(|| step(&mut self.agent, &signal, &catalog)));
         match result {
@@ -238,6 +262,7 @@ impl<A: Agent> ServerState<A> {
             Ok(Err(err)) => tracing::warn!(%err, "the signal could not be handled"),
             Err(_panic) => self.survive_panic(Some(signal.correlation_id()), "the agent's handler"),
         }
+        self.after_input();
     }
 
     /// Feeds the outcome signals made while handling the last message, at most [`SETTLE_BUDGET`] in one turn
@@ -295,12 +320,13 @@ impl<A: Agent> ServerState<A> {
     fn set_policy(&mut self, policy: Policy, done: tokio::sync::oneshot::Sender<()>) {
         self.policy = Arc::new(policy);
         self.policy_epoch += 1;
+        self.keep_settings();
         let _ = done.send(());
     }
 
-    /// A run the agent asked for through a `Run` effect of `cause`.
-    fn run_for_agent(&mut self, action: ActionId, params: Value, cause: Option<&Signal>) {
+    /// A run the agent asked for through a `Run` effect of `cause`, keyed by where it was asked for.
+    fn run_for_agent(&mut self, action: ActionId, params: Value, cause: Option<&Signal>, key: crate::action::RunKey) {
         let by = Requester::Agent { correlation: cause.map(Signal::correlation_id), cause: cause.map(Signal::id) };
-        self.request_run(RunRequest { action, params, by });
+        self.request_run(RunRequest { action, params, by, key });
     }
 }

@@ -14,15 +14,49 @@ use std::sync::Arc;
 impl<A: Agent> ServerState<A> {
     pub(super) fn on_mount(&mut self, skill: &SkillId, opts: &Value, reply: RpcReplyPort<Result<(), RuntimeError>>) {
         let result = self.mount(skill, opts);
-        let _ = reply.send(result);
+        self.reply_when_kept(result, move |result| {
+            let _ = reply.send(result);
+        });
     }
 
     pub(super) fn on_unmount(&mut self, skill: &SkillId, reply: RpcReplyPort<Result<(), RuntimeError>>) {
-        let _ = reply.send(self.unmount(skill));
+        let result = self.unmount(skill);
+        self.reply_when_kept(result, move |result| {
+            let _ = reply.send(result);
+        });
     }
 
     pub(super) fn on_refresh(&mut self, skill: &SkillId, done: tokio::sync::oneshot::Sender<Result<(), RuntimeError>>) {
-        let _ = done.send(self.refresh(skill));
+        let result = self.refresh(skill);
+        self.reply_when_kept(result, move |result| {
+            let _ = done.send(result);
+        });
+    }
+
+    /// A change to the mounted skills is not an input, so with a durable store it is kept as a snapshot, and the
+    /// caller is answered once that snapshot is durable (by a task: the mailbox does not wait).
+    fn reply_when_kept(
+        &mut self,
+        result: Result<(), RuntimeError>,
+        reply: impl FnOnce(Result<(), RuntimeError>) + Send + 'static,
+    ) {
+        if result.is_err() || self.shared.store.durable().is_none() {
+            return reply(result);
+        }
+        self.save_snapshot();
+        let shared = self.shared.clone();
+        let Some(durable) = shared.store.durable() else { return reply(result) };
+        let flushed = durable.flushed();
+        let agent = self.agent.id.clone();
+        tokio::spawn(async move {
+            match flushed.await {
+                Ok(()) => reply(result),
+                Err(_) => reply(Err(RuntimeError::Store {
+                    agent,
+                    message: "the snapshot after the change could not be made durable".to_owned(),
+                })),
+            }
+        });
     }
 
     /// A skill as the catalog holds it now.

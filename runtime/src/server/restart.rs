@@ -7,7 +7,8 @@ use tokio::time::Instant;
 /// When an agent is restarted (see the runtime's supervisor). A panic in its own signal handler is survived in
 /// place, with its last good state, unless the mode is `Never`; the mode decides what happens when the agent
 /// ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RestartMode {
     /// Restarted after any exit but one asked for from outside: after a failure, and after it stopped itself
     /// with a `Stop` effect.
@@ -19,13 +20,14 @@ pub enum RestartMode {
 }
 
 /// How an agent survives panics and exits: a mode and at most `max_restarts` within `window`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RestartPolicy {
     /// When to restart.
     pub mode: RestartMode,
     /// How many restarts the window allows; one more stops the agent.
     pub max_restarts: u32,
     /// The sliding window restarts are counted in.
+    #[serde(with = "crate::duration_ms")]
     pub window: Duration,
 }
 

@@ -20,14 +20,15 @@ use uuid::Uuid;
 
 impl<A: Agent> ServerState<A> {
     /// The entrance for every run, whoever asked: journaled and announced as queued, then through the gate.
-    pub(super) fn request_run(&mut self, request: RunRequest) {
-        let RunRequest { action, params, by } = request;
-        let ctx = self.run_context(action, &by);
+    pub(crate) fn request_run(&mut self, request: RunRequest) {
+        let RunRequest { action, params, by, key } = request;
+        let ctx = self.run_context(action, &by, key);
         let parent_run = match &by {
             Requester::Routine { caller, .. } => Some(caller.run_id),
             _ => None,
         };
         self.journal_queued(&ctx, &params, parent_run);
+        self.plan_run(&ctx, &params, &by);
         self.through_gate(Ticket { params, ctx, by, approved: false, cleared: None });
     }
 
@@ -222,16 +223,22 @@ impl<A: Agent> ServerState<A> {
     }
 
     /// Puts the outcome signal of one of the agent's runs in its inbox.
-    fn tell_outcome(&mut self, ids: &RunIds, outcome: Outcome) {
+    pub(super) fn tell_outcome(&mut self, ids: &RunIds, outcome: Outcome) {
         let run = RunRef { run: ids.run, action: &ids.action, correlation: ids.correlation, causation: ids.causation };
         if let Some(signal) = crate::kinds::action_outcome(&self.source, run, outcome) {
+            self.keep_outcome(ids.run, &signal);
             self.inbox.push_back(signal);
         }
     }
 
     /// The context of a new run: its skill's drive folder and state, the policy, the call stack with a frame
     /// of its own, and the way back to this server.
-    fn run_context(&self, action: crate::id::ActionId, by: &Requester) -> ActionContext {
+    pub(super) fn run_context(
+        &self,
+        action: crate::id::ActionId,
+        by: &Requester,
+        key: crate::action::RunKey,
+    ) -> ActionContext {
         let run = Uuid::now_v7();
         let (correlation, causation, caller) = match by {
             Requester::Agent { correlation, cause } => (correlation.unwrap_or(run), *cause, None),
@@ -262,6 +269,7 @@ impl<A: Agent> ServerState<A> {
             stack,
             sink: std::sync::Arc::default(),
             link: Some(Link { services: self.services.clone(), job }),
+            key,
         }
     }
 

@@ -74,8 +74,14 @@ impl RunServices for AgentServices {
         }
         let (reply, admitted) = oneshot::channel();
         let caller = ctx.clone();
+        let index = {
+            let mut sink = ctx.sink();
+            sink.calls += 1;
+            sink.calls
+        };
+        let key = crate::action::RunKey::Within { caller: ctx.idempotency_key().into(), index };
         let by = Requester::Routine { caller: Box::new(caller.clone()), reply };
-        let request = RunRequest { action, params: params.clone(), by };
+        let request = RunRequest { action, params: params.clone(), by, key };
         let sent = (self.mailbox)(Untyped::Request(Box::new(request)));
         let runner = self.shared.runner.clone();
         Box::pin(async move {

@@ -75,6 +75,35 @@ impl MemoryStore {
         }
     }
 
+    /// Applies an update as [`Store::update`] does, and shows the updated record to `then` (a store that
+    /// mirrors this one writes it on).
+    pub(crate) fn update_then(
+        &self,
+        run: Uuid,
+        update: RunUpdate,
+        at: DateTime<Utc>,
+        then: impl FnOnce(&RunRecord),
+    ) -> Result<(), StoreError> {
+        let mut found = false;
+        let mut then = Some(then);
+        let ended = self.live.remove_if_mut(&run, |_, entry| {
+            found = true;
+            apply(&mut entry.record, update, at);
+            if let Some(then) = then.take() {
+                then(&entry.record);
+            }
+            entry.record.status().is_final()
+        });
+        match ended {
+            // The shard's lock is released here, so taking the ended runs' lock cannot deadlock.
+            Some((run, entry)) => self.retire(run, entry),
+            None if !found && self.ended().index.contains_key(&run) => return Err(StoreError::Ended(run)),
+            None if !found => return Err(StoreError::UnknownRun(run)),
+            None => {}
+        }
+        Ok(())
+    }
+
     fn ended(&self) -> MutexGuard<'_, Ended> {
         // The queue and its index change together under the lock, with nothing in between that can panic.
         self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -130,20 +159,7 @@ impl Store for MemoryStore {
     }
 
     fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
-        let mut found = false;
-        let ended = self.live.remove_if_mut(&run, |_, entry| {
-            found = true;
-            apply(&mut entry.record, update, at);
-            entry.record.status().is_final()
-        });
-        match ended {
-            // The shard's lock is released here, so taking the ended runs' lock cannot deadlock.
-            Some((run, entry)) => self.retire(run, entry),
-            None if !found && self.ended().index.contains_key(&run) => return Err(StoreError::Ended(run)),
-            None if !found => return Err(StoreError::UnknownRun(run)),
-            None => {}
-        }
-        Ok(())
+        self.update_then(run, update, at, |_| {})
     }
 
     fn get(&self, run: Uuid) -> Option<RunRecord> {
@@ -154,18 +170,15 @@ impl Store for MemoryStore {
     }
 
     fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
-        let matches = |record: &RunRecord| {
-            query.agent.as_ref().is_none_or(|a| *a == record.agent)
-                && query.action.as_ref().is_none_or(|a| *a == record.action)
-                && query.status.is_none_or(|s| s == record.status())
-        };
+        let matches = |record: &RunRecord| query.matches(record);
         let mut found: Vec<(u64, RunRecord)> = {
             let ended = self.ended();
             ended.runs.iter().filter(|e| matches(&e.record)).map(|e| (e.place, e.record.clone())).collect()
         };
         found.extend(self.live.iter().filter(|e| matches(&e.record)).map(|e| (e.place, e.record.clone())));
         found.sort_unstable_by_key(|(place, _)| *place);
-        found.into_iter().map(|(_, record)| record).collect()
+        let page = found.into_iter().skip(query.offset).take(query.limit.unwrap_or(usize::MAX));
+        page.map(|(_, record)| record).collect()
     }
 
     fn refused(&self, refusal: Refusal) {

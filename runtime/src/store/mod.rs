@@ -1,8 +1,12 @@
 //! The execution journal: a record of every action run, queryable by agent, action and status.
 
+mod durable;
 mod memory;
+mod sqlite;
 
+pub use durable::{AgentRecord, Durable, Flushed, KeyedRun, RunPlan, ScheduleRecord, Snapshot};
 pub use memory::{DEFAULT_KEEP, MemoryStore};
+pub use sqlite::{SqliteStore, Synchronous};
 
 use crate::action::{ErrorClass, OutcomeStatus};
 use crate::effect::EffectRefusal;
@@ -154,7 +158,8 @@ pub struct RunUpdate {
     pub error: Option<ErrorClass>,
 }
 
-/// Which runs to list; every `Some` field must match.
+/// Which runs to list, oldest first; every `Some` field must match. `offset` and `limit` page through the
+/// matches.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunQuery {
     /// Runs of this agent.
@@ -163,6 +168,26 @@ pub struct RunQuery {
     pub action: Option<ActionId>,
     /// Runs currently in this status.
     pub status: Option<RunStatus>,
+    /// Runs recorded at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Runs recorded before this time.
+    pub until: Option<DateTime<Utc>>,
+    /// How many matches to skip.
+    pub offset: usize,
+    /// How many to return at most (default: all).
+    pub limit: Option<usize>,
+}
+
+impl RunQuery {
+    /// Whether a record matches the filters (not the page).
+    pub fn matches(&self, record: &RunRecord) -> bool {
+        let recorded = record.history.first().map(|(_, at)| *at);
+        self.agent.as_ref().is_none_or(|a| *a == record.agent)
+            && self.action.as_ref().is_none_or(|a| *a == record.action)
+            && self.status.is_none_or(|s| s == record.status())
+            && self.since.is_none_or(|since| recorded.is_some_and(|at| at >= since))
+            && self.until.is_none_or(|until| recorded.is_some_and(|at| at < until))
+    }
 }
 
 /// Why the journal refused a write.
@@ -177,6 +202,45 @@ pub enum StoreError {
     /// The run already ended; an ended run's record does not change.
     #[error("run {0} has already ended; expected updates only while it runs")]
     Ended(Uuid),
+    /// The database file could not be opened or read: it is truncated, garbage, or not a database.
+    #[error("the journal at {path} cannot be read: {message}; expected an agentry journal (SQLite)")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What SQLite said.
+        message: String,
+    },
+    /// The file is a SQLite database, but another program's.
+    #[error("the database at {path} is not an agentry journal (application id {found:#x}, tables {tables:?}); expected a new file or one agentry wrote")]
+    Foreign {
+        /// The file.
+        path: String,
+        /// Its application id.
+        found: i64,
+        /// Some of its tables.
+        tables: Vec<String>,
+    },
+    /// The journal was written by a newer agentry.
+    #[error("the journal at {path} has schema version {found}; this agentry reads up to version {supported}")]
+    NewerSchema {
+        /// The file.
+        path: String,
+        /// Its schema version.
+        found: i64,
+        /// The newest this build reads.
+        supported: i64,
+    },
+    /// A database operation failed.
+    #[error("the journal failed: {0}")]
+    Database(String),
+    /// A stored value does not decode.
+    #[error("a stored {what} does not decode: {message}")]
+    Decode {
+        /// What it was (a run record, a snapshot...).
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
 }
 
 /// An effect the agent's server refused to apply (see [`EffectRefusal`]), as the journal keeps it.
@@ -193,7 +257,9 @@ pub struct Refusal {
     pub refusal: EffectRefusal,
 }
 
-/// Where run records (and refused effects) are kept. The in-memory [`MemoryStore`] now; a SQLite one comes later.
+/// Where run records (and refused effects) are kept: in memory ([`MemoryStore`], for tests and for programs that
+/// want no disk) or in a SQLite file ([`SqliteStore`], which also keeps what brings agents back after a crash:
+/// see [`Durable`]).
 pub trait Store: Send + Sync + 'static {
     /// Journals a new run.
     fn record(&self, record: RunRecord) -> Result<(), StoreError>;
@@ -207,4 +273,8 @@ pub trait Store: Send + Sync + 'static {
     fn refused(&self, refusal: Refusal);
     /// The refusals journaled for one agent, oldest first.
     fn refusals(&self, agent: &AgentId) -> Vec<Refusal>;
+    /// The part that outlives the process, for a store that has one.
+    fn durable(&self) -> Option<&dyn Durable> {
+        None
+    }
 }

@@ -1,0 +1,174 @@
+//! Bringing agents back from a durable store after the process stopped (a crash, `kill -9`, or a shutdown):
+//! each agent that was alive is spawned again from its latest snapshot, with the inputs logged after it
+//! replayed through the pure `step`. Replay re-produces effects, and none of them is executed again: the runs
+//! they asked for are matched, by idempotency key, to the journal (see the server's `durability` module for
+//! what happens to each run).
+
+use crate::agent::{Agent, AgentState, step};
+use crate::effect::EffectKind;
+use crate::error::RuntimeError;
+use crate::id::AgentId;
+use crate::server::{AgentServer, Recovered, Replayed, ServerArgs, SpawnSettings};
+use crate::shared::Shared;
+use crate::store::{AgentRecord, Durable};
+use ractor::Actor;
+use std::collections::HashSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+/// What [`crate::runtime::Runtime::recover`] brought back.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// The agents running again.
+    pub agents: Vec<AgentId>,
+    /// The agents that could not be brought back, and why (they stay in the store, untouched).
+    pub failed: Vec<(AgentId, RuntimeError)>,
+    /// How many logged inputs were replayed through `step`, in all.
+    pub replayed: u64,
+}
+
+fn store_error(agent: &AgentId, err: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::Store { agent: agent.clone(), message: err.to_string() }
+}
+
+/// The state in a snapshot, read by this build of the agent type, or a typed error naming both versions.
+fn decode_state<A: Agent>(agent: &AgentId, stored: u32, state: serde_json::Value) -> Result<AgentState<A>, RuntimeError> {
+    let mismatch = |message: String| RuntimeError::SnapshotVersion {
+        agent: agent.clone(),
+        agent_type: A::name().to_owned(),
+        stored,
+        current: A::version(),
+        message,
+    };
+    if stored > A::version() {
+        return Err(mismatch("it is newer than this build".to_owned()));
+    }
+    serde_json::from_value(state).map_err(|e| mismatch(e.to_string()))
+}
+
+/// Brings back one agent of type `A`: snapshot, replay, then the server, which settles the runs. Returns how
+/// many inputs were replayed.
+pub(crate) async fn revive<A: Agent>(shared: Arc<Shared>, record: AgentRecord) -> Result<u64, RuntimeError> {
+    let id = record.agent.clone();
+    let durable: &dyn Durable = shared.store.durable().ok_or_else(|| store_error(&id, "the store is not durable"))?;
+    let settings: SpawnSettings = serde_json::from_value(record.spawn.clone())
+        .map_err(|e| store_error(&id, format!("its spawn settings do not decode: {e}")))?;
+    let snapshot = durable
+        .snapshot(&id)
+        .map_err(|e| store_error(&id, e))?
+        .ok_or_else(|| store_error(&id, "it has no snapshot"))?;
+    let mut state: AgentState<A> = decode_state(&id, snapshot.version, snapshot.state)?;
+    if state.id != id {
+        return Err(store_error(&id, format!("its snapshot is of agent `{}`", state.id)));
+    }
+    let inputs = durable.inputs_after(&id, snapshot.seq).map_err(|e| store_error(&id, e))?;
+    let catalog = shared.catalog.snapshot();
+    for skill in state.skills().keys() {
+        if catalog.get(skill).is_none() {
+            return Err(RuntimeError::UnknownSkill(skill.clone()));
+        }
+    }
+    let mut recovered = Recovered { seq: snapshot.seq, ..Recovered::default() };
+    let replayed = inputs.len() as u64;
+    for (seq, signal) in inputs {
+        recovered.seq = seq;
+        recovered.inputs.insert(signal.id());
+        // As live: a handler that fails or panics changes nothing and asks for nothing.
+        let Ok(Ok(stepped)) = catch_unwind(AssertUnwindSafe(|| step(&mut state, &signal, &catalog))) else { continue };
+        let runs = stepped.effects.into_iter().filter_map(|effect| match effect.kind {
+            EffectKind::Run { action, params } => Some((action, params)),
+            _ => None,
+        });
+        for (index, (action, params)) in runs.enumerate() {
+            recovered.replayed.push(Replayed {
+                key: format!("{id}/{seq}/{index}"),
+                action,
+                params,
+                correlation: signal.correlation_id(),
+                cause: signal.id(),
+            });
+        }
+    }
+    let keys: Vec<String> = recovered.replayed.iter().map(|r| r.key.clone()).collect();
+    recovered.runs = durable.runs_to_resolve(&id, &keys).map_err(|e| store_error(&id, e))?;
+    recovered.schedules = durable.schedules(&id).map_err(|e| store_error(&id, e))?;
+
+    // The action table is what the mounted skills provide, as when they were mounted.
+    let mut start_effects = Vec::new();
+    for (skill, mounted) in state.skills() {
+        for action in &mounted.actions {
+            let mut effect = crate::effect::Effect::register(action.clone());
+            effect.meta.skill = Some(skill.clone());
+            start_effects.push(effect);
+        }
+    }
+    let history = Arc::new(std::sync::Mutex::new(crate::server::Restarts::new(settings.restart)));
+    let domain = state.domain.clone();
+    let opts = crate::runtime::SpawnOptions {
+        id: Some(id.clone()),
+        name: settings.name.clone(),
+        policy: settings.policy.clone(),
+        restart: settings.restart,
+        max_in_flight: settings.max_in_flight,
+        parent: settings.parent.clone(),
+    };
+    let kept = history.clone();
+    let respawn: crate::supervisor::Respawn = Arc::new(move |shared: Arc<Shared>| {
+        let (domain, opts, history) = (domain.clone(), opts.clone(), kept.clone());
+        Box::pin(async move { crate::runtime::respawn::<A>(&shared, domain, opts, history).await })
+    });
+    let args = ServerArgs {
+        state,
+        start_effects,
+        policy: settings.policy,
+        restart: settings.restart,
+        max_in_flight: settings.max_in_flight,
+        parent: settings.parent,
+        name: settings.name,
+        shared: shared.clone(),
+        history,
+        respawn,
+        recovered: Some(recovered),
+    };
+    let supervisor = crate::supervisor::supervisor(&shared, &id).await?;
+    Actor::spawn_linked(None, AgentServer::<A>::new(), args, supervisor)
+        .await
+        .map_err(|e| crate::runtime::spawn_error(&id, e))?;
+    Ok(replayed)
+}
+
+/// Brings back every agent the store says was alive, parents before children; see [`Recovery`].
+pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeError> {
+    let system = AgentId::new("runtime").map_err(|e| store_error(&AgentId::random(), e))?;
+    let Some(durable) = shared.store.durable() else { return Ok(Recovery::default()) };
+    let mut records = durable.alive().map_err(|e| store_error(&system, e))?;
+    // Parents first: a child's `agent.child_exited` finds its parent.
+    let parents: HashSet<AgentId> = records
+        .iter()
+        .filter_map(|r| r.spawn.get("parent").and_then(|p| serde_json::from_value::<AgentId>(p.clone()).ok()))
+        .collect();
+    records.sort_by_key(|r| !parents.contains(&r.agent));
+    let mut recovery = Recovery::default();
+    for record in records {
+        let id = record.agent.clone();
+        if shared.directory.get(&id).is_some() {
+            continue;
+        }
+        let reviver = shared.revivers.get(&record.agent_type).map(|r| r.clone());
+        let revived = match reviver {
+            Some(revive) => revive(shared.clone(), record).await,
+            None => Err(RuntimeError::UnknownAgentType(record.agent_type)),
+        };
+        match revived {
+            Ok(replayed) => {
+                recovery.replayed += replayed;
+                recovery.agents.push(id);
+            }
+            Err(err) => {
+                tracing::error!(agent = %id, %err, "an agent could not be brought back");
+                recovery.failed.push((id, err));
+            }
+        }
+    }
+    Ok(recovery)
+}

@@ -1,0 +1,317 @@
+//! Keeping an agent durable when the runtime's store outlives the process (see [`crate::store::Durable`]):
+//! every input `step` consumes is logged with its number, the state is snapshotted every few inputs and at each
+//! change that is not an input (a mount, a policy), each run keeps what starting it again needs, and schedules
+//! are kept until they fire. With the in-memory store none of this happens, and none of it costs anything.
+//!
+//! After a crash, [`ServerState::resolve`] settles what the log and the journal say was going on: outcomes the
+//! agent was not given yet are given, runs that were waiting for approval wait again, and runs that started
+//! but did not end are started again with the same idempotency key when that is safe, or reach the agent as
+//! `Interrupted` when it is not.
+
+use super::{Awaiting, RunIds, ServerState, Ticket};
+use crate::action::{ActionError, Outcome, RunKey};
+use crate::agent::Agent;
+use crate::effect::IfMissed;
+use crate::events::EventKind;
+use crate::id::{ActionId, AgentId};
+use crate::messages::{Requester, RunRequest, ServerMsg};
+use crate::policy::Policy;
+use crate::server::RestartPolicy;
+use crate::signal::Signal;
+use crate::store::{AgentRecord, KeyedRun, RunPlan, RunStatus, RunUpdate, ScheduleRecord, Snapshot};
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// How an agent was spawned, kept so a recovering runtime spawns it the same way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SpawnSettings {
+    pub policy: Policy,
+    pub restart: RestartPolicy,
+    pub max_in_flight: usize,
+    pub parent: Option<AgentId>,
+    pub name: Option<String>,
+}
+
+/// A run the replayed inputs asked for: its key and what it was asked with.
+#[derive(Debug, Clone)]
+pub(crate) struct Replayed {
+    pub key: String,
+    pub action: ActionId,
+    pub params: Value,
+    pub correlation: Uuid,
+    pub cause: Uuid,
+}
+
+/// What a recovering server takes over from the store and the replay.
+#[derive(Debug, Default)]
+pub(crate) struct Recovered {
+    /// The number of the last input folded into the state.
+    pub seq: u64,
+    /// Runs the journal says need looking at.
+    pub runs: Vec<KeyedRun>,
+    /// Runs the replay asked for, whether or not the journal has them.
+    pub replayed: Vec<Replayed>,
+    /// The schedules that were armed.
+    pub schedules: Vec<ScheduleRecord>,
+    /// The ids of the inputs replayed (a schedule whose signal is among them had fired).
+    pub inputs: HashSet<Uuid>,
+}
+
+impl<A: Agent> ServerState<A> {
+    /// Numbers the input about to be stepped and logs it.
+    pub(super) fn log_input(&mut self, signal: &Signal) {
+        self.seq += 1;
+        self.step_runs = 0;
+        if let Some(durable) = self.shared.store.durable() {
+            durable.append_input(&self.agent.id, self.seq, signal);
+            self.since_snapshot += 1;
+        }
+    }
+
+    /// After an input: a snapshot once enough inputs were logged since the last one.
+    pub(super) fn after_input(&mut self) {
+        if self.since_snapshot >= self.shared.snapshot_every {
+            self.save_snapshot();
+        }
+    }
+
+    /// The key of the next run the agent asks for while handling the current input.
+    pub(super) fn next_run_key(&mut self) -> RunKey {
+        let index = self.step_runs;
+        self.step_runs += 1;
+        RunKey::Input { seq: self.seq, index }
+    }
+
+    /// The agent's state as a snapshot at the current input.
+    fn snapshot_now(&self) -> Option<Snapshot> {
+        match serde_json::to_value(&self.agent) {
+            Ok(state) => Some(Snapshot {
+                agent: self.agent.id.clone(),
+                seq: self.seq,
+                agent_type: A::name().to_owned(),
+                version: A::version(),
+                state,
+                at: Utc::now(),
+            }),
+            Err(err) => {
+                tracing::error!(agent = %self.agent.id, %err, "the agent's state does not serialize; no snapshot");
+                None
+            }
+        }
+    }
+
+    /// Saves a snapshot of the state now (with a durable store).
+    pub(super) fn save_snapshot(&mut self) {
+        let Some(durable) = self.shared.store.durable() else { return };
+        if let Some(snapshot) = self.snapshot_now() {
+            durable.save_snapshot(snapshot);
+            self.since_snapshot = 0;
+        }
+    }
+
+    fn agent_record(&self) -> AgentRecord {
+        let settings = SpawnSettings {
+            policy: (*self.policy).clone(),
+            restart: self.restart,
+            max_in_flight: self.max_in_flight,
+            parent: self.parent.clone(),
+            name: self.name.clone(),
+        };
+        AgentRecord {
+            agent: self.agent.id.clone(),
+            agent_type: A::name().to_owned(),
+            spawn: serde_json::to_value(settings).unwrap_or(Value::Null),
+        }
+    }
+
+    /// A new agent is kept from its first state on; a recovered one from its recovered state.
+    pub(super) fn keep_from_start(&mut self, recovered: bool) {
+        let Some(durable) = self.shared.store.durable() else { return };
+        if recovered {
+            self.save_snapshot();
+        } else if let Some(initial) = self.snapshot_now() {
+            durable.agent_spawned(self.agent_record(), initial);
+        }
+    }
+
+    /// The spawn settings changed (the policy): kept for the recovery.
+    pub(super) fn keep_settings(&self) {
+        if let Some(durable) = self.shared.store.durable() {
+            durable.agent_alive(self.agent_record());
+        }
+    }
+
+    /// The agent stopped for good (not for a runtime shutdown, after which it comes back): nothing of it is
+    /// brought back. A runtime shutdown keeps a last snapshot instead.
+    pub(super) fn keep_or_forget(&mut self, for_good: bool) {
+        let Some(durable) = self.shared.store.durable() else { return };
+        if for_good {
+            durable.agent_ended(&self.agent.id);
+        } else {
+            self.save_snapshot();
+        }
+    }
+
+    /// Keeps with a new run what starting it again needs.
+    pub(super) fn plan_run(&self, ctx: &crate::action::ActionContext, params: &Value, by: &Requester) {
+        let Some(durable) = self.shared.store.durable() else { return };
+        let plan = RunPlan {
+            key: ctx.idempotency_key(),
+            params: params.clone(),
+            by_agent: matches!(by, Requester::Agent { .. }),
+            cause: ctx.causation_id,
+            correlation: ctx.correlation_id,
+        };
+        durable.run_planned(ctx.run_id, &plan);
+    }
+
+    /// Keeps an outcome signal until the agent consumed it.
+    pub(super) fn keep_outcome(&self, run: Uuid, signal: &Signal) {
+        if let Some(durable) = self.shared.store.durable()
+            && signal.outcome().is_some_and(|r| !r.awaiting_approval())
+        {
+            durable.run_outcome(run, signal);
+        }
+    }
+
+    /// Keeps an armed schedule.
+    pub(super) fn keep_schedule(&self, key: &str, after: Duration, signal: &Signal, if_missed: IfMissed) {
+        if let Some(durable) = self.shared.store.durable() {
+            let due = Utc::now() + chrono::TimeDelta::from_std(after).unwrap_or(chrono::TimeDelta::MAX);
+            let record =
+                ScheduleRecord { agent: self.agent.id.clone(), key: key.to_owned(), due, signal: signal.clone(), if_missed };
+            durable.schedule_armed(record);
+        }
+    }
+
+    /// Forgets a schedule that fired or was cancelled.
+    pub(super) fn forget_schedule(&self, key: &str) {
+        if let Some(durable) = self.shared.store.durable() {
+            durable.schedule_cleared(&self.agent.id, key);
+        }
+    }
+
+    /// A schedule fired: its signal is fed, then the schedule forgotten (a crash in between fires it once more
+    /// unless the recovery finds its signal among the logged inputs).
+    pub(super) fn fire(&mut self, key: String, signal: Signal) {
+        self.schedules.remove(&key);
+        self.feed(signal);
+        self.forget_schedule(&key);
+    }
+
+    /// Settles what was going on when the process stopped (see the module docs).
+    pub(super) fn resolve(&mut self, recovered: Recovered) {
+        self.seq = recovered.seq;
+        let journaled: HashSet<&str> =
+            recovered.runs.iter().filter_map(|r| r.plan.as_ref()).map(|p| p.key.as_str()).collect();
+        let unjournaled: Vec<Replayed> =
+            recovered.replayed.iter().filter(|r| !journaled.contains(r.key.as_str())).cloned().collect();
+        for run in recovered.runs {
+            self.resolve_run(run);
+        }
+        // Runs the log asked for that never reached the journal: asked for now.
+        for replayed in unjournaled {
+            let by = Requester::Agent { correlation: Some(replayed.correlation), cause: Some(replayed.cause) };
+            let key = RunKey::Given(replayed.key.into());
+            self.request_run(RunRequest { action: replayed.action, params: replayed.params, by, key });
+        }
+        for schedule in recovered.schedules {
+            let fired = recovered.inputs.contains(&schedule.signal.id());
+            let missed = schedule.due <= Utc::now();
+            if fired || (missed && schedule.if_missed == IfMissed::Skip) {
+                self.forget_schedule(&schedule.key);
+                continue;
+            }
+            let after = (schedule.due - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+            self.arm(schedule.key, after, schedule.signal);
+        }
+    }
+
+    fn resolve_run(&mut self, run: KeyedRun) {
+        let status = run.record.status();
+        let by_agent = run.plan.as_ref().is_some_and(|p| p.by_agent);
+        if status.is_final() {
+            if by_agent
+                && !run.delivered
+                && let Some(outcome) = run.outcome
+            {
+                self.inbox.push_back(outcome);
+            }
+            return;
+        }
+        let ids = RunIds {
+            run: run.record.run,
+            action: run.record.action.clone(),
+            correlation: run.record.correlation,
+            causation: run.plan.as_ref().and_then(|p| p.cause),
+        };
+        let plan = match run.plan.filter(|p| p.by_agent) {
+            Some(plan) if status == RunStatus::AwaitingApproval => return self.await_again(ids, plan),
+            Some(plan) => plan,
+            None => {
+                // A routine's call or an outside caller's run: its caller did not survive the process.
+                self.interrupt(&ids, "its caller was in the process that stopped");
+                return;
+            }
+        };
+        let spec = self.table.get(&ids.action).map(|r| r.action.spec().clone());
+        let safe_again = spec.as_ref().is_some_and(|s| s.idempotent || !s.side_effects);
+        let started = matches!(status, RunStatus::Running);
+        if started && !safe_again {
+            let error = self.interrupt(&ids, "it was running when the process stopped, and it has side effects");
+            self.tell_outcome(&ids, Outcome::failed(&error, Duration::ZERO, 0));
+            return;
+        }
+        // Not started yet, or safe to run again: run again, with the same key.
+        self.interrupt(&ids, "started again after the process stopped");
+        let by = Requester::Agent { correlation: Some(plan.correlation), cause: plan.cause };
+        let key = RunKey::Given(plan.key.into());
+        self.request_run(RunRequest { action: ids.action, params: plan.params, by, key });
+    }
+
+    /// Ends a run the process stopped under as `Interrupted`, journaled and announced; returns the error.
+    fn interrupt(&self, ids: &RunIds, why: &str) -> ActionError {
+        let error = ActionError::interrupted(why);
+        let update = RunUpdate {
+            status: Some(RunStatus::Failed),
+            error: Some(crate::action::ErrorClass::Interrupted),
+            ..RunUpdate::default()
+        };
+        if let Err(err) = self.shared.store.update(ids.run, update, Utc::now()) {
+            tracing::warn!(run = %ids.run, %err, "the journal refused to end an interrupted run");
+        }
+        let kind = EventKind::ActionFailed {
+            action: ids.action.clone(),
+            class: crate::action::ErrorClass::Interrupted,
+            message: error.to_string(),
+        };
+        self.shared.events.announce(&self.agent.id, Some(ids.run), Some(ids.correlation), kind);
+        error
+    }
+
+    /// A run that waited for approval when the process stopped waits again, under the same run id, so an
+    /// approval given after the restart reaches it.
+    fn await_again(&mut self, ids: RunIds, plan: RunPlan) {
+        let by = Requester::Agent { correlation: Some(plan.correlation), cause: plan.cause };
+        let mut ctx = self.run_context(ids.action.clone(), &by, RunKey::Given(plan.key.into()));
+        ctx.run_id = ids.run;
+        ctx.correlation_id = ids.correlation;
+        if let Some(frame) = ctx.stack.last_mut() {
+            frame.run_id = ids.run;
+        }
+        let run = ids.run;
+        let expiry = self.policy.approval_timeout.map(|after| {
+            let me = self.myself.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let _ = me.cast(ServerMsg::ApprovalExpired(run));
+            })
+        });
+        let ticket = Ticket { params: plan.params, ctx, by, approved: false, cleared: None };
+        self.awaiting.insert(run, Awaiting { ticket, expiry });
+    }
+}

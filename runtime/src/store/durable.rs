@@ -1,0 +1,127 @@
+//! What a store that survives the process keeps besides run records: each agent's input log, its latest
+//! snapshot, which agents are alive and how they were spawned, their schedules, and each ended run's outcome.
+//! An agent is pure, so its state is the fold of its inputs: the latest snapshot plus the inputs logged after it
+//! bring it back exactly.
+
+use super::{RunRecord, StoreError};
+use crate::id::AgentId;
+use crate::signal::Signal;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// Resolves once every write made before it was asked for is durable.
+pub type Flushed = tokio::sync::oneshot::Receiver<()>;
+
+/// An agent's state as saved at one point of its input log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Whose state.
+    pub agent: AgentId,
+    /// The sequence number of the last input folded into it (0: none yet).
+    pub seq: u64,
+    /// The agent type's name ([`crate::agent::Agent::name`]).
+    pub agent_type: String,
+    /// The agent type's state version ([`crate::agent::Agent::version`]) that wrote it.
+    pub version: u32,
+    /// The serialized `AgentState`: the domain state and the mounted skills.
+    pub state: Value,
+    /// When it was taken.
+    pub at: DateTime<Utc>,
+}
+
+/// How an agent was spawned, so a recovering runtime can spawn it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    /// Its id.
+    pub agent: AgentId,
+    /// The agent type's name.
+    pub agent_type: String,
+    /// Its spawn settings (policy, restart policy, limits, parent, name), as the runtime serialized them.
+    pub spawn: Value,
+}
+
+/// A schedule armed by an agent: the signal to feed it at `due`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleRecord {
+    /// Whose schedule.
+    pub agent: AgentId,
+    /// The schedule's key (a new schedule with the same key replaces it).
+    pub key: String,
+    /// When it fires.
+    pub due: DateTime<Utc>,
+    /// What it feeds the agent.
+    pub signal: Signal,
+    /// Whether it fires late or is skipped when the runtime was down at `due`.
+    #[serde(default)]
+    pub if_missed: crate::effect::IfMissed,
+}
+
+/// What the recovery needs to start a run again, or to tell its requester how it ended: kept with the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPlan {
+    /// The run's idempotency key.
+    pub key: String,
+    /// Its params.
+    pub params: Value,
+    /// Whether the agent itself asked for it (its outcome goes to the agent); otherwise a routine or an outside
+    /// caller did, and that caller did not survive the process.
+    pub by_agent: bool,
+    /// The signal whose handling asked for it.
+    pub cause: Option<Uuid>,
+    /// Its signal chain.
+    pub correlation: Uuid,
+}
+
+/// A run's record with what the recovery needs beside it: its plan and, once it ended, the outcome signal for
+/// the agent and whether the agent was given it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyedRun {
+    /// The run's record.
+    pub record: RunRecord,
+    /// How to start it again (`None` for a run journaled without one).
+    pub plan: Option<RunPlan>,
+    /// The outcome signal for the agent, once it ended.
+    pub outcome: Option<Signal>,
+    /// Whether the agent's `step` consumed that outcome signal.
+    pub delivered: bool,
+}
+
+/// The part of a store that outlives the process. Writes are queued and made durable in order, in batches;
+/// reads see every write made before them.
+pub trait Durable: Send + Sync + 'static {
+    /// Resolves once everything written so far is durable.
+    fn flushed(&self) -> Flushed;
+    /// Logs the input an agent's `step` consumed as number `seq` (1, 2, 3, ... per agent).
+    fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal);
+    /// Replaces the agent's snapshot.
+    fn save_snapshot(&self, snapshot: Snapshot);
+    /// An agent was spawned: it is to be brought back after a crash, from `initial` (its state as it starts).
+    /// Whatever was kept for an earlier agent of the same id (inputs, schedules) is dropped.
+    fn agent_spawned(&self, record: AgentRecord, initial: Snapshot);
+    /// An agent's spawn settings changed (its policy).
+    fn agent_alive(&self, record: AgentRecord);
+    /// An agent stopped for good: it is not brought back, and its log, snapshot and schedules are dropped.
+    fn agent_ended(&self, agent: &AgentId);
+    /// Arms (or replaces) a schedule.
+    fn schedule_armed(&self, schedule: ScheduleRecord);
+    /// A schedule fired or was cancelled.
+    fn schedule_cleared(&self, agent: &AgentId, key: &str);
+    /// Keeps with a journaled run what starting it again needs.
+    fn run_planned(&self, run: Uuid, plan: &RunPlan);
+    /// Keeps the outcome signal of an ended run, for its agent (not yet consumed).
+    fn run_outcome(&self, run: Uuid, outcome: &Signal);
+
+    /// The agents to bring back.
+    fn alive(&self) -> Result<Vec<AgentRecord>, StoreError>;
+    /// An agent's latest snapshot.
+    fn snapshot(&self, agent: &AgentId) -> Result<Option<Snapshot>, StoreError>;
+    /// An agent's inputs after number `after`, in order.
+    fn inputs_after(&self, agent: &AgentId, after: u64) -> Result<Vec<(u64, Signal)>, StoreError>;
+    /// An agent's armed schedules.
+    fn schedules(&self, agent: &AgentId) -> Result<Vec<ScheduleRecord>, StoreError>;
+    /// An agent's runs the recovery must look at: those that had not ended, those whose outcome the agent was
+    /// not given yet, and those the given idempotency keys name.
+    fn runs_to_resolve(&self, agent: &AgentId, keys: &[String]) -> Result<Vec<KeyedRun>, StoreError>;
+}

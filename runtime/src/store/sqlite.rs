@@ -1,0 +1,574 @@
+//! The journal on disk: a SQLite file (WAL) that keeps every run record, every refused effect, and what brings
+//! agents back after a crash (see [`Durable`]).
+//!
+//! Writes never touch the disk on the caller's thread. They go, in order, to one writer thread, which applies
+//! everything waiting in one transaction (group commit) and then tells whoever waits for durability. Reads go
+//! the same way, so they see every write made before them. Run records are also kept in a [`MemoryStore`],
+//! which checks each write (a duplicate run, an update to an ended one) as the in-memory journal does and
+//! answers `get` for recent runs without a trip to the writer.
+
+use super::durable::{AgentRecord, Durable, Flushed, KeyedRun, RunPlan, ScheduleRecord, Snapshot};
+use super::{MemoryStore, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
+use crate::id::AgentId;
+use crate::signal::Signal;
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use uuid::Uuid;
+
+/// Marks a SQLite file as an agentry journal (`PRAGMA application_id`): "AGTY".
+const APPLICATION_ID: i64 = 0x4147_5459;
+/// The schema's version (`PRAGMA user_version`).
+const VERSION: i64 = 1;
+/// The most writes applied in one transaction.
+const BATCH: usize = 4096;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    place     INTEGER PRIMARY KEY,
+    run       TEXT NOT NULL UNIQUE,
+    agent     TEXT NOT NULL,
+    action    TEXT NOT NULL,
+    status    TEXT NOT NULL,
+    recorded  INTEGER NOT NULL,
+    final     INTEGER NOT NULL,
+    record    TEXT NOT NULL,
+    key       TEXT,
+    plan      TEXT,
+    outcome   TEXT,
+    delivered INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_agent ON runs(agent, final);
+CREATE INDEX IF NOT EXISTS runs_action ON runs(action);
+CREATE INDEX IF NOT EXISTS runs_recorded ON runs(recorded);
+CREATE INDEX IF NOT EXISTS runs_key ON runs(key);
+CREATE TABLE IF NOT EXISTS refusals (
+    place   INTEGER PRIMARY KEY,
+    agent   TEXT NOT NULL,
+    refusal TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS refusals_agent ON refusals(agent);
+CREATE TABLE IF NOT EXISTS inputs (
+    agent  TEXT NOT NULL,
+    seq    INTEGER NOT NULL,
+    signal TEXT NOT NULL,
+    PRIMARY KEY (agent, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshots (
+    agent    TEXT PRIMARY KEY,
+    snapshot TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agents (
+    agent  TEXT PRIMARY KEY,
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS schedules (
+    agent    TEXT NOT NULL,
+    key      TEXT NOT NULL,
+    schedule TEXT NOT NULL,
+    PRIMARY KEY (agent, key)
+) WITHOUT ROWID;
+";
+
+/// How hard each commit presses data to the disk (SQLite's `synchronous` in WAL mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// Each commit is durable against the process dying (`kill -9`, a panic), not against the machine losing
+    /// power (SQLite's `NORMAL`).
+    #[default]
+    Process,
+    /// Each commit is on the disk before it counts (an `fsync` per batch; SQLite's `FULL`).
+    Power,
+}
+
+/// What the writer thread is asked to do.
+enum Op {
+    Run(Box<RunRecord>),
+    Plan(Uuid, Box<RunPlan>),
+    Outcome(Uuid, Box<Signal>),
+    Input(AgentId, u64, Box<Signal>),
+    Snapshot(Box<Snapshot>),
+    Alive(Box<AgentRecord>),
+    Spawned(Box<AgentRecord>, Box<Snapshot>),
+    Ended(AgentId),
+    Armed(Box<ScheduleRecord>),
+    Cleared(AgentId, String),
+    Refusal(Box<Refusal>),
+    Flush(tokio::sync::oneshot::Sender<()>),
+    Read(Box<dyn FnOnce(&Connection) + Send>),
+}
+
+/// A journal in a SQLite file. See the module docs for how writes reach the disk.
+///
+/// ```
+/// use agentry::store::{SqliteStore, Store, RunQuery};
+/// let folder = tempfile::tempdir()?;
+/// let store = SqliteStore::open(folder.path().join("journal.db"))?;
+/// assert!(store.query(&RunQuery::default()).is_empty());
+/// assert!(store.durable().is_some(), "it keeps what brings agents back");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct SqliteStore {
+    memory: MemoryStore,
+    writes: mpsc::Sender<Op>,
+    writer: Option<JoinHandle<()>>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+fn database(err: rusqlite::Error) -> StoreError {
+    StoreError::Database(err.to_string())
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    // The stored types serialize to JSON without fail: plain data, string keys.
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: &'static str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Decode { what, message: e.to_string() })
+}
+
+impl SqliteStore {
+    /// Opens the journal at `path`, creating it if needed, committing each batch durably against the process
+    /// dying ([`Synchronous::Process`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, Synchronous::default())
+    }
+
+    /// [`SqliteStore::open`] choosing how hard commits press to the disk.
+    pub fn open_with(path: impl AsRef<Path>, synchronous: Synchronous) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let shown = path.display().to_string();
+        let corrupt = |err: rusqlite::Error| StoreError::Corrupt { path: shown.clone(), message: err.to_string() };
+        if let Some(folder) = path.parent().filter(|f| !f.as_os_str().is_empty()) {
+            std::fs::create_dir_all(folder).map_err(|e| StoreError::Corrupt {
+                path: shown.clone(),
+                message: format!("its folder cannot be created: {e}"),
+            })?;
+        }
+        let db = Connection::open(&path).map_err(corrupt)?;
+        // The first read of the header tells a garbage or truncated file from a database.
+        let application: i64 = db.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(corrupt)?;
+        let tables: Vec<String> = {
+            let mut statement =
+                db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 8").map_err(corrupt)?;
+            let names = statement.query_map([], |r| r.get(0)).map_err(corrupt)?;
+            names.collect::<Result<_, _>>().map_err(corrupt)?
+        };
+        if application != APPLICATION_ID && !tables.is_empty() {
+            return Err(StoreError::Foreign { path: shown, found: application, tables });
+        }
+        let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(corrupt)?;
+        if version > VERSION {
+            return Err(StoreError::NewerSchema { path: shown, found: version, supported: VERSION });
+        }
+        let check: String = db.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(corrupt)?;
+        if check != "ok" {
+            return Err(StoreError::Corrupt { path: shown, message: check });
+        }
+        db.pragma_update(None, "journal_mode", "WAL").map_err(corrupt)?;
+        let level = match synchronous {
+            Synchronous::Process => "NORMAL",
+            Synchronous::Power => "FULL",
+        };
+        db.pragma_update(None, "synchronous", level).map_err(corrupt)?;
+        db.execute_batch(SCHEMA).map_err(corrupt)?;
+        db.pragma_update(None, "application_id", APPLICATION_ID).map_err(corrupt)?;
+        db.pragma_update(None, "user_version", VERSION).map_err(corrupt)?;
+
+        // Runs that had not ended are kept in memory too, so the recovery can end them.
+        let memory = MemoryStore::new();
+        {
+            let mut statement = db.prepare("SELECT record FROM runs WHERE final = 0 ORDER BY place").map_err(corrupt)?;
+            let records = statement.query_map([], |r| r.get::<_, String>(0)).map_err(corrupt)?;
+            for text in records {
+                let record: RunRecord = decode("run record", &text.map_err(corrupt)?)?;
+                let _ = memory.record(record);
+            }
+        }
+        let (writes, queue) = mpsc::channel();
+        let writer = std::thread::Builder::new()
+            .name("agentry-journal".to_owned())
+            .spawn(move || write_loop(db, queue))
+            .map_err(|e| StoreError::Database(format!("the journal's writer thread could not start: {e}")))?;
+        Ok(Self { memory, writes, writer: Some(writer), path })
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn send(&self, op: Op) {
+        // The writer lives as long as this store; a send fails only if it panicked, which it logs.
+        let _ = self.writes.send(op);
+    }
+
+    /// Runs `read` on the writer's connection after every write made before it, and returns its answer.
+    fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (answer, answered) = mpsc::sync_channel(1);
+        self.send(Op::Read(Box::new(move |db| {
+            let _ = answer.send(read(db));
+        })));
+        answered.recv().map_err(|_| StoreError::Database("the journal's writer thread stopped".to_owned()))?
+    }
+}
+
+impl Drop for SqliteStore {
+    /// Lets the writer apply what is queued, then waits for it.
+    fn drop(&mut self) {
+        let (closed, _) = mpsc::channel();
+        drop(std::mem::replace(&mut self.writes, closed));
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// The writer thread: everything waiting goes into one transaction; then the flushes are answered.
+fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        while batch.len() < BATCH
+            && let Ok(op) = queue.try_recv()
+        {
+            batch.push(op);
+        }
+        let mut flushed = Vec::new();
+        let committed = (|| -> rusqlite::Result<()> {
+            let tx = db.transaction()?;
+            for op in batch {
+                match op {
+                    Op::Flush(done) => flushed.push(done),
+                    Op::Read(read) => read(&tx),
+                    write => apply(&tx, write)?,
+                }
+            }
+            tx.commit()
+        })();
+        match committed {
+            // Dropping the senders tells the waiters the batch is not durable.
+            Err(err) => tracing::error!(%err, "the journal could not commit a batch of writes"),
+            Ok(()) => {
+                for done in flushed {
+                    let _ = done.send(());
+                }
+            }
+        }
+    }
+}
+
+fn apply(db: &Connection, op: Op) -> rusqlite::Result<()> {
+    match op {
+        Op::Run(record) => {
+            let recorded = record.history.first().map_or(0, |(_, at)| at.timestamp_millis());
+            let status = json(&record.status());
+            db.prepare_cached(
+                "INSERT INTO runs (run, agent, action, status, recorded, final, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT(run) DO UPDATE SET status = excluded.status, final = excluded.final, record = excluded.record",
+            )?
+            .execute(params![
+                record.run.to_string(),
+                record.agent.as_str(),
+                record.action.as_str(),
+                status,
+                recorded,
+                record.status().is_final(),
+                json(&record),
+            ])?;
+        }
+        Op::Plan(run, plan) => {
+            db.prepare_cached("UPDATE runs SET key = ?2, plan = ?3 WHERE run = ?1")?
+                .execute(params![run.to_string(), plan.key, json(&plan)])?;
+        }
+        Op::Outcome(run, signal) => {
+            db.prepare_cached("UPDATE runs SET outcome = ?2, delivered = 0 WHERE run = ?1")?
+                .execute(params![run.to_string(), json(&signal)])?;
+        }
+        Op::Input(agent, seq, signal) => {
+            db.prepare_cached("INSERT OR REPLACE INTO inputs (agent, seq, signal) VALUES (?1, ?2, ?3)")?.execute(
+                params![agent.as_str(), i64::try_from(seq).unwrap_or(i64::MAX), json(&signal)],
+            )?;
+            // An outcome signal consumed: the agent was given it.
+            if let Some(report) = signal.outcome().filter(|r| !r.awaiting_approval()) {
+                db.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1 AND outcome IS NOT NULL")?
+                    .execute([report.run_id.to_string()])?;
+            }
+        }
+        Op::Spawned(record, initial) => {
+            for table in ["inputs", "schedules"] {
+                db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?.execute([record.agent.as_str()])?;
+            }
+            db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
+                .execute(params![initial.agent.as_str(), json(&initial)])?;
+            db.prepare_cached("INSERT OR REPLACE INTO agents (agent, record) VALUES (?1, ?2)")?
+                .execute(params![record.agent.as_str(), json(&record)])?;
+        }
+        Op::Snapshot(snapshot) => {
+            db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
+                .execute(params![snapshot.agent.as_str(), json(&snapshot)])?;
+            // The inputs folded into it are no longer needed to bring the agent back.
+            db.prepare_cached("DELETE FROM inputs WHERE agent = ?1 AND seq <= ?2")?
+                .execute(params![snapshot.agent.as_str(), i64::try_from(snapshot.seq).unwrap_or(i64::MAX)])?;
+        }
+        Op::Alive(record) => {
+            db.prepare_cached("INSERT OR REPLACE INTO agents (agent, record) VALUES (?1, ?2)")?
+                .execute(params![record.agent.as_str(), json(&record)])?;
+        }
+        Op::Ended(agent) => {
+            for table in ["agents", "inputs", "snapshots", "schedules"] {
+                db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?.execute([agent.as_str()])?;
+            }
+        }
+        Op::Armed(schedule) => {
+            db.prepare_cached("INSERT OR REPLACE INTO schedules (agent, key, schedule) VALUES (?1, ?2, ?3)")?
+                .execute(params![schedule.agent.as_str(), schedule.key, json(&schedule)])?;
+        }
+        Op::Cleared(agent, key) => {
+            db.prepare_cached("DELETE FROM schedules WHERE agent = ?1 AND key = ?2")?
+                .execute(params![agent.as_str(), key])?;
+        }
+        Op::Refusal(refusal) => {
+            db.prepare_cached("INSERT INTO refusals (agent, refusal) VALUES (?1, ?2)")?
+                .execute(params![refusal.agent.as_str(), json(&refusal)])?;
+        }
+        Op::Flush(_) | Op::Read(_) => {}
+    }
+    Ok(())
+}
+
+/// Reads rows of one JSON column, decoded.
+fn decoded<T: serde::de::DeserializeOwned>(
+    db: &Connection,
+    what: &'static str,
+    sql: &str,
+    values: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<T>, StoreError> {
+    let mut statement = db.prepare_cached(sql).map_err(database)?;
+    let rows = statement.query_map(values, |r| r.get::<_, String>(0)).map_err(database)?;
+    let mut found = Vec::new();
+    for text in rows {
+        found.push(decode(what, &text.map_err(database)?)?);
+    }
+    Ok(found)
+}
+
+impl Store for SqliteStore {
+    fn record(&self, record: RunRecord) -> Result<(), StoreError> {
+        self.memory.record(record.clone())?;
+        self.send(Op::Run(Box::new(record)));
+        Ok(())
+    }
+
+    fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.memory.update_then(run, update, at, |record| self.send(Op::Run(Box::new(record.clone()))))
+    }
+
+    fn get(&self, run: Uuid) -> Option<RunRecord> {
+        if let Some(record) = self.memory.get(run) {
+            return Some(record);
+        }
+        let found = self.read(move |db| {
+            let text: Option<String> = db
+                .query_row("SELECT record FROM runs WHERE run = ?1", [run.to_string()], |r| r.get(0))
+                .optional()
+                .map_err(database)?;
+            text.map(|t| decode::<RunRecord>("run record", &t)).transpose()
+        });
+        found.unwrap_or_else(|err| {
+            tracing::warn!(%err, %run, "a run could not be read from the journal");
+            None
+        })
+    }
+
+    fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
+        let query = query.clone();
+        let found = self.read(move |db| {
+            let mut sql = String::from("SELECT record FROM runs WHERE 1 = 1");
+            let mut values: Vec<rusqlite::types::Value> = Vec::new();
+            let mut bind = |condition: &str, value: rusqlite::types::Value| {
+                values.push(value);
+                sql.push_str(&format!(" AND {condition} ?{}", values.len()));
+            };
+            if let Some(agent) = &query.agent {
+                bind("agent =", agent.as_str().to_owned().into());
+            }
+            if let Some(action) = &query.action {
+                bind("action =", action.as_str().to_owned().into());
+            }
+            if let Some(status) = query.status {
+                bind("status =", json(&status).into());
+            }
+            if let Some(since) = query.since {
+                bind("recorded >=", since.timestamp_millis().into());
+            }
+            if let Some(until) = query.until {
+                bind("recorded <", until.timestamp_millis().into());
+            }
+            let limit = query.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+            sql.push_str(&format!(" ORDER BY place LIMIT {limit} OFFSET {}", query.offset));
+            let mut statement = db.prepare(&sql).map_err(database)?;
+            let rows = statement.query_map(rusqlite::params_from_iter(values), |r| r.get::<_, String>(0));
+            let mut found = Vec::new();
+            for text in rows.map_err(database)? {
+                let record: RunRecord = decode("run record", &text.map_err(database)?)?;
+                // Times are kept to the millisecond: the exact bounds are checked on the record.
+                if query.matches(&record) {
+                    found.push(record);
+                }
+            }
+            Ok(found)
+        });
+        found.unwrap_or_else(|err| {
+            tracing::warn!(%err, "the journal could not be queried");
+            Vec::new()
+        })
+    }
+
+    fn refused(&self, refusal: Refusal) {
+        self.send(Op::Refusal(Box::new(refusal)));
+    }
+
+    fn refusals(&self, agent: &AgentId) -> Vec<Refusal> {
+        let agent = agent.clone();
+        self.read(move |db| {
+            decoded(db, "refusal", "SELECT refusal FROM refusals WHERE agent = ?1 ORDER BY place", &[&agent.as_str()])
+        })
+        .unwrap_or_else(|err| {
+            tracing::warn!(%err, "refusals could not be read from the journal");
+            Vec::new()
+        })
+    }
+
+    fn durable(&self) -> Option<&dyn Durable> {
+        Some(self)
+    }
+}
+
+impl Durable for SqliteStore {
+    fn flushed(&self) -> Flushed {
+        let (done, flushed) = tokio::sync::oneshot::channel();
+        self.send(Op::Flush(done));
+        flushed
+    }
+
+    fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal) {
+        self.send(Op::Input(agent.clone(), seq, Box::new(signal.clone())));
+    }
+
+    fn save_snapshot(&self, snapshot: Snapshot) {
+        self.send(Op::Snapshot(Box::new(snapshot)));
+    }
+
+    fn agent_spawned(&self, record: AgentRecord, initial: Snapshot) {
+        self.send(Op::Spawned(Box::new(record), Box::new(initial)));
+    }
+
+    fn agent_alive(&self, record: AgentRecord) {
+        self.send(Op::Alive(Box::new(record)));
+    }
+
+    fn agent_ended(&self, agent: &AgentId) {
+        self.send(Op::Ended(agent.clone()));
+    }
+
+    fn schedule_armed(&self, schedule: ScheduleRecord) {
+        self.send(Op::Armed(Box::new(schedule)));
+    }
+
+    fn schedule_cleared(&self, agent: &AgentId, key: &str) {
+        self.send(Op::Cleared(agent.clone(), key.to_owned()));
+    }
+
+    fn run_planned(&self, run: Uuid, plan: &RunPlan) {
+        self.send(Op::Plan(run, Box::new(plan.clone())));
+    }
+
+    fn run_outcome(&self, run: Uuid, outcome: &Signal) {
+        self.send(Op::Outcome(run, Box::new(outcome.clone())));
+    }
+
+    fn alive(&self) -> Result<Vec<AgentRecord>, StoreError> {
+        self.read(|db| decoded(db, "agent record", "SELECT record FROM agents ORDER BY agent", &[]))
+    }
+
+    fn snapshot(&self, agent: &AgentId) -> Result<Option<Snapshot>, StoreError> {
+        let agent = agent.clone();
+        self.read(move |db| {
+            let found = decoded(db, "snapshot", "SELECT snapshot FROM snapshots WHERE agent = ?1", &[&agent.as_str()])?;
+            Ok(found.into_iter().next())
+        })
+    }
+
+    fn inputs_after(&self, agent: &AgentId, after: u64) -> Result<Vec<(u64, Signal)>, StoreError> {
+        let agent = agent.clone();
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        self.read(move |db| {
+            let mut statement = db
+                .prepare_cached("SELECT seq, signal FROM inputs WHERE agent = ?1 AND seq > ?2 ORDER BY seq")
+                .map_err(database)?;
+            let rows = statement
+                .query_map(params![agent.as_str(), after], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+                .map_err(database)?;
+            let mut inputs = Vec::new();
+            for row in rows {
+                let (seq, text) = row.map_err(database)?;
+                inputs.push((u64::try_from(seq).unwrap_or_default(), decode("input", &text)?));
+            }
+            Ok(inputs)
+        })
+    }
+
+    fn schedules(&self, agent: &AgentId) -> Result<Vec<ScheduleRecord>, StoreError> {
+        let agent = agent.clone();
+        self.read(move |db| {
+            decoded(db, "schedule", "SELECT schedule FROM schedules WHERE agent = ?1 ORDER BY key", &[&agent.as_str()])
+        })
+    }
+
+    fn runs_to_resolve(&self, agent: &AgentId, keys: &[String]) -> Result<Vec<KeyedRun>, StoreError> {
+        let agent = agent.clone();
+        let keys = keys.to_vec();
+        self.read(move |db| {
+            let mut statement = db
+                .prepare_cached(
+                    "SELECT record, plan, outcome, delivered FROM runs WHERE agent = ?1 AND (final = 0 \
+                     OR (outcome IS NOT NULL AND delivered = 0) OR key IN (SELECT value FROM json_each(?2))) \
+                     ORDER BY place",
+                )
+                .map_err(database)?;
+            let rows = statement
+                .query_map(params![agent.as_str(), json(&keys)], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, bool>(3)?,
+                    ))
+                })
+                .map_err(database)?;
+            let mut found = Vec::new();
+            for row in rows {
+                let (record, plan, outcome, delivered) = row.map_err(database)?;
+                found.push(KeyedRun {
+                    record: decode("run record", &record)?,
+                    plan: plan.map(|p| decode("run plan", &p)).transpose()?,
+                    outcome: outcome.map(|o| decode("outcome signal", &o)).transpose()?,
+                    delivered,
+                });
+            }
+            Ok(found)
+        })
+    }
+}
