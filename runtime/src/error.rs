@@ -102,7 +102,9 @@ pub enum RuntimeError {
         message: String,
     },
     /// A snapshot of an agent's state cannot be read by this build of its type.
-    #[error("the snapshot of agent `{agent}` ({agent_type}) was written by state version {stored}, and version {current} cannot read it: {message}")]
+    #[error(
+        "the snapshot of agent `{agent}` ({agent_type}) was written by state version {stored}, and version {current} cannot read it: {message}"
+    )]
     SnapshotVersion {
         /// The agent.
         agent: AgentId,

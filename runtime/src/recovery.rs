@@ -32,7 +32,11 @@ fn store_error(agent: &AgentId, err: impl std::fmt::Display) -> RuntimeError {
 }
 
 /// The state in a snapshot, read by this build of the agent type, or a typed error naming both versions.
-fn decode_state<A: Agent>(agent: &AgentId, stored: u32, state: serde_json::Value) -> Result<AgentState<A>, RuntimeError> {
+fn decode_state<A: Agent>(
+    agent: &AgentId,
+    stored: u32,
+    state: serde_json::Value,
+) -> Result<AgentState<A>, RuntimeError> {
     let mismatch = |message: String| RuntimeError::SnapshotVersion {
         agent: agent.clone(),
         agent_type: A::name().to_owned(),

@@ -133,12 +133,15 @@ impl Runner {
                 EventKind::ActionStarted { action: spec.id.clone(), attempt },
             );
             // Write-ahead: an action with side effects starts only once its start is durable, so a crash can
-            // never leave a side effect the journal does not know was attempted.
+            // never leave a side effect the journal does not know was attempted. Idempotent ones wait too: the
+            // input that asked for the run is then durable as well, so its idempotency key (made of that
+            // input's number) is never given to another run after a crash.
             if spec.side_effects
                 && let Some(durable) = self.store.durable()
                 && durable.flushed().await.is_err()
             {
-                let err = ActionError::critical("the journal could not make the run's start durable; it was not started");
+                let err =
+                    ActionError::critical("the journal could not make the run's start durable; it was not started");
                 return (self.finish(ctx, err_outcome(&err, started, attempt)), Some(err));
             }
             // The params are copied only for an attempt another may follow.

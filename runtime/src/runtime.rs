@@ -11,9 +11,9 @@ use crate::id::{AgentId, SkillId};
 use crate::jobs::JobBoard;
 use crate::messages::{Requester, RunRequest, ServerMsg, Untyped};
 use crate::policy::Policy;
+pub use crate::recovery::Recovery;
 use crate::runner::Runner;
 use crate::server::{AgentServer, ServerArgs};
-pub use crate::recovery::Recovery;
 
 use crate::shared::{Reviver, Shared, Spawner};
 use crate::signal::Signal;
@@ -142,8 +142,17 @@ impl RuntimeBuilder {
     /// `dir/journal.db`, which keeps each agent's inputs and snapshots so [`RuntimeBuilder::open`] (or
     /// [`Runtime::recover`]) brings the agents back after the process stops, even by `kill -9`.
     pub fn durable(self, dir: impl Into<PathBuf>) -> Result<Self, RuntimeError> {
+        self.durable_with(dir, crate::store::SqliteOptions::default())
+    }
+
+    /// [`RuntimeBuilder::durable`] with the journal's options.
+    pub fn durable_with(
+        self,
+        dir: impl Into<PathBuf>,
+        options: crate::store::SqliteOptions,
+    ) -> Result<Self, RuntimeError> {
         let dir = dir.into();
-        let store = SqliteStore::open(dir.join(JOURNAL)).map_err(|e| RuntimeError::Store {
+        let store = SqliteStore::open_with(dir.join(JOURNAL), options).map_err(|e| RuntimeError::Store {
             agent: AgentId::new("runtime").unwrap_or_else(|_| AgentId::random()),
             message: e.to_string(),
         })?;

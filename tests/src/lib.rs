@@ -3,6 +3,8 @@
 
 pub mod everything;
 
+pub mod durable;
+
 use agentry::action::{ActionSpec, DynAction};
 use agentry::skill::Skill;
 use proptest::prelude::*;

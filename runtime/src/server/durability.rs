@@ -182,8 +182,13 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn keep_schedule(&self, key: &str, after: Duration, signal: &Signal, if_missed: IfMissed) {
         if let Some(durable) = self.shared.store.durable() {
             let due = Utc::now() + chrono::TimeDelta::from_std(after).unwrap_or(chrono::TimeDelta::MAX);
-            let record =
-                ScheduleRecord { agent: self.agent.id.clone(), key: key.to_owned(), due, signal: signal.clone(), if_missed };
+            let record = ScheduleRecord {
+                agent: self.agent.id.clone(),
+                key: key.to_owned(),
+                due,
+                signal: signal.clone(),
+                if_missed,
+            };
             durable.schedule_armed(record);
         }
     }

@@ -15,8 +15,8 @@ mod restart;
 mod runs;
 mod services;
 
-pub use restart::{RestartMode, RestartPolicy};
 pub(crate) use durability::{Recovered, Replayed, SpawnSettings};
+pub use restart::{RestartMode, RestartPolicy};
 pub(crate) use restart::{Restarts, Verdict};
 pub(crate) use services::drive_path;
 

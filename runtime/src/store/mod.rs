@@ -6,7 +6,7 @@ mod sqlite;
 
 pub use durable::{AgentRecord, Durable, Flushed, KeyedRun, RunPlan, ScheduleRecord, Snapshot};
 pub use memory::{DEFAULT_KEEP, MemoryStore};
-pub use sqlite::{SqliteStore, Synchronous};
+pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 use crate::action::{ErrorClass, OutcomeStatus};
 use crate::effect::EffectRefusal;
@@ -211,7 +211,9 @@ pub enum StoreError {
         message: String,
     },
     /// The file is a SQLite database, but another program's.
-    #[error("the database at {path} is not an agentry journal (application id {found:#x}, tables {tables:?}); expected a new file or one agentry wrote")]
+    #[error(
+        "the database at {path} is not an agentry journal (application id {found:#x}, tables {tables:?}); expected a new file or one agentry wrote"
+    )]
     Foreign {
         /// The file.
         path: String,

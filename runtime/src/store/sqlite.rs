@@ -83,6 +83,16 @@ pub enum Synchronous {
     Power,
 }
 
+/// How a [`SqliteStore`] keeps its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SqliteOptions {
+    /// How hard each commit presses to the disk.
+    pub synchronous: Synchronous,
+    /// Keep every logged input, even those a snapshot already folded in (by default they are dropped): the whole
+    /// history of each agent can then be replayed from its first state, for debugging or an audit.
+    pub keep_inputs: bool,
+}
+
 /// What the writer thread is asked to do.
 enum Op {
     Run(Box<RunRecord>),
@@ -140,11 +150,12 @@ impl SqliteStore {
     /// Opens the journal at `path`, creating it if needed, committing each batch durably against the process
     /// dying ([`Synchronous::Process`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        Self::open_with(path, Synchronous::default())
+        Self::open_with(path, SqliteOptions::default())
     }
 
-    /// [`SqliteStore::open`] choosing how hard commits press to the disk.
-    pub fn open_with(path: impl AsRef<Path>, synchronous: Synchronous) -> Result<Self, StoreError> {
+    /// [`SqliteStore::open`] with options.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
+        let SqliteOptions { synchronous, keep_inputs } = options;
         let path = path.as_ref().to_path_buf();
         let shown = path.display().to_string();
         let corrupt = |err: rusqlite::Error| StoreError::Corrupt { path: shown.clone(), message: err.to_string() };
@@ -187,7 +198,8 @@ impl SqliteStore {
         // Runs that had not ended are kept in memory too, so the recovery can end them.
         let memory = MemoryStore::new();
         {
-            let mut statement = db.prepare("SELECT record FROM runs WHERE final = 0 ORDER BY place").map_err(corrupt)?;
+            let mut statement =
+                db.prepare("SELECT record FROM runs WHERE final = 0 ORDER BY place").map_err(corrupt)?;
             let records = statement.query_map([], |r| r.get::<_, String>(0)).map_err(corrupt)?;
             for text in records {
                 let record: RunRecord = decode("run record", &text.map_err(corrupt)?)?;
@@ -197,7 +209,7 @@ impl SqliteStore {
         let (writes, queue) = mpsc::channel();
         let writer = std::thread::Builder::new()
             .name("agentry-journal".to_owned())
-            .spawn(move || write_loop(db, queue))
+            .spawn(move || write_loop(db, queue, keep_inputs))
             .map_err(|e| StoreError::Database(format!("the journal's writer thread could not start: {e}")))?;
         Ok(Self { memory, writes, writer: Some(writer), path })
     }
@@ -237,7 +249,7 @@ impl Drop for SqliteStore {
 }
 
 /// The writer thread: everything waiting goes into one transaction; then the flushes are answered.
-fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>) {
+fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool) {
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
         while batch.len() < BATCH
@@ -252,7 +264,7 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>) {
                 match op {
                     Op::Flush(done) => flushed.push(done),
                     Op::Read(read) => read(&tx),
-                    write => apply(&tx, write)?,
+                    write => apply(&tx, write, keep_inputs)?,
                 }
             }
             tx.commit()
@@ -269,7 +281,7 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>) {
     }
 }
 
-fn apply(db: &Connection, op: Op) -> rusqlite::Result<()> {
+fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
     match op {
         Op::Run(record) => {
             let recorded = record.history.first().map_or(0, |(_, at)| at.timestamp_millis());
@@ -289,17 +301,19 @@ fn apply(db: &Connection, op: Op) -> rusqlite::Result<()> {
             ])?;
         }
         Op::Plan(run, plan) => {
-            db.prepare_cached("UPDATE runs SET key = ?2, plan = ?3 WHERE run = ?1")?
-                .execute(params![run.to_string(), plan.key, json(&plan)])?;
+            db.prepare_cached("UPDATE runs SET key = ?2, plan = ?3 WHERE run = ?1")?.execute(params![
+                run.to_string(),
+                plan.key,
+                json(&plan)
+            ])?;
         }
         Op::Outcome(run, signal) => {
             db.prepare_cached("UPDATE runs SET outcome = ?2, delivered = 0 WHERE run = ?1")?
                 .execute(params![run.to_string(), json(&signal)])?;
         }
         Op::Input(agent, seq, signal) => {
-            db.prepare_cached("INSERT OR REPLACE INTO inputs (agent, seq, signal) VALUES (?1, ?2, ?3)")?.execute(
-                params![agent.as_str(), i64::try_from(seq).unwrap_or(i64::MAX), json(&signal)],
-            )?;
+            db.prepare_cached("INSERT OR REPLACE INTO inputs (agent, seq, signal) VALUES (?1, ?2, ?3)")?
+                .execute(params![agent.as_str(), i64::try_from(seq).unwrap_or(i64::MAX), json(&signal)])?;
             // An outcome signal consumed: the agent was given it.
             if let Some(report) = signal.outcome().filter(|r| !r.awaiting_approval()) {
                 db.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1 AND outcome IS NOT NULL")?
@@ -308,7 +322,8 @@ fn apply(db: &Connection, op: Op) -> rusqlite::Result<()> {
         }
         Op::Spawned(record, initial) => {
             for table in ["inputs", "schedules"] {
-                db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?.execute([record.agent.as_str()])?;
+                db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?
+                    .execute([record.agent.as_str()])?;
             }
             db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
                 .execute(params![initial.agent.as_str(), json(&initial)])?;
@@ -319,8 +334,10 @@ fn apply(db: &Connection, op: Op) -> rusqlite::Result<()> {
             db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
                 .execute(params![snapshot.agent.as_str(), json(&snapshot)])?;
             // The inputs folded into it are no longer needed to bring the agent back.
-            db.prepare_cached("DELETE FROM inputs WHERE agent = ?1 AND seq <= ?2")?
-                .execute(params![snapshot.agent.as_str(), i64::try_from(snapshot.seq).unwrap_or(i64::MAX)])?;
+            if !keep_inputs {
+                db.prepare_cached("DELETE FROM inputs WHERE agent = ?1 AND seq <= ?2")?
+                    .execute(params![snapshot.agent.as_str(), i64::try_from(snapshot.seq).unwrap_or(i64::MAX)])?;
+            }
         }
         Op::Alive(record) => {
             db.prepare_cached("INSERT OR REPLACE INTO agents (agent, record) VALUES (?1, ?2)")?

@@ -1,0 +1,182 @@
+//! A child process for the durability tests: a durable runtime on the data folder given, with `Worker` agents
+//! (see `agentry_tests::durable`). The tests kill it with SIGKILL at chosen or random moments and start it
+//! again on the same folder. Each mode prints one line when it reaches the state the test waits for.
+//!
+//! `durable_worker <dir> torture <agents>`: brings back what was alive, spawns the missing workers `w0`..,
+//! prints `ready`, then sends ticks for ever.
+//! `durable_worker <dir> settle`: brings back what was alive, waits until no run is going, shuts down
+//! gracefully and prints `settled <agents> <replayed>`.
+//! `durable_worker <dir> ask <action> <params-json>`: spawns `w0`, makes it ask for the run, prints `asked <run>`
+//! once the run waits for approval or has started, then waits for ever.
+//! `durable_worker <dir> approve <run>`: brings `w0` back, approves the run, prints `approved` once it completed.
+//! `durable_worker <dir> wait`: brings back what was alive, prints `back`, and waits for ever.
+//! `durable_worker <dir> resume`: brings `w0` back and prints its state as JSON once it has no run in flight.
+//! `durable_worker <dir> arm <ms> <skip>`: spawns `w0`, arms a schedule, prints `armed` once it is durable.
+//! `durable_worker <dir> alarm`: brings `w0` back; once its alarm fired or its schedule is gone, prints
+//! `state <json> armed <schedules left>`.
+
+use agentry::events::EventKind;
+use agentry::id::AgentId;
+use agentry::runtime::{Runtime, SpawnOptions};
+use agentry::signal::Signal;
+use agentry::store::{RunQuery, RunStatus};
+use agentry_tests::durable::Worker;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn worker(n: usize) -> AgentId {
+    AgentId::new(format!("w{n}")).expect("a valid id")
+}
+
+fn signal(kind: &str, data: Value) -> Signal {
+    Signal::new(kind, data).expect("a valid kind")
+}
+
+async fn open(dir: &str) -> Runtime {
+    let builder = Runtime::builder().agent::<Worker>().expect("the worker registers");
+    let options = agentry::store::SqliteOptions { keep_inputs: true, ..Default::default() };
+    let builder = builder.durable_with(dir, options).expect("the journal opens").snapshot_every(7);
+    let (runtime, recovery) = builder.open().await.expect("the runtime opens");
+    for (agent, err) in &recovery.failed {
+        eprintln!("could not bring back {agent}: {err}");
+    }
+    runtime
+}
+
+async fn spawn(runtime: &Runtime, n: usize) {
+    let policy = agentry::policy::Policy::default();
+    let opts = SpawnOptions { id: Some(worker(n)), policy, ..SpawnOptions::default() };
+    if runtime.get::<Worker>(&worker(n)).is_err() {
+        runtime.spawn(Worker::default(), opts).await.expect("the worker starts");
+    }
+}
+
+/// Whether any run is still going (queued, approved or running).
+fn busy(runtime: &Runtime) -> bool {
+    [RunStatus::Queued, RunStatus::Approved, RunStatus::Running]
+        .into_iter()
+        .any(|status| !runtime.store().query(&RunQuery { status: Some(status), ..RunQuery::default() }).is_empty())
+}
+
+/// Waits (checking every few milliseconds, at most 30 s) until no run is going and every agent's inbox is fed.
+async fn quiet(runtime: &Runtime, agents: &[AgentId]) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut fed = true;
+        for agent in agents {
+            // A round trip through the agent's mailbox: its inbox is fed before the answer.
+            fed &= runtime.get::<Worker>(agent).map(|_| ()).is_ok();
+            if let Ok(found) = runtime.get::<Worker>(agent) {
+                let _ = found.state().await;
+            }
+        }
+        if fed && !busy(runtime) {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            eprintln!("runs still going after 30 s");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (dir, mode) = (args[1].as_str(), args[2].as_str());
+    let runtime = open(dir).await;
+    match mode {
+        "torture" => {
+            let agents: usize = args[3].parse().expect("a number of agents");
+            for n in 0..agents {
+                spawn(&runtime, n).await;
+            }
+            println!("ready");
+            loop {
+                for n in 0..agents {
+                    let _ = runtime.send(&worker(n), signal("tick", Value::Null));
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        "settle" => {
+            let agents: Vec<AgentId> = (0..16).map(worker).filter(|a| runtime.get::<Worker>(a).is_ok()).collect();
+            quiet(&runtime, &agents).await;
+            runtime.shutdown(Duration::from_secs(5)).await;
+            println!("settled {}", agents.len());
+        }
+        "ask" => {
+            spawn(&runtime, 0).await;
+            let mut events = runtime.events();
+            let params: Value = serde_json::from_str(&args[4]).expect("params JSON");
+            runtime.send(&worker(0), signal("do", json!({"action": args[3], "params": params}))).expect("sent");
+            loop {
+                let event = events.recv().await.expect("events");
+                if matches!(event.kind, EventKind::ApprovalAsked { .. } | EventKind::ActionStarted { .. }) {
+                    // What the test kills the process after must be on disk first.
+                    if let Some(durable) = runtime.store().durable() {
+                        let _ = durable.flushed().await;
+                    }
+                    println!("asked {}", event.run.map(|r| r.to_string()).unwrap_or_default());
+                    break;
+                }
+            }
+            std::future::pending::<()>().await;
+        }
+        "approve" => {
+            let run: uuid::Uuid = args[3].parse().expect("a run id");
+            let mut events = runtime.events();
+            runtime.get::<Worker>(&worker(0)).expect("w0 is back").approve(run).await.expect("approved");
+            loop {
+                let event = events.recv().await.expect("events");
+                if event.run == Some(run) && matches!(event.kind, EventKind::ActionCompleted { .. }) {
+                    break;
+                }
+            }
+            quiet(&runtime, &[worker(0)]).await;
+            runtime.shutdown(Duration::from_secs(5)).await;
+            println!("approved");
+        }
+        "wait" => {
+            println!("back");
+            std::future::pending::<()>().await;
+        }
+        "resume" => {
+            quiet(&runtime, &[worker(0)]).await;
+            let state = runtime.get::<Worker>(&worker(0)).expect("w0 is back").state().await.expect("state");
+            println!("state {}", serde_json::to_string(&state.domain).expect("JSON"));
+            std::future::pending::<()>().await;
+        }
+        "arm" => {
+            spawn(&runtime, 0).await;
+            let skip = args[4] == "skip";
+            let data = json!({"after_ms": args[3].parse::<u64>().expect("ms"), "skip_if_missed": skip});
+            let w0 = runtime.get::<Worker>(&worker(0)).expect("w0");
+            w0.send(signal("arm", data)).expect("sent");
+            let _ = w0.state().await;
+            if let Some(durable) = runtime.store().durable() {
+                let _ = durable.flushed().await;
+            }
+            println!("armed");
+            std::future::pending::<()>().await;
+        }
+        "alarm" => {
+            // Until the alarm fired, or the schedule is gone without firing (skipped), at most 10 s.
+            let w0 = runtime.get::<Worker>(&worker(0)).expect("w0 is back");
+            let durable = runtime.store().durable().expect("a durable store");
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            let (state, armed) = loop {
+                let state = w0.state().await.expect("state").domain;
+                let armed = durable.schedules(&worker(0)).expect("schedules").len();
+                if state.fired > 0 || armed == 0 || tokio::time::Instant::now() > deadline {
+                    break (state, armed);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            println!("state {} armed {armed}", serde_json::to_string(&state).expect("JSON"));
+            runtime.shutdown(Duration::from_secs(5)).await;
+        }
+        other => panic!("unknown mode {other}"),
+    }
+}

@@ -1,0 +1,335 @@
+//! Durable agents against real crashes: a child process (`durable_worker`) runs `Worker` agents on a SQLite
+//! journal, the test kills it with SIGKILL, starts it again on the same folder, and checks what the journal, the
+//! input log and the ledger files say.
+//!
+//! The torture test kills it at seeded random moments, `AGENTRY_TORTURE_KILLS` times (50 by default; say
+//! `AGENTRY_TORTURE_KILLS=500` for a longer run by hand), with seed `AGENTRY_TORTURE_SEED`.
+
+use agentry::agent::{AgentState, step};
+use agentry::id::AgentId;
+use agentry::signal::Signal;
+use agentry::skill::Catalog;
+use agentry::store::{RunRecord, RunStatus};
+use agentry_tests::durable::{LINES, Worker, ledger, lines as ledger_lines};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_durable_worker");
+
+/// Starts the worker process on `dir` with these arguments.
+fn start(dir: &Path, args: &[&str]) -> (Child, tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) {
+    let mut child = Command::new(WORKER)
+        .arg(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the worker process starts");
+    let stdout = child.stdout.take().expect("its stdout");
+    (child, BufReader::new(stdout).lines())
+}
+
+/// The next line the process prints that starts with `prefix` (within 60 s).
+async fn expect(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>, prefix: &str) -> String {
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match lines.next_line().await.expect("its output") {
+                Some(line) if line.starts_with(prefix) => return line,
+                Some(_) => {}
+                None => panic!("the worker ended before printing `{prefix}`"),
+            }
+        }
+    });
+    found.await.unwrap_or_else(|_| panic!("the worker did not print `{prefix}` within 60 s"))
+}
+
+/// SIGKILL, and wait for the process to be gone.
+async fn kill(mut child: Child) {
+    child.start_kill().expect("the process can be killed");
+    let _ = child.wait().await;
+}
+
+/// Runs the worker in a mode that ends on its own, and returns the line starting with `prefix`.
+async fn run_to_end(dir: &Path, args: &[&str], prefix: &str) -> String {
+    let (mut child, mut lines) = start(dir, args);
+    let line = expect(&mut lines, prefix).await;
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await.expect("it ends").expect("status");
+    assert!(status.success(), "the worker failed: {status}");
+    line
+}
+
+/// Every run in the journal: its record, idempotency key and whether it has a kept outcome.
+fn journal(dir: &Path) -> Vec<(RunRecord, Option<String>)> {
+    let db = rusqlite::Connection::open(dir.join("journal.db")).expect("the journal opens");
+    let mut statement = db.prepare("SELECT record, key FROM runs ORDER BY place").expect("a query");
+    let rows = statement
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)))
+        .expect("rows")
+        .map(|row| {
+            let (record, key) = row.expect("a row");
+            (serde_json::from_str::<RunRecord>(&record).expect("a run record"), key)
+        });
+    rows.collect()
+}
+
+/// Every input logged for an agent, in order.
+fn inputs(dir: &Path, agent: &str) -> Vec<(u64, Signal)> {
+    let db = rusqlite::Connection::open(dir.join("journal.db")).expect("the journal opens");
+    let mut statement = db.prepare("SELECT seq, signal FROM inputs WHERE agent = ?1 ORDER BY seq").expect("a query");
+    let rows =
+        statement.query_map([agent], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).expect("rows").map(|row| {
+            let (seq, signal) = row.expect("a row");
+            (u64::try_from(seq).expect("positive"), serde_json::from_str(&signal).expect("a signal"))
+        });
+    rows.collect()
+}
+
+/// The agent's latest snapshot's domain state.
+fn snapshot(dir: &Path, agent: &str) -> (u64, Worker) {
+    let db = rusqlite::Connection::open(dir.join("journal.db")).expect("the journal opens");
+    let text: String =
+        db.query_row("SELECT snapshot FROM snapshots WHERE agent = ?1", [agent], |r| r.get(0)).expect("a snapshot");
+    let snapshot: agentry::store::Snapshot = serde_json::from_str(&text).expect("a snapshot");
+    let state: AgentState<Worker> = serde_json::from_value(snapshot.state).expect("a worker's state");
+    (snapshot.seq, state.domain)
+}
+
+/// A seeded generator for the kill moments (SplitMix64).
+struct Moments(u64);
+
+impl Moments {
+    fn next_ms(&mut self, below: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % below
+    }
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() {
+    let kills = env_number("AGENTRY_TORTURE_KILLS", 50);
+    let mut moments = Moments(env_number("AGENTRY_TORTURE_SEED", 7));
+    let folder = tempfile::tempdir().expect("a folder");
+    let dir = folder.path();
+    for _ in 0..kills {
+        let (child, mut lines) = start(dir, &["torture", "2"]);
+        expect(&mut lines, "ready").await;
+        // The kill moment: a seeded random time into the run (not a wait for anything).
+        tokio::time::sleep(Duration::from_millis(moments.next_ms(60))).await;
+        kill(child).await;
+    }
+    let settled = run_to_end(dir, &["settle"], "settled").await;
+    assert_eq!(settled, "settled 2", "both workers came back every time");
+
+    let runs = journal(dir);
+    let keys: BTreeMap<String, &RunRecord> =
+        runs.iter().filter_map(|(record, key)| key.as_ref().map(|k| (k.clone(), record))).collect();
+    let mut counts = (0usize, 0usize, 0usize, 0usize);
+    for agent in ["w0", "w1"] {
+        let written = ledger_lines(&dir.join("agents").join(agent).join("ledger").join(LINES));
+        // Every line belongs to a journaled run; no non-idempotent line appears twice.
+        let mut charged = BTreeSet::new();
+        for (key, what) in &written {
+            assert!(keys.contains_key(key), "{agent}: the line `{key} {what}` has no journaled run");
+            if what == "charge" {
+                assert!(charged.insert(key.clone()), "{agent}: `charge` ran twice for {key}");
+            }
+        }
+        let written_keys: BTreeSet<&String> = written.iter().map(|(k, _)| k).collect();
+        // Every run the journal reports completed has its line.
+        for (record, key) in runs.iter().filter(|(r, _)| r.agent.as_str() == agent) {
+            assert!(record.status().is_final(), "{agent}: run {} never ended: {:?}", record.run, record.status());
+            if record.status() == RunStatus::Completed {
+                let key = key.as_ref().expect("a completed run has a key");
+                assert!(written_keys.contains(key), "{agent}: run {key} completed without its line");
+                counts.0 += 1;
+            }
+            if record.error == Some(agentry::action::ErrorClass::Interrupted) {
+                counts.1 += 1;
+            }
+        }
+        // The state is the fold of the logged inputs, from the first state; no input number is missing.
+        let logged = inputs(dir, agent);
+        let numbers: Vec<u64> = logged.iter().map(|(seq, _)| *seq).collect();
+        assert_eq!(numbers, (1..=logged.len() as u64).collect::<Vec<_>>(), "{agent}: the input log has gaps");
+        let catalog: Catalog = [ledger()].into_iter().collect();
+        let id = AgentId::new(agent).expect("an id");
+        let (mut state, _) =
+            agentry::agent::start(id, Worker::default(), &agentry::policy::Policy::default()).expect("it starts");
+        for (_, signal) in &logged {
+            let _ = step(&mut state, signal, &catalog);
+        }
+        let (seq, kept) = snapshot(dir, agent);
+        assert_eq!(seq, logged.len() as u64, "{agent}: the last snapshot stands at the last input");
+        assert_eq!(state.domain, kept, "{agent}: the state is the fold of its inputs");
+        // No journaled record was lost: every outcome the agent consumed is of a journaled, ended run.
+        for (_, signal) in &logged {
+            if let Some(report) = signal.outcome().filter(|r| !r.awaiting_approval()) {
+                let found = runs.iter().find(|(r, _)| r.run == report.run_id);
+                assert!(
+                    found.is_some_and(|(r, _)| r.status().is_final()),
+                    "{agent}: run {} is not journaled",
+                    report.run_id
+                );
+            }
+        }
+        counts.2 += logged.len();
+        counts.3 += written.len();
+    }
+    println!(
+        "torture: {kills} kills; {} runs journaled, {} completed with their line, {} interrupted; {} inputs \
+         logged; {} ledger lines",
+        runs.len(),
+        counts.0,
+        counts.1,
+        counts.2,
+        counts.3
+    );
+    assert!(counts.0 > 0, "work got done between the kills");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_asked_before_a_crash_is_given_after_it_and_the_run_happens_once() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let dir = folder.path();
+    let (child, mut lines) = start(dir, &["ask", "ledger.risky", "{}"]);
+    let asked = expect(&mut lines, "asked").await;
+    kill(child).await;
+    let run = asked.trim_start_matches("asked ").to_owned();
+    assert!(!run.is_empty(), "{asked}");
+    run_to_end(dir, &["approve", &run], "approved").await;
+    let written = ledger_lines(&dir.join("agents/w0/ledger").join(LINES));
+    assert_eq!(written.iter().filter(|(_, w)| w == "risky").count(), 1, "exactly once: {written:?}");
+    let record = journal(dir).into_iter().find(|(r, _)| r.run.to_string() == run).expect("the run is journaled");
+    assert_eq!(record.0.status(), RunStatus::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let dir = folder.path();
+    let (child, mut lines) = start(dir, &["ask", "ledger.charge", r#"{"hang": true}"#]);
+    expect(&mut lines, "asked").await;
+    kill(child).await;
+    let (resumed, mut lines) = start(dir, &["resume"]);
+    let state = expect(&mut lines, "state").await;
+    kill(resumed).await;
+    let state: Worker = serde_json::from_str(state.trim_start_matches("state ")).expect("a state");
+    assert_eq!((state.failed, state.interrupted), (1, 1), "the agent was told, and decides: {state:?}");
+    let written = ledger_lines(&dir.join("agents/w0/ledger").join(LINES));
+    assert!(written.iter().filter(|(_, w)| w == "charge-start").count() <= 1, "never started again: {written:?}");
+    let interrupted: Vec<_> =
+        journal(dir).into_iter().filter(|(r, _)| r.error == Some(agentry::action::ErrorClass::Interrupted)).collect();
+    assert_eq!(interrupted.len(), 1, "journaled as interrupted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_idempotent_run_runs_again_with_the_same_key() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let dir = folder.path();
+    let (child, mut lines) = start(dir, &["ask", "ledger.note", r#"{"hang": true}"#]);
+    expect(&mut lines, "asked").await;
+    kill(child).await;
+    // Brought back, the run starts again (and hangs again); its second start line carries the same key.
+    let ledger_file = dir.join("agents/w0/ledger").join(LINES);
+    let (again, mut lines) = start(dir, &["wait"]);
+    expect(&mut lines, "back").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let written = loop {
+        let written = ledger_lines(&ledger_file);
+        if written.len() >= 2 || tokio::time::Instant::now() > deadline {
+            break written;
+        }
+        // Waiting for the file to get its second line, checked every few milliseconds.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    kill(again).await;
+    assert_eq!(written.len(), 2, "started once before the crash and once after: {written:?}");
+    assert_eq!(written[0], written[1], "the same idempotency key both times");
+    let runs = journal(dir);
+    let first = runs.iter().find(|(r, _)| r.error == Some(agentry::action::ErrorClass::Interrupted)).expect("ended");
+    let second = runs.iter().find(|(r, _)| r.status() == RunStatus::Running).expect("running again");
+    assert_eq!(first.1, second.1, "one key for both runs");
+    assert_ne!(first.0.run, second.0.run, "two runs in the journal");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_survives_a_crash_and_fires_late_or_is_skipped_as_asked() {
+    for (skip, fired, left) in [("late", 1, 0), ("skip", 0, 0)] {
+        let folder = tempfile::tempdir().expect("a folder");
+        let dir = folder.path();
+        let (child, mut lines) = start(dir, &["arm", "50", skip]);
+        expect(&mut lines, "armed").await;
+        kill(child).await;
+        // Brought back after its time: late, it fires at once; skipped, it is dropped.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let line = run_to_end(dir, &["alarm"], "state").await;
+        let (state, armed) = line.trim_start_matches("state ").split_once(" armed ").expect("state and schedules");
+        let state: Worker = serde_json::from_str(state).expect("a state");
+        assert_eq!((state.fired, armed.parse::<usize>().expect("a count")), (fired, left), "{skip}: {line}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_or_foreign_journal_is_a_typed_error_and_is_left_alone() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let garbage = folder.path().join("garbage.db");
+    let bytes = b"this is not a database, just bytes that go on and on".repeat(100);
+    std::fs::write(&garbage, &bytes).expect("written");
+    let err = agentry::store::SqliteStore::open(&garbage).expect_err("refused");
+    assert!(matches!(err, agentry::store::StoreError::Corrupt { .. }), "{err}");
+    assert_eq!(std::fs::read(&garbage).expect("still there"), bytes, "the file is untouched");
+
+    let foreign = folder.path().join("foreign.db");
+    rusqlite::Connection::open(&foreign).expect("db").execute_batch("CREATE TABLE orders (id INTEGER);").expect("made");
+    let err = agentry::store::SqliteStore::open(&foreign).expect_err("refused");
+    assert!(matches!(err, agentry::store::StoreError::Foreign { .. }), "{err}");
+    assert!(err.to_string().contains("orders"), "{err}");
+
+    // A real journal cut short in the middle.
+    let dir = folder.path().join("cut");
+    let (child, mut lines) = start(&dir, &["arm", "60000", "late"]);
+    expect(&mut lines, "armed").await;
+    kill(child).await;
+    let journal = dir.join("journal.db");
+    // Everything into the main file first, so cutting it cuts records.
+    let db = rusqlite::Connection::open(&journal).expect("db");
+    db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).expect("checkpointed");
+    drop(db);
+    let bytes = std::fs::read(&journal).expect("the journal");
+    std::fs::write(&journal, &bytes[..bytes.len() / 2]).expect("truncated");
+    match agentry::store::SqliteStore::open(&journal) {
+        Err(err) => assert!(matches!(err, agentry::store::StoreError::Corrupt { .. }), "{err}"),
+        Ok(_) => panic!("a journal cut in half opened as if whole"),
+    }
+
+    // A snapshot from a newer version of the agent type: a typed error naming both versions, and the others
+    // come back.
+    let dir = folder.path().join("newer");
+    let (child, mut lines) = start(&dir, &["arm", "60000", "late"]);
+    expect(&mut lines, "armed").await;
+    kill(child).await;
+    let db = rusqlite::Connection::open(dir.join("journal.db")).expect("db");
+    let text: String =
+        db.query_row("SELECT snapshot FROM snapshots WHERE agent = 'w0'", [], |r| r.get(0)).expect("one");
+    let mut snapshot: Value = serde_json::from_str(&text).expect("json");
+    snapshot["version"] = Value::from(9);
+    db.execute("UPDATE snapshots SET snapshot = ?1 WHERE agent = 'w0'", [snapshot.to_string()]).expect("changed");
+    drop(db);
+    let builder = agentry::runtime::Runtime::builder().agent::<Worker>().expect("registered");
+    let (_runtime, recovery) = builder.durable(&dir).expect("opens").open().await.expect("recovers");
+    let (agent, err) = recovery.failed.first().expect("w0 could not come back");
+    assert_eq!(agent.as_str(), "w0");
+    assert!(matches!(err, agentry::runtime::RuntimeError::SnapshotVersion { stored: 9, current: 1, .. }), "{err}");
+}
