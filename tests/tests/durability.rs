@@ -238,22 +238,29 @@ async fn an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted()
 async fn an_interrupted_idempotent_run_runs_again_with_the_same_key() {
     let folder = tempfile::tempdir().expect("a folder");
     let dir = folder.path();
+    let ledger_file = dir.join("agents/w0/ledger").join(LINES);
+    // Waits (checking every few milliseconds, at most 30 s) for the ledger file to hold `n` lines.
+    let lines_in_file = |n: usize| {
+        let ledger_file = ledger_file.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                let written = ledger_lines(&ledger_file);
+                if written.len() >= n || tokio::time::Instant::now() > deadline {
+                    return written;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
     let (child, mut lines) = start(dir, &["ask", "ledger.note", r#"{"hang": true}"#]);
     expect(&mut lines, "asked").await;
+    assert_eq!(lines_in_file(1).await.len(), 1, "the run started its work");
     kill(child).await;
     // Brought back, the run starts again (and hangs again); its second start line carries the same key.
-    let ledger_file = dir.join("agents/w0/ledger").join(LINES);
     let (again, mut lines) = start(dir, &["wait"]);
     expect(&mut lines, "back").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let written = loop {
-        let written = ledger_lines(&ledger_file);
-        if written.len() >= 2 || tokio::time::Instant::now() > deadline {
-            break written;
-        }
-        // Waiting for the file to get its second line, checked every few milliseconds.
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let written = lines_in_file(2).await;
     kill(again).await;
     assert_eq!(written.len(), 2, "started once before the crash and once after: {written:?}");
     assert_eq!(written[0], written[1], "the same idempotency key both times");
