@@ -1,6 +1,10 @@
 //! The librarian end to end: an agent with `fs` and `memory` mounted learns facts from the text files in its
 //! drive, answers questions by recall, and unmounts `fs` at the end — its memory stays.
 //!
+//! The runtime is durable: its journal is a SQLite file in the data folder (`AGENTRY_LIBRARIAN_DATA`, else
+//! `agentry-librarian` in the system's temporary folder), which keeps the librarian's inputs and snapshots. Run
+//! the example again and the librarian comes back, with what it learned and the skills it had mounted.
+//!
 //! Run it with `cargo run -p agentry-examples --example librarian`.
 
 use agentry::action::Capability;
@@ -31,14 +35,26 @@ this line has no separators and is skipped
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
-    let data = std::env::temp_dir().join(format!("agentry-librarian-{}", std::process::id()));
-    let runtime = Runtime::builder().data_dir(&data).agent::<Librarian>()?.build();
-    let policy = Policy::default().grant(Capability::FS).grant(Capability::MEMORY);
-    let opts = SpawnOptions { id: Some(AgentId::new("librarian")?), policy, ..SpawnOptions::default() };
-    let librarian = runtime.spawn(Librarian::default(), opts).await?;
+    let data = std::env::var_os("AGENTRY_LIBRARIAN_DATA")
+        .map_or_else(|| std::env::temp_dir().join("agentry-librarian"), std::path::PathBuf::from);
+    let (runtime, recovery) = Runtime::builder().agent::<Librarian>()?.durable(&data)?.open().await?;
+    println!("data: {} (journal: {})", data.display(), data.join(agentry::runtime::JOURNAL).display());
+    let id = AgentId::new("librarian")?;
+    let fs = SkillId::new("fs")?;
+    let librarian = if recovery.agents.contains(&id) {
+        println!("the librarian came back ({} logged inputs replayed)", recovery.replayed);
+        let librarian = runtime.get::<Librarian>(&id)?;
+        if !librarian.state().await?.is_mounted(&fs) {
+            librarian.mount(&fs, Value::Null).await?;
+        }
+        librarian
+    } else {
+        let policy = Policy::default().grant(Capability::FS).grant(Capability::MEMORY);
+        let opts = SpawnOptions { id: Some(id), policy, ..SpawnOptions::default() };
+        runtime.spawn(Librarian::default(), opts).await?
+    };
 
     // Drop two files into the librarian's drive, as a user would.
-    let fs = SkillId::new("fs")?;
     let drive = runtime.drive(librarian.id(), &fs).ok_or("the runtime has a data folder")?;
     std::fs::create_dir_all(drive.join("notes"))?;
     std::fs::write(drive.join("notes/people.txt"), PEOPLE)?;
@@ -64,6 +80,6 @@ async fn main() -> Result<(), Box<dyn Error>> {
     println!("journal: {} runs, failed: {failed:?}", runs.len());
 
     runtime.shutdown(Duration::from_secs(5)).await;
-    std::fs::remove_dir_all(&data)?;
+    println!("run it again: the librarian comes back from {}", data.display());
     Ok(())
 }

@@ -26,7 +26,9 @@ struct Hits {
 async fn echo(method: Method, headers: HeaderMap, body: String) -> Json<Value> {
     let header = headers.get("x-agent").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-    Json(json!({"method": method.as_str(), "body": body, "x-agent": header, "content-type": content_type}))
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    Json(json!({"method": method.as_str(), "body": body, "x-agent": header, "content-type": content_type,
+                "idempotency-key": key}))
 }
 
 /// Starts the test server on a free loopback port.
@@ -83,6 +85,15 @@ async fn successful_requests_carry_headers_and_json_or_text_bodies() {
     assert!(put["body"]["content-type"].as_str().unwrap().starts_with("text/plain"));
     let deleted = op.output("http.delete", json!({"url": format!("{base}/echo")})).await;
     assert_eq!(deleted["body"]["method"], "DELETE");
+    // Requests that may change something carry the run's idempotency key (the agent's id and input number).
+    let keys: Vec<&str> =
+        [&posted, &put, &deleted].iter().map(|r| r["body"]["idempotency-key"].as_str().unwrap()).collect();
+    assert!(keys.iter().all(|k| k.starts_with("operator/")), "{keys:?}");
+    assert!(keys[0] != keys[1] && keys[1] != keys[2], "one key per run: {keys:?}");
+    let got = op.output("http.get", json!({"url": format!("{base}/echo")})).await;
+    assert_eq!(got["body"]["idempotency-key"], "", "a GET changes nothing and carries no key");
+    let own = json!({"url": format!("{base}/echo"), "json": {}, "headers": {"Idempotency-Key": "mine"}});
+    assert_eq!(op.output("http.post", own).await["body"]["idempotency-key"], "mine", "the caller's key stands");
     let hopped = op.output("http.get", json!({"url": format!("{base}/hop")})).await;
     assert_eq!(
         (hopped["url"].clone(), hopped["body"].clone()),

@@ -287,6 +287,14 @@ async fn exchange(method: Method, params: RequestParams, ctx: &ActionContext) ->
             let addresses = checked_addresses(&url, ctx).await?;
             let client = pinned_client(&url, &addresses, &roots)?;
             let mut request = client.request(method.clone(), url.clone());
+            // A request that may change something carries the run's idempotency key, stable across a restart of
+            // the process, so a server that de-duplicates sees a repeat as one (unless the caller set its own).
+            if method != Method::GET
+                && method != Method::HEAD
+                && !headers.keys().any(|k| k.eq_ignore_ascii_case("idempotency-key"))
+            {
+                request = request.header("idempotency-key", ctx.idempotency_key());
+            }
             for (name, value) in &headers {
                 request = request.header(name, value);
             }
