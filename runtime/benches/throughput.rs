@@ -46,7 +46,7 @@ impl Agent for Pump {
         match signal.kind().as_str() {
             "go" => {
                 let n = signal.data()["n"].as_u64().unwrap_or(0);
-                let action = ActionId::new("noop.run").expect("a valid id");
+                let action = ActionId::new(signal.data()["action"].as_str().unwrap_or("noop.run")).expect("an id");
                 let effects = (0..n).map(|i| Effect::run(action.clone(), json!({"i": i}))).collect();
                 Reaction::Update(Pump { waiting: n, caller: Some(signal.id()) }, effects)
             }
@@ -67,12 +67,18 @@ fn noop_skill() -> Skill {
     let spec = ActionSpec::new("noop.run", "Does nothing.")
         .expect("a valid id")
         .params_schema(json!({"type": "object", "properties": {"i": {"type": "integer"}}}));
-    let action = DynAction::new(spec, |params, _| Box::pin(async move { Ok(params) })).expect("a valid schema");
-    Skill::builder("noop", "1.0.0").dyn_action(action).build().expect("a valid skill")
+    let action = DynAction::new(spec.clone(), |params, _| Box::pin(async move { Ok(params) })).expect("a schema");
+    // The same, declared with side effects: with a durable store its run waits for write-ahead.
+    let spec = ActionSpec { id: ActionId::new("noop.write").expect("a valid id"), ..spec }.side_effects(true);
+    let write = DynAction::new(spec, |params, _| Box::pin(async move { Ok(params) })).expect("a valid schema");
+    Skill::builder("noop", "1.0.0").dyn_action(action).dyn_action(write).build().expect("a valid skill")
 }
 
 async fn pump() -> (Runtime, AgentRef<Pump>) {
-    let runtime = Runtime::builder().skill(noop_skill()).build();
+    pump_on(Runtime::builder().skill(noop_skill()).build()).await
+}
+
+async fn pump_on(runtime: Runtime) -> (Runtime, AgentRef<Pump>) {
     let opts = SpawnOptions { max_in_flight: BATCH as usize, ..SpawnOptions::default() };
     let agent = runtime.spawn(Pump::default(), opts).await.expect("the agent starts");
     agent.mount(&SkillId::new("noop").expect("a valid id"), Value::Null).await.expect("the skill mounts");
@@ -153,18 +159,30 @@ fn actions(c: &mut Criterion) {
     let (runtime, agent) = rt.block_on(pump());
     let mut group = c.benchmark_group("actions");
     group.throughput(Throughput::Elements(BATCH));
-    group.bench_function("agentry", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
+    let batches = |agent: AgentRef<Pump>, action: &'static str| {
+        move |iters: u64| {
+            let agent = agent.clone();
+            async move {
                 let start = Instant::now();
                 for _ in 0..iters {
-                    let go = Signal::new("go", json!({"n": BATCH})).expect("a valid kind");
+                    let go = Signal::new("go", json!({"n": BATCH, "action": action})).expect("a valid kind");
                     agent.call(go, Duration::from_secs(60)).await.expect("the batch completes");
                 }
                 start.elapsed()
-            })
-        });
-    });
+            }
+        }
+    };
+    let in_memory = batches(agent.clone(), "noop.run");
+    group.bench_function("agentry", |b| b.iter_custom(|iters| rt.block_on(in_memory(iters))));
+    // The same agent on a durable SQLite journal: every input logged, snapshots, run records on disk.
+    let folder = tempfile::tempdir().expect("a folder");
+    let durable = Runtime::builder().skill(noop_skill()).durable(folder.path()).expect("the journal opens").build();
+    let (durable, on_disk) = rt.block_on(pump_on(durable));
+    let pure = batches(on_disk.clone(), "noop.run");
+    group.bench_function("agentry_sqlite", |b| b.iter_custom(|iters| rt.block_on(pure(iters))));
+    let writes = batches(on_disk, "noop.write");
+    group.bench_function("agentry_sqlite_side_effects", |b| b.iter_custom(|iters| rt.block_on(writes(iters))));
+    rt.block_on(durable.shutdown(Duration::from_secs(1)));
     let (bare, _) = rt.block_on(ractor::Actor::spawn(None, BareActor, ())).expect("the actor starts");
     group.bench_function("bare_ractor", |b| {
         b.iter_custom(|iters| {

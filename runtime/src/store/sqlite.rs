@@ -24,6 +24,9 @@ const APPLICATION_ID: i64 = 0x4147_5459;
 const VERSION: i64 = 1;
 /// The most writes applied in one transaction.
 const BATCH: usize = 4096;
+/// A batch smaller than this that nobody waits on waits [`GATHER_FOR`] for more writes before it commits.
+const GATHER_BELOW: usize = 256;
+const GATHER_FOR: std::time::Duration = std::time::Duration::from_micros(500);
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -252,21 +255,52 @@ impl Drop for SqliteStore {
 fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool) {
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
-        while batch.len() < BATCH
-            && let Ok(op) = queue.try_recv()
-        {
-            batch.push(op);
+        let gather = |batch: &mut Vec<Op>| {
+            while batch.len() < BATCH
+                && let Ok(op) = queue.try_recv()
+            {
+                batch.push(op);
+            }
+        };
+        gather(&mut batch);
+        // A small batch that nobody waits on is given a moment to grow: fewer, larger transactions, and the
+        // threads that write are not woken for every write. A batch someone waits on commits at once.
+        if batch.len() < GATHER_BELOW && !batch.iter().any(|op| matches!(op, Op::Flush(_) | Op::Read(_))) {
+            std::thread::sleep(GATHER_FOR);
+            gather(&mut batch);
         }
         let mut flushed = Vec::new();
         let committed = (|| -> rusqlite::Result<()> {
             let tx = db.transaction()?;
+            let mut runs = Runs::default();
             for op in batch {
                 match op {
                     Op::Flush(done) => flushed.push(done),
-                    Op::Read(read) => read(&tx),
+                    Op::Read(read) => {
+                        runs.write(&tx)?;
+                        read(&tx);
+                    }
+                    Op::Run(record) => {
+                        let run = record.run;
+                        runs.entry(run).record = Some(record);
+                    }
+                    Op::Plan(run, plan) => runs.entry(run).plan = Some(plan),
+                    Op::Outcome(run, outcome) => {
+                        let pending = runs.entry(run);
+                        pending.outcome = Some(outcome);
+                        pending.delivered = false;
+                    }
+                    Op::Input(agent, seq, signal) => {
+                        // An outcome signal consumed: the agent was given it.
+                        if let Some(report) = signal.outcome().filter(|r| !r.awaiting_approval()) {
+                            runs.delivered(&tx, report.run_id)?;
+                        }
+                        apply(&tx, Op::Input(agent, seq, signal), keep_inputs)?;
+                    }
                     write => apply(&tx, write, keep_inputs)?,
                 }
             }
+            runs.write(&tx)?;
             tx.commit()
         })();
         match committed {
@@ -281,44 +315,95 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool) 
     }
 }
 
+/// What one batch changes in the `runs` table, per run, coalesced: a run queued, started and ended within one
+/// batch (the usual case under load) is one row write instead of five.
+#[derive(Default)]
+struct Runs {
+    pending: std::collections::HashMap<Uuid, PendingRun>,
+    /// The runs in the order they first appeared, so rows keep the order runs were recorded in.
+    order: Vec<Uuid>,
+}
+
+#[derive(Default)]
+struct PendingRun {
+    record: Option<Box<RunRecord>>,
+    plan: Option<Box<RunPlan>>,
+    outcome: Option<Box<Signal>>,
+    delivered: bool,
+}
+
+impl Runs {
+    fn entry(&mut self, run: Uuid) -> &mut PendingRun {
+        self.pending.entry(run).or_insert_with(|| {
+            self.order.push(run);
+            PendingRun::default()
+        })
+    }
+
+    /// The agent consumed the outcome of `run`: marked now, or with its pending outcome.
+    fn delivered(&mut self, db: &Connection, run: Uuid) -> rusqlite::Result<()> {
+        match self.pending.get_mut(&run) {
+            // Consumed in the same batch it was kept in: it need not be written at all.
+            Some(pending) if pending.outcome.is_some() => pending.outcome = None,
+            _ => {
+                db.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1 AND outcome IS NOT NULL")?
+                    .execute([run.to_string()])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what is pending, in order, and forgets it.
+    fn write(&mut self, db: &Connection) -> rusqlite::Result<()> {
+        for run in self.order.drain(..) {
+            let Some(pending) = self.pending.remove(&run) else { continue };
+            let key = pending.plan.as_ref().map(|p| p.key.clone());
+            let plan = pending.plan.as_ref().map(json);
+            let outcome = pending.outcome.as_ref().map(json);
+            match pending.record {
+                Some(record) => {
+                    let recorded = record.history.first().map_or(0, |(_, at)| at.timestamp_millis());
+                    db.prepare_cached(
+                        "INSERT INTO runs (run, agent, action, status, recorded, final, record, key, plan, outcome, \
+                         delivered) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT(run) DO UPDATE \
+                         SET status = excluded.status, final = excluded.final, record = excluded.record, \
+                         key = COALESCE(excluded.key, runs.key), plan = COALESCE(excluded.plan, runs.plan), \
+                         outcome = COALESCE(excluded.outcome, runs.outcome), delivered = CASE WHEN excluded.outcome \
+                         IS NOT NULL THEN excluded.delivered ELSE runs.delivered END",
+                    )?
+                    .execute(params![
+                        run.to_string(),
+                        record.agent.as_str(),
+                        record.action.as_str(),
+                        json(&record.status()),
+                        recorded,
+                        record.status().is_final(),
+                        json(&record),
+                        key,
+                        plan,
+                        outcome,
+                        pending.delivered,
+                    ])?;
+                }
+                None => {
+                    db.prepare_cached(
+                        "UPDATE runs SET key = COALESCE(?2, key), plan = COALESCE(?3, plan), \
+                         outcome = COALESCE(?4, outcome), \
+                         delivered = CASE WHEN ?4 IS NOT NULL THEN ?5 ELSE delivered END WHERE run = ?1",
+                    )?
+                    .execute(params![run.to_string(), key, plan, outcome, pending.delivered])?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
     match op {
-        Op::Run(record) => {
-            let recorded = record.history.first().map_or(0, |(_, at)| at.timestamp_millis());
-            let status = json(&record.status());
-            db.prepare_cached(
-                "INSERT INTO runs (run, agent, action, status, recorded, final, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT(run) DO UPDATE SET status = excluded.status, final = excluded.final, record = excluded.record",
-            )?
-            .execute(params![
-                record.run.to_string(),
-                record.agent.as_str(),
-                record.action.as_str(),
-                status,
-                recorded,
-                record.status().is_final(),
-                json(&record),
-            ])?;
-        }
-        Op::Plan(run, plan) => {
-            db.prepare_cached("UPDATE runs SET key = ?2, plan = ?3 WHERE run = ?1")?.execute(params![
-                run.to_string(),
-                plan.key,
-                json(&plan)
-            ])?;
-        }
-        Op::Outcome(run, signal) => {
-            db.prepare_cached("UPDATE runs SET outcome = ?2, delivered = 0 WHERE run = ?1")?
-                .execute(params![run.to_string(), json(&signal)])?;
-        }
         Op::Input(agent, seq, signal) => {
             db.prepare_cached("INSERT OR REPLACE INTO inputs (agent, seq, signal) VALUES (?1, ?2, ?3)")?
                 .execute(params![agent.as_str(), i64::try_from(seq).unwrap_or(i64::MAX), json(&signal)])?;
-            // An outcome signal consumed: the agent was given it.
-            if let Some(report) = signal.outcome().filter(|r| !r.awaiting_approval()) {
-                db.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1 AND outcome IS NOT NULL")?
-                    .execute([report.run_id.to_string()])?;
-            }
         }
         Op::Spawned(record, initial) => {
             for table in ["inputs", "schedules"] {
@@ -360,7 +445,8 @@ fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
             db.prepare_cached("INSERT INTO refusals (agent, refusal) VALUES (?1, ?2)")?
                 .execute(params![refusal.agent.as_str(), json(&refusal)])?;
         }
-        Op::Flush(_) | Op::Read(_) => {}
+        // The writer handles these itself.
+        Op::Flush(_) | Op::Read(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) => {}
     }
     Ok(())
 }
