@@ -93,6 +93,14 @@ pub enum RuntimeError {
         /// ractor's message.
         message: String,
     },
+    /// The agent cannot hibernate now: something is going on.
+    #[error("agent `{agent}` cannot hibernate: {why}; expected an idle agent (no signal waiting, nothing in flight)")]
+    Busy {
+        /// The agent.
+        agent: AgentId,
+        /// What is going on.
+        why: String,
+    },
     /// The durable store failed to keep or give back what an agent needs.
     #[error("the store failed for agent `{agent}`: {message}")]
     Store {

@@ -25,6 +25,10 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// An idle agent was snapshotted and its actor stopped; a signal or call to it thaws it.
+    AgentHibernated,
+    /// A hibernated agent was brought back from its snapshot.
+    AgentThawed,
     /// An agent's handler panicked and it was restarted from its last good state.
     AgentRestarted {
         /// Restarts within the current window, this one included.

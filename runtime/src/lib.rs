@@ -29,6 +29,7 @@ pub(crate) mod server;
 mod shared;
 pub mod signal;
 pub mod skill;
+mod sleep;
 pub mod store;
 mod supervisor;
 mod table;

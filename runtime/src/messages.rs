@@ -33,6 +33,8 @@ pub(crate) enum ServerMsg<A: Agent> {
     ApprovalExpired(Uuid),
     /// A schedule's time came: its key and signal.
     Fire(String, Signal),
+    /// Hibernate if idle (for at least the duration, when one is given); the sender, if any, is told.
+    Hibernate(Option<oneshot::Sender<Result<(), RuntimeError>>>, Option<std::time::Duration>),
     /// A run ended (sent by the run's own task), with the outside caller waiting for it, if any.
     Finished(Uuid, Box<Outcome>, Option<Invoker>),
     /// Stop taking runs and let the running ones finish; the sender is told once none is left.
@@ -67,6 +69,8 @@ pub(crate) enum Untyped {
     Actions(oneshot::Sender<Vec<ActionSpec>>),
     /// Replace the agent's policy.
     SetPolicy(Box<Policy>, oneshot::Sender<()>),
+    /// Hibernate if idle (see [`ServerMsg::Hibernate`]).
+    Hibernate(Option<oneshot::Sender<Result<(), RuntimeError>>>, Option<std::time::Duration>),
 }
 
 impl<A: Agent> From<Untyped> for ServerMsg<A> {
@@ -79,6 +83,7 @@ impl<A: Agent> From<Untyped> for ServerMsg<A> {
             Untyped::Refresh(skill, done) => Self::Refresh(skill, done),
             Untyped::Actions(reply) => Self::Actions(reply),
             Untyped::SetPolicy(policy, done) => Self::SetPolicy(policy, done),
+            Untyped::Hibernate(done, idle) => Self::Hibernate(done, idle),
         }
     }
 }

@@ -21,6 +21,8 @@ use std::sync::Arc;
 pub struct Recovery {
     /// The agents running again.
     pub agents: Vec<AgentId>,
+    /// The agents that were hibernating: they stay asleep until something is sent to them.
+    pub asleep: Vec<AgentId>,
     /// The agents that could not be brought back, and why (they stay in the store, untouched).
     pub failed: Vec<(AgentId, RuntimeError)>,
     /// How many logged inputs were replayed through `step`, in all.
@@ -155,7 +157,17 @@ pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeErr
     let mut recovery = Recovery::default();
     for record in records {
         let id = record.agent.clone();
-        if shared.directory.get(&id).is_some() {
+        if shared.directory.get(&id).is_some() || shared.sleeping.contains_key(&id) {
+            continue;
+        }
+        if record.asleep {
+            let sleeper = crate::sleep::Sleeper {
+                agent_type: record.agent_type.as_str().into(),
+                kept: Vec::new(),
+                waking: false,
+            };
+            shared.sleeping.insert(id.clone(), sleeper);
+            recovery.asleep.push(id);
             continue;
         }
         let reviver = shared.revivers.get(&record.agent_type).map(|r| r.clone());

@@ -20,7 +20,7 @@ use crate::signal::Signal;
 use crate::skill::{Catalog, LiveCatalog, Skill};
 use crate::store::{MemoryStore, SqliteStore, Store};
 use ractor::rpc::CallResult;
-use ractor::{Actor, ActorRef};
+use ractor::{Actor, ActorRef, RpcReplyPort};
 use serde_json::Value;
 use std::any::TypeId;
 use std::future::Future;
@@ -86,6 +86,7 @@ pub struct RuntimeBuilder {
     revivers: Vec<(String, Reviver)>,
     data_dir: Option<PathBuf>,
     snapshot_every: u64,
+    hibernate_after: Option<Duration>,
     max_call_depth: usize,
     max_jobs: usize,
     job_retention: Duration,
@@ -101,6 +102,7 @@ impl Default for RuntimeBuilder {
             revivers: Vec::new(),
             data_dir: None,
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
+            hibernate_after: None,
             max_call_depth: DEFAULT_MAX_CALL_DEPTH,
             max_jobs: DEFAULT_MAX_JOBS,
             job_retention: crate::jobs::DEFAULT_JOB_RETENTION,
@@ -163,6 +165,13 @@ impl RuntimeBuilder {
     /// default [`DEFAULT_SNAPSHOT_EVERY`]). Fewer means a faster recovery and more writes.
     pub fn snapshot_every(mut self, inputs: u64) -> Self {
         self.snapshot_every = inputs.max(1);
+        self
+    }
+
+    /// With a durable store: an agent idle this long (no message handled, nothing in flight) hibernates (see
+    /// [`Runtime::hibernate`]). Idle agents are looked for every half of it.
+    pub fn hibernate_after(mut self, idle: Duration) -> Self {
+        self.hibernate_after = Some(idle.max(Duration::from_millis(1)));
         self
     }
 
@@ -263,6 +272,10 @@ impl RuntimeBuilder {
             snapshot_every: self.snapshot_every,
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             revivers: self.revivers.into_iter().collect(),
+            sleeping: dashmap::DashMap::new(),
+            waking: tokio::sync::Mutex::new(()),
+            hibernate_after: self.hibernate_after,
+            sweeper: std::sync::OnceLock::new(),
         };
         Runtime { shared: Arc::new(shared) }
     }
@@ -312,16 +325,51 @@ impl Runtime {
 
     /// A typed handle to a running agent.
     pub fn get<A: Agent>(&self, id: &AgentId) -> Result<AgentRef<A>, RuntimeError> {
-        let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
+        let Some(entry) = self.shared.directory.get(id) else {
+            // A hibernating agent: the handle thaws it when it is used.
+            return match self.shared.sleeping.get(id) {
+                Some(sleeper) if sleeper.agent_type.as_ref() == A::name() => {
+                    Ok(AgentRef { id: id.clone(), actor: None, shared: self.shared.clone(), _agent: PhantomData })
+                }
+                Some(_) => Err(RuntimeError::WrongType(id.clone())),
+                None => Err(RuntimeError::NoSuchAgent(id.clone())),
+            };
+        };
         if entry.agent_type != TypeId::of::<A>() {
             return Err(RuntimeError::WrongType(id.clone()));
         }
         Ok(AgentRef {
             id: id.clone(),
-            actor: ActorRef::from(entry.cell),
+            actor: Some(ActorRef::from(entry.cell)),
             shared: self.shared.clone(),
             _agent: PhantomData,
         })
+    }
+
+    /// Puts an idle agent to sleep (needs a durable store): its state is snapshotted, its actor stopped, and
+    /// only a few bytes stay in memory. A signal, a call or a `get` addressed to it later thaws it, without the
+    /// caller seeing a difference but the time it takes; [`Runtime::thaw`] does so at once. Announced as
+    /// `agent_hibernated`. An agent with anything going on (runs in flight or queued, approvals pending,
+    /// schedules armed) stays awake: [`RuntimeError::Busy`] says why.
+    pub async fn hibernate(&self, id: &AgentId) -> Result<(), RuntimeError> {
+        let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
+        let (done, answer) = tokio::sync::oneshot::channel();
+        if !self.shared.directory.tell(id, Untyped::Hibernate(Some(done), None)) {
+            return Err(RuntimeError::Stopped(id.clone()));
+        }
+        answer.await.map_err(|_| RuntimeError::Stopped(id.clone()))??;
+        let _ = entry.cell.wait(Some(STOP_WAIT)).await;
+        Ok(())
+    }
+
+    /// Thaws a hibernated agent now (nothing happens to one that is awake); announced as `agent_thawed`.
+    pub async fn thaw(&self, id: &AgentId) -> Result<(), RuntimeError> {
+        crate::sleep::wake(&self.shared, id).await
+    }
+
+    /// Whether an agent is hibernating.
+    pub fn is_hibernating(&self, id: &AgentId) -> bool {
+        crate::sleep::is_asleep(&self.shared, id)
     }
 
     /// The id of the agent with this name.
@@ -334,7 +382,7 @@ impl Runtime {
     /// [`RuntimeError::Forged`].
     pub fn send(&self, to: &AgentId, signal: Signal) -> Result<(), RuntimeError> {
         check_from_outside(&signal)?;
-        if self.shared.directory.deliver(to, signal) { Ok(()) } else { Err(RuntimeError::NoSuchAgent(to.clone())) }
+        crate::sleep::deliver(&self.shared, to, signal)
     }
 
     /// Replaces an agent's policy. Runs already going keep the policy they started under; queued runs and runs
@@ -443,6 +491,13 @@ impl Runtime {
 
     /// Stops an agent and waits until it has stopped; its running actions are cancelled.
     pub async fn stop(&self, id: &AgentId) -> Result<(), RuntimeError> {
+        // A hibernating agent is ended where it sleeps.
+        if self.shared.directory.get(id).is_none() && self.shared.sleeping.remove(id).is_some() {
+            if let Some(durable) = self.shared.store.durable() {
+                durable.agent_ended(id);
+            }
+            return Ok(());
+        }
         let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
         entry.stop("stopped by the runtime".into());
         let _ = entry.cell.wait(None).await;
@@ -453,6 +508,14 @@ impl Runtime {
     /// and unapproved runs and its schedules, and lets the runs already going finish; after `grace` (one
     /// deadline for the whole runtime) every agent stops, and whatever still runs is cancelled and journaled.
     pub async fn shutdown(&self, grace: Duration) {
+        // Signals kept for hibernating agents are handled first: a thaw under way finishes.
+        let waking: Vec<AgentId> =
+            self.shared.sleeping.iter().filter(|s| s.waking || !s.kept.is_empty()).map(|s| s.key().clone()).collect();
+        for id in waking {
+            if let Err(err) = crate::sleep::wake(&self.shared, &id).await {
+                tracing::error!(agent = %id, %err, "a hibernated agent could not be thawed for its kept signals");
+            }
+        }
         self.shared.shutting_down.store(true, std::sync::atomic::Ordering::SeqCst);
         let deadline = tokio::time::Instant::now() + grace;
         let ids = self.shared.directory.ids();
@@ -500,7 +563,8 @@ fn spawn_supervised<A: Agent>(
 ) -> Pin<Box<dyn Future<Output = Result<AgentRef<A>, RuntimeError>> + Send + '_>> {
     Box::pin(async move {
         let id = opts.id.clone().unwrap_or_else(AgentId::random);
-        if shared.directory.get(&id).is_some() {
+        start_sweeper(shared);
+        if shared.directory.get(&id).is_some() || shared.sleeping.contains_key(&id) {
             return Err(RuntimeError::AlreadyExists(id.to_string()));
         }
         if let Some(name) = &opts.name
@@ -538,8 +602,27 @@ fn spawn_supervised<A: Agent>(
         let (actor, _join) = Actor::spawn_linked(None, AgentServer::<A>::new(), args, supervisor)
             .await
             .map_err(|e| spawn_error(&id, e))?;
-        Ok(AgentRef { id, actor, shared: shared.clone(), _agent: PhantomData })
+        Ok(AgentRef { id, actor: Some(actor), shared: shared.clone(), _agent: PhantomData })
     })
+}
+
+/// Starts, once, the task that asks idle agents to hibernate (when the runtime hibernates idle agents). It ends
+/// with the runtime.
+pub(crate) fn start_sweeper(shared: &Arc<Shared>) {
+    let Some(idle) = shared.hibernate_after else { return };
+    if shared.sweeper.set(()).is_err() {
+        return;
+    }
+    let weak = Arc::downgrade(shared);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(idle / 2).await;
+            let Some(shared) = weak.upgrade() else { return };
+            for id in shared.directory.ids() {
+                shared.directory.tell(&id, Untyped::Hibernate(None, Some(idle)));
+            }
+        }
+    });
 }
 
 /// Starts an agent again for its supervisor, from `domain`, counting restarts in `history`.
@@ -574,7 +657,8 @@ fn check_from_outside(signal: &Signal) -> Result<(), RuntimeError> {
 /// A typed handle to one agent.
 pub struct AgentRef<A: Agent> {
     id: AgentId,
-    actor: ActorRef<ServerMsg<A>>,
+    /// The actor this handle was made for (`None` for a handle to a hibernating agent).
+    actor: Option<ActorRef<ServerMsg<A>>>,
     shared: Arc<Shared>,
     _agent: PhantomData<fn() -> A>,
 }
@@ -592,29 +676,65 @@ impl<A: Agent> AgentRef<A> {
     }
 
     /// The agent's actor now: the one this handle was made for while it runs, else the one its supervisor
-    /// restarted it as (same id, same type), if any.
-    fn actor(&self) -> ActorRef<ServerMsg<A>> {
+    /// restarted (or a thaw brought back) under the same id and type, if any.
+    fn actor(&self) -> Option<ActorRef<ServerMsg<A>>> {
         use ractor::ActorStatus;
-        if matches!(self.actor.get_status(), ActorStatus::Running | ActorStatus::Starting | ActorStatus::Upgrading) {
-            return self.actor.clone();
+        if let Some(actor) = &self.actor
+            && matches!(actor.get_status(), ActorStatus::Running | ActorStatus::Starting | ActorStatus::Upgrading)
+        {
+            return Some(actor.clone());
         }
         match self.shared.directory.get(&self.id) {
-            Some(entry) if entry.agent_type == TypeId::of::<A>() => ActorRef::from(entry.cell),
+            Some(entry) if entry.agent_type == TypeId::of::<A>() => Some(ActorRef::from(entry.cell)),
             _ => self.actor.clone(),
         }
     }
 
-    /// Sends a signal without waiting (cast). A forged runtime signal is refused (see [`Runtime::send`]).
+    /// The agent's actor, thawing the agent first if it hibernates.
+    async fn awake(&self) -> Result<ActorRef<ServerMsg<A>>, RuntimeError> {
+        if crate::sleep::is_asleep(&self.shared, &self.id) {
+            crate::sleep::wake(&self.shared, &self.id).await?;
+        }
+        self.actor().ok_or_else(|| RuntimeError::Stopped(self.id.clone()))
+    }
+
+    /// Asks the actor, thawing the agent if it hibernates; a request dropped because the agent fell asleep
+    /// meanwhile is asked again of the thawed agent, once.
+    async fn ask<T: Send + 'static>(
+        &self,
+        message: impl Fn(RpcReplyPort<T>) -> ServerMsg<A>,
+        timeout: Option<Duration>,
+    ) -> Result<T, RuntimeError> {
+        let mut again = true;
+        loop {
+            let result = self.awake().await?.call(&message, timeout).await;
+            match self.answer(result, timeout.unwrap_or_default()) {
+                Err(RuntimeError::Stopped(_)) if again && crate::sleep::is_asleep(&self.shared, &self.id) => {
+                    again = false;
+                }
+                answer => return answer,
+            }
+        }
+    }
+
+    /// Sends a signal without waiting (cast); to a hibernating agent, it is kept for it and the agent thawed. A
+    /// forged runtime signal is refused (see [`Runtime::send`]).
     pub fn send(&self, signal: Signal) -> Result<(), RuntimeError> {
         check_from_outside(&signal)?;
-        self.actor().cast(ServerMsg::Signal(signal)).map_err(|_| RuntimeError::Stopped(self.id.clone()))
+        let Some(actor) = self.actor() else { return crate::sleep::deliver(&self.shared, &self.id, signal) };
+        match actor.cast(ServerMsg::Signal(signal)) {
+            Ok(()) => Ok(()),
+            Err(ractor::MessagingErr::SendErr(ServerMsg::Signal(signal))) => {
+                crate::sleep::deliver(&self.shared, &self.id, signal)
+            }
+            Err(_) => Err(RuntimeError::Stopped(self.id.clone())),
+        }
     }
 
     /// Sends a signal and waits for the agent's `Reply` to it, at most `timeout`.
     pub async fn call(&self, signal: Signal, timeout: Duration) -> Result<Value, RuntimeError> {
         check_from_outside(&signal)?;
-        let result = self.actor().call(|port| ServerMsg::Call(signal, port), Some(timeout)).await;
-        self.answer(result, timeout)
+        self.ask(|port| ServerMsg::Call(signal.clone(), port), Some(timeout)).await
     }
 
     fn answer<T>(
@@ -631,40 +751,36 @@ impl<A: Agent> AgentRef<A> {
 
     /// A snapshot of the agent's state.
     pub async fn state(&self) -> Result<AgentState<A>, RuntimeError> {
-        let result = self.actor().call(ServerMsg::Snapshot, None).await;
-        self.answer(result, Duration::ZERO)
+        self.ask(ServerMsg::Snapshot, None).await
     }
 
     /// Mounts a catalog skill with options.
     pub async fn mount(&self, skill: &SkillId, opts: Value) -> Result<(), RuntimeError> {
-        let skill = skill.clone();
-        let result = self.actor().call(|port| ServerMsg::Mount(skill, opts, port), None).await;
-        self.answer(result, Duration::ZERO)?
+        self.ask(|port| ServerMsg::Mount(skill.clone(), opts.clone(), port), None).await?
     }
 
     /// Unmounts a skill.
     pub async fn unmount(&self, skill: &SkillId) -> Result<(), RuntimeError> {
-        let skill = skill.clone();
-        let result = self.actor().call(|port| ServerMsg::Unmount(skill, port), None).await;
-        self.answer(result, Duration::ZERO)?
+        self.ask(|port| ServerMsg::Unmount(skill.clone(), port), None).await?
     }
 
     /// Approves a run that waits for approval.
     pub async fn approve(&self, run: Uuid) -> Result<(), RuntimeError> {
-        let result = self.actor().call(|port| ServerMsg::Decide(run, true, port), None).await;
-        self.answer(result, Duration::ZERO)?
+        self.ask(|port| ServerMsg::Decide(run, true, port), None).await?
     }
 
     /// Denies a run that waits for approval.
     pub async fn deny(&self, run: Uuid) -> Result<(), RuntimeError> {
-        let result = self.actor().call(|port| ServerMsg::Decide(run, false, port), None).await;
-        self.answer(result, Duration::ZERO)?
+        self.ask(|port| ServerMsg::Decide(run, false, port), None).await?
     }
 
-    /// Stops the agent and waits until it has stopped.
+    /// Stops the agent and waits until it has stopped (a hibernating agent is ended where it sleeps).
     pub async fn stop(&self) {
         let reason = "stopped through its AgentRef".to_owned();
-        let actor = self.actor();
+        let Some(actor) = self.actor().filter(|_| !crate::sleep::is_asleep(&self.shared, &self.id)) else {
+            let _ = Runtime { shared: self.shared.clone() }.stop(&self.id).await;
+            return;
+        };
         if let Some(entry) = self.shared.directory.get(&self.id).filter(|e| e.cell.get_id() == actor.get_id()) {
             entry.stop(reason);
             let _ = actor.wait(None).await;

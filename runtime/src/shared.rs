@@ -34,6 +34,14 @@ pub(crate) struct Shared {
     pub shutting_down: std::sync::atomic::AtomicBool,
     /// How a recovering runtime brings back an agent of each registered type, by type name.
     pub revivers: dashmap::DashMap<String, Reviver>,
+    /// Hibernated agents (see [`crate::sleep`]).
+    pub sleeping: dashmap::DashMap<AgentId, crate::sleep::Sleeper>,
+    /// One thaw at a time.
+    pub waking: tokio::sync::Mutex<()>,
+    /// Agents idle this long hibernate (with a durable store), if set.
+    pub hibernate_after: Option<std::time::Duration>,
+    /// The task that asks idle agents to hibernate, started with the first agent.
+    pub sweeper: std::sync::OnceLock<()>,
 }
 
 /// Brings back one agent of a registered type from a durable store; returns how many inputs it replayed.

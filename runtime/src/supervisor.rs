@@ -37,6 +37,8 @@ pub(crate) enum Exit {
     Normal(String),
     /// Stopped because its restart policy gave up on its panics.
     GaveUp(String),
+    /// Hibernated: it is not gone, and a signal thaws it.
+    Hibernated,
 }
 
 impl Exit {
@@ -45,6 +47,7 @@ impl Exit {
         match self {
             Exit::Requested(reason) | Exit::Normal(reason) | Exit::GaveUp(reason) => reason,
             Exit::Unknown => "stopped",
+            Exit::Hibernated => "hibernated",
         }
     }
 }
@@ -116,6 +119,9 @@ fn clean_up(shared: &Shared, child: &Child, cell: ractor::ActorId, why: &str) {
 
 /// Restarts an agent whose exit its policy restarts, else tells its parent and the event stream it stopped.
 async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
+    if child.exit == Exit::Hibernated && failure.is_none() {
+        return;
+    }
     let restart = matches!(
         (&child.exit, &failure, child.policy.mode),
         (_, Some(_), RestartMode::Permanent | RestartMode::Transient) | (Exit::Normal(_), None, RestartMode::Permanent)

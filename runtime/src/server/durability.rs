@@ -113,7 +113,7 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    fn agent_record(&self) -> AgentRecord {
+    fn agent_record(&self, asleep: bool) -> AgentRecord {
         let settings = SpawnSettings {
             policy: (*self.policy).clone(),
             restart: self.restart,
@@ -125,6 +125,14 @@ impl<A: Agent> ServerState<A> {
             agent: self.agent.id.clone(),
             agent_type: A::name().to_owned(),
             spawn: serde_json::to_value(settings).unwrap_or(Value::Null),
+            asleep,
+        }
+    }
+
+    /// Keeps whether the agent is asleep, so a recovery leaves it so.
+    pub(super) fn keep_asleep(&self, asleep: bool) {
+        if let Some(durable) = self.shared.store.durable() {
+            durable.agent_alive(self.agent_record(asleep));
         }
     }
 
@@ -132,16 +140,17 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn keep_from_start(&mut self, recovered: bool) {
         let Some(durable) = self.shared.store.durable() else { return };
         if recovered {
+            self.keep_asleep(false);
             self.save_snapshot();
         } else if let Some(initial) = self.snapshot_now() {
-            durable.agent_spawned(self.agent_record(), initial);
+            durable.agent_spawned(self.agent_record(false), initial);
         }
     }
 
     /// The spawn settings changed (the policy): kept for the recovery.
     pub(super) fn keep_settings(&self) {
         if let Some(durable) = self.shared.store.durable() {
-            durable.agent_alive(self.agent_record());
+            durable.agent_alive(self.agent_record(false));
         }
     }
 

@@ -129,7 +129,7 @@ impl<A: Agent> ServerState<A> {
         let restarts = match &exit {
             Exit::Requested(_) => false,
             Exit::Normal(_) => self.restart.mode == crate::server::RestartMode::Permanent,
-            Exit::GaveUp(_) => false,
+            Exit::GaveUp(_) | Exit::Hibernated => false,
             Exit::Unknown => self.restart.mode != crate::server::RestartMode::Never,
         };
         if entry.is_some() {

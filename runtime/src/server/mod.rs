@@ -9,6 +9,7 @@
 
 mod durability;
 mod effects;
+mod hibernation;
 mod lifecycle;
 mod mounting;
 mod restart;
@@ -158,6 +159,10 @@ pub(crate) struct ServerState<A: Agent> {
     pub since_snapshot: u64,
     pub restart: crate::server::RestartPolicy,
     pub name: Option<String>,
+    /// Set once the agent fell asleep: its actor only passes messages on until it stops.
+    pub asleep: bool,
+    /// When it last handled a message (kept only when the runtime hibernates idle agents).
+    pub last_active: tokio::time::Instant,
 }
 
 impl<A: Agent> Actor for AgentServer<A> {
@@ -202,6 +207,8 @@ impl<A: Agent> Actor for AgentServer<A> {
             since_snapshot: 0,
             restart: args.restart,
             name: args.name,
+            asleep: false,
+            last_active: tokio::time::Instant::now(),
         };
         state.interpret(args.start_effects, effects::Origin::Mounting);
         let recovering = args.recovered.is_some();
@@ -209,6 +216,12 @@ impl<A: Agent> Actor for AgentServer<A> {
             state.resolve(recovered);
         }
         state.keep_from_start(recovering);
+        // Thawed: the signals kept for it while it slept are its first inputs.
+        if let Some((_, sleeper)) = state.shared.sleeping.remove(&state.agent.id) {
+            for signal in sleeper.kept {
+                state.feed(signal);
+            }
+        }
         state.shared.events.announce(&state.agent.id, None, None, EventKind::AgentStarted);
         Ok(state)
     }
@@ -219,7 +232,15 @@ impl<A: Agent> Actor for AgentServer<A> {
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        if state.asleep {
+            state.while_asleep(msg);
+            return Ok(());
+        }
+        if state.shared.hibernate_after.is_some() && !matches!(msg, ServerMsg::Hibernate(..)) {
+            state.last_active = tokio::time::Instant::now();
+        }
         match msg {
+            ServerMsg::Hibernate(done, idle) => state.on_hibernate(done, idle),
             ServerMsg::Signal(signal) => state.feed(signal),
             ServerMsg::Call(signal, reply) => state.on_call(signal, reply),
             ServerMsg::Mount(skill, opts, reply) => state.on_mount(&skill, &opts, reply),

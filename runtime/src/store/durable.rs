@@ -40,6 +40,9 @@ pub struct AgentRecord {
     pub agent_type: String,
     /// Its spawn settings (policy, restart policy, limits, parent, name), as the runtime serialized them.
     pub spawn: Value,
+    /// Whether it was hibernating: a recovery leaves it asleep until something is sent to it.
+    #[serde(default)]
+    pub asleep: bool,
 }
 
 /// A schedule armed by an agent: the signal to feed it at `due`.
@@ -115,6 +118,8 @@ pub trait Durable: Send + Sync + 'static {
 
     /// The agents to bring back.
     fn alive(&self) -> Result<Vec<AgentRecord>, StoreError>;
+    /// One agent's record, if it is to be brought back.
+    fn agent(&self, agent: &AgentId) -> Result<Option<AgentRecord>, StoreError>;
     /// An agent's latest snapshot.
     fn snapshot(&self, agent: &AgentId) -> Result<Option<Snapshot>, StoreError>;
     /// An agent's inputs after number `after`, in order.

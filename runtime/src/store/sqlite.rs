@@ -606,6 +606,14 @@ impl Durable for SqliteStore {
         self.read(|db| decoded(db, "agent record", "SELECT record FROM agents ORDER BY agent", &[]))
     }
 
+    fn agent(&self, agent: &AgentId) -> Result<Option<AgentRecord>, StoreError> {
+        let agent = agent.clone();
+        self.read(move |db| {
+            let found = decoded(db, "agent record", "SELECT record FROM agents WHERE agent = ?1", &[&agent.as_str()])?;
+            Ok(found.into_iter().next())
+        })
+    }
+
     fn snapshot(&self, agent: &AgentId) -> Result<Option<Snapshot>, StoreError> {
         let agent = agent.clone();
         self.read(move |db| {

@@ -1,0 +1,89 @@
+//! Hibernation: an idle agent of a durable runtime is snapshotted and its actor stopped, leaving a few bytes in
+//! a map of sleepers; a signal, call or `get` addressed to it thaws it (from its snapshot, as a recovery does),
+//! and signals that arrive meanwhile are kept, in order, for it.
+
+use crate::error::RuntimeError;
+use crate::events::EventKind;
+use crate::id::AgentId;
+use crate::shared::Shared;
+use crate::signal::Signal;
+use std::sync::Arc;
+
+/// What is left of a hibernated agent in memory: its type's name (shared by every agent of the type), the
+/// signals sent to it since it fell asleep, and whether it is being thawed.
+#[derive(Debug)]
+pub(crate) struct Sleeper {
+    pub agent_type: Arc<str>,
+    pub kept: Vec<Signal>,
+    pub waking: bool,
+}
+
+/// Delivers a signal to an agent: to its actor if it is awake, else kept for it and its thaw started. The
+/// directory is asked again after the sleepers, since an agent waking in between leaves the sleepers only once
+/// it is in the directory.
+pub(crate) fn deliver(shared: &Arc<Shared>, to: &AgentId, signal: Signal) -> Result<(), RuntimeError> {
+    if shared.directory.get(to).is_some() && shared.directory.deliver(to, signal.clone()) {
+        return Ok(());
+    }
+    if let Some(mut sleeper) = shared.sleeping.get_mut(to) {
+        sleeper.kept.push(signal);
+        if !sleeper.waking {
+            sleeper.waking = true;
+            drop(sleeper);
+            start_waking(shared, to);
+        }
+        return Ok(());
+    }
+    if shared.directory.deliver(to, signal) { Ok(()) } else { Err(RuntimeError::NoSuchAgent(to.clone())) }
+}
+
+/// Thaws an agent in a task of its own (for a caller that cannot wait).
+fn start_waking(shared: &Arc<Shared>, agent: &AgentId) {
+    let (shared, agent) = (shared.clone(), agent.clone());
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn(async move {
+                if let Err(err) = wake(&shared, &agent).await {
+                    tracing::error!(%agent, %err, "a hibernated agent could not be thawed");
+                }
+            });
+        }
+        Err(_) => tracing::error!(%agent, "a hibernated agent cannot be thawed outside a tokio runtime"),
+    }
+}
+
+/// Whether an agent is hibernating (or being thawed).
+pub(crate) fn is_asleep(shared: &Shared, agent: &AgentId) -> bool {
+    shared.sleeping.contains_key(agent)
+}
+
+/// Thaws a hibernated agent and waits until it runs (at once if it is awake). The signals kept for it are its
+/// first inputs, in the order they came.
+pub(crate) async fn wake(shared: &Arc<Shared>, agent: &AgentId) -> Result<(), RuntimeError> {
+    let agent_type = match shared.sleeping.get(agent) {
+        Some(sleeper) => sleeper.agent_type.clone(),
+        None if shared.directory.get(agent).is_some() => return Ok(()),
+        None => return Err(RuntimeError::NoSuchAgent(agent.clone())),
+    };
+    // Thaws racing for one agent: one spawns it, the others find it in the directory.
+    let _one_at_a_time = shared.waking.lock().await;
+    if shared.directory.get(agent).is_some() || !shared.sleeping.contains_key(agent) {
+        return Ok(());
+    }
+    let durable = shared.store.durable().ok_or_else(|| RuntimeError::Store {
+        agent: agent.clone(),
+        message: "a hibernated agent needs a durable store to thaw".to_owned(),
+    })?;
+    let record = durable
+        .agent(agent)
+        .map_err(|e| RuntimeError::Store { agent: agent.clone(), message: e.to_string() })?
+        .ok_or_else(|| RuntimeError::NoSuchAgent(agent.clone()))?;
+    let revive = shared
+        .revivers
+        .get(agent_type.as_ref())
+        .map(|r| r.clone())
+        .ok_or_else(|| RuntimeError::UnknownAgentType(agent_type.to_string()))?;
+    revive(shared.clone(), record).await?;
+    shared.events.announce(agent, None, None, EventKind::AgentThawed);
+    Ok(())
+}

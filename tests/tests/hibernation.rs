@@ -1,0 +1,182 @@
+//! Hibernation on a real SQLite journal: an idle agent falls asleep (its actor stopped, its state on disk), a
+//! signal, call or `get` thaws it transparently, an idle timer puts it to sleep by itself, and a model property
+//! checks that signals, hibernations, thaws and whole restarts of the runtime in any order end in the state of an
+//! agent that never slept.
+
+use agentry::agent::{Agent, Reaction};
+use agentry::effect::Effect;
+use agentry::events::EventKind;
+use agentry::id::AgentId;
+use agentry::runtime::{Runtime, RuntimeError, SpawnOptions};
+use agentry::signal::Signal;
+use agentry_tests::wait_for;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+
+/// Adds and doubles; replies with its total to `get`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Tally {
+    total: i64,
+}
+
+impl Agent for Tally {
+    fn name() -> &'static str {
+        "tally"
+    }
+
+    fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+        match signal.kind().as_str() {
+            "add" => Reaction::Update(Tally { total: self.total + signal.data()["n"].as_i64().unwrap_or(0) }, vec![]),
+            "double" => Reaction::Update(Tally { total: self.total * 2 }, vec![]),
+            "get" => Reaction::Keep(vec![Effect::reply_to(signal.id(), json!(self.total))]),
+            "arm" => {
+                let Ok(later) = Signal::new("add", json!({"n": 1})) else { return Reaction::Keep(vec![]) };
+                Reaction::Keep(vec![Effect::schedule("later", Duration::from_secs(3600), later)])
+            }
+            _ => Reaction::Ignore,
+        }
+    }
+}
+
+fn signal(kind: &str, data: Value) -> Signal {
+    Signal::new(kind, data).expect("a kind")
+}
+
+async fn open(dir: &Path, idle: Option<Duration>) -> Runtime {
+    let mut builder = Runtime::builder().agent::<Tally>().expect("registered").durable(dir).expect("journal");
+    if let Some(idle) = idle {
+        builder = builder.hibernate_after(idle);
+    }
+    builder.open().await.expect("opens").0
+}
+
+fn tally() -> AgentId {
+    AgentId::new("tally").expect("an id")
+}
+
+async fn spawn(runtime: &Runtime) {
+    let opts = SpawnOptions { id: Some(tally()), ..SpawnOptions::default() };
+    runtime.spawn(Tally::default(), opts).await.expect("spawned");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hibernated_agent_keeps_its_state_and_wakes_for_a_signal_or_a_call() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let runtime = open(folder.path(), None).await;
+    spawn(&runtime).await;
+    let mut events = runtime.events();
+    runtime.send(&tally(), signal("add", json!({"n": 5}))).expect("sent");
+    runtime.hibernate(&tally()).await.expect("it falls asleep");
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentHibernated)).await;
+    assert!(runtime.is_hibernating(&tally()));
+
+    // A signal while it sleeps is kept and handled once it is thawed; a call thaws it too.
+    runtime.send(&tally(), signal("double", Value::Null)).expect("kept for it");
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentThawed)).await;
+    let handle = runtime.get::<Tally>(&tally()).expect("a handle");
+    assert_eq!(handle.call(signal("get", Value::Null), Duration::from_secs(10)).await.expect("reply"), json!(10));
+
+    runtime.hibernate(&tally()).await.expect("asleep again");
+    let handle = runtime.get::<Tally>(&tally()).expect("a handle to a sleeping agent");
+    assert_eq!(handle.state().await.expect("thawed for it").domain, Tally { total: 10 });
+    assert!(!runtime.is_hibernating(&tally()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_with_something_going_on_stays_awake_and_without_disk_nothing_sleeps() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let runtime = open(folder.path(), None).await;
+    spawn(&runtime).await;
+    let handle = runtime.get::<Tally>(&tally()).expect("a handle");
+    handle.send(signal("arm", Value::Null)).expect("sent");
+    let _ = handle.state().await;
+    let refused = runtime.hibernate(&tally()).await.expect_err("a schedule is armed");
+    assert!(matches!(&refused, RuntimeError::Busy { why, .. } if why.contains("schedules")), "{refused}");
+
+    let memory = Runtime::builder().agent::<Tally>().expect("registered").build();
+    spawn(&memory).await;
+    let refused = memory.hibernate(&tally()).await.expect_err("no durable store");
+    assert!(matches!(refused, RuntimeError::Store { .. }), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_agent_hibernates_by_itself() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let runtime = open(folder.path(), Some(Duration::from_millis(40))).await;
+    let mut events = runtime.events();
+    spawn(&runtime).await;
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentHibernated)).await;
+    runtime.send(&tally(), signal("add", json!({"n": 2}))).expect("sent");
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentThawed)).await;
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentHibernated)).await;
+    let handle = runtime.get::<Tally>(&tally()).expect("a handle");
+    assert_eq!(handle.state().await.expect("state").domain.total, 2);
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Add(i64),
+    Double,
+    Hibernate,
+    Thaw,
+    Restart,
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    let step = prop_oneof![
+        3 => (-5i64..6).prop_map(Step::Add),
+        1 => Just(Step::Double),
+        2 => Just(Step::Hibernate),
+        1 => Just(Step::Thaw),
+        1 => Just(Step::Restart),
+    ];
+    prop::collection::vec(step, 1..14)
+}
+
+#[test]
+fn sleeping_waking_and_restarting_in_any_order_end_where_a_sleepless_agent_ends() {
+    let cases = std::env::var("AGENTRY_SLEEP_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(16);
+    let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    runner
+        .run(&steps(), |steps| {
+            tokio.block_on(async {
+                let folder = tempfile::tempdir().expect("a folder");
+                let mut runtime = open(folder.path(), None).await;
+                spawn(&runtime).await;
+                let mut model = 0i64;
+                for step in &steps {
+                    match step {
+                        Step::Add(n) => {
+                            runtime.send(&tally(), signal("add", json!({"n": n}))).expect("sent");
+                            model += n;
+                        }
+                        Step::Double => {
+                            runtime.send(&tally(), signal("double", Value::Null)).expect("sent");
+                            model *= 2;
+                        }
+                        Step::Hibernate => {
+                            // Busy (a signal not yet handled) is a fine answer; asleep already is too.
+                            let _ = runtime.hibernate(&tally()).await;
+                        }
+                        Step::Thaw => runtime.thaw(&tally()).await.expect("thawed"),
+                        Step::Restart => {
+                            runtime.shutdown(Duration::from_secs(5)).await;
+                            drop(runtime);
+                            runtime = open(folder.path(), None).await;
+                        }
+                    }
+                }
+                let handle = runtime.get::<Tally>(&tally()).expect("a handle");
+                let got = handle.call(signal("get", Value::Null), Duration::from_secs(10)).await.expect("reply");
+                runtime.shutdown(Duration::from_secs(5)).await;
+                prop_assert_eq!(got, json!(model), "{:?}", steps);
+                Ok(())
+            })
+        })
+        .unwrap_or_else(|failure| panic!("{failure}"));
+}
