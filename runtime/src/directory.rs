@@ -105,6 +105,13 @@ impl Directory {
         self.tell(id, Untyped::Signal(signal))
     }
 
+    /// Delivers a signal to the agent if it is in the directory (`Some` with whether its actor took it), else
+    /// gives the signal back in `signal`.
+    pub fn offer(&self, id: &AgentId, signal: &mut Option<Signal>) -> Option<bool> {
+        let deliver = self.by_id.get(id).map(|e| e.deliver.clone())?;
+        signal.take().map(|signal| deliver(Untyped::Signal(signal)))
+    }
+
     pub fn tell(&self, id: &AgentId, message: Untyped) -> bool {
         match self.by_id.get(id).map(|e| e.deliver.clone()) {
             Some(deliver) => deliver(message),

@@ -22,9 +22,12 @@ pub(crate) struct Sleeper {
 /// directory is asked again after the sleepers, since an agent waking in between leaves the sleepers only once
 /// it is in the directory.
 pub(crate) fn deliver(shared: &Arc<Shared>, to: &AgentId, signal: Signal) -> Result<(), RuntimeError> {
-    if shared.directory.get(to).is_some() && shared.directory.deliver(to, signal.clone()) {
-        return Ok(());
-    }
+    let mut offered = Some(signal);
+    let signal = match (shared.directory.offer(to, &mut offered), offered) {
+        (Some(true), _) => return Ok(()),
+        (Some(false), _) | (None, None) => return Err(RuntimeError::NoSuchAgent(to.clone())),
+        (None, Some(signal)) => signal,
+    };
     if let Some(mut sleeper) = shared.sleeping.get_mut(to) {
         sleeper.kept.push(signal);
         if !sleeper.waking {
