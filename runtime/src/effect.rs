@@ -118,6 +118,20 @@ pub enum EffectKind {
         /// Why, for the event stream.
         reason: String,
     },
+    /// Mount a skill of the runtime's catalog on this agent: the agent learns it, under its own policy (a skill
+    /// the policy does not allow is refused). Mounting a skill already mounted at that version changes nothing.
+    MountSkill {
+        /// The skill.
+        skill: SkillId,
+        /// Its mount options.
+        #[serde(default)]
+        opts: Value,
+    },
+    /// Unmount a skill from this agent: it forgets it and its actions.
+    UnmountSkill {
+        /// The skill.
+        skill: SkillId,
+    },
 }
 
 /// Where an effect came from, so every effect can be traced.
@@ -152,6 +166,16 @@ impl From<EffectKind> for Effect {
 }
 
 impl Effect {
+    /// `MountSkill`: the agent learns a skill of the catalog.
+    pub fn mount_skill(skill: SkillId, opts: Value) -> Self {
+        EffectKind::MountSkill { skill, opts }.into()
+    }
+
+    /// `UnmountSkill`: the agent forgets a skill.
+    pub fn unmount_skill(skill: SkillId) -> Self {
+        EffectKind::UnmountSkill { skill }.into()
+    }
+
     /// `RegisterAction`.
     pub fn register(action: ActionId) -> Self {
         EffectKind::RegisterAction { action }.into()
@@ -276,6 +300,19 @@ pub enum EffectRefusal {
         /// The child it would have started.
         child: AgentId,
         /// What the child's policy allows that the parent's does not.
+        reason: String,
+    },
+    /// A `MountSkill` or `UnmountSkill` effect that could not be applied (an unknown skill, one the policy
+    /// does not allow, a missing dependency, one another mounted skill needs).
+    #[error("{effect} of skill `{skill}`, asked for by {origin}, failed: {reason}")]
+    Mount {
+        /// `mount_skill` or `unmount_skill`.
+        effect: String,
+        /// The skill.
+        skill: SkillId,
+        /// Who asked.
+        origin: String,
+        /// Why it failed.
         reason: String,
     },
     /// A `SpawnAgent` effect from an agent whose policy does not grant `spawn`.

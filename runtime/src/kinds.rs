@@ -1,6 +1,6 @@
 //! The runtime's own signal kinds: one name each, one constructor each, and the rule that reserves them.
 //!
-//! Only the agent's server makes signals of these kinds; an agent's `Emit` or `Schedule`, an action's
+//! Only the agent's server (or the simulator, which drives the same semantics) makes signals of these kinds; an agent's `Emit` or `Schedule`, an action's
 //! [`ActionContext::effect`](crate::ActionContext::effect) and an outside `send` or `call` asking for one are
 //! refused with a typed error. So an agent can trust that an `action.completed` it gets is a run that really
 //! completed. Every kind in the `action.`, `job.` and `agent.` namespaces is reserved, including ones the
@@ -17,7 +17,7 @@ pub use crate::action::RunReport;
 use crate::action::{JobRecord, Outcome, OutcomeStatus};
 use crate::id::{ActionId, AgentId};
 use crate::signal::{Signal, SignalBuilder};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -62,32 +62,45 @@ pub fn agent_source(agent: &AgentId) -> String {
     format!("{RUNTIME_SOURCE}/agent/{agent}")
 }
 
-/// What a server knows of a run when it tells the agent how it ended.
-pub(crate) struct RunRef<'a> {
+/// What a driver (the agent's server, or the simulator) knows of a run when it tells the agent how it ended.
+pub struct RunRef<'a> {
+    /// The run.
     pub run: Uuid,
+    /// Its action.
     pub action: &'a ActionId,
+    /// The correlation of the signal that asked for it.
     pub correlation: Uuid,
+    /// The signal that asked for it, if a signal did.
     pub causation: Option<Uuid>,
 }
 
-/// A server-made signal: its source, a fresh id and the time now, and the cause it follows, if any. The server
-/// is not pure: its signals get fresh ids rather than ones derived from their cause and data.
-fn made(kind: &str, source: &str, cause: Option<(Uuid, Uuid)>, data: Value) -> Option<Signal> {
-    let now = Utc::now();
+/// The id and time a runtime-made signal is stamped with.
+pub type Stamp = (Uuid, DateTime<Utc>);
+
+/// A fresh id and the time now: what the live server stamps its signals with (it is not pure: its signals get
+/// fresh ids rather than ones derived from their cause and data). The simulator stamps them from its seeded
+/// generator and virtual clock instead.
+fn now() -> Stamp {
+    (Uuid::now_v7(), Utc::now())
+}
+
+/// A runtime-made signal: its source, its stamp, and the cause it follows, if any.
+fn made(kind: &str, source: &str, cause: Option<(Uuid, Uuid)>, data: Value, (id, time): Stamp) -> Option<Signal> {
     let mut builder: SignalBuilder = Signal::builder(kind).source(source).data(data);
     if let Some((correlation, causation)) = cause {
-        builder = builder.caused_by(correlation, causation, now);
+        builder = builder.caused_by(correlation, causation, time);
     }
-    builder
-        .stamped(Uuid::now_v7(), now)
-        .build()
-        .map_err(|err| tracing::error!(%err, "a runtime signal kind is invalid"))
-        .ok()
+    builder.stamped(id, time).build().map_err(|err| tracing::error!(%err, "a runtime signal kind is invalid")).ok()
 }
 
 /// The `action.completed`, `action.failed` or `action.blocked` signal that tells an agent how its run ended,
 /// caused by the signal that asked for the run.
 pub(crate) fn action_outcome(source: &str, run: RunRef<'_>, outcome: Outcome) -> Option<Signal> {
+    action_outcome_at(source, run, outcome, now())
+}
+
+/// [`action_outcome`](self) stamped as the caller says: the one shape of an outcome signal, for every driver.
+pub fn action_outcome_at(source: &str, run: RunRef<'_>, outcome: Outcome, stamp: Stamp) -> Option<Signal> {
     let kind = match outcome.status {
         OutcomeStatus::Completed => ACTION_COMPLETED,
         OutcomeStatus::Failed => ACTION_FAILED,
@@ -98,7 +111,7 @@ pub(crate) fn action_outcome(source: &str, run: RunRef<'_>, outcome: Outcome) ->
     data.insert("action".to_owned(), Value::String(run.action.as_str().to_owned()));
     data.insert("outcome".to_owned(), outcome.into_json());
     let cause = run.causation.map(|causation| (run.correlation, causation));
-    made(kind, source, cause, Value::Object(data))
+    made(kind, source, cause, Value::Object(data), stamp)
 }
 
 /// The `job.completed`, `job.failed` or `job.cancelled` signal for a job that ended.
@@ -108,15 +121,25 @@ pub(crate) fn job_ended(source: &str, record: &JobRecord) -> Option<Signal> {
         crate::action::JobStatus::Cancelled => JOB_CANCELLED,
         _ => JOB_FAILED,
     };
-    made(kind, source, None, json!({"job": record}))
+    made(kind, source, None, json!({"job": record}), now())
 }
 
 /// The `agent.child_exited` signal a parent gets when its child stops.
 pub(crate) fn child_exited(source: &str, child: &AgentId, reason: &str) -> Option<Signal> {
-    made(AGENT_CHILD_EXITED, source, None, json!({"child": child, "reason": reason}))
+    child_exited_at(source, child, reason, now())
+}
+
+/// [`child_exited`](self) stamped as the caller says.
+pub fn child_exited_at(source: &str, child: &AgentId, reason: &str, stamp: Stamp) -> Option<Signal> {
+    made(AGENT_CHILD_EXITED, source, None, json!({"child": child, "reason": reason}), stamp)
 }
 
 /// The `agent.spawn_failed` signal an agent gets when its `SpawnAgent` effect failed.
 pub(crate) fn spawn_failed(source: &str, child: &AgentId, error: &str) -> Option<Signal> {
-    made(AGENT_SPAWN_FAILED, source, None, json!({"child": child, "error": error}))
+    spawn_failed_at(source, child, error, now())
+}
+
+/// [`spawn_failed`](self) stamped as the caller says.
+pub fn spawn_failed_at(source: &str, child: &AgentId, error: &str, stamp: Stamp) -> Option<Signal> {
+    made(AGENT_SPAWN_FAILED, source, None, json!({"child": child, "error": error}), stamp)
 }

@@ -17,6 +17,7 @@ pub mod effect;
 mod error;
 pub mod events;
 pub mod id;
+pub mod interpret;
 pub mod jobs;
 pub mod kinds;
 mod messages;
@@ -32,7 +33,7 @@ pub mod skill;
 mod sleep;
 pub mod store;
 mod supervisor;
-mod table;
+pub mod table;
 pub mod tool;
 
 mod duration_ms;

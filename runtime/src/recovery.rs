@@ -81,11 +81,26 @@ pub(crate) async fn revive<A: Agent>(shared: Arc<Shared>, record: AgentRecord) -
         recovered.inputs.insert(signal.id());
         // As live: a handler that fails or panics changes nothing and asks for nothing.
         let Ok(Ok(stepped)) = catch_unwind(AssertUnwindSafe(|| step(&mut state, &signal, &catalog))) else { continue };
-        let runs = stepped.effects.into_iter().filter_map(|effect| match effect.kind {
-            EffectKind::Run { action, params } => Some((action, params)),
-            _ => None,
-        });
-        for (index, (action, params)) in runs.enumerate() {
+        let mut runs = Vec::new();
+        for effect in stepped.effects {
+            match effect.kind {
+                EffectKind::Run { action, params } => runs.push((action, params)),
+                // Skills the agent mounted or unmounted itself are part of its state: applied as live (the
+                // same pure functions; one that failed live fails again and changes nothing).
+                EffectKind::MountSkill { skill, opts } => {
+                    if let Some(skill) = catalog.get(&skill) {
+                        let policy = &settings.policy;
+                        let _ =
+                            catch_unwind(AssertUnwindSafe(|| crate::skill::mount(&mut state, skill, &opts, policy)));
+                    }
+                }
+                EffectKind::UnmountSkill { skill } => {
+                    let _ = crate::skill::unmount(&mut state, &skill);
+                }
+                _ => {}
+            }
+        }
+        for (index, (action, params)) in runs.into_iter().enumerate() {
             recovered.replayed.push(Replayed {
                 key: format!("{id}/{seq}/{index}"),
                 action,

@@ -1,5 +1,6 @@
 //! The live action table and the gate: what an agent can run now, and whether one run may start. Pure data and
-//! decisions; the agent's server holds the table and asks the gate before every run starts.
+//! decisions, shared by every driver of agents: the agent's server (and the simulator) holds the table and asks
+//! the gate before every run starts.
 
 use crate::action::{ActionError, ActionSpec, DynAction, Risk};
 use crate::id::{ActionId, AgentId, SkillId};
@@ -8,14 +9,16 @@ use crate::skill::{AgentState, Catalog};
 use std::collections::HashMap;
 
 /// An action in the live table, with the skill that provides it.
-pub(crate) struct Registered {
+pub struct Registered {
+    /// The action's contract and code.
     pub action: DynAction,
+    /// The skill it runs from.
     pub skill: Option<SkillId>,
 }
 
 /// The actions an agent can run now, by id. Only mounting, unmounting and refreshing skills change it.
 #[derive(Default)]
-pub(crate) struct ActionTable {
+pub struct ActionTable {
     entries: HashMap<ActionId, Registered>,
     /// Counts the changes to the table, so a gate decision can tell whether it still holds.
     epoch: u64,
@@ -93,7 +96,7 @@ impl ActionTable {
 }
 
 /// What the gate says about one run.
-pub(crate) enum Gate {
+pub enum Gate {
     /// It may not run, for this reason.
     Refused(ActionError),
     /// It may run once approved (its risk asks for approval).
@@ -104,13 +107,7 @@ pub(crate) enum Gate {
 
 /// The gate: the agent must be taking runs, the action must be registered on it, and the policy must allow it
 /// and grant its capabilities; a risky run needs approval.
-pub(crate) fn gate(
-    table: &ActionTable,
-    policy: &Policy,
-    agent: &AgentId,
-    action: &ActionId,
-    taking_runs: bool,
-) -> Gate {
+pub fn gate(table: &ActionTable, policy: &Policy, agent: &AgentId, action: &ActionId, taking_runs: bool) -> Gate {
     if !taking_runs {
         return Gate::Refused(ActionError::cancelled("the runtime is shutting down; no new runs start"));
     }

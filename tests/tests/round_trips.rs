@@ -105,6 +105,9 @@ fn effect_kind() -> impl Strategy<Value = EffectKind> {
         }),
         agent_id().prop_map(|id| EffectKind::StopChild { id }),
         ".{0,12}".prop_map(|reason| EffectKind::Stop { reason }),
+        (dotted(), json_value())
+            .prop_map(|(skill, opts)| EffectKind::MountSkill { skill: SkillId::new(skill).unwrap(), opts }),
+        dotted().prop_map(|skill| EffectKind::UnmountSkill { skill: SkillId::new(skill).unwrap() }),
     ]
 }
 

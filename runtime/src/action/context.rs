@@ -156,6 +156,16 @@ impl fmt::Debug for ActionContext {
     }
 }
 
+/// The effects a run asked for through its context; see [`ActionContext::requested`].
+pub struct Requested(Arc<Mutex<RunSink>>);
+
+impl Requested {
+    /// Takes the effects asked for so far.
+    pub fn take(&self) -> Vec<crate::effect::Effect> {
+        std::mem::take(&mut RunSink::lock(&self.0).effects)
+    }
+}
+
 impl ActionContext {
     /// A context for invoking an action directly, outside any runtime (unit tests, scripts): a fresh run,
     /// the default policy, no drive, and no way to call other actions.
@@ -205,6 +215,29 @@ impl ActionContext {
     pub fn with_drive(mut self, drive: impl Into<PathBuf>) -> Self {
         self.drive = Some(drive.into());
         self
+    }
+
+    /// The same context for a run that a driver other than the runtime starts (the simulator): its ids and its
+    /// idempotency key are given rather than made, so they are the same on every run of a seeded simulation.
+    pub fn with_run(mut self, run: Uuid, correlation: Uuid, causation: Option<Uuid>, key: &str) -> Self {
+        self.run_id = run;
+        self.correlation_id = correlation;
+        self.causation_id = causation;
+        self.key = RunKey::Given(key.into());
+        self.stack = vec![Frame { action: self.action_id.clone(), run_id: run, state: Value::Null }];
+        self
+    }
+
+    /// The same context, run from this skill.
+    pub fn with_skill(mut self, skill: SkillId) -> Self {
+        self.skill = Some(skill);
+        self
+    }
+
+    /// A handle on the effects the action asks for through this context ([`ActionContext::effect`]), for a
+    /// driver to interpret once the run completed.
+    pub fn requested(&self) -> Requested {
+        Requested(self.sink.clone())
     }
 
     /// The same context with this skill state (for direct invocation).

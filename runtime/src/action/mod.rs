@@ -15,7 +15,7 @@ mod retry;
 mod spec;
 
 pub use coerce::coerce;
-pub use context::{ActionContext, Frame, IfDriveExists};
+pub use context::{ActionContext, Frame, IfDriveExists, Requested};
 pub(crate) use context::{BoxFuture, Link, RunKey, RunServices, RunSink};
 pub(crate) use dynamic::schema_errors;
 pub use dynamic::{ActionFuture, DynAction, SchemaError};

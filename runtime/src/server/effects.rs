@@ -1,14 +1,12 @@
-//! How the server interprets effects, and which effects it refuses: a change to the action table from anything
-//! but mounting, a signal of the runtime's own kinds asked for by someone else, a child the policy does not
-//! allow.
+//! How the server carries out effects: what each one means (and which are refused) is decided by the pure
+//! [`crate::interpret`] module it shares with the simulator; this module does the I/O.
 
 use super::ServerState;
-use crate::action::Capability;
 use crate::agent::Agent;
-use crate::effect::{Effect, EffectKind, EffectMeta, EffectRefusal, Target};
+use crate::effect::{Effect, EffectRefusal, Target};
 use crate::events::EventKind;
-use crate::id::ActionId;
 use crate::id::AgentId;
+use crate::interpret::{Command, KeyFrom, Origin};
 use crate::messages::ServerMsg;
 use crate::policy::Policy;
 use crate::signal::Signal;
@@ -17,111 +15,53 @@ use chrono::Utc;
 use serde_json::Value;
 use std::time::Duration;
 
-/// Where effects come from, which decides what they may do.
-#[derive(Clone, Copy)]
-pub(crate) enum Origin<'a> {
-    /// Mounting, unmounting or refreshing a skill (or the agent's start skills): the only origin that may
-    /// change the action table.
-    Mounting,
-    /// The agent's `step` on this signal (its own handler or a mounted skill's).
-    Step(&'a Signal),
-    /// A run that completed, through its context.
-    Run,
-    /// A job's run, through its context.
-    Job,
-}
-
-impl Origin<'_> {
-    fn describe(&self, meta_skill: Option<&crate::id::SkillId>) -> String {
-        match (self, meta_skill) {
-            (Origin::Mounting, _) => "mounting".to_owned(),
-            (Origin::Step(signal), Some(skill)) => format!("skill `{skill}` handling a `{}` signal", signal.kind()),
-            (Origin::Step(signal), None) => format!("the agent handling a `{}` signal", signal.kind()),
-            (Origin::Run, _) => "a completed run".to_owned(),
-            (Origin::Job, _) => "a job's run".to_owned(),
-        }
-    }
-
-    fn cause(&self) -> Option<&Signal> {
-        match self {
-            Origin::Step(signal) => Some(signal),
-            _ => None,
-        }
-    }
-}
-
 impl<A: Agent> ServerState<A> {
     /// Interprets effects in order, refusing (journaled and announced, never applied) the ones `origin` may not
     /// ask for.
     pub(crate) fn interpret(&mut self, effects: Vec<Effect>, origin: Origin<'_>) {
         for effect in effects {
             let cause = origin.cause();
-            match effect.kind {
-                EffectKind::RegisterAction { action } => match origin {
-                    Origin::Mounting => self.register(action, effect.meta.skill.as_ref()),
-                    _ => self.refuse_table_change("register_action", action, origin, &effect.meta),
-                },
-                EffectKind::DeregisterAction { action } => match origin {
-                    Origin::Mounting => self.table.deregister(&action),
-                    _ => self.refuse_table_change("deregister_action", action, origin, &effect.meta),
-                },
-                EffectKind::Run { action, params } => {
+            match crate::interpret::interpret(effect, origin, &self.policy, &self.source) {
+                Command::Register { action, skill } => self.register(action, skill.as_ref()),
+                Command::Deregister { action } => self.table.deregister(&action),
+                Command::Run { action, params, key } => {
                     // A run asked for by an input is keyed by it; one asked for by a run's or job's effects is
                     // keyed by its own id.
-                    let key = match origin {
-                        Origin::Step(_) => self.next_run_key(),
-                        _ => crate::action::RunKey::Run,
+                    let key = match key {
+                        KeyFrom::Input => self.next_run_key(),
+                        KeyFrom::Run => crate::action::RunKey::Run,
                     };
                     self.run_for_agent(action, params, cause, key);
                 }
-                EffectKind::Emit { signal, to } => {
-                    if let Some(signal) = self.own_signal(signal, origin, effect.meta.skill.as_ref()) {
-                        self.emit(signal, to);
-                    }
-                }
-                EffectKind::Reply { to, data } => {
+                Command::Emit { signal, to } => self.emit(signal, to),
+                Command::Reply { to, data } => {
                     if let Some(port) = self.calls.remove(&to) {
                         let _ = port.send(data);
                     }
                 }
-                EffectKind::Schedule { key, after, signal, if_missed } => {
-                    if let Some(signal) = self.own_signal(signal, origin, effect.meta.skill.as_ref()) {
-                        self.schedule(key, after, signal, if_missed);
-                    }
-                }
-                EffectKind::Cancel { key } => {
+                Command::Schedule { key, after, signal, if_missed } => self.schedule(key, after, signal, if_missed),
+                Command::Cancel { key } => {
                     if let Some(task) = self.schedules.remove(&key) {
                         task.abort();
                         self.forget_schedule(&key);
                     }
                 }
-                EffectKind::SpawnAgent { id, agent, init, policy } => self.spawn_child(id, agent, init, policy, cause),
-                EffectKind::StopChild { id } => self.stop_child(&id),
-                EffectKind::Stop { reason } => self.stop_self(crate::supervisor::Exit::Normal(reason)),
+                Command::Spawn { id, agent, init, policy } => self.spawn_child(id, agent, init, policy),
+                Command::StopChild { id } => self.stop_child(&id),
+                Command::Stop { reason } => self.stop_self(crate::supervisor::Exit::Normal(reason)),
+                Command::Mount { skill, opts } => {
+                    if let Err(err) = self.mount(&skill, &opts) {
+                        self.refuse_effect(cause, Command::mount_failed(true, skill, origin, err.to_string()));
+                    }
+                }
+                Command::Unmount { skill } => {
+                    if let Err(err) = self.unmount(&skill) {
+                        self.refuse_effect(cause, Command::mount_failed(false, skill, origin, err.to_string()));
+                    }
+                }
+                Command::Refused(refusal) => self.refuse_effect(cause, refusal),
             }
         }
-    }
-
-    /// Refuses a `RegisterAction` or `DeregisterAction` that did not come from mounting.
-    fn refuse_table_change(&self, effect: &str, action: ActionId, origin: Origin<'_>, meta: &EffectMeta) {
-        let refusal = EffectRefusal::TableChange {
-            effect: effect.to_owned(),
-            action,
-            origin: origin.describe(meta.skill.as_ref()),
-        };
-        self.refuse_effect(origin.cause(), refusal);
-    }
-
-    /// A signal the agent emits or schedules, stamped with the agent's own source (so its `source` says who
-    /// made it), or `None` (and a refusal) when its kind is one of the runtime's own.
-    fn own_signal(&self, signal: Signal, origin: Origin<'_>, skill: Option<&crate::id::SkillId>) -> Option<Signal> {
-        if crate::kinds::is_reserved(signal.kind().as_str()) {
-            let refusal =
-                EffectRefusal::ReservedKind { kind: signal.kind().to_string(), origin: origin.describe(skill) };
-            self.refuse_effect(origin.cause(), refusal);
-            return None;
-        }
-        Some(signal.with_source(self.source.clone()))
     }
 
     /// Journals and announces an effect the server did not apply.
@@ -149,30 +89,9 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Starts a child of a registered agent type under the parent's policy, or a narrower one the effect names.
-    /// Needs the `spawn` capability; a failure comes back as an `agent.spawn_failed` signal.
-    fn spawn_child(
-        &mut self,
-        id: AgentId,
-        agent: String,
-        init: Value,
-        policy: Option<Box<Policy>>,
-        cause: Option<&Signal>,
-    ) {
-        if !self.policy.grants(&Capability::SPAWN) {
-            self.refuse_effect(cause, EffectRefusal::SpawnNotGranted { child: id });
-            return;
-        }
-        let policy = match policy {
-            None => (*self.policy).clone(),
-            Some(policy) => match policy.within(&self.policy) {
-                Ok(()) => *policy,
-                Err(reason) => {
-                    self.refuse_effect(cause, EffectRefusal::PolicyBroader { child: id, reason });
-                    return;
-                }
-            },
-        };
+    /// Starts a child of a registered agent type under the policy the interpretation settled on; a failure
+    /// comes back as an `agent.spawn_failed` signal.
+    fn spawn_child(&mut self, id: AgentId, agent: String, init: Value, policy: Policy) {
         let Some(spawner) = self.shared.spawners.get(&agent).map(|s| s.clone()) else {
             let error = crate::error::RuntimeError::UnknownAgentType(agent);
             if let Some(signal) = crate::kinds::spawn_failed(&self.source, &id, &error.to_string()) {

@@ -210,7 +210,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             asleep: false,
             last_active: tokio::time::Instant::now(),
         };
-        state.interpret(args.start_effects, effects::Origin::Mounting);
+        state.interpret(args.start_effects, crate::interpret::Origin::Mounting);
         let recovering = args.recovered.is_some();
         if let Some(recovered) = args.recovered {
             state.resolve(recovered);
@@ -252,7 +252,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Finished(run, outcome, invoker) => state.on_finished(run, *outcome, invoker),
             ServerMsg::Drain(done) => state.drain(done),
             ServerMsg::Request(request) => state.request_run(*request),
-            ServerMsg::Effects(effects) => state.interpret(effects, effects::Origin::Job),
+            ServerMsg::Effects(effects) => state.interpret(effects, crate::interpret::Origin::Job),
             ServerMsg::Refresh(skill, done) => state.on_refresh(&skill, done),
             ServerMsg::Actions(reply) => state.on_actions(reply),
             ServerMsg::SetPolicy(policy, done) => state.set_policy(*policy, done),
@@ -279,7 +279,7 @@ impl<A: Agent> ServerState<A> {
         let catalog = self.shared.catalog.snapshot();
         let result = catch_unwind(AssertUnwindSafe(|| step(&mut self.agent, &signal, &catalog)));
         match result {
-            Ok(Ok(step)) => self.interpret(step.effects, effects::Origin::Step(&signal)),
+            Ok(Ok(step)) => self.interpret(step.effects, crate::interpret::Origin::Step(&signal)),
             Ok(Err(err)) => tracing::warn!(%err, "the signal could not be handled"),
             Err(_panic) => self.survive_panic(Some(signal.correlation_id()), "the agent's handler"),
         }

@@ -1,11 +1,11 @@
 //! Mounting, unmounting and refreshing skills on a running agent: the only ways its action table changes.
 
 use super::ServerState;
-use super::effects::Origin;
 use crate::agent::Agent;
 use crate::error::RuntimeError;
 use crate::events::EventKind;
 use crate::id::{ActionId, SkillId};
+use crate::interpret::Origin;
 use ractor::RpcReplyPort;
 use serde_json::Value;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -67,7 +67,7 @@ impl<A: Agent> ServerState<A> {
     /// Mounts a catalog skill. The skill's own code (its state init) runs here; a panic in it leaves the agent's
     /// state as it was (mounting changes nothing before the init returns), counts against the restart policy,
     /// and fails the mount with [`RuntimeError::Panicked`].
-    fn mount(&mut self, skill: &SkillId, opts: &Value) -> Result<(), RuntimeError> {
+    pub(super) fn mount(&mut self, skill: &SkillId, opts: &Value) -> Result<(), RuntimeError> {
         let found = self.catalog_skill(skill)?;
         let was_mounted = self.agent.is_mounted(skill);
         let policy = self.policy.clone();
@@ -90,7 +90,7 @@ impl<A: Agent> ServerState<A> {
         Ok(())
     }
 
-    fn unmount(&mut self, skill: &SkillId) -> Result<(), RuntimeError> {
+    pub(super) fn unmount(&mut self, skill: &SkillId) -> Result<(), RuntimeError> {
         let was_mounted = self.agent.is_mounted(skill);
         let effects = crate::skill::unmount(&mut self.agent, skill)?;
         self.interpret(effects, Origin::Mounting);

@@ -2,12 +2,12 @@
 //! whoever asked. The gate is asked again whenever a run that waited (in the queue, or for approval) starts, so a
 //! run never starts after its action was unmounted or the policy stopped allowing it.
 
-use super::effects::Origin;
 use super::{Awaiting, Clearance, RunIds, Running, ServerState, Ticket};
 use crate::action::{ActionContext, ActionError, DynAction, Frame, Link, Outcome, OutcomeStatus, Risk};
 use crate::agent::Agent;
 use crate::error::RuntimeError;
 use crate::events::EventKind;
+use crate::interpret::Origin;
 use crate::kinds::RunRef;
 use crate::messages::{Admitted, Invoker, Requester, RunRequest, ServerMsg};
 use crate::store::{RunRecord, RunStatus, RunUpdate};

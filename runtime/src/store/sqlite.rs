@@ -264,9 +264,24 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool) 
         };
         gather(&mut batch);
         // A small batch that nobody waits on is given a moment to grow: fewer, larger transactions, and the
-        // threads that write are not woken for every write. A batch someone waits on commits at once.
-        if batch.len() < GATHER_BELOW && !batch.iter().any(|op| matches!(op, Op::Flush(_) | Op::Read(_))) {
-            std::thread::sleep(GATHER_FOR);
+        // threads that write are not woken for every write. A batch someone waits on commits at once, also
+        // when the one waiting arrives during that moment.
+        let awaited = |op: &Op| matches!(op, Op::Flush(_) | Op::Read(_));
+        if batch.len() < GATHER_BELOW && !batch.iter().any(awaited) {
+            let until = std::time::Instant::now() + GATHER_FOR;
+            while batch.len() < GATHER_BELOW {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                match queue.recv_timeout(left) {
+                    Ok(op) => {
+                        let stop = awaited(&op);
+                        batch.push(op);
+                        if stop {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
             gather(&mut batch);
         }
         let mut flushed = Vec::new();
