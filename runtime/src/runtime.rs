@@ -539,6 +539,13 @@ impl Runtime {
                 cell.kill();
             }
         }
+        // Whatever the agents wrote on their way out is on disk when this returns, so a runtime opened next on
+        // the same folder finds it (even while this one's journal is still being dropped).
+        if let Some(durable) = self.shared.store.durable()
+            && durable.flushed().await.is_err()
+        {
+            tracing::error!("the journal could not make the last writes before shutdown durable");
+        }
     }
 }
 
