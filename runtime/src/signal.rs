@@ -162,6 +162,18 @@ impl Signal {
         builder
     }
 
+    /// The same signal with this id and time, for a deterministic driver (the simulator), which stamps every
+    /// signal it delivers from its seeded generator and virtual clock. A root signal (one that correlates with
+    /// itself) goes on correlating with itself.
+    pub fn restamped(mut self, id: Uuid, time: DateTime<Utc>) -> Self {
+        if self.correlation_id == self.id {
+            self.correlation_id = id;
+        }
+        self.id = id;
+        self.time = time;
+        self
+    }
+
     /// The unique id (UUID v7).
     pub fn id(&self) -> Uuid {
         self.id

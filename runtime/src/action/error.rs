@@ -109,6 +109,21 @@ impl ActionError {
         Self::Interrupted { reason: reason.into() }
     }
 
+    /// An error of `class` with this message (a `Timeout` has no message and says it took zero time): for
+    /// drivers, models and tests that draw an error class rather than meet one.
+    pub fn of_class(class: ErrorClass, message: impl Into<String>) -> Self {
+        let message = message.into();
+        match class {
+            ErrorClass::Validation => Self::validation(message),
+            ErrorClass::Transient => Self::transient(message),
+            ErrorClass::Timeout => Self::Timeout { after: std::time::Duration::ZERO },
+            ErrorClass::Critical => Self::critical(message),
+            ErrorClass::Denied => Self::denied(message),
+            ErrorClass::Cancelled => Self::cancelled(message),
+            ErrorClass::Interrupted => Self::interrupted(message),
+        }
+    }
+
     /// The error's class.
     pub fn class(&self) -> ErrorClass {
         match self {

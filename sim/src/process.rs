@@ -1,0 +1,66 @@
+//! Poisson processes: signals that reach agents at random times, at a rate per agent — contacts, arrivals,
+//! ticks. Randomness enters the pure agents only this way, as data carried by signals.
+
+use crate::error::{SimError, check};
+use crate::network::Network;
+use agentry::id::{AgentId, SkillId};
+use agentry::signal::Kind;
+
+/// Which agents a process reaches.
+#[derive(Debug, Clone)]
+pub enum Who {
+    /// Every agent.
+    All,
+    /// Agents with this skill mounted (others are skipped, which is the same as a signal they would ignore).
+    WithSkill(SkillId),
+    /// These agents.
+    Agents(Vec<AgentId>),
+}
+
+/// Whom a process's signal names as the contact (in its data, as `{"peer": "<agent id>"}`).
+#[derive(Debug, Clone)]
+pub enum Contacts {
+    /// No one: the signal's data is `null`.
+    None,
+    /// Any other agent, uniformly (a well-mixed population).
+    WellMixed,
+    /// A neighbour in this network, uniformly (an agent without neighbours gets no signal).
+    Network(std::sync::Arc<Network>),
+}
+
+/// Signals of one kind reaching each agent of `who` at `rate` per unit of virtual time (a second), each
+/// naming a contact as `contacts` says.
+///
+/// ```
+/// use agentry_sim::{Contacts, Process, Who};
+/// let contacts = Process::new("contact", 0.8).unwrap().reaching(Who::All).with_contacts(Contacts::WellMixed);
+/// # let _ = contacts;
+/// ```
+#[derive(Debug, Clone)]
+pub struct Process {
+    pub(crate) kind: Kind,
+    pub(crate) rate: f64,
+    pub(crate) who: Who,
+    pub(crate) contacts: Contacts,
+}
+
+impl Process {
+    /// Signals of `kind` at `rate` per agent per unit of time, to every agent, with no contact.
+    pub fn new(kind: &str, rate: f64) -> Result<Self, SimError> {
+        check(&format!("the rate of process `{kind}`"), rate, false)?;
+        let kind = Kind::new(kind).map_err(|e| SimError::BadKind { kind: kind.to_owned(), reason: e.to_string() })?;
+        Ok(Self { kind, rate, who: Who::All, contacts: Contacts::None })
+    }
+
+    /// Reaching these agents.
+    pub fn reaching(mut self, who: Who) -> Self {
+        self.who = who;
+        self
+    }
+
+    /// Naming contacts this way.
+    pub fn with_contacts(mut self, contacts: Contacts) -> Self {
+        self.contacts = contacts;
+        self
+    }
+}
