@@ -1,0 +1,271 @@
+//! The simulator's own behaviour: determinism (also across a parallel sweep), virtual time, real and modelled
+//! actions, each fault, contacts over a network, replay from a trace, and bad setups refused before running.
+
+use agentry::action::{ActionSpec, DynAction, ErrorClass, Risk};
+use agentry::agent::{Agent, Reaction};
+use agentry::effect::{Effect, Target};
+use agentry::id::{ActionId, AgentId};
+use agentry::signal::Signal;
+use agentry::skill::Skill;
+use agentry_sim::{
+    ActionModel, Approvals, Contacts, Fault, Faults, Latency, Metrics, Network, Process, SimBuilder, SimError, Who,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// Does what its signals say, and notes what comes back.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Worker {
+    heard: Vec<String>,
+    ticks: u64,
+}
+
+impl Agent for Worker {
+    fn name() -> &'static str {
+        "worker"
+    }
+
+    fn start_skills() -> Result<Vec<(Skill, Value)>, agentry::skill::BuildError> {
+        Ok(vec![(tools(), Value::Null)])
+    }
+
+    fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+        let data = signal.data();
+        let mut next = self.clone();
+        match signal.kind().as_str() {
+            "do" => {
+                let action = ActionId::new(data["action"].as_str().unwrap_or("tools.echo")).unwrap();
+                return Reaction::Keep(vec![Effect::run(action, data["params"].clone())]);
+            }
+            "later" => {
+                let after = Duration::from_secs(data["secs"].as_u64().unwrap_or(1));
+                let tick = signal.follow("tick").build().unwrap();
+                return Reaction::Keep(vec![Effect::schedule("tick", after, tick)]);
+            }
+            "tell" => {
+                let to = AgentId::new(data["to"].as_str().unwrap()).unwrap();
+                let hello = signal.follow("hello").build().unwrap();
+                return Reaction::Keep(vec![Effect::emit(hello, Target::Agent(to))]);
+            }
+            "tick" => next.ticks += 1,
+            "hello" | "contact" => next.heard.push(format!("{}:{}", signal.kind(), data["peer"].as_str().unwrap_or(""))),
+            kind if signal.outcome().is_some() => {
+                let report = signal.outcome().unwrap();
+                let class = report.outcome.error.as_ref().map(|e| format!("{:?}", e.class)).unwrap_or_default();
+                next.heard.push(format!("{kind}:{class}"));
+            }
+            _ => return Reaction::Ignore,
+        }
+        Reaction::Update(next, vec![])
+    }
+}
+
+fn action(id: &str, risk: Risk, run: fn() -> agentry::action::ActionFuture) -> DynAction {
+    let spec = ActionSpec::new(id, "a test action").unwrap().risk(risk).idempotent(true);
+    DynAction::new(spec, move |_, _| run()).unwrap()
+}
+
+fn tools() -> Skill {
+    Skill::builder("tools", "1.0.0")
+        .dyn_action(action("tools.echo", Risk::Low, || Box::pin(async { Ok(json!("echo")) })))
+        .dyn_action(action("tools.fetch", Risk::Low, || Box::pin(async { Ok(json!("real fetch")) })))
+        .dyn_action(action("tools.wait", Risk::Low, || {
+            let mut asked = false;
+            Box::pin(std::future::poll_fn(move |_| {
+                // Waits once, as a real wait on the world would.
+                if asked {
+                    return std::task::Poll::Ready(Ok(Value::Null));
+                }
+                asked = true;
+                std::task::Poll::Pending
+            }))
+        }))
+        .dyn_action(action("tools.launch", Risk::High, || Box::pin(async { Ok(json!("launched")) })))
+        .build()
+        .unwrap()
+}
+
+fn id(n: usize) -> AgentId {
+    AgentId::new(format!("w{n}")).unwrap()
+}
+
+fn signal(kind: &str, data: Value) -> Signal {
+    Signal::new(kind, data).unwrap()
+}
+
+fn world(seed: u64, faults: Faults, agents: usize) -> agentry_sim::Simulation<Worker> {
+    let mut sim = SimBuilder::new(seed)
+        .skill(tools())
+        .model("tools.fetch", ActionModel::new(Latency::Fixed(Duration::from_millis(250))).output(|_, _| json!("modelled")))
+        .unwrap()
+        .faults(faults)
+        .process(Process::new("contact", 1.0).unwrap().with_contacts(Contacts::WellMixed))
+        .keep_trace(true)
+        .keep_runs(true)
+        .build()
+        .unwrap();
+    for n in 0..agents {
+        sim.add(id(n), Worker::default()).unwrap();
+    }
+    sim
+}
+
+/// What an agent heard, the background contacts left out.
+fn heard(sim: &agentry_sim::Simulation<Worker>, n: usize) -> Vec<String> {
+    sim.state(&id(n)).unwrap().domain.heard.iter().filter(|h| !h.starts_with("contact:")).cloned().collect()
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run_and_another_seed_another() {
+    let run = |seed| {
+        let mut sim = world(seed, Faults { message_drop: 0.1, ..Faults::default() }, 20);
+        for n in 0..20 {
+            sim.send(&id(n), signal("tell", json!({"to": id((n + 1) % 20).as_str()}))).unwrap();
+        }
+        sim.run_until(Duration::from_secs(50));
+        (sim.trace().hash(), sim.trace().len())
+    };
+    assert_eq!(run(1), run(1));
+    assert_ne!(run(1).0, run(2).0);
+    let sequential: Vec<String> = [1, 2, 3, 4].iter().map(|&s| run(s).0).collect();
+    let parallel: Vec<String> =
+        agentry_sim::sweep(&[()], &[1, 2, 3, 4], |_, seed| run(seed).0).into_iter().map(|r| r.result).collect();
+    assert_eq!(sequential, parallel, "a parallel sweep gives each seed the hash it has alone");
+}
+
+#[test]
+fn timers_advance_virtual_time_only() {
+    let mut sim = world(1, Faults::default(), 1);
+    sim.send(&id(0), signal("later", json!({"secs": 3600}))).unwrap();
+    let began = std::time::Instant::now();
+    sim.run_until(Duration::from_secs(3599));
+    assert_eq!(sim.state(&id(0)).unwrap().domain.ticks, 0);
+    sim.run_until(Duration::from_secs(3601));
+    assert_eq!(sim.state(&id(0)).unwrap().domain.ticks, 1, "an hour of virtual time");
+    assert!(began.elapsed() < Duration::from_secs(60), "and not an hour of real time");
+}
+
+#[test]
+fn real_pure_actions_run_and_models_stand_in_for_the_rest() {
+    let mut sim = world(1, Faults::default(), 1);
+    for action in ["tools.echo", "tools.fetch", "tools.wait"] {
+        sim.send(&id(0), signal("do", json!({"action": action, "params": {}}))).unwrap();
+    }
+    sim.run_until(Duration::from_secs(1));
+    let runs = sim.runs();
+    let fetch = runs.iter().find(|r| r.action.as_str() == "tools.fetch").unwrap();
+    assert_eq!(fetch.ended - fetch.started, Duration::from_millis(250), "the model's latency, in virtual time");
+    let wait = runs.iter().find(|r| r.action.as_str() == "tools.wait").unwrap();
+    assert_eq!(wait.error, Some(ErrorClass::Critical), "an action that waits on the world needs a model");
+    let heard = heard(&sim, 0);
+    assert_eq!(heard.iter().filter(|h| h.starts_with("action.completed")).count(), 2, "{heard:?}");
+}
+
+#[test]
+fn each_fault_happens_and_is_traced() {
+    // Lost messages.
+    let mut sim = world(1, Faults { message_drop: 1.0, ..Faults::default() }, 2);
+    sim.send(&id(0), signal("tell", json!({"to": "w1"}))).unwrap();
+    sim.run_until(Duration::from_millis(10));
+    assert!(heard(&sim, 1).is_empty());
+    assert!(sim.trace().entries().iter().any(|e| matches!(e.what, agentry_sim::What::Fault { fault: Fault::MessageDropped { .. } })));
+
+    // Doubled messages.
+    let mut sim = world(1, Faults { message_duplicate: 1.0, ..Faults::default() }, 2);
+    sim.send(&id(0), signal("tell", json!({"to": "w1"}))).unwrap();
+    sim.run_until(Duration::from_millis(10));
+    assert_eq!(heard(&sim, 1), ["hello:", "hello:"]);
+
+    // Failures, retried as the action's policy says, then reported.
+    let mut sim = world(1, Faults { action_failure: 1.0, ..Faults::default() }, 1);
+    sim.send(&id(0), signal("do", json!({"action": "tools.echo", "params": {}}))).unwrap();
+    sim.run_until(Duration::from_secs(60));
+    assert_eq!(heard(&sim, 0), ["action.failed:Transient"]);
+
+    // Timeouts.
+    let mut sim = world(1, Faults { action_timeout: 1.0, ..Faults::default() }, 1);
+    sim.send(&id(0), signal("do", json!({"action": "tools.echo", "params": {}}))).unwrap();
+    sim.run_until(Duration::from_secs(3600));
+    assert_eq!(heard(&sim, 0), ["action.failed:Timeout"]);
+
+    // Approvals denied: the run waits, then is blocked.
+    let denying = Faults { approvals: Approvals::Deny { after: Duration::from_secs(5) }, ..Faults::default() };
+    let mut sim = world(1, denying, 1);
+    sim.send(&id(0), signal("do", json!({"action": "tools.launch", "params": {}}))).unwrap();
+    sim.run_until(Duration::from_secs(10));
+    assert_eq!(heard(&sim, 0), ["action.blocked:", "action.blocked:Denied"], "awaiting, then denied");
+    let mut sim = world(1, Faults::default(), 1);
+    sim.send(&id(0), signal("do", json!({"action": "tools.launch", "params": {}}))).unwrap();
+    sim.run_until(Duration::from_secs(10));
+    assert_eq!(heard(&sim, 0).last().unwrap(), "action.completed:", "granted");
+
+    // Crashes: a run in flight comes back Interrupted; the state survives.
+    let crashing = Faults { crash_rate: 1.0, ..Faults::default() };
+    let mut sim = SimBuilder::<Worker>::new(3)
+        .skill(tools())
+        .model("tools.fetch", ActionModel::new(Latency::Fixed(Duration::from_secs(3600))))
+        .unwrap()
+        .faults(crashing)
+        .keep_trace(true)
+        .build()
+        .unwrap();
+    sim.add(id(0), Worker::default()).unwrap();
+    sim.send(&id(0), signal("do", json!({"action": "tools.fetch", "params": {}}))).unwrap();
+    sim.run_until(Duration::from_secs(100));
+    assert_eq!(heard(&sim, 0), ["action.failed:Interrupted"]);
+    assert!(sim.trace().entries().iter().any(|e| matches!(e.what, agentry_sim::What::Fault { fault: Fault::Crashed { runs_lost: 1 } })));
+}
+
+#[test]
+fn network_contacts_stay_among_neighbours() {
+    let ring = std::sync::Arc::new(Network::small_world(10, 2, 0.0, 1).unwrap());
+    let mut sim = SimBuilder::<Worker>::new(5)
+        .skill(tools())
+        .process(Process::new("contact", 5.0).unwrap().reaching(Who::All).with_contacts(Contacts::Network(ring)))
+        .build()
+        .unwrap();
+    for n in 0..10 {
+        sim.add(id(n), Worker::default()).unwrap();
+    }
+    sim.run_until(Duration::from_secs(20));
+    let heard = sim.state(&id(0)).unwrap().domain.heard.clone();
+    assert!(heard.len() > 50, "{}", heard.len());
+    assert!(heard.iter().all(|h| h == "contact:w1" || h == "contact:w9"), "{heard:?}");
+}
+
+#[test]
+fn a_trace_replays_an_agent_s_history_step_by_step() {
+    let mut sim = world(9, Faults { message_duplicate: 0.3, ..Faults::default() }, 5);
+    for n in 0..5 {
+        sim.send(&id(n), signal("do", json!({"action": "tools.fetch", "params": {}}))).unwrap();
+        sim.send(&id(n), signal("tell", json!({"to": id((n + 2) % 5).as_str()}))).unwrap();
+    }
+    sim.run_until(Duration::from_secs(30));
+    for n in 0..5 {
+        let history = sim.trace().history::<Worker>(&id(n), sim.catalog()).unwrap();
+        assert!(history.len() > 10);
+        assert_eq!(&history.last().unwrap().state, sim.state(&id(n)).unwrap(), "replaying gives the same state");
+        assert!(history.windows(2).all(|w| w[0].at <= w[1].at));
+    }
+    let unkept = SimBuilder::<Worker>::new(1).skill(tools()).build().unwrap();
+    assert!(matches!(unkept.trace().history::<Worker>(&id(0), unkept.catalog()), Err(SimError::Replay { .. })));
+}
+
+#[test]
+fn bad_setups_are_typed_errors_before_the_run() {
+    assert!(matches!(Process::new("contact", -1.0), Err(SimError::BadNumber { .. })));
+    assert!(matches!(Process::new("not a kind", 1.0), Err(SimError::BadKind { .. })));
+    let unknown = SimBuilder::<Worker>::new(1).skill(tools()).model("tools.nothing", ActionModel::new(Latency::ZERO));
+    assert!(matches!(unknown.unwrap().build(), Err(SimError::UnknownAction(_))));
+    let odds = ActionModel::new(Latency::ZERO).fails(ErrorClass::Transient, 0.7).fails(ErrorClass::Critical, 0.7);
+    assert!(matches!(SimBuilder::<Worker>::new(1).skill(tools()).model("tools.echo", odds), Err(SimError::BadNumber { .. })));
+    let twice = Metrics::<Worker>::every(Duration::from_secs(1)).metric("n", |_| 0.0).unwrap().metric("n", |_| 1.0);
+    assert!(matches!(twice, Err(SimError::DuplicateMetric(_))));
+    let faults = Faults { message_drop: 1.5, ..Faults::default() };
+    assert!(matches!(SimBuilder::<Worker>::new(1).faults(faults).build(), Err(SimError::BadNumber { .. })));
+    let mut sim = SimBuilder::<Worker>::new(1).skill(tools()).build().unwrap();
+    sim.add(id(0), Worker::default()).unwrap();
+    assert!(matches!(sim.add(id(0), Worker::default()), Err(SimError::DuplicateAgent(_))));
+    assert!(matches!(sim.send(&id(7), signal("x", Value::Null)), Err(SimError::NoSuchAgent(_))));
+}
