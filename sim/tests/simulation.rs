@@ -49,7 +49,9 @@ impl Agent for Worker {
                 return Reaction::Keep(vec![Effect::emit(hello, Target::Agent(to))]);
             }
             "tick" => next.ticks += 1,
-            "hello" | "contact" => next.heard.push(format!("{}:{}", signal.kind(), data["peer"].as_str().unwrap_or(""))),
+            "hello" | "contact" => {
+                next.heard.push(format!("{}:{}", signal.kind(), data["peer"].as_str().unwrap_or("")))
+            }
             kind if signal.outcome().is_some() => {
                 let report = signal.outcome().unwrap();
                 let class = report.outcome.error.as_ref().map(|e| format!("{:?}", e.class)).unwrap_or_default();
@@ -97,7 +99,10 @@ fn signal(kind: &str, data: Value) -> Signal {
 fn world(seed: u64, faults: Faults, agents: usize) -> agentry_sim::Simulation<Worker> {
     let mut sim = SimBuilder::new(seed)
         .skill(tools())
-        .model("tools.fetch", ActionModel::new(Latency::Fixed(Duration::from_millis(250))).output(|_, _| json!("modelled")))
+        .model(
+            "tools.fetch",
+            ActionModel::new(Latency::Fixed(Duration::from_millis(250))).output(|_, _| json!("modelled")),
+        )
         .unwrap()
         .faults(faults)
         .process(Process::new("contact", 1.0).unwrap().with_contacts(Contacts::WellMixed))
@@ -169,7 +174,12 @@ fn each_fault_happens_and_is_traced() {
     sim.send(&id(0), signal("tell", json!({"to": "w1"}))).unwrap();
     sim.run_until(Duration::from_millis(10));
     assert!(heard(&sim, 1).is_empty());
-    assert!(sim.trace().entries().iter().any(|e| matches!(e.what, agentry_sim::What::Fault { fault: Fault::MessageDropped { .. } })));
+    assert!(
+        sim.trace()
+            .entries()
+            .iter()
+            .any(|e| matches!(e.what, agentry_sim::What::Fault { fault: Fault::MessageDropped { .. } }))
+    );
 
     // Doubled messages.
     let mut sim = world(1, Faults { message_duplicate: 1.0, ..Faults::default() }, 2);
@@ -214,7 +224,12 @@ fn each_fault_happens_and_is_traced() {
     sim.send(&id(0), signal("do", json!({"action": "tools.fetch", "params": {}}))).unwrap();
     sim.run_until(Duration::from_secs(100));
     assert_eq!(heard(&sim, 0), ["action.failed:Interrupted"]);
-    assert!(sim.trace().entries().iter().any(|e| matches!(e.what, agentry_sim::What::Fault { fault: Fault::Crashed { runs_lost: 1 } })));
+    assert!(
+        sim.trace()
+            .entries()
+            .iter()
+            .any(|e| matches!(e.what, agentry_sim::What::Fault { fault: Fault::Crashed { runs_lost: 1 } }))
+    );
 }
 
 #[test]
@@ -259,7 +274,10 @@ fn bad_setups_are_typed_errors_before_the_run() {
     let unknown = SimBuilder::<Worker>::new(1).skill(tools()).model("tools.nothing", ActionModel::new(Latency::ZERO));
     assert!(matches!(unknown.unwrap().build(), Err(SimError::UnknownAction(_))));
     let odds = ActionModel::new(Latency::ZERO).fails(ErrorClass::Transient, 0.7).fails(ErrorClass::Critical, 0.7);
-    assert!(matches!(SimBuilder::<Worker>::new(1).skill(tools()).model("tools.echo", odds), Err(SimError::BadNumber { .. })));
+    assert!(matches!(
+        SimBuilder::<Worker>::new(1).skill(tools()).model("tools.echo", odds),
+        Err(SimError::BadNumber { .. })
+    ));
     let twice = Metrics::<Worker>::every(Duration::from_secs(1)).metric("n", |_| 0.0).unwrap().metric("n", |_| 1.0);
     assert!(matches!(twice, Err(SimError::DuplicateMetric(_))));
     let faults = Faults { message_drop: 1.5, ..Faults::default() };
