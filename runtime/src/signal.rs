@@ -162,6 +162,14 @@ impl Signal {
         builder
     }
 
+    /// The same signal with this payload (for a driver that sends many signals of one kind: the kind is
+    /// checked once, when the first is built).
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = data;
+        self.report = ReportCache::default();
+        self
+    }
+
     /// The same signal with this id and time, for a deterministic driver (the simulator), which stamps every
     /// signal it delivers from its seeded generator and virtual clock. A root signal (one that correlates with
     /// itself) goes on correlating with itself.

@@ -5,6 +5,7 @@
 //! waiting (or follow an action model), and faults are injected from the seed.
 
 use crate::SimRng;
+use crate::clock::Agenda;
 use crate::error::SimError;
 use crate::faults::{Approvals, Fault, Faults};
 use crate::metrics::{Metrics, Table};
@@ -24,8 +25,7 @@ use agentry::table::{ActionTable, Gate, gate};
 use chrono::{DateTime, Utc};
 use rand::{Rng, RngExt, SeedableRng};
 use serde_json::{Value, json};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -136,21 +136,17 @@ impl<A: Agent> SimBuilder<A> {
                 return Err(SimError::UnknownAction(action.clone()));
             }
         }
-        let mut queue = BinaryHeap::new();
-        let mut seq = 0;
+        let mut queue = Agenda::new();
         for (index, process) in self.processes.iter().enumerate() {
             if process.rate > 0.0 {
-                queue.push(Reverse(Timed { at: 0, seq, event: Event::Tick(index) }));
-                seq += 1;
+                queue.push(0, Event::Tick(index));
             }
         }
         if self.metrics.every.is_some() {
-            queue.push(Reverse(Timed { at: 0, seq, event: Event::Sample }));
-            seq += 1;
+            queue.push(0, Event::Sample);
         }
         if self.faults.crash_rate > 0.0 {
-            queue.push(Reverse(Timed { at: 0, seq, event: Event::ArmCrash }));
-            seq += 1;
+            queue.push(0, Event::ArmCrash);
         }
         let columns = self.metrics.clone_names();
         Ok(Simulation {
@@ -167,7 +163,6 @@ impl<A: Agent> SimBuilder<A> {
             agents: Vec::new(),
             index: HashMap::new(),
             queue,
-            seq,
             now: 0,
             rng: SimRng::seed_from_u64(self.seed),
             epoch: self.epoch,
@@ -184,7 +179,7 @@ enum Event {
     /// A run ends.
     RunEnded(Box<Ended>),
     /// A timer fires, if it is still the timer of its key.
-    Fire { agent: usize, key: String, generation: u64, signal: Signal },
+    Fire(Box<Timer>),
     /// A process's next signal.
     Tick(usize),
     /// An approval is decided.
@@ -197,31 +192,12 @@ enum Event {
     Crash,
 }
 
-/// An event and when it happens; events at the same time happen in the order they were scheduled.
-struct Timed {
-    at: u64,
-    seq: u64,
-    event: Event,
-}
-
-impl PartialEq for Timed {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-
-impl Eq for Timed {}
-
-impl PartialOrd for Timed {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Timed {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
+/// A timer on its way: it fires only if it is still the timer of its key (the generation it was armed with).
+struct Timer {
+    agent: usize,
+    key: String,
+    generation: u64,
+    signal: Signal,
 }
 
 /// Who a run is and who asked.
@@ -333,8 +309,7 @@ pub struct Simulation<A: Agent> {
     replies: Vec<(Uuid, Value)>,
     agents: Vec<Slot<A>>,
     index: HashMap<AgentId, usize>,
-    queue: BinaryHeap<Reverse<Timed>>,
-    seq: u64,
+    queue: Agenda<Event>,
     now: u64,
     rng: SimRng,
     epoch: DateTime<Utc>,
@@ -435,15 +410,14 @@ impl<A: Agent> Simulation<A> {
     /// Runs until nothing is left to happen or the clock reaches `until`, whichever comes first.
     pub fn run_until(&mut self, until: Duration) {
         let until = nanos(until);
-        while let Some(Reverse(next)) = self.queue.peek() {
-            if next.at > until {
-                break;
-            }
-            let Some(Reverse(Timed { at, event, .. })) = self.queue.pop() else { break };
+        while self.queue.next_at().is_some_and(|at| at <= until) {
+            let Some((at, event)) = self.queue.pop() else { break };
             self.now = at;
             self.handle(event);
         }
-        self.now = self.now.max(until.min(self.queue.peek().map_or(until, |n| n.0.at)));
+        if until != u64::MAX {
+            self.now = self.now.max(until);
+        }
     }
 
     /// Runs until nothing is left to happen (beware of processes: they never run out).
@@ -509,9 +483,9 @@ impl<A: Agent> Simulation<A> {
         &self.catalog
     }
 
-    fn push(&mut self, at: u64, event: Event) {
-        self.queue.push(Reverse(Timed { at, seq: self.seq, event }));
-        self.seq += 1;
+    /// Schedules an event; returns its place in the order of scheduling.
+    fn push(&mut self, at: u64, event: Event) -> u64 {
+        self.queue.push(at, event)
     }
 
     fn time(&self, at: u64) -> DateTime<Utc> {
@@ -535,7 +509,8 @@ impl<A: Agent> Simulation<A> {
         match event {
             Event::Deliver(to, signal) => self.consume_settling(to, signal),
             Event::RunEnded(ended) => self.run_ended(*ended),
-            Event::Fire { agent, key, generation, signal } => {
+            Event::Fire(timer) => {
+                let Timer { agent, key, generation, signal } = *timer;
                 let slot = &mut self.agents[agent];
                 if slot.alive && slot.timers.get(&key) == Some(&generation) {
                     slot.timers.remove(&key);
@@ -659,9 +634,11 @@ impl<A: Agent> Simulation<A> {
             Command::Schedule { key, after, signal, .. } => {
                 let at = self.now.saturating_add(nanos(after));
                 let signal = self.stamp_at(signal, at);
-                let generation = self.seq;
+                // The timer's generation is the event's own place in the order: unique, so a timer re-armed
+                // under the same key leaves the earlier event firing for nothing.
+                let generation = self.queue.next_order();
                 self.agents[agent].timers.insert(key.clone(), generation);
-                self.push(at, Event::Fire { agent, key, generation, signal });
+                self.push(at, Event::Fire(Box::new(Timer { agent, key, generation, signal })));
             }
             Command::Cancel { key } => {
                 self.agents[agent].timers.remove(&key);
@@ -995,12 +972,9 @@ impl<A: Agent> Simulation<A> {
                         Some(peer) => json!({"peer": peer.id.as_str()}),
                         None => Value::Null,
                     };
-                    let made =
-                        Signal::builder(self.processes[index].kind.as_str()).source("agentry/sim").data(data).build();
-                    if let Ok(signal) = made {
-                        let signal = self.stamp_at(signal, self.now);
-                        self.consume_settling(target, signal);
-                    }
+                    let signal = self.processes[index].template.clone().with_data(data);
+                    let signal = self.stamp_at(signal, self.now);
+                    self.consume_settling(target, signal);
                 }
             }
         }

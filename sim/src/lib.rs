@@ -50,6 +50,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod clock;
 mod engine;
 mod error;
 mod faults;

@@ -4,7 +4,7 @@
 use crate::error::{SimError, check};
 use crate::network::Network;
 use agentry::id::{AgentId, SkillId};
-use agentry::signal::Kind;
+use agentry::signal::Signal;
 
 /// Which agents a process reaches.
 #[derive(Debug, Clone)]
@@ -38,7 +38,8 @@ pub enum Contacts {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Process {
-    pub(crate) kind: Kind,
+    /// A signal of the process's kind, copied and stamped for each one it sends.
+    pub(crate) template: Signal,
     pub(crate) rate: f64,
     pub(crate) who: Who,
     pub(crate) contacts: Contacts,
@@ -48,8 +49,11 @@ impl Process {
     /// Signals of `kind` at `rate` per agent per unit of time, to every agent, with no contact.
     pub fn new(kind: &str, rate: f64) -> Result<Self, SimError> {
         check(&format!("the rate of process `{kind}`"), rate, false)?;
-        let kind = Kind::new(kind).map_err(|e| SimError::BadKind { kind: kind.to_owned(), reason: e.to_string() })?;
-        Ok(Self { kind, rate, who: Who::All, contacts: Contacts::None })
+        let template = Signal::builder(kind)
+            .source("agentry/sim")
+            .build()
+            .map_err(|e| SimError::BadKind { kind: kind.to_owned(), reason: e.to_string() })?;
+        Ok(Self { template, rate, who: Who::All, contacts: Contacts::None })
     }
 
     /// Reaching these agents.

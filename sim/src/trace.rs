@@ -60,30 +60,33 @@ struct Start {
 
 /// The trace of one simulation run.
 pub struct Trace {
-    hasher: sha1_smol::Sha1,
+    hasher: xxhash_rust::xxh3::Xxh3,
     keep: bool,
     entries: Vec<Entry>,
     starts: BTreeMap<AgentId, Start>,
     recorded: u64,
+    /// One entry's bytes, gathered before they go into the hash at once (many small updates cost more).
+    scratch: Vec<u8>,
 }
 
-/// Feeds what `serde_json` writes into the hash.
-struct Hashing<'a>(&'a mut sha1_smol::Sha1);
-
-impl std::io::Write for Hashing<'_> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+/// An entry's time and agent, as the hash takes them.
+fn stamp(bytes: &mut Vec<u8>, at: Duration, agent: &AgentId) {
+    let nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
+    bytes.extend_from_slice(&nanos.to_le_bytes());
+    bytes.extend_from_slice(agent.as_str().as_bytes());
+    bytes.push(0);
 }
 
 impl Trace {
     pub(crate) fn new(keep: bool) -> Self {
-        Self { hasher: sha1_smol::Sha1::new(), keep, entries: Vec::new(), starts: BTreeMap::new(), recorded: 0 }
+        Self {
+            hasher: xxhash_rust::xxh3::Xxh3::new(),
+            keep,
+            entries: Vec::new(),
+            starts: BTreeMap::new(),
+            recorded: 0,
+            scratch: Vec::with_capacity(256),
+        }
     }
 
     /// Notes how an agent started (kept only for a full trace).
@@ -98,41 +101,42 @@ impl Trace {
     /// Records an input: into the hash always, copied into the entries only when the trace is kept in full.
     pub(crate) fn input(&mut self, at: Duration, agent: &AgentId, signal: &Signal) {
         self.recorded += 1;
-        self.stamp(at, agent);
-        self.hasher.update(b"i");
-        self.hasher.update(signal.id().as_bytes());
-        self.hasher.update(signal.kind().as_str().as_bytes());
-        self.hasher.update(&[0]);
-        self.hasher.update(signal.source().as_bytes());
-        self.hasher.update(&[0]);
-        let _ = serde_json::to_writer(Hashing(&mut self.hasher), signal.data());
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
+        stamp(&mut bytes, at, agent);
+        bytes.push(b'i');
+        bytes.extend_from_slice(signal.id().as_bytes());
+        bytes.extend_from_slice(signal.kind().as_str().as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(signal.source().as_bytes());
+        bytes.push(0);
+        let _ = serde_json::to_writer(&mut bytes, signal.data());
+        self.hasher.update(&bytes);
+        self.scratch = bytes;
         if self.keep {
             self.entries.push(Entry { at, agent: agent.clone(), what: What::Input { signal: signal.clone() } });
         }
     }
 
-    fn stamp(&mut self, at: Duration, agent: &AgentId) {
-        let nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
-        self.hasher.update(&nanos.to_le_bytes());
-        self.hasher.update(agent.as_str().as_bytes());
-        self.hasher.update(&[0]);
-    }
-
     /// Records one entry: into the hash always, into the entries when the trace is kept in full.
     pub(crate) fn record(&mut self, at: Duration, agent: &AgentId, what: What) {
         self.recorded += 1;
-        self.stamp(at, agent);
-        self.hasher.update(b"o");
-        let _ = serde_json::to_writer(Hashing(&mut self.hasher), &what);
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
+        stamp(&mut bytes, at, agent);
+        bytes.push(b'o');
+        let _ = serde_json::to_writer(&mut bytes, &what);
+        self.hasher.update(&bytes);
+        self.scratch = bytes;
         if self.keep {
             self.entries.push(Entry { at, agent: agent.clone(), what });
         }
     }
 
-    /// The trace's hash (SHA-1, hex): the same seed and setup give the same hash, on any machine, in any
-    /// thread of a sweep.
+    /// The trace's hash (XXH3, 128 bits, hex): the same seed and setup give the same hash, on any machine,
+    /// in any thread of a sweep. It tells runs apart; it is not a cryptographic seal.
     pub fn hash(&self) -> String {
-        self.hasher.digest().to_string()
+        format!("{:032x}", self.hasher.digest128())
     }
 
     /// How many entries went into the hash.
