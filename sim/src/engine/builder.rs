@@ -1,0 +1,125 @@
+//! Building a simulation: its catalog, action models, faults, processes and metrics, checked before it runs.
+
+use super::*;
+
+/// Builds a simulation: the catalog of skills, action models, faults, processes and metrics, checked before
+/// anything runs.
+pub struct SimBuilder<A: Agent> {
+    seed: u64,
+    catalog: Catalog,
+    models: HashMap<ActionId, ActionModel>,
+    faults: Faults,
+    processes: Vec<Process>,
+    metrics: Metrics<A>,
+    keep_trace: bool,
+    keep_runs: bool,
+    epoch: DateTime<Utc>,
+}
+
+impl<A: Agent> SimBuilder<A> {
+    /// A simulation seeded with `seed`: the same seed and setup always give the same run.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            catalog: Catalog::new(),
+            models: HashMap::new(),
+            faults: Faults::default(),
+            processes: Vec::new(),
+            metrics: Metrics::new(),
+            keep_trace: false,
+            keep_runs: false,
+            epoch: DateTime::from_timestamp(1_767_225_600, 0).unwrap_or_default(),
+        }
+    }
+
+    /// Adds a skill to the catalog agents mount from.
+    pub fn skill(mut self, skill: Skill) -> Self {
+        self.catalog.insert(skill);
+        self
+    }
+
+    /// Runs `action` by this model instead of its code.
+    pub fn model(mut self, action: &str, model: ActionModel) -> Result<Self, SimError> {
+        let id: ActionId = action
+            .parse()
+            .map_err(|e: agentry::IdError| SimError::BadKind { kind: action.to_owned(), reason: e.to_string() })?;
+        model.check(action)?;
+        self.models.insert(id, model);
+        Ok(self)
+    }
+
+    /// Injects these faults.
+    pub fn faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// Adds a Poisson process of signals.
+    pub fn process(mut self, process: Process) -> Self {
+        self.processes.push(process);
+        self
+    }
+
+    /// Collects these metrics.
+    pub fn metrics(mut self, metrics: Metrics<A>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Keeps the whole trace (every input, refusal and fault), so histories can be replayed; otherwise only its
+    /// hash is kept.
+    pub fn keep_trace(mut self, keep: bool) -> Self {
+        self.keep_trace = keep;
+        self
+    }
+
+    /// Keeps a record of every run that ended (for queueing measures); off by default.
+    pub fn keep_runs(mut self, keep: bool) -> Self {
+        self.keep_runs = keep;
+        self
+    }
+
+    /// Builds the simulation, or says what is wrong with its setup.
+    pub fn build(self) -> Result<Simulation<A>, SimError> {
+        self.faults.check()?;
+        for action in self.models.keys() {
+            let provided = self.catalog.iter().any(|s| s.actions().iter().any(|a| &a.spec().id == action));
+            if !provided {
+                return Err(SimError::UnknownAction(action.clone()));
+            }
+        }
+        let mut queue = Agenda::new();
+        for (index, process) in self.processes.iter().enumerate() {
+            if process.rate > 0.0 {
+                queue.push(0, Event::Tick(index));
+            }
+        }
+        if self.metrics.every.is_some() {
+            queue.push(0, Event::Sample);
+        }
+        if self.faults.crash_rate > 0.0 {
+            queue.push(0, Event::ArmCrash);
+        }
+        let columns = self.metrics.clone_names();
+        Ok(Simulation {
+            catalog: Arc::new(self.catalog),
+            models: self.models,
+            faults: self.faults,
+            processes: self.processes,
+            metrics: self.metrics,
+            table: Table::with_columns(columns),
+            trace: Trace::new(self.keep_trace),
+            keep_runs: self.keep_runs,
+            runs: Vec::new(),
+            replies: Vec::new(),
+            agents: Vec::new(),
+            index: HashMap::new(),
+            queue,
+            now: 0,
+            rng: SimRng::seed_from_u64(self.seed),
+            epoch: self.epoch,
+            counts: Counts::default(),
+            run_index: 0,
+        })
+    }
+}
