@@ -40,6 +40,12 @@ impl Agent for Clerk {
         let effects = match signal.kind().as_str() {
             "add" => vec![Effect::run(ActionId::new("desk.add").unwrap(), json!({"a": data["a"], "b": data["b"]}))],
             "break" => vec![Effect::run(ActionId::new("desk.break").unwrap(), json!({}))],
+            // A run the gate refuses (no skill provides it), then a signal to itself: the refusal's outcome
+            // comes first.
+            "bogus" => vec![
+                Effect::run(ActionId::new("desk.missing").unwrap(), json!({})),
+                Effect::emit(signal.follow("after").build().unwrap(), Target::Agent(clerk(0))),
+            ],
             "pass" => {
                 let to = AgentId::new(data["to"].as_str().unwrap()).unwrap();
                 vec![Effect::emit(
@@ -88,6 +94,7 @@ fn scenario() -> Vec<(usize, Signal)> {
         (0, s("pass", json!({"to": "clerk-1", "n": 10}))),
         (1, s("remind", Value::Null)),
         (0, s("break", Value::Null)),
+        (0, s("bogus", Value::Null)),
         (1, s("add", json!({"a": 40, "b": 2}))),
         (2, s("pass", json!({"to": "clerk-0", "n": 7}))),
         (1, s("pass", json!({"to": "clerk-2", "n": 1}))),
@@ -156,4 +163,5 @@ async fn the_simulator_and_the_live_runtime_agree() {
     assert_eq!(live_states[0].total, 5 + 7, "the scenario did something");
     assert!(live_states[1].seen.contains(&"reminded".to_owned()), "the schedule fired");
     assert!(live_logs[0].iter().any(|i| i["kind"] == "action.failed"), "the broken action failed");
+    assert!(live_logs[0].iter().any(|i| i["kind"] == "action.blocked"), "the missing action was refused");
 }

@@ -120,6 +120,7 @@ impl<A: Agent> SimBuilder<A> {
             epoch: self.epoch,
             counts: Counts::default(),
             run_index: 0,
+            settling: false,
         })
     }
 }

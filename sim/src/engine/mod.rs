@@ -150,6 +150,9 @@ pub struct Simulation<A: Agent> {
     counts: Counts,
     /// How many runs the input being handled has asked for so far (a run's idempotency key counts them).
     run_index: u32,
+    /// Whether an agent's input and inbox are being consumed now: an outcome told meanwhile waits in the
+    /// inbox for its turn, after the current input's effects, as in the live server.
+    settling: bool,
 }
 
 /// How many inbox signals an agent consumes at one event before the rest wait for their turn (the server's
@@ -398,6 +401,7 @@ impl<A: Agent> Simulation<A> {
     /// the rest wait for their turn on the clock, so an agent answering every refusal with another cannot
     /// hold the simulation.
     fn consume_settling(&mut self, to: usize, signal: Signal) {
+        let outer = std::mem::replace(&mut self.settling, true);
         self.consume(to, signal);
         let mut budget = SETTLE_BUDGET;
         while let Some(next) = self.agents[to].inbox.pop_front() {
@@ -408,6 +412,7 @@ impl<A: Agent> Simulation<A> {
             budget -= 1;
             self.consume(to, next);
         }
+        self.settling = outer;
     }
 
     fn carry_out_all(&mut self, agent: usize, effects: Vec<Effect>, origin: Origin<'_>) {
@@ -449,7 +454,7 @@ impl<A: Agent> Simulation<A> {
                     key,
                     requested: self.now,
                 };
-                self.through_gate(agent, Ticket { ids, params }, false);
+                self.through_gate(agent, Ticket { ids, params, approved: false });
             }
             Command::Emit { signal, to } => {
                 let signal = self.stamp_at(signal, self.now);

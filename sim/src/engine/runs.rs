@@ -18,6 +18,8 @@ pub(super) struct RunIds {
 pub(super) struct Ticket {
     pub(super) ids: RunIds,
     pub(super) params: Value,
+    /// Approved already: the gate does not ask again (retries and a queued start included).
+    pub(super) approved: bool,
 }
 
 /// A run waiting for its approval, and what the approver will say.
@@ -59,7 +61,8 @@ pub struct RunRecord {
 
 impl<A: Agent> Simulation<A> {
     /// The gate, for a new run and again for a queued or approved one when it starts.
-    pub(super) fn through_gate(&mut self, agent: usize, ticket: Ticket, approved: bool) {
+    pub(super) fn through_gate(&mut self, agent: usize, ticket: Ticket) {
+        let approved = ticket.approved;
         let slot = &self.agents[agent];
         match gate(&slot.table, &slot.policy, &slot.id, &ticket.ids.action, true) {
             Gate::Refused(error) => {
@@ -123,11 +126,12 @@ impl<A: Agent> Simulation<A> {
             self.carry_out_all(agent, effects, Origin::Run);
         }
         self.tell(agent, ids, outcome);
-        if self.agents[agent].inbox.len() == 1 {
-            // Nothing is consuming the inbox right now (a run's end is an event of its own): feed it.
-            if let Some(signal) = self.agents[agent].inbox.pop_front() {
-                self.consume_settling(agent, signal);
-            }
+        // Outside an input (a run's end, an approval, a crash are events of their own) the inbox is fed now;
+        // during one, after its effects.
+        if !self.settling
+            && let Some(signal) = self.agents[agent].inbox.pop_front()
+        {
+            self.consume_settling(agent, signal);
         }
     }
 
@@ -139,7 +143,7 @@ impl<A: Agent> Simulation<A> {
             return;
         }
         if granted {
-            self.through_gate(agent, ticket, true);
+            self.through_gate(agent, Ticket { approved: true, ..ticket });
         } else {
             let error = ActionError::denied("the run was denied by its approver");
             self.answer(agent, &ticket.ids, self.now, Outcome::failed(&error, Duration::ZERO, 0), Vec::new());
@@ -150,7 +154,7 @@ impl<A: Agent> Simulation<A> {
     /// without waiting, or its model), with retries as the action's policy says, and the run ends after the
     /// attempts' virtual time.
     pub(super) fn start_run(&mut self, agent: usize, action: DynAction, ticket: Ticket) {
-        let Ticket { ids, mut params } = ticket;
+        let Ticket { ids, mut params, .. } = ticket;
         let spec = action.spec().clone();
         let started = self.now;
         self.agents[agent].in_flight += 1;
@@ -255,7 +259,7 @@ impl<A: Agent> Simulation<A> {
     pub(super) fn launch_queued(&mut self, agent: usize) {
         while self.agents[agent].alive && self.agents[agent].in_flight < self.agents[agent].max_in_flight {
             let Some(next) = self.agents[agent].queued.pop_front() else { break };
-            self.through_gate(agent, next, true);
+            self.through_gate(agent, next);
         }
     }
 }
