@@ -107,6 +107,8 @@ pub type OutputFn = Arc<dyn Fn(&Value, &mut SimRng) -> Value + Send + Sync>;
 #[derive(Clone)]
 pub struct ActionModel {
     pub(crate) latency: Latency,
+    /// A params field whose value (milliseconds) is the latency, instead of a draw from `latency`.
+    pub(crate) waits_for: Option<String>,
     pub(crate) failures: Vec<(ErrorClass, f64)>,
     pub(crate) output: OutputFn,
 }
@@ -120,7 +122,28 @@ impl std::fmt::Debug for ActionModel {
 impl ActionModel {
     /// A model that takes `latency`, never fails, and returns `null`.
     pub fn new(latency: Latency) -> Self {
-        Self { latency, failures: Vec::new(), output: Arc::new(|_, _| Value::Null) }
+        Self { latency, waits_for: None, failures: Vec::new(), output: Arc::new(|_, _| Value::Null) }
+    }
+
+    /// A model that waits as long as its params' `field` says, in milliseconds, and returns that number: the
+    /// model of a wait such as the standard `system.wait` (`ActionModel::waits_for("ms")`), which then
+    /// advances virtual time only.
+    pub fn waits_for(field: &str) -> Self {
+        let key = field.to_owned();
+        Self {
+            latency: Latency::ZERO,
+            waits_for: Some(field.to_owned()),
+            failures: Vec::new(),
+            output: Arc::new(move |params, _| params.get(&key).cloned().unwrap_or(Value::Null)),
+        }
+    }
+
+    /// How long one run takes: what its params say for a wait, else a draw.
+    pub(crate) fn took(&self, params: &Value, rng: &mut SimRng) -> std::time::Duration {
+        match &self.waits_for {
+            Some(field) => std::time::Duration::from_millis(params.get(field).and_then(Value::as_u64).unwrap_or(0)),
+            None => self.latency.sample(rng),
+        }
     }
 
     /// Also fails with `class` in this share of its runs (on top of the failures already given).

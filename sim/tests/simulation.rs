@@ -6,7 +6,7 @@ use agentry::agent::{Agent, Reaction};
 use agentry::effect::{Effect, Target};
 use agentry::id::{ActionId, AgentId};
 use agentry::signal::Signal;
-use agentry::skill::Skill;
+use agentry::skill::{Skill, SkillDefinition};
 use agentry_sim::{
     ActionModel, Approvals, Contacts, Fault, Faults, Latency, Metrics, Network, Process, SimBuilder, SimError, Who,
 };
@@ -286,4 +286,114 @@ fn bad_setups_are_typed_errors_before_the_run() {
     sim.add(id(0), Worker::default()).unwrap();
     assert!(matches!(sim.add(id(0), Worker::default()), Err(SimError::DuplicateAgent(_))));
     assert!(matches!(sim.send(&id(7), signal("x", Value::Null)), Err(SimError::NoSuchAgent(_))));
+}
+
+/// The standard `system` skill, its `system.wait` modelled: a day of waiting is a day of virtual time.
+#[test]
+fn system_wait_advances_virtual_time_only() {
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    struct Sleeper {
+        woke: Option<u64>,
+    }
+    impl Agent for Sleeper {
+        fn start_skills() -> Result<Vec<(Skill, Value)>, agentry::skill::BuildError> {
+            Ok(vec![(agentry_skills::System::skill().unwrap(), Value::Null)])
+        }
+        fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+            match signal.kind().as_str() {
+                "nap" => {
+                    Reaction::Keep(vec![Effect::run(ActionId::new("system.wait").unwrap(), json!({"ms": 86_400_000}))])
+                }
+                "action.completed" => {
+                    Reaction::Update(Sleeper { woke: signal.outcome().and_then(|r| r.outcome.output.as_u64()) }, vec![])
+                }
+                _ => Reaction::Ignore,
+            }
+        }
+    }
+    let mut sim = SimBuilder::<Sleeper>::new(1)
+        .skill(agentry_skills::System::skill().unwrap())
+        .model("system.wait", ActionModel::waits_for("ms"))
+        .unwrap()
+        .build()
+        .unwrap();
+    sim.add(id(0), Sleeper::default()).unwrap();
+    sim.send(&id(0), signal("nap", Value::Null)).unwrap();
+    sim.run_until(Duration::from_secs(86_399));
+    assert_eq!(sim.state(&id(0)).unwrap().domain.woke, None);
+    sim.run_until(Duration::from_secs(86_401));
+    assert_eq!(sim.state(&id(0)).unwrap().domain.woke, Some(86_400_000), "woke after a virtual day");
+}
+
+/// Children spawned through the shared interpretation (the `spawn` capability checked), stopped by their
+/// parent, who hears of it.
+#[test]
+fn children_are_spawned_under_the_parent_s_policy_and_stopped_by_it() {
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    struct Parent {
+        exited: Vec<String>,
+    }
+    impl Agent for Parent {
+        fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+            let child = AgentId::new("child").unwrap();
+            match signal.kind().as_str() {
+                "spawn" => Reaction::Keep(vec![Effect::spawn_agent(child, Self::name(), json!(Parent::default()))]),
+                "stop" => Reaction::Keep(vec![Effect::stop_child(child)]),
+                "agent.child_exited" | "agent.spawn_failed" => {
+                    let mut next = self.clone();
+                    next.exited.push(signal.kind().to_string());
+                    Reaction::Update(next, vec![])
+                }
+                _ => Reaction::Ignore,
+            }
+        }
+    }
+    let mut sim = SimBuilder::<Parent>::new(1).keep_trace(true).build().unwrap();
+    let parent = AgentId::new("parent").unwrap();
+    sim.add(parent.clone(), Parent::default()).unwrap();
+    sim.send(&parent, signal("spawn", Value::Null)).unwrap();
+    sim.run_until(Duration::from_secs(1));
+    assert_eq!(sim.population(), 1, "no `spawn` capability: refused");
+    assert!(sim.trace().entries().iter().any(|e| matches!(&e.what, agentry_sim::What::Refused { .. })));
+
+    let mut sim = SimBuilder::<Parent>::new(1).build().unwrap();
+    let policy = agentry::policy::Policy::default().grant(agentry::action::Capability::SPAWN);
+    sim.add_with(parent.clone(), Parent::default(), policy, 8).unwrap();
+    sim.send(&parent, signal("spawn", Value::Null)).unwrap();
+    sim.run_until(Duration::from_secs(1));
+    assert_eq!(sim.population(), 2);
+    sim.send(&parent, signal("stop", Value::Null)).unwrap();
+    sim.run_until(Duration::from_secs(2));
+    assert_eq!(sim.population(), 1);
+    assert_eq!(sim.state(&parent).unwrap().domain.exited, ["agent.child_exited"]);
+}
+
+/// A run's table goes out as CSV and JSON, and as an SVG plot.
+#[test]
+fn tables_and_plots_are_written() {
+    let folder = tempfile::tempdir().unwrap();
+    let metrics = Metrics::<Worker>::every(Duration::from_secs(1))
+        .metric("contacts", |c| c.agents.iter().map(|a| a.domain.heard.len()).sum::<usize>() as f64)
+        .unwrap();
+    let mut sim = SimBuilder::new(1)
+        .skill(tools())
+        .process(Process::new("contact", 1.0).unwrap().with_contacts(Contacts::WellMixed))
+        .metrics(metrics)
+        .build()
+        .unwrap();
+    for n in 0..10 {
+        sim.add(id(n), Worker::default()).unwrap();
+    }
+    sim.run_until(Duration::from_secs(10));
+    let csv = folder.path().join("contacts.csv");
+    sim.table().write_csv(&csv).unwrap();
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("time,contacts\n0,"), "{text}");
+    assert_eq!(text.lines().count(), 12, "a header and a row a second, both ends included");
+    assert_eq!(sim.table().to_json()["columns"], json!(["contacts"]));
+    let svg = folder.path().join("contacts.svg");
+    let series = agentry_sim::plot::Series::measured("contacts", sim.table().series("contacts"));
+    agentry_sim::plot::time_series(&svg, "Contacts", "time", "contacts", &[series]).unwrap();
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg") && drawn.contains("Contacts") && drawn.contains("<polyline"), "an SVG chart");
 }

@@ -215,7 +215,7 @@ impl<A: Agent> Simulation<A> {
         }
         if let Some(model) = self.models.get(&spec.id) {
             let model = model.clone();
-            let took = model.latency.sample(&mut self.rng);
+            let took = model.took(params, &mut self.rng);
             if took > spec.timeout {
                 return (spec.timeout, Err(ActionError::Timeout { after: spec.timeout }), Vec::new());
             }
