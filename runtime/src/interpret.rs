@@ -1,5 +1,5 @@
 //! What an effect means, decided purely: the one interpretation of effects that the AgentServer and the
-//! simulator ([`crate::sim`]) both carry out, so their semantics cannot drift. Each effect becomes a
+//! simulator (the `agentry-sim` crate) both carry out, so their semantics cannot drift. Each effect becomes a
 //! [`Command`] for a driver to perform (register an action, start a run, deliver a signal, arm a timer, …) or a
 //! refusal: a change to the action table from anything but mounting, a signal of the runtime's own kinds asked
 //! for by someone else, a child the policy does not allow. The gate and the action table, the other half of
