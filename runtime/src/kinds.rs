@@ -18,7 +18,7 @@ use crate::action::{JobRecord, Outcome, OutcomeStatus};
 use crate::id::{ActionId, AgentId};
 use crate::signal::{Signal, SignalBuilder};
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde_json::json;
 use uuid::Uuid;
 
 /// A run the agent asked for completed; `data` is `{run_id, action, outcome}` (see [`Signal::outcome`]).
@@ -85,8 +85,8 @@ fn now() -> Stamp {
 }
 
 /// A runtime-made signal: its source, its stamp, and the cause it follows, if any.
-fn made(kind: &str, source: &str, cause: Option<(Uuid, Uuid)>, data: Value, (id, time): Stamp) -> Option<Signal> {
-    let mut builder: SignalBuilder = Signal::builder(kind).source(source).data(data);
+fn made(builder: SignalBuilder, source: &str, cause: Option<(Uuid, Uuid)>, (id, time): Stamp) -> Option<Signal> {
+    let mut builder = builder.source(source);
     if let Some((correlation, causation)) = cause {
         builder = builder.caused_by(correlation, causation, time);
     }
@@ -106,12 +106,12 @@ pub fn action_outcome_at(source: &str, run: RunRef<'_>, outcome: Outcome, stamp:
         OutcomeStatus::Failed => ACTION_FAILED,
         OutcomeStatus::Blocked => ACTION_BLOCKED,
     };
-    let mut data = serde_json::Map::with_capacity(3);
-    data.insert("run_id".to_owned(), json!(run.run));
-    data.insert("action".to_owned(), Value::String(run.action.as_str().to_owned()));
-    data.insert("outcome".to_owned(), outcome.into_json());
+    let mut outcome = outcome;
+    // What the JSON form would say of a cost that is not a number (`null`), so both forms read the same.
+    outcome.cost = outcome.cost.filter(|cost| cost.is_finite());
+    let report = RunReport { run_id: run.run, action: run.action.clone(), outcome };
     let cause = run.causation.map(|causation| (run.correlation, causation));
-    made(kind, source, cause, Value::Object(data), stamp)
+    made(Signal::builder(kind).report(report), source, cause, stamp)
 }
 
 /// The `job.completed`, `job.failed` or `job.cancelled` signal for a job that ended.
@@ -121,7 +121,7 @@ pub(crate) fn job_ended(source: &str, record: &JobRecord) -> Option<Signal> {
         crate::action::JobStatus::Cancelled => JOB_CANCELLED,
         _ => JOB_FAILED,
     };
-    made(kind, source, None, json!({"job": record}), now())
+    made(Signal::builder(kind).data(json!({"job": record})), source, None, now())
 }
 
 /// The `agent.child_exited` signal a parent gets when its child stops.
@@ -131,7 +131,7 @@ pub(crate) fn child_exited(source: &str, child: &AgentId, reason: &str) -> Optio
 
 /// [`child_exited`](self) stamped as the caller says.
 pub fn child_exited_at(source: &str, child: &AgentId, reason: &str, stamp: Stamp) -> Option<Signal> {
-    made(AGENT_CHILD_EXITED, source, None, json!({"child": child, "reason": reason}), stamp)
+    made(Signal::builder(AGENT_CHILD_EXITED).data(json!({"child": child, "reason": reason})), source, None, stamp)
 }
 
 /// The `agent.spawn_failed` signal an agent gets when its `SpawnAgent` effect failed.
@@ -141,5 +141,5 @@ pub(crate) fn spawn_failed(source: &str, child: &AgentId, error: &str) -> Option
 
 /// [`spawn_failed`](self) stamped as the caller says.
 pub fn spawn_failed_at(source: &str, child: &AgentId, error: &str, stamp: Stamp) -> Option<Signal> {
-    made(AGENT_SPAWN_FAILED, source, None, json!({"child": child, "error": error}), stamp)
+    made(Signal::builder(AGENT_SPAWN_FAILED).data(json!({"child": child, "error": error})), source, None, stamp)
 }

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
+use std::sync::OnceLock;
 use uuid::Uuid;
 
 /// The source given to signals whose maker named none. (Sources starting with `agentry` are the runtime's own:
@@ -109,29 +110,71 @@ pub struct Signal {
     subject: Option<String>,
     time: DateTime<Utc>,
     #[serde(default)]
-    data: Value,
+    #[schemars(with = "Value")]
+    data: Payload,
     correlation_id: Uuid,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     causation_id: Option<Uuid>,
-    #[serde(skip)]
-    #[schemars(skip)]
-    report: ReportCache,
 }
 
-/// The typed view of an outcome signal's data, parsed on first use and kept. Not part of the signal's value:
-/// two signals are equal whether or not either was read.
+/// A signal's payload, held as JSON or, for an outcome signal the runtime made, as the typed run report; each
+/// form is made from the other on first use and kept. The runtime's own outcome signals carry the report, so an
+/// agent that reads them with [`Signal::outcome`] (or only looks at the kind) never pays for the JSON. Equality,
+/// `Debug` and serialization are those of the JSON, whichever form the payload was made in.
 #[derive(Clone, Default)]
-struct ReportCache(std::sync::OnceLock<Option<Box<RunReport>>>);
+struct Payload {
+    json: OnceLock<Value>,
+    report: OnceLock<Option<Box<RunReport>>>,
+}
 
-impl PartialEq for ReportCache {
-    fn eq(&self, _other: &Self) -> bool {
-        true
+impl Payload {
+    fn from_json(json: Value) -> Self {
+        Self { json: OnceLock::from(json), report: OnceLock::new() }
+    }
+
+    fn from_report(report: RunReport) -> Self {
+        Self { json: OnceLock::new(), report: OnceLock::from(Some(Box::new(report))) }
+    }
+
+    /// The JSON, built from the report on first use.
+    fn json(&self) -> &Value {
+        self.json.get_or_init(|| match self.report.get() {
+            Some(Some(report)) => report.to_json(),
+            _ => Value::Null,
+        })
+    }
+
+    /// The typed report, parsed from the JSON on first use (`None` when the JSON is not a run report).
+    fn report(&self) -> Option<&RunReport> {
+        self.report.get_or_init(|| RunReport::deserialize(self.json()).ok().map(Box::new)).as_deref()
     }
 }
 
-impl fmt::Debug for ReportCache {
+impl PartialEq for Payload {
+    fn eq(&self, other: &Self) -> bool {
+        self.json() == other.json()
+    }
+}
+
+impl fmt::Debug for Payload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("_")
+        self.json().fmt(f)
+    }
+}
+
+impl Serialize for Payload {
+    /// A report not yet read as JSON serializes straight from its types (the same text, property-tested).
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match (self.json.get(), self.report.get()) {
+            (None, Some(Some(report))) => report.serialize(serializer),
+            _ => self.json().serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(Self::from_json)
     }
 }
 
@@ -147,7 +190,7 @@ impl Signal {
             kind: kind.try_into(),
             source: None,
             subject: None,
-            data: Value::Null,
+            data: Payload::default(),
             stamp: None,
             cause: None,
         }
@@ -165,8 +208,7 @@ impl Signal {
     /// The same signal with this payload (for a driver that sends many signals of one kind: the kind is
     /// checked once, when the first is built).
     pub fn with_data(mut self, data: Value) -> Self {
-        self.data = data;
-        self.report = ReportCache::default();
+        self.data = Payload::from_json(data);
         self
     }
 
@@ -209,7 +251,7 @@ impl Signal {
 
     /// The payload.
     pub fn data(&self) -> &Value {
-        &self.data
+        self.data.json()
     }
 
     /// The id shared by every signal in this chain of cause and effect.
@@ -239,7 +281,7 @@ impl Signal {
         if !self.kind.as_str().starts_with("action.") {
             return None;
         }
-        self.report.0.get_or_init(|| RunReport::deserialize(&self.data).ok().map(Box::new)).as_deref()
+        self.data.report()
     }
 
     /// The same signal, said to come from `source` (the server stamps what an agent emits with the agent's own).
@@ -268,7 +310,7 @@ pub struct SignalBuilder {
     kind: Result<Kind, KindError>,
     source: Option<String>,
     subject: Option<String>,
-    data: Value,
+    data: Payload,
     stamp: Option<(Uuid, DateTime<Utc>)>,
     cause: Option<Cause>,
 }
@@ -288,7 +330,13 @@ impl SignalBuilder {
 
     /// The payload.
     pub fn data(mut self, data: Value) -> Self {
-        self.data = data;
+        self.data = Payload::from_json(data);
+        self
+    }
+
+    /// The payload as a run report, kept typed until someone reads it as JSON (the runtime's outcome signals).
+    pub(crate) fn report(mut self, report: RunReport) -> Self {
+        self.data = Payload::from_report(report);
         self
     }
 
@@ -309,7 +357,7 @@ impl SignalBuilder {
         let kind = self.kind?;
         let (id, time) = match (&self.stamp, &self.cause) {
             (Some(stamp), _) => *stamp,
-            (None, Some(cause)) => (derived_id(cause, &kind, self.subject.as_deref(), &self.data), cause.time),
+            (None, Some(cause)) => (derived_id(cause, &kind, self.subject.as_deref(), self.data.json()), cause.time),
             (None, None) => (Uuid::now_v7(), Utc::now()),
         };
         let (correlation_id, causation_id) = match &self.cause {
@@ -325,7 +373,6 @@ impl SignalBuilder {
             data: self.data,
             correlation_id,
             causation_id,
-            report: ReportCache::default(),
         })
     }
 }

@@ -117,7 +117,7 @@ impl Outcome {
 
 /// An outcome signal read as types: which run, which action, and how it ended. Get one with
 /// [`Signal::outcome`](crate::Signal::outcome).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
     /// The run.
     pub run_id: Uuid,
@@ -128,6 +128,15 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// The report as the JSON payload of its outcome signal (the same value its serialization gives).
+    pub(crate) fn to_json(&self) -> Value {
+        let mut data = Map::with_capacity(3);
+        data.insert("run_id".to_owned(), json!(self.run_id));
+        data.insert("action".to_owned(), Value::String(self.action.as_str().to_owned()));
+        data.insert("outcome".to_owned(), self.outcome.clone().into_json());
+        Value::Object(data)
+    }
+
     /// Whether the run completed.
     pub fn completed(&self) -> bool {
         self.outcome.status == OutcomeStatus::Completed
@@ -230,6 +239,28 @@ mod tests {
         fn into_json_is_the_serialization(outcome in outcome()) {
             let serialized = serde_json::to_string(&outcome).expect("an outcome with UTF-8 paths serializes");
             prop_assert_eq!(outcome.into_json().to_string(), serialized);
+        }
+
+        /// An outcome signal kept typed serializes, compares and reads exactly as one made from its JSON.
+        #[test]
+        fn a_typed_outcome_signal_is_its_json(outcome in outcome(), run in any::<u128>()) {
+            let action = ActionId::new("noop.run").expect("a valid id");
+            let run_id = Uuid::from_u128(run);
+            let run = crate::kinds::RunRef { run: run_id, action: &action, correlation: Uuid::nil(), causation: None };
+            let stamp = (Uuid::from_u128(1), chrono::DateTime::UNIX_EPOCH);
+            let typed = crate::kinds::action_outcome_at("agentry", run, outcome.clone(), stamp).expect("a signal");
+            // A cost that is not a number reads as none in both forms (JSON has no NaN).
+            let outcome = Outcome { cost: outcome.cost.filter(|cost| cost.is_finite()), ..outcome };
+            let report = RunReport { run_id, action: action.clone(), outcome };
+            prop_assert_eq!(serde_json::to_string(&report).expect("serializes"), report.to_json().to_string());
+            let from_json = typed.clone().with_data(report.to_json());
+            prop_assert_eq!(serde_json::to_string(&typed).expect("serializes"), serde_json::to_string(&from_json).expect("serializes"));
+            prop_assert_eq!(typed.outcome(), Some(&report));
+            prop_assert_eq!(from_json.outcome(), Some(&report));
+            prop_assert_eq!(typed.data(), &report.to_json());
+            prop_assert_eq!(&typed, &from_json);
+            let back: crate::Signal = serde_json::from_str(&serde_json::to_string(&typed).expect("serializes")).expect("parses");
+            prop_assert_eq!(back, typed);
         }
     }
 }
