@@ -99,7 +99,7 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             (<#ty as ::agentry::skill::SkillDefinition>::skill()?, #opts))
     });
 
-    let patterns = attr.routes.iter().map(|r| &r.pattern);
+    let patterns: Vec<_> = attr.routes.iter().map(|r| &r.pattern).collect();
     let arms = attr.routes.iter().enumerate().map(|(i, Route { method, .. })| {
         let call = quote_spanned!(method.span()=> Self::#method(self, signal));
         quote! {
@@ -124,6 +124,10 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
                 ::agentry::skill::BuildError,
             > {
                 ::core::result::Result::Ok(::std::vec![#(#skills),*])
+            }
+
+            fn routes() -> &'static [&'static str] {
+                &[#(#patterns),*]
             }
 
             fn handle_signal(&self, signal: &::agentry::signal::Signal) -> #ag::Reaction<Self> {

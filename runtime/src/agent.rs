@@ -55,6 +55,12 @@ pub trait Agent: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
         Ok(Vec::new())
     }
 
+    /// The kind patterns the agent routes to its own handlers (`#[derive(Agent)]` lists its `routes`; a
+    /// hand-written agent may list its own). Informational: test kits draw signals of these kinds.
+    fn routes() -> &'static [&'static str] {
+        &[]
+    }
+
     /// Reacts to a signal. Must be pure: the same state and signal always give the same reaction.
     fn handle_signal(&self, signal: &Signal) -> Reaction<Self>;
 }

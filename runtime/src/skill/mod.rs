@@ -143,9 +143,21 @@ impl Skill {
     /// The per-agent state for these mount options, checked against the state schema. `Err` lists every
     /// problem.
     pub fn initial_state(&self, opts: &Value) -> Result<Value, Vec<String>> {
-        let state = (self.initial_state)(opts).map_err(|e| vec![e])?;
-        let errors = crate::action::schema_errors(&self.state_validator, &state, "the state");
+        let state = self.make_state(opts).map_err(|e| vec![e])?;
+        let errors = self.state_errors(&state);
         if errors.is_empty() { Ok(state) } else { Err(errors) }
+    }
+
+    /// What the skill's own initial-state function makes of these options, before the state schema is
+    /// checked: `Err` when it refuses the options. [`Skill::initial_state`] is this plus the check; a test kit
+    /// uses the two apart to tell options a skill refuses from a state that breaks the skill's own schema.
+    pub fn make_state(&self, opts: &Value) -> Result<Value, String> {
+        (self.initial_state)(opts)
+    }
+
+    /// What is wrong with a per-agent state under the skill's state schema (empty when it fits).
+    pub fn state_errors(&self, state: &Value) -> Vec<String> {
+        crate::action::schema_errors(&self.state_validator, state, "the state")
     }
 
     /// Offers a signal to the skill's handler. Pure.

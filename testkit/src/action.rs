@@ -1,0 +1,252 @@
+//! One action, run directly with a context and checked against its own contract.
+
+use crate::failure::CheckFailure;
+use crate::schema;
+use agentry::action::{ActionContext, ActionError, DynAction, ErrorClass};
+use agentry::effect::Effect;
+use agentry::id::AgentId;
+use agentry::policy::Policy;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use serde_json::Value;
+use std::path::Path;
+
+const CHECK: &str = "check_action";
+
+/// Why a harness could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The temporary drive could not be made.
+    #[error("the temporary drive could not be made: {0}")]
+    Drive(#[from] std::io::Error),
+}
+
+/// What one run of an action gave.
+#[derive(Debug)]
+pub struct ActionRun {
+    /// The output, or the error (a panic in the action is a `Critical` error saying so).
+    pub result: Result<Value, ActionError>,
+    /// The effects the action asked for through its context (`ctx.effect`), in order.
+    pub effects: Vec<Effect>,
+    /// Whether `run` was called at all (false when validation refused the params).
+    pub ran: bool,
+    /// Whether the action panicked (the result is then a `Critical` error with the panic's message).
+    pub panicked: bool,
+    /// Whether the action completed with an output its output schema refuses (the result is then the
+    /// `Critical` error the server would report).
+    pub broke_output_schema: bool,
+}
+
+/// Runs one action outside any runtime, as the server would: params validated first (refused params never reach
+/// `run`), a panic caught, the output checked against the output schema. The action gets a temporary drive
+/// (deleted with the harness), the policy you give (default: [`Policy::default`]) and the skill state you give.
+///
+/// ```
+/// use agentry::action::{ActionSpec, DynAction};
+/// use agentry_testkit::ActionHarness;
+/// use serde_json::json;
+///
+/// let spec = ActionSpec::new("math.double", "Doubles n.").unwrap().params_schema(json!({
+///     "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]
+/// }));
+/// let double = DynAction::new(spec, |params, _ctx| {
+///     Box::pin(async move { Ok(json!(params["n"].as_i64().unwrap_or(0) * 2)) })
+/// })
+/// .unwrap();
+/// let harness = ActionHarness::new(&double).unwrap();
+/// assert_eq!(harness.run(json!({"n": 21})).result.unwrap(), json!(42));
+/// assert!(!harness.run(json!({"n": "x"})).ran, "invalid params never reach run");
+/// ```
+pub struct ActionHarness {
+    action: DynAction,
+    agent: AgentId,
+    policy: Policy,
+    skill_state: Value,
+    drive: tempfile::TempDir,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl ActionHarness {
+    /// A harness for `action`, with a fresh temporary drive.
+    pub fn new(action: &DynAction) -> Result<Self, HarnessError> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        Ok(Self {
+            action: action.clone(),
+            agent: AgentId::new("testkit-agent").unwrap_or_else(|_| unreachable!("a valid literal id")),
+            policy: Policy::default(),
+            skill_state: Value::Null,
+            drive: tempfile::tempdir()?,
+            runtime,
+        })
+    }
+
+    /// Runs under this policy.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Gives the action this skill state (what `ctx.skill_state()` reads).
+    pub fn skill_state(mut self, state: Value) -> Self {
+        self.skill_state = state;
+        self
+    }
+
+    /// The temporary drive the action sees as `ctx.drive()`.
+    pub fn drive(&self) -> &Path {
+        self.drive.path()
+    }
+
+    /// Validates `params`, and runs the action on them if they pass.
+    pub fn run(&self, params: Value) -> ActionRun {
+        if let Err(err) = self.action.validate(&params) {
+            return ActionRun {
+                result: Err(err),
+                effects: Vec::new(),
+                ran: false,
+                panicked: false,
+                broke_output_schema: false,
+            };
+        }
+        let ctx = ActionContext::new(self.agent.clone(), self.action.spec().id.clone())
+            .with_drive(self.drive.path())
+            .with_policy(self.policy.clone())
+            .with_skill_state(self.skill_state.clone());
+        let requested = ctx.requested();
+        let future = self.action.invoke(params, ctx);
+        let (result, panicked) = match self.runtime.block_on(self.runtime.spawn(future)) {
+            Ok(result) => (result, false),
+            Err(err) => (Err(ActionError::critical(format!("the action panicked: {}", panic_text(err)))), true),
+        };
+        let mut broke_output_schema = false;
+        let result = result.and_then(|output| {
+            self.action.check_output(&output).inspect_err(|_| broke_output_schema = true).map(|()| output)
+        });
+        ActionRun { result, effects: requested.take(), ran: true, panicked, broke_output_schema }
+    }
+}
+
+fn panic_text(err: tokio::task::JoinError) -> String {
+    match err.try_into_panic() {
+        Ok(panic) => panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned()),
+        Err(err) => err.to_string(),
+    }
+}
+
+/// Checks an action against its own contract with the default settings; see [`ActionCheck`].
+pub fn check_action(action: &DynAction) -> Result<(), CheckFailure> {
+    ActionCheck::new(action).run()
+}
+
+/// Properties of one action, run through an [`ActionHarness`]:
+/// - params generated from its params schema validate (the generator's own check), and the action never panics
+///   on them and never breaks its output schema;
+/// - it never refuses them as invalid (a `Validation` error): its schema should say what its `run` accepts.
+///   For an action whose refusals depend on the world (a file that is not there) or on a precondition, turn
+///   this off with [`ActionCheck::refusals_allowed`];
+/// - params the schema refuses are stopped by validation with a `Validation` error and never reach `run`.
+pub struct ActionCheck {
+    action: DynAction,
+    policy: Policy,
+    skill_state: Value,
+    refusals_allowed: bool,
+    cases: Option<u32>,
+}
+
+impl ActionCheck {
+    /// The check for one action, with the default policy and no skill state.
+    pub fn new(action: &DynAction) -> Self {
+        Self {
+            action: action.clone(),
+            policy: Policy::default(),
+            skill_state: Value::Null,
+            refusals_allowed: false,
+            cases: None,
+        }
+    }
+
+    /// Runs the action under this policy.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Gives the action this skill state.
+    pub fn skill_state(mut self, state: Value) -> Self {
+        self.skill_state = state;
+        self
+    }
+
+    /// Lets the action refuse valid params with a `Validation` error (it still must not panic).
+    pub fn refusals_allowed(mut self) -> Self {
+        self.refusals_allowed = true;
+        self
+    }
+
+    /// How many params to try each way (default: proptest's, honouring `PROPTEST_CASES`).
+    pub fn cases(mut self, cases: u32) -> Self {
+        self.cases = Some(cases);
+        self
+    }
+
+    /// Runs the check.
+    pub fn run(&self) -> Result<(), CheckFailure> {
+        let setup = |reason: String| CheckFailure::Setup { check: CHECK, reason };
+        let id = self.action.spec().id.clone();
+        let harness = ActionHarness::new(&self.action)
+            .map_err(|err| setup(err.to_string()))?
+            .policy(self.policy.clone())
+            .skill_state(self.skill_state.clone());
+        let valid =
+            schema::params(&self.action).map_err(|err| setup(format!("no params can be drawn for `{id}`: {err}")))?;
+        let config = Config {
+            cases: self.cases.unwrap_or(Config::default().cases),
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let counterexample = |reason: String, params: Value| CheckFailure::Counterexample {
+            check: CHECK,
+            steps: vec![format!("run `{id}` with params {params}")],
+            reason,
+        };
+        let result = TestRunner::new(config.clone()).run(&valid, |params| {
+            if let Err(err) = self.action.validate(&params) {
+                return Err(TestCaseError::fail(format!("params generated from the schema do not validate: {err}")));
+            }
+            let run = harness.run(params);
+            match run.result {
+                Err(err) if run.panicked || run.broke_output_schema => Err(TestCaseError::fail(err.to_string())),
+                Err(err) if err.class() == ErrorClass::Validation && !self.refusals_allowed => Err(
+                    TestCaseError::fail(format!("the schema accepts these params but the action refuses them: {err}")),
+                ),
+                _ => Ok(()),
+            }
+        });
+        match result {
+            Ok(()) => {}
+            Err(TestError::Fail(reason, params)) => return Err(counterexample(reason.message().to_owned(), params)),
+            Err(TestError::Abort(reason)) => return Err(setup(reason.message().to_owned())),
+        }
+        let Ok(invalid) = schema::invalid_params(&self.action) else { return Ok(()) };
+        let result = TestRunner::new(config).run(&invalid, |params| {
+            let run = harness.run(params);
+            if run.ran {
+                return Err(TestCaseError::fail("params the schema refuses reached the action's run".to_owned()));
+            }
+            match run.result {
+                Err(err) if err.class() == ErrorClass::Validation => Ok(()),
+                other => {
+                    Err(TestCaseError::fail(format!("refused params gave {other:?}, expected a Validation error")))
+                }
+            }
+        });
+        match result {
+            Ok(()) => Ok(()),
+            Err(TestError::Fail(reason, params)) => Err(counterexample(reason.message().to_owned(), params)),
+            Err(TestError::Abort(reason)) => Err(setup(reason.message().to_owned())),
+        }
+    }
+}

@@ -1,0 +1,485 @@
+//! Drives one agent purely, with no runtime: the same `step`, effect interpretation and gate as the server,
+//! with runs, approvals and the clock in the test's hands.
+
+use agentry::Signal;
+use agentry::action::{ActionError, Outcome};
+use agentry::agent::{Agent, AgentState, StartError, start, step};
+use agentry::effect::{Effect, EffectRefusal, Target};
+use agentry::id::{ActionId, AgentId, SkillId};
+use agentry::interpret::{Command, Origin, interpret};
+use agentry::kinds::{self, RunRef};
+use agentry::policy::Policy;
+use agentry::skill::{Catalog, mount, unmount};
+use agentry::table::{ActionTable, Gate, gate};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// How many signals one call may feed the agent (its own follow-ups included) before the harness says the
+/// agent is looping.
+const SETTLE_BUDGET: usize = 10_000;
+
+/// Why the harness could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentHarnessError {
+    /// The agent did not start (its start skills).
+    #[error("the agent did not start: {0}")]
+    Start(#[from] StartError),
+    /// The agent's type name is not a valid agent id.
+    #[error("the agent's name `{0}` is not a valid agent id; expected letters, digits, `-`, `_`, `.`")]
+    Name(String),
+    /// A signal kind was not valid.
+    #[error("`{0}` is not a valid signal kind: {1}")]
+    Kind(String, String),
+    /// `step` failed.
+    #[error("step failed on a `{kind}` signal: {error}")]
+    Step {
+        /// The signal's kind.
+        kind: String,
+        /// The error.
+        error: agentry::agent::StepError,
+    },
+    /// No run (or blocked run) matches what was named.
+    #[error("no {what} matches `{name}`; the runs waiting are: {waiting}")]
+    NoSuchRun {
+        /// Runs waiting for an outcome, or runs waiting for approval.
+        what: &'static str,
+        /// The run id or action id asked for.
+        name: String,
+        /// What is waiting, for the message.
+        waiting: String,
+    },
+    /// The agent kept producing signals for itself past the harness's budget.
+    #[error("the agent handled {0} signals in one call without settling; expected it to stop producing signals")]
+    Looping(usize),
+}
+
+/// A run the agent asked for that passed the gate (or waits for approval), until the test ends it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingRun {
+    /// The run's id.
+    pub id: Uuid,
+    /// The action.
+    pub action: ActionId,
+    /// The params the agent gave.
+    pub params: Value,
+    correlation: Uuid,
+    causation: Option<Uuid>,
+}
+
+/// What the agent did in the last call, besides its runs: signals, replies, timers and refusals.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Said {
+    /// Signals emitted, with where to.
+    pub emitted: Vec<(Signal, Target)>,
+    /// Replies, by the id of the signal they answer.
+    pub replies: Vec<(Uuid, Value)>,
+    /// Effects refused (a forbidden table change, a forged kind, a child the policy does not allow, …).
+    pub refused: Vec<EffectRefusal>,
+    /// Children asked for (id, agent type), children asked to stop, and whether the agent asked to stop.
+    pub spawned: Vec<(AgentId, String)>,
+    /// Children asked to stop.
+    pub stopped_children: Vec<AgentId>,
+    /// Why the agent asked to stop itself, if it did.
+    pub stopped: Option<String>,
+}
+
+/// Drives one agent with no runtime: [`send`](Self::send) a signal and read what it did; runs it asks for wait
+/// until you [`complete`](Self::complete) or [`fail`](Self::fail) them; risky ones wait for
+/// [`approve`](Self::approve) or [`deny`](Self::deny); [`advance`](Self::advance) moves a virtual clock and
+/// fires schedules. Effects go through agentry's own interpreter and gate, so what the harness allows is what
+/// the server allows. Outcome signals reach the agent after the effects of the step that caused them, as live.
+///
+/// ```
+/// use agentry::prelude::*;
+/// use agentry_testkit::AgentHarness;
+/// use serde::{Deserialize, Serialize};
+/// use serde_json::json;
+///
+/// #[derive(Debug, Clone, Default, Serialize, Deserialize, Agent)]
+/// #[agent(routes("ping" => ping))]
+/// struct Pinger {
+///     pings: u32,
+/// }
+///
+/// impl Pinger {
+///     fn ping(&self, signal: &Signal) -> Reaction<Self> {
+///         let pong = signal.follow("pong").build().expect("a valid kind");
+///         Reaction::Update(Pinger { pings: self.pings + 1 }, vec![Effect::emit(pong, Target::Parent)])
+///     }
+/// }
+///
+/// let mut harness = AgentHarness::new(Pinger::default()).unwrap();
+/// harness.send("ping", json!(null)).unwrap();
+/// harness.assert_emitted("pong");
+/// assert_eq!(harness.domain().pings, 1);
+/// ```
+pub struct AgentHarness<A: Agent> {
+    state: AgentState<A>,
+    catalog: Catalog,
+    policy: Policy,
+    table: ActionTable,
+    source: String,
+    start: DateTime<Utc>,
+    now: Duration,
+    next_id: u64,
+    inbox: VecDeque<Signal>,
+    runs: Vec<PendingRun>,
+    blocked: Vec<PendingRun>,
+    timers: BTreeMap<String, (Duration, Signal)>,
+    inputs: Vec<Signal>,
+    effects: Vec<Effect>,
+    said: Said,
+}
+
+impl<A: Agent> AgentHarness<A> {
+    /// A harness for an agent starting from `initial`, with its start skills mounted under the default policy.
+    pub fn new(initial: A) -> Result<Self, AgentHarnessError> {
+        Self::with(initial, &Catalog::new(), &Policy::default())
+    }
+
+    /// A harness whose agent may also mount the skills of `catalog` (through `mount_skill` effects or
+    /// [`mount`](Self::mount)), under `policy`.
+    pub fn with(initial: A, catalog: &Catalog, policy: &Policy) -> Result<Self, AgentHarnessError> {
+        let id = AgentId::new(A::name()).map_err(|_| AgentHarnessError::Name(A::name().to_owned()))?;
+        let source = kinds::agent_source(&id);
+        let (state, effects) = start(id, initial, policy)?;
+        let mut catalog = catalog.clone();
+        for (skill, _) in A::start_skills().map_err(StartError::from)? {
+            catalog.insert(skill);
+        }
+        let mut harness = Self {
+            state,
+            catalog,
+            policy: policy.clone(),
+            table: ActionTable::default(),
+            source,
+            start: DateTime::UNIX_EPOCH,
+            now: Duration::ZERO,
+            next_id: 0,
+            inbox: VecDeque::new(),
+            runs: Vec::new(),
+            blocked: Vec::new(),
+            timers: BTreeMap::new(),
+            inputs: Vec::new(),
+            effects: Vec::new(),
+            said: Said::default(),
+        };
+        harness.mounting(effects);
+        Ok(harness)
+    }
+
+    /// Sends a signal of `kind` with `data` from outside, stamped by the harness's clock; returns the effects
+    /// of every step it led to (outcomes of runs refused by the gate included).
+    pub fn send(&mut self, kind: &str, data: Value) -> Result<&[Effect], AgentHarnessError> {
+        let signal = Signal::builder(kind)
+            .data(data)
+            .stamped(self.fresh_id(), self.time())
+            .build()
+            .map_err(|err| AgentHarnessError::Kind(kind.to_owned(), err.to_string()))?;
+        self.send_signal(signal)
+    }
+
+    /// Sends a signal you built (kept as it is: its id and time are yours).
+    pub fn send_signal(&mut self, signal: Signal) -> Result<&[Effect], AgentHarnessError> {
+        self.begin();
+        self.inbox.push_back(signal);
+        self.settle()?;
+        Ok(&self.effects)
+    }
+
+    /// Ends a waiting run with this output: the agent gets `action.completed`. `run` is the run's id, or an
+    /// action id for the oldest waiting run of that action.
+    pub fn complete(&mut self, run: &str, output: Value) -> Result<&[Effect], AgentHarnessError> {
+        let pending = self.take(run, false)?;
+        self.begin();
+        self.tell(&pending, Outcome::completed(output, Duration::ZERO, 1));
+        self.settle()?;
+        Ok(&self.effects)
+    }
+
+    /// Ends a waiting run with this error: the agent gets `action.failed` (or `action.blocked` for `Denied`).
+    pub fn fail(&mut self, run: &str, error: ActionError) -> Result<&[Effect], AgentHarnessError> {
+        let pending = self.take(run, false)?;
+        self.begin();
+        self.tell(&pending, Outcome::failed(&error, Duration::ZERO, 1));
+        self.settle()?;
+        Ok(&self.effects)
+    }
+
+    /// Approves a run waiting for approval: it meets the gate again and, if it passes, waits for its outcome.
+    pub fn approve(&mut self, run: &str) -> Result<&[Effect], AgentHarnessError> {
+        let pending = self.take(run, true)?;
+        self.begin();
+        self.through_gate(pending, true);
+        self.settle()?;
+        Ok(&self.effects)
+    }
+
+    /// Denies a run waiting for approval: the agent gets `action.blocked` with a `Denied` error.
+    pub fn deny(&mut self, run: &str) -> Result<&[Effect], AgentHarnessError> {
+        let pending = self.take(run, true)?;
+        self.begin();
+        let error = ActionError::denied("the run was denied by its approver");
+        self.tell(&pending, Outcome::failed(&error, Duration::ZERO, 0));
+        self.settle()?;
+        Ok(&self.effects)
+    }
+
+    /// Moves the virtual clock forward, firing every schedule that falls due, in time order.
+    pub fn advance(&mut self, by: Duration) -> Result<&[Effect], AgentHarnessError> {
+        self.begin();
+        let until = self.now.saturating_add(by);
+        loop {
+            let due = self
+                .timers
+                .iter()
+                .filter(|(_, (at, _))| *at <= until)
+                .min_by_key(|(key, (at, _))| (*at, (*key).clone()));
+            let Some(key) = due.map(|(key, _)| key.clone()) else { break };
+            let Some((at, signal)) = self.timers.remove(&key) else { break };
+            self.now = at;
+            let id = self.fresh_id();
+            self.inbox.push_back(signal.restamped(id, self.time()));
+            self.settle()?;
+        }
+        self.now = until;
+        Ok(&self.effects)
+    }
+
+    /// Mounts a skill of the catalog as the agent's owner would (`Runtime::mount`).
+    pub fn mount(&mut self, skill: &str, opts: Value) -> Result<(), AgentHarnessError> {
+        self.begin();
+        let id = SkillId::new(skill).map_err(|err| AgentHarnessError::Kind(skill.to_owned(), err.to_string()))?;
+        self.mount_skill(&id, &opts, Origin::Mounting);
+        Ok(())
+    }
+
+    /// The agent's whole state.
+    pub fn state(&self) -> &AgentState<A> {
+        &self.state
+    }
+
+    /// The agent's domain state.
+    pub fn domain(&self) -> &A {
+        &self.state.domain
+    }
+
+    /// The effects of every step the last call led to, in order.
+    pub fn effects(&self) -> &[Effect] {
+        &self.effects
+    }
+
+    /// What the last call's effects did besides runs: emitted signals, replies, refusals, children.
+    pub fn said(&self) -> &Said {
+        &self.said
+    }
+
+    /// Runs waiting for an outcome, oldest first.
+    pub fn runs(&self) -> &[PendingRun] {
+        &self.runs
+    }
+
+    /// Runs waiting for approval, oldest first.
+    pub fn blocked(&self) -> &[PendingRun] {
+        &self.blocked
+    }
+
+    /// Every signal the agent consumed so far, in order (its input log).
+    pub fn inputs(&self) -> &[Signal] {
+        &self.inputs
+    }
+
+    /// The virtual time since the harness started.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// The actions the agent can run now.
+    pub fn actions(&self) -> Vec<ActionId> {
+        self.table.specs().into_iter().map(|spec| spec.id).collect()
+    }
+
+    /// The signal of `kind` the last call emitted; panics with what was emitted instead.
+    pub fn assert_emitted(&self, kind: &str) -> &Signal {
+        match self.said.emitted.iter().find(|(s, _)| s.kind().as_str() == kind) {
+            Some((signal, _)) => signal,
+            None => panic!("expected a `{kind}` signal to be emitted; {}", self.describe()),
+        }
+    }
+
+    /// The oldest waiting run of `action`; panics with what is waiting instead.
+    pub fn assert_run(&self, action: &str) -> &PendingRun {
+        match self.runs.iter().find(|r| r.action.as_str() == action) {
+            Some(run) => run,
+            None => panic!("expected a run of `{action}` to be waiting; {}", self.describe()),
+        }
+    }
+
+    /// The reply the last call made; panics with what was done instead.
+    pub fn assert_replied(&self) -> &Value {
+        match self.said.replies.first() {
+            Some((_, data)) => data,
+            None => panic!("expected a reply; {}", self.describe()),
+        }
+    }
+
+    /// Panics unless the last call did nothing at all (no effect from any step).
+    pub fn assert_quiet(&self) {
+        assert!(self.effects.is_empty(), "expected no effects; {}", self.describe());
+    }
+
+    /// What the last call did and what waits, for assertion messages.
+    pub fn describe(&self) -> String {
+        let mut text = String::new();
+        let kinds: Vec<String> = self.effects.iter().map(|e| format!("{:?}", e.kind)).collect();
+        let _ = write!(text, "the last call's effects were [{}]", kinds.join(", "));
+        let emitted: Vec<&str> = self.said.emitted.iter().map(|(s, _)| s.kind().as_str()).collect();
+        let _ = write!(text, "; emitted: {emitted:?}; waiting runs: {}", list_of(&self.runs));
+        let _ = write!(text, "; awaiting approval: {}", list_of(&self.blocked));
+        if !self.said.refused.is_empty() {
+            let _ = write!(text, "; refused: {:?}", self.said.refused);
+        }
+        text
+    }
+
+    fn begin(&mut self) {
+        self.effects.clear();
+        self.said = Said::default();
+    }
+
+    fn time(&self) -> DateTime<Utc> {
+        self.start + chrono::Duration::from_std(self.now).unwrap_or(chrono::Duration::MAX)
+    }
+
+    fn fresh_id(&mut self) -> Uuid {
+        self.next_id += 1;
+        let millis = u64::try_from(self.now.as_millis()).unwrap_or(u64::MAX);
+        let mut random = [0u8; 10];
+        random[2..].copy_from_slice(&self.next_id.to_be_bytes());
+        uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid()
+    }
+
+    fn take(&mut self, run: &str, blocked: bool) -> Result<PendingRun, AgentHarnessError> {
+        let list = if blocked { &mut self.blocked } else { &mut self.runs };
+        let found = list.iter().position(|r| r.id.to_string() == run || r.action.as_str() == run);
+        match found {
+            Some(index) => Ok(list.remove(index)),
+            None => Err(AgentHarnessError::NoSuchRun {
+                what: if blocked { "run awaiting approval" } else { "waiting run" },
+                name: run.to_owned(),
+                waiting: list_of(list),
+            }),
+        }
+    }
+
+    /// Feeds the inbox to the agent until it is empty.
+    fn settle(&mut self) -> Result<(), AgentHarnessError> {
+        let mut fed = 0;
+        while let Some(signal) = self.inbox.pop_front() {
+            fed += 1;
+            if fed > SETTLE_BUDGET {
+                return Err(AgentHarnessError::Looping(SETTLE_BUDGET));
+            }
+            let step = step(&mut self.state, &signal, &self.catalog)
+                .map_err(|error| AgentHarnessError::Step { kind: signal.kind().to_string(), error })?;
+            self.effects.extend(step.effects.iter().cloned());
+            for effect in step.effects {
+                self.carry_out(effect, Origin::Step(&signal));
+            }
+            self.inputs.push(signal);
+        }
+        Ok(())
+    }
+
+    fn mounting(&mut self, effects: Vec<Effect>) {
+        for effect in effects {
+            self.carry_out(effect, Origin::Mounting);
+        }
+    }
+
+    fn mount_skill(&mut self, skill: &SkillId, opts: &Value, origin: Origin<'_>) {
+        let result = match self.catalog.get(skill).cloned() {
+            Some(found) => mount(&mut self.state, &found, opts, &self.policy).map_err(|err| err.to_string()),
+            None => Err(format!("skill `{skill}` is not in the catalog")),
+        };
+        match result {
+            Ok(effects) => self.mounting(effects),
+            Err(reason) => self.said.refused.push(Command::mount_failed(true, skill.clone(), origin, reason)),
+        }
+    }
+
+    fn carry_out(&mut self, effect: Effect, origin: Origin<'_>) {
+        let cause = origin.cause().map(|s| (s.correlation_id(), s.id()));
+        match interpret(effect, origin, &self.policy, &self.source) {
+            Command::Register { action, skill } => {
+                self.table.register(action, skill.as_ref(), &self.state, &self.catalog);
+            }
+            Command::Deregister { action } => self.table.deregister(&action),
+            Command::Run { action, params, .. } => {
+                let (correlation, causation) = match cause {
+                    Some((correlation, causation)) => (correlation, Some(causation)),
+                    None => (Uuid::nil(), None),
+                };
+                let run = PendingRun { id: self.fresh_id(), action, params, correlation, causation };
+                self.through_gate(run, false);
+            }
+            Command::Emit { signal, to } => {
+                // A signal to the agent itself comes back to it, after this step's effects, as live.
+                if to == Target::Agent(self.state.id.clone()) {
+                    self.inbox.push_back(signal.clone());
+                }
+                self.said.emitted.push((signal, to));
+            }
+            Command::Reply { to, data } => self.said.replies.push((to, data)),
+            Command::Schedule { key, after, signal, .. } => {
+                self.timers.insert(key, (self.now.saturating_add(after), signal));
+            }
+            Command::Cancel { key } => {
+                self.timers.remove(&key);
+            }
+            Command::Spawn { id, agent, .. } => self.said.spawned.push((id, agent)),
+            Command::StopChild { id } => self.said.stopped_children.push(id),
+            Command::Stop { reason } => self.said.stopped = Some(reason),
+            Command::Mount { skill, opts } => self.mount_skill(&skill, &opts, Origin::Mounting),
+            Command::Unmount { skill } => match unmount(&mut self.state, &skill) {
+                Ok(effects) => self.mounting(effects),
+                Err(err) => {
+                    self.said.refused.push(Command::mount_failed(false, skill, Origin::Mounting, err.to_string()));
+                }
+            },
+            Command::Refused(refusal) => self.said.refused.push(refusal),
+        }
+    }
+
+    fn through_gate(&mut self, run: PendingRun, approved: bool) {
+        match gate(&self.table, &self.policy, &self.state.id, &run.action, true) {
+            Gate::Refused(error) => self.tell(&run, Outcome::failed(&error, Duration::ZERO, 0)),
+            Gate::NeedsApproval(_, risk) if !approved => {
+                self.tell(&run, Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})")));
+                self.blocked.push(run);
+            }
+            Gate::NeedsApproval(..) | Gate::Pass(_) => self.runs.push(run),
+        }
+    }
+
+    /// Puts the outcome signal of a run in the agent's inbox.
+    fn tell(&mut self, run: &PendingRun, outcome: Outcome) {
+        let stamp = (self.fresh_id(), self.time());
+        let reference =
+            RunRef { run: run.id, action: &run.action, correlation: run.correlation, causation: run.causation };
+        if let Some(signal) = kinds::action_outcome_at(&self.source, reference, outcome, stamp) {
+            self.inbox.push_back(signal);
+        }
+    }
+}
+
+fn list_of(runs: &[PendingRun]) -> String {
+    if runs.is_empty() {
+        return "none".to_owned();
+    }
+    runs.iter().map(|r| format!("{} ({})", r.action, r.id)).collect::<Vec<_>>().join(", ")
+}
