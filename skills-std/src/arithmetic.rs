@@ -15,9 +15,9 @@ pub struct Add {
 }
 
 impl Add {
-    /// `a + b`.
+    /// `a + b`, or a Validation error when it overflows.
     pub async fn run(self, _ctx: ActionContext) -> Result<f64, ActionError> {
-        Ok(self.a + self.b)
+        finite(self.a + self.b)
     }
 }
 
@@ -32,9 +32,9 @@ pub struct Subtract {
 }
 
 impl Subtract {
-    /// `a - b`.
+    /// `a - b`, or a Validation error when it overflows.
     pub async fn run(self, _ctx: ActionContext) -> Result<f64, ActionError> {
-        Ok(self.a - self.b)
+        finite(self.a - self.b)
     }
 }
 
@@ -49,9 +49,9 @@ pub struct Multiply {
 }
 
 impl Multiply {
-    /// `a * b`.
+    /// `a * b`, or a Validation error when it overflows.
     pub async fn run(self, _ctx: ActionContext) -> Result<f64, ActionError> {
-        Ok(self.a * self.b)
+        finite(self.a * self.b)
     }
 }
 
@@ -66,12 +66,23 @@ pub struct Divide {
 }
 
 impl Divide {
-    /// `a / b`, or a Validation error when `b` is zero.
+    /// `a / b`, or a Validation error when `b` is zero or the result overflows.
     pub async fn run(self, _ctx: ActionContext) -> Result<f64, ActionError> {
         if self.b == 0.0 {
             return Err(ActionError::validation("cannot divide by zero; expected a non-zero divisor `b`"));
         }
-        Ok(self.a / self.b)
+        finite(self.a / self.b)
+    }
+}
+
+/// The result, or a Validation error when it is too large for a 64-bit float (JSON has no infinity).
+fn finite(result: f64) -> Result<f64, ActionError> {
+    if result.is_finite() {
+        Ok(result)
+    } else {
+        Err(ActionError::validation(
+            "the result is too large for a 64-bit float; expected operands whose result is finite",
+        ))
     }
 }
 

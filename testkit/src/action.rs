@@ -145,14 +145,15 @@ pub fn check_action(action: &DynAction) -> Result<(), CheckFailure> {
 /// - params generated from its params schema validate (the generator's own check), and the action never panics
 ///   on them and never breaks its output schema;
 /// - it never refuses them as invalid (a `Validation` error): its schema should say what its `run` accepts.
-///   For an action whose refusals depend on the world (a file that is not there) or on a precondition, turn
-///   this off with [`ActionCheck::refusals_allowed`];
+///   Name the refusals a schema cannot say with [`ActionCheck::refuses_when`]; for an action whose refusals
+///   depend on the world (a file that is not there), turn this off with [`ActionCheck::refusals_allowed`];
 /// - params the schema refuses are stopped by validation with a `Validation` error and never reach `run`.
 pub struct ActionCheck {
     action: DynAction,
     policy: Policy,
     skill_state: Value,
     refusals_allowed: bool,
+    expected_refusal: Option<Box<dyn Fn(&Value) -> bool>>,
     cases: Option<u32>,
 }
 
@@ -164,6 +165,7 @@ impl ActionCheck {
             policy: Policy::default(),
             skill_state: Value::Null,
             refusals_allowed: false,
+            expected_refusal: None,
             cases: None,
         }
     }
@@ -183,6 +185,13 @@ impl ActionCheck {
     /// Lets the action refuse valid params with a `Validation` error (it still must not panic).
     pub fn refusals_allowed(mut self) -> Self {
         self.refusals_allowed = true;
+        self
+    }
+
+    /// Names the params the action may refuse with a `Validation` error although its schema accepts them,
+    /// for a refusal a schema cannot say (an arithmetic overflow): any other refusal is still a finding.
+    pub fn refuses_when(mut self, expected: impl Fn(&Value) -> bool + 'static) -> Self {
+        self.expected_refusal = Some(Box::new(expected));
         self
     }
 
@@ -216,12 +225,13 @@ impl ActionCheck {
             if let Err(err) = self.action.validate(&params) {
                 return Err(TestCaseError::fail(format!("params generated from the schema do not validate: {err}")));
             }
+            let expected = self.refusals_allowed || self.expected_refusal.as_ref().is_some_and(|when| when(&params));
             let run = harness.run(params);
             match run.result {
                 Err(err) if run.panicked || run.broke_output_schema => Err(TestCaseError::fail(err.to_string())),
-                Err(err) if err.class() == ErrorClass::Validation && !self.refusals_allowed => Err(
-                    TestCaseError::fail(format!("the schema accepts these params but the action refuses them: {err}")),
-                ),
+                Err(err) if err.class() == ErrorClass::Validation && !expected => Err(TestCaseError::fail(format!(
+                    "the schema accepts these params but the action refuses them: {err}"
+                ))),
                 _ => Ok(()),
             }
         });
