@@ -8,6 +8,7 @@ use agentry::id::AgentId;
 use agentry::policy::Policy;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use serde_json::Value;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 
 const CHECK: &str = "check_action";
@@ -25,7 +26,8 @@ pub enum HarnessError {
 pub struct ActionRun {
     /// The output, or the error (a panic in the action is a `Critical` error saying so).
     pub result: Result<Value, ActionError>,
-    /// The effects the action asked for through its context (`ctx.effect`), in order.
+    /// The effects the action asked for through its context (`ctx.effect`), in order; none unless it completed
+    /// (the server drops a failed run's effects).
     pub effects: Vec<Effect>,
     /// Whether `run` was called at all (false when validation refused the params).
     pub ran: bool,
@@ -36,8 +38,8 @@ pub struct ActionRun {
     pub broke_output_schema: bool,
 }
 
-/// Runs one action outside any runtime, as the server would: params validated first (refused params never reach
-/// `run`), a panic caught, the output checked against the output schema. The action gets a temporary drive
+/// Runs one action outside any runtime, as the server would: params coerced and validated first (refused params
+/// never reach `run`), the action's timeout, a panic caught, the output checked against the output schema. The action gets a temporary drive
 /// (deleted with the harness), the policy you give (default: [`Policy::default`]) and the skill state you give.
 ///
 /// ```
@@ -96,8 +98,12 @@ impl ActionHarness {
         self.drive.path()
     }
 
-    /// Validates `params`, and runs the action on them if they pass.
+    /// Runs the action on `params` as the server would: params that break the schema get the runner's safe
+    /// coercions first (strings holding numbers, one value for an array, …) and are refused if they still break
+    /// it; the run is under the action's timeout; effects asked through the context are kept only if it
+    /// completed.
     pub fn run(&self, params: Value) -> ActionRun {
+        let params = if self.action.is_valid(&params) { params } else { self.action.coerce(params) };
         if let Err(err) = self.action.validate(&params) {
             return ActionRun {
                 result: Err(err),
@@ -112,28 +118,46 @@ impl ActionHarness {
             .with_policy(self.policy.clone())
             .with_skill_state(self.skill_state.clone());
         let requested = ctx.requested();
-        let future = self.action.invoke(params, ctx);
-        let (result, panicked) = match self.runtime.block_on(self.runtime.spawn(future)) {
+        let timeout = self.action.spec().timeout;
+        // An action may panic while it builds its future (before its first await), not only while it runs.
+        let joined = match std::panic::catch_unwind(AssertUnwindSafe(|| self.action.invoke(params, ctx))) {
+            Ok(future) => {
+                let task = self.runtime.spawn(future);
+                self.runtime.block_on(async {
+                    match tokio::time::timeout(timeout, task).await {
+                        Ok(joined) => joined.map_err(panic_text),
+                        Err(_elapsed) => Ok(Err(ActionError::Timeout { after: timeout })),
+                    }
+                })
+            }
+            Err(panic) => Err(payload_text(panic.as_ref())),
+        };
+        let (result, panicked) = match joined {
             Ok(result) => (result, false),
-            Err(err) => (Err(ActionError::critical(format!("the action panicked: {}", panic_text(err)))), true),
+            Err(text) => (Err(ActionError::critical(format!("the action panicked: {text}"))), true),
         };
         let mut broke_output_schema = false;
         let result = result.and_then(|output| {
             self.action.check_output(&output).inspect_err(|_| broke_output_schema = true).map(|()| output)
         });
-        ActionRun { result, effects: requested.take(), ran: true, panicked, broke_output_schema }
+        let effects = if result.is_ok() { requested.take() } else { Vec::new() };
+        ActionRun { result, effects, ran: true, panicked, broke_output_schema }
     }
 }
 
 fn panic_text(err: tokio::task::JoinError) -> String {
     match err.try_into_panic() {
-        Ok(panic) => panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic without a message".to_owned()),
+        Ok(panic) => payload_text(panic.as_ref()),
         Err(err) => err.to_string(),
     }
+}
+
+fn payload_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Checks an action against its own contract with the default settings; see [`ActionCheck`].
@@ -141,19 +165,23 @@ pub fn check_action(action: &DynAction) -> Result<(), CheckFailure> {
     ActionCheck::new(action).run()
 }
 
+/// Which params an action may refuse although its schema accepts them.
+type Refusal = Box<dyn Fn(&Value) -> bool>;
+
 /// Properties of one action, run through an [`ActionHarness`]:
 /// - params generated from its params schema validate (the generator's own check), and the action never panics
 ///   on them and never breaks its output schema;
 /// - it never refuses them as invalid (a `Validation` error): its schema should say what its `run` accepts.
 ///   Name the refusals a schema cannot say with [`ActionCheck::refuses_when`]; for an action whose refusals
 ///   depend on the world (a file that is not there), turn this off with [`ActionCheck::refusals_allowed`];
-/// - params the schema refuses are stopped by validation with a `Validation` error and never reach `run`.
+/// - params the schema refuses (and the runner's coercions cannot repair) are stopped by validation with a
+///   `Validation` error and never reach `run`.
 pub struct ActionCheck {
     action: DynAction,
     policy: Policy,
     skill_state: Value,
     refusals_allowed: bool,
-    expected_refusal: Option<Box<dyn Fn(&Value) -> bool>>,
+    expected_refusal: Option<Refusal>,
     cases: Option<u32>,
 }
 
@@ -242,6 +270,10 @@ impl ActionCheck {
         }
         let Ok(invalid) = schema::invalid_params(&self.action) else { return Ok(()) };
         let result = TestRunner::new(config).run(&invalid, |params| {
+            // Params the runner's coercions repair run live too (`{"n": "5"}` for an integer `n`).
+            if self.action.is_valid(&self.action.coerce(params.clone())) {
+                return Ok(());
+            }
             let run = harness.run(params);
             if run.ran {
                 return Err(TestCaseError::fail("params the schema refuses reached the action's run".to_owned()));

@@ -34,6 +34,9 @@ pub enum AgentHarnessError {
     /// A signal kind was not valid.
     #[error("`{0}` is not a valid signal kind: {1}")]
     Kind(String, String),
+    /// A skill id was not valid.
+    #[error("`{0}` is not a valid skill id: {1}")]
+    SkillId(String, String),
     /// `step` failed.
     #[error("step failed on a `{kind}` signal: {error}")]
     Step {
@@ -68,6 +71,8 @@ pub struct PendingRun {
     pub params: Value,
     correlation: Uuid,
     causation: Option<Uuid>,
+    /// When it was asked for, on the harness's clock (an approval expires from then).
+    asked: Duration,
 }
 
 /// What the agent did in the last call, besides its runs: signals, replies, timers and refusals.
@@ -191,12 +196,22 @@ impl<A: Agent> AgentHarness<A> {
         Ok(&self.effects)
     }
 
-    /// Ends a waiting run with this output: the agent gets `action.completed`. `run` is the run's id, or an
-    /// action id for the oldest waiting run of that action.
+    /// Ends a waiting run with this output: the agent gets `action.completed` (or `action.failed` with a
+    /// `Critical` error when the output breaks the action's output schema, as live). `run` is the run's id, or
+    /// an action id for the oldest waiting run of that action.
     pub fn complete(&mut self, run: &str, output: Value) -> Result<&[Effect], AgentHarnessError> {
         let pending = self.take(run, false)?;
         self.begin();
-        self.tell(&pending, Outcome::completed(output, Duration::ZERO, 1));
+        // As live: an output that breaks the action's output schema is a critical failure, not an output.
+        let checked = match self.table.get(&pending.action) {
+            Some(registered) => registered.action.check_output(&output),
+            None => Ok(()),
+        };
+        let outcome = match checked {
+            Ok(()) => Outcome::completed(output, Duration::ZERO, 1),
+            Err(error) => Outcome::failed(&error, Duration::ZERO, 1),
+        };
+        self.tell(&pending, outcome);
         self.settle()?;
         Ok(&self.effects)
     }
@@ -229,21 +244,42 @@ impl<A: Agent> AgentHarness<A> {
         Ok(&self.effects)
     }
 
-    /// Moves the virtual clock forward, firing every schedule that falls due, in time order.
+    /// Moves the virtual clock forward, firing every schedule that falls due and expiring every approval that
+    /// waited longer than the policy's `approval_timeout` (the agent gets a `Denied` outcome), in time order.
     pub fn advance(&mut self, by: Duration) -> Result<&[Effect], AgentHarnessError> {
         self.begin();
         let until = self.now.saturating_add(by);
         loop {
-            let due = self
+            let timer = self
                 .timers
                 .iter()
                 .filter(|(_, (at, _))| *at <= until)
-                .min_by_key(|(key, (at, _))| (*at, (*key).clone()));
-            let Some(key) = due.map(|(key, _)| key.clone()) else { break };
-            let Some((at, signal)) = self.timers.remove(&key) else { break };
-            self.now = at;
-            let id = self.fresh_id();
-            self.inbox.push_back(signal.restamped(id, self.time()));
+                .min_by_key(|(key, (at, _))| (*at, (*key).clone()))
+                .map(|(key, (at, _))| (*at, key.clone()));
+            let expiry = self.policy.approval_timeout.and_then(|after| {
+                let (index, run) = self.blocked.iter().enumerate().min_by_key(|(_, run)| run.asked)?;
+                let at = run.asked.saturating_add(after);
+                (at <= until).then_some((at, index))
+            });
+            match (timer, expiry) {
+                // An approval that expires first (or at the same instant as a timer) goes first.
+                (timer, Some((at, index))) if timer.as_ref().is_none_or(|(due, _)| at <= *due) => {
+                    self.now = at;
+                    let run = self.blocked.remove(index);
+                    let waited = self.policy.approval_timeout.unwrap_or_default().as_millis();
+                    let error = ActionError::denied(format!(
+                        "the run waited for approval longer than its policy allows ({waited}ms); ask for it again"
+                    ));
+                    self.tell(&run, Outcome::failed(&error, Duration::ZERO, 0));
+                }
+                (Some((at, key)), _) => {
+                    let Some((_, signal)) = self.timers.remove(&key) else { break };
+                    self.now = at;
+                    let id = self.fresh_id();
+                    self.inbox.push_back(signal.restamped(id, self.time()));
+                }
+                (None, _) => break,
+            }
             self.settle()?;
         }
         self.now = until;
@@ -253,7 +289,7 @@ impl<A: Agent> AgentHarness<A> {
     /// Mounts a skill of the catalog as the agent's owner would (`Runtime::mount`).
     pub fn mount(&mut self, skill: &str, opts: Value) -> Result<(), AgentHarnessError> {
         self.begin();
-        let id = SkillId::new(skill).map_err(|err| AgentHarnessError::Kind(skill.to_owned(), err.to_string()))?;
+        let id = SkillId::new(skill).map_err(|err| AgentHarnessError::SkillId(skill.to_owned(), err.to_string()))?;
         self.mount_skill(&id, &opts, Origin::Mounting);
         Ok(())
     }
@@ -382,6 +418,8 @@ impl<A: Agent> AgentHarness<A> {
         while let Some(signal) = self.inbox.pop_front() {
             fed += 1;
             if fed > SETTLE_BUDGET {
+                // What the loop left queued goes with the failed call, or the next call would take the loop up.
+                self.inbox.clear();
                 return Err(AgentHarnessError::Looping(SETTLE_BUDGET));
             }
             let step = step(&mut self.state, &signal, &self.catalog)
@@ -424,7 +462,7 @@ impl<A: Agent> AgentHarness<A> {
                     Some((correlation, causation)) => (correlation, Some(causation)),
                     None => (Uuid::nil(), None),
                 };
-                let run = PendingRun { id: self.fresh_id(), action, params, correlation, causation };
+                let run = PendingRun { id: self.fresh_id(), action, params, correlation, causation, asked: self.now };
                 self.through_gate(run, false);
             }
             Command::Emit { signal, to } => {

@@ -517,10 +517,78 @@ pub(super) fn near_zero(lo: i128, hi: i128) -> BoxedStrategy<i128> {
     Union::new_weighted(vec![
         (6, (a..=b).boxed()),
         (2, (lo..=hi).boxed()),
-        (1, Just(lo).boxed()),
-        (1, Just(hi).boxed()),
+        (1, Edge { start: lo, lo, hi }.boxed()),
+        (1, Edge { start: hi, lo, hi }.boxed()),
     ])
     .boxed()
+}
+
+/// An integer that starts at `start` (a bound, where bugs live) and shrinks toward the value of `lo..=hi`
+/// closest to zero, so a counterexample found at a bound still shrinks to the smallest one.
+#[derive(Debug, Clone, Copy)]
+struct Edge {
+    start: i128,
+    lo: i128,
+    hi: i128,
+}
+
+impl Strategy for Edge {
+    type Tree = EdgeTree;
+    type Value = i128;
+
+    fn new_tree(&self, _runner: &mut proptest::test_runner::TestRunner) -> proptest::strategy::NewTree<Self> {
+        let target = 0i128.clamp(self.lo, self.hi);
+        let distance = self.start.abs_diff(target);
+        let sign = if self.start < target { -1 } else { 1 };
+        Ok(EdgeTree { target, sign, low: 0, high: distance, current: distance })
+    }
+}
+
+/// A binary search on the distance from the target: `high` is the smallest distance known to fail, `low` the
+/// smallest not yet ruled out.
+#[derive(Debug, Clone, Copy)]
+struct EdgeTree {
+    target: i128,
+    sign: i128,
+    low: u128,
+    high: u128,
+    current: u128,
+}
+
+impl EdgeTree {
+    fn reposition(&mut self) -> bool {
+        let middle = self.low + (self.high - self.low) / 2;
+        if middle == self.current {
+            return false;
+        }
+        self.current = middle;
+        true
+    }
+}
+
+impl proptest::strategy::ValueTree for EdgeTree {
+    type Value = i128;
+
+    fn current(&self) -> i128 {
+        // The distance never exceeds the span of an i128 range around a target inside it.
+        self.target + self.sign * i128::try_from(self.current).unwrap_or(i128::MAX)
+    }
+
+    fn simplify(&mut self) -> bool {
+        if self.high <= self.low {
+            return false;
+        }
+        self.high = self.current;
+        self.reposition()
+    }
+
+    fn complicate(&mut self) -> bool {
+        if self.current >= self.high {
+            return false;
+        }
+        self.low = self.current + 1;
+        self.reposition()
+    }
 }
 
 // ----- strings -----
