@@ -8,6 +8,7 @@
 //! - [`AgentHarness`]: drives one agent purely (send signals, end its runs, approve, advance a virtual clock).
 //! - [`schema`]: proptest strategies for JSON values a JSON Schema accepts (valid params for any action) and
 //!   values it refuses (invalid params that validation must stop before `run`).
+//! - [`ops`]: mount operations over a catalog, as a strategy, for properties of your own.
 //! - [`signals`]: strategies for signals whose kinds match patterns such as `order.*`.
 //!
 //! Every check returns a [`CheckFailure`] whose report lists the shrunk counterexample one step per line.
@@ -17,6 +18,7 @@ mod agent;
 mod failure;
 mod harness;
 mod mounting;
+pub mod ops;
 pub mod schema;
 pub mod signals;
 

@@ -3,7 +3,7 @@
 //! model and the design's invariants.
 
 use crate::failure::CheckFailure;
-use crate::{schema, signals};
+use crate::ops::{MountOp, mount_ops};
 use agentry::Signal;
 use agentry::agent::{AgentState, step};
 use agentry::effect::{Effect, EffectKind};
@@ -14,7 +14,6 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::sync::Arc;
 
 const CHECK: &str = "check_mounting";
@@ -98,20 +97,8 @@ impl MountingCheck {
     /// Runs the check.
     pub fn run(&self) -> Result<(), CheckFailure> {
         let setup = |reason: String| CheckFailure::Setup { check: CHECK, reason };
-        let skills: Vec<Arc<Skill>> = self.catalog.iter().cloned().collect();
-        if skills.is_empty() {
-            return Err(setup("the catalog is empty; expected at least one skill".to_owned()));
-        }
-        let mut options = Vec::with_capacity(skills.len());
-        for skill in &skills {
-            let strategy = schema::values(skill.state_schema())
-                .map_err(|err| setup(format!("no mount options can be drawn for skill `{}`: {err}", skill.id())))?;
-            options.push(strategy);
-        }
         let kinds: Vec<&str> = self.kinds.iter().map(String::as_str).collect();
-        let signals = signals::signals(&kinds, schema::values(&Value::Bool(true)).map_err(|e| setup(e.to_string()))?)
-            .map_err(setup)?;
-        let ops = prop::collection::vec(op_strategy(&skills, &options, signals), 1..=self.max_ops);
+        let ops = prop::collection::vec(mount_ops(&self.catalog, &kinds).map_err(setup)?, 1..=self.max_ops);
         let config = match self.cases {
             Some(cases) => Config { cases, failure_persistence: None, ..Config::default() },
             None => Config { failure_persistence: None, ..Config::default() },
@@ -128,54 +115,6 @@ impl MountingCheck {
             Err(TestError::Abort(reason)) => Err(setup(reason.message().to_owned())),
         }
     }
-}
-
-/// One operation of a sequence.
-#[derive(Debug, Clone)]
-enum Op {
-    Mount { skill: SkillId, opts: Value },
-    Unmount { skill: SkillId },
-    MountAll { entries: Vec<(SkillId, Value)> },
-    Signal { signal: Signal },
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Op::Mount { skill, opts } => write!(f, "mount `{skill}` with options {opts}"),
-            Op::Unmount { skill } => write!(f, "unmount `{skill}`"),
-            Op::MountAll { entries } => {
-                let list: Vec<String> = entries.iter().map(|(s, o)| format!("`{s}` with {o}")).collect();
-                write!(f, "mount_all [{}]", list.join(", "))
-            }
-            Op::Signal { signal } => write!(f, "signal `{}` with data {}", signal.kind(), signal.data()),
-        }
-    }
-}
-
-fn op_strategy(
-    skills: &[Arc<Skill>],
-    options: &[BoxedStrategy<Value>],
-    signals: BoxedStrategy<Signal>,
-) -> BoxedStrategy<Op> {
-    let entry: Vec<BoxedStrategy<(SkillId, Value)>> = skills
-        .iter()
-        .zip(options)
-        .map(|(skill, opts)| {
-            let id = skill.id().clone();
-            // Options drawn from the schema, or none at all (`null`), as a user mounting without options would.
-            prop_oneof![1 => Just(Value::Null), 3 => opts.clone()].prop_map(move |opts| (id.clone(), opts)).boxed()
-        })
-        .collect();
-    let entry = proptest::strategy::Union::new(entry).boxed();
-    let ids: Vec<SkillId> = skills.iter().map(|s| s.id().clone()).collect();
-    prop_oneof![
-        5 => entry.clone().prop_map(|(skill, opts)| Op::Mount { skill, opts }),
-        3 => proptest::sample::select(ids).prop_map(|skill| Op::Unmount { skill }),
-        1 => prop::collection::vec(entry, 1..=4).prop_map(|entries| Op::MountAll { entries }),
-        2 => signals.prop_map(|signal| Op::Signal { signal }),
-    ]
-    .boxed()
 }
 
 /// What the reference model expects an operation to return.
@@ -308,7 +247,7 @@ struct Machine<'a> {
     table: BTreeSet<ActionId>,
 }
 
-fn fail(step: usize, op: &Op, what: String) -> TestCaseError {
+fn fail(step: usize, op: &MountOp, what: String) -> TestCaseError {
     TestCaseError::fail(format!("step {} ({op}): {what}", step + 1))
 }
 
@@ -322,7 +261,7 @@ impl<'a> Machine<'a> {
         self.catalog.get(id).cloned().unwrap_or_else(|| unreachable!("operations name catalog skills only"))
     }
 
-    fn run(mut self, ops: &[Op]) -> Result<(), TestCaseError> {
+    fn run(mut self, ops: &[MountOp]) -> Result<(), TestCaseError> {
         for (i, op) in ops.iter().enumerate() {
             self.apply(op).map_err(|what| fail(i, op, what))?;
             self.invariants().map_err(|what| fail(i, op, what))?;
@@ -330,17 +269,17 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
-    fn apply(&mut self, op: &Op) -> Result<(), String> {
+    fn apply(&mut self, op: &MountOp) -> Result<(), String> {
         let before = self.state.clone();
         let (result, expected) = match op {
-            Op::Mount { skill, opts } => {
+            MountOp::Mount { skill, opts } => {
                 let skill = self.skill(skill);
                 self.options_fit(&skill, opts)?;
                 let result = mount(&mut self.state, &skill, opts, self.policy);
                 (result, self.model.mount(&skill, opts, self.policy))
             }
-            Op::Unmount { skill } => (unmount(&mut self.state, skill), self.model.unmount(skill)),
-            Op::MountAll { entries } => {
+            MountOp::Unmount { skill } => (unmount(&mut self.state, skill), self.model.unmount(skill)),
+            MountOp::MountAll { entries } => {
                 let entries: Vec<(Arc<Skill>, Value)> =
                     entries.iter().map(|(id, opts)| (self.skill(id), opts.clone())).collect();
                 for (skill, opts) in &entries {
@@ -350,7 +289,7 @@ impl<'a> Machine<'a> {
                 let result = mount_all(&mut self.state, &given, self.policy);
                 (result, self.model.mount_all(&entries, self.policy))
             }
-            Op::Signal { signal } => return self.signal(signal),
+            MountOp::Signal { signal } => return self.signal(signal),
         };
         let observed = observe(&result);
         if observed != expected {
@@ -361,7 +300,7 @@ impl<'a> Machine<'a> {
             Err(_) => Ok(()),
             Ok(effects) => {
                 self.fold(&effects)?;
-                if let Op::Mount { skill, .. } = op
+                if let MountOp::Mount { skill, .. } = op
                     && !before.is_mounted(skill)
                     && self.state.is_mounted(skill)
                 {
