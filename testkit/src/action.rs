@@ -4,12 +4,14 @@ use crate::failure::CheckFailure;
 use crate::schema;
 use agentry::action::{ActionContext, ActionError, DynAction, ErrorClass};
 use agentry::effect::Effect;
-use agentry::id::AgentId;
+use agentry::id::{ActionId, AgentId};
 use agentry::policy::Policy;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 const CHECK: &str = "check_action";
 
@@ -36,10 +38,16 @@ pub struct ActionRun {
     /// Whether the action completed with an output its output schema refuses (the result is then the
     /// `Critical` error the server would report).
     pub broke_output_schema: bool,
+    /// The nested calls the action made (`ctx.call`), in order: each action and its params.
+    pub calls: Vec<(ActionId, Value)>,
 }
 
+/// How the harness answers one nested call.
+type Answer = Arc<dyn Fn(Value) -> Result<Value, ActionError> + Send + Sync>;
+
 /// Runs one action outside any runtime, as the server would: params coerced and validated first (refused params
-/// never reach `run`), the action's timeout, a panic caught, the output checked against the output schema. The action gets a temporary drive
+/// never reach `run`), the action's timeout, a panic caught, the output checked against the output schema.
+/// Nested calls (`ctx.call`) are captured and answered by what you give [`ActionHarness::answer`]. The action gets a temporary drive
 /// (deleted with the harness), the policy you give (default: [`Policy::default`]) and the skill state you give.
 ///
 /// ```
@@ -65,6 +73,7 @@ pub struct ActionHarness {
     skill_state: Value,
     drive: tempfile::TempDir,
     runtime: tokio::runtime::Runtime,
+    answers: HashMap<ActionId, Answer>,
 }
 
 impl ActionHarness {
@@ -78,6 +87,7 @@ impl ActionHarness {
             skill_state: Value::Null,
             drive: tempfile::tempdir()?,
             runtime,
+            answers: HashMap::new(),
         })
     }
 
@@ -91,6 +101,17 @@ impl ActionHarness {
     pub fn skill_state(mut self, state: Value) -> Self {
         self.skill_state = state;
         self
+    }
+
+    /// Answers the action's nested calls of `action` (`ctx.call`) with `answer`, in place of running it. A call
+    /// with no answer fails with a `Denied` error that says so; every call is captured in [`ActionRun::calls`].
+    pub fn answer(
+        mut self,
+        action: &str,
+        answer: impl Fn(Value) -> Result<Value, ActionError> + Send + Sync + 'static,
+    ) -> Result<Self, agentry::id::IdError> {
+        self.answers.insert(ActionId::new(action)?, Arc::new(answer));
+        Ok(self)
     }
 
     /// The temporary drive the action sees as `ctx.drive()`.
@@ -111,12 +132,26 @@ impl ActionHarness {
                 ran: false,
                 panicked: false,
                 broke_output_schema: false,
+                calls: Vec::new(),
             };
         }
         let ctx = ActionContext::new(self.agent.clone(), self.action.spec().id.clone())
             .with_drive(self.drive.path())
             .with_policy(self.policy.clone())
             .with_skill_state(self.skill_state.clone());
+        let calls: Arc<Mutex<Vec<(ActionId, Value)>>> = Arc::default();
+        let answers = self.answers.clone();
+        let made = calls.clone();
+        let ctx = ctx.with_calls(move |_ctx, action, params| {
+            made.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((action.clone(), params.clone()));
+            let result = match answers.get(&action) {
+                Some(answer) => answer(params),
+                None => Err(ActionError::denied(format!(
+                    "the harness has no answer for a call of `{action}`; give one with ActionHarness::answer"
+                ))),
+            };
+            Box::pin(async move { result })
+        });
         let requested = ctx.requested();
         let timeout = self.action.spec().timeout;
         // An action may panic while it builds its future (before its first await), not only while it runs.
@@ -141,7 +176,8 @@ impl ActionHarness {
             self.action.check_output(&output).inspect_err(|_| broke_output_schema = true).map(|()| output)
         });
         let effects = if result.is_ok() { requested.take() } else { Vec::new() };
-        ActionRun { result, effects, ran: true, panicked, broke_output_schema }
+        let calls = std::mem::take(&mut *calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        ActionRun { result, effects, ran: true, panicked, broke_output_schema, calls }
     }
 }
 

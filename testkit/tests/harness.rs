@@ -1066,3 +1066,34 @@ fn the_action_harness_applies_the_timeout_coerces_params_and_drops_a_failed_runs
     assert!(run.ran && run.result.is_err());
     assert!(run.effects.is_empty(), "a failed run's effects are dropped, as live: {:?}", run.effects);
 }
+
+#[test]
+fn nested_calls_are_captured_and_answered_by_the_test() {
+    let sum3 = an_action(
+        "math.sum3",
+        json!({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "integer"}}}}),
+        |params, ctx| {
+            Box::pin(async move {
+                let xs: Vec<i64> = params["xs"].as_array().into_iter().flatten().filter_map(Value::as_i64).collect();
+                let first = ctx.call("math.add", json!({"a": xs[0], "b": xs[1]})).await?;
+                ctx.call("math.add", json!({"a": first, "b": xs[2]})).await
+            })
+        },
+    );
+    let harness = ActionHarness::new(&sum3)
+        .expect("a harness")
+        .answer("math.add", |params| Ok(json!(params["a"].as_i64().unwrap_or(0) + params["b"].as_i64().unwrap_or(0))))
+        .expect("a valid id");
+    let run = harness.run(json!({"xs": [1, 2, 3]}));
+    assert_eq!(run.result, Ok(json!(6)));
+    assert_eq!(
+        run.calls,
+        [(action_id("math.add"), json!({"a": 1, "b": 2})), (action_id("math.add"), json!({"a": 3, "b": 3}))]
+    );
+
+    let unanswered = ActionHarness::new(&sum3).expect("a harness").run(json!({"xs": [1, 2, 3]}));
+    let err = unanswered.result.expect_err("no answer");
+    assert_eq!(err.class(), ErrorClass::Denied);
+    assert!(err.to_string().contains("no answer for a call of `math.add`"), "{err}");
+    assert_eq!(unanswered.calls.len(), 1, "the call is captured even unanswered");
+}

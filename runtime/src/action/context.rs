@@ -114,6 +114,39 @@ pub(crate) trait RunServices: Send + Sync {
     fn wait_job(&self, ctx: &ActionContext, job: Uuid, timeout: Duration) -> BoxFuture<Option<JobRecord>>;
 }
 
+type Answer = dyn Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync;
+
+/// Services for a directly invoked action that only answer its nested calls ([`ActionContext::with_calls`]).
+struct CallsOnly(Box<Answer>);
+
+impl RunServices for CallsOnly {
+    fn call(&self, ctx: &ActionContext, action: ActionId, params: Value) -> crate::action::ActionFuture {
+        (self.0)(ctx, action, params)
+    }
+
+    fn submit_job(&self, ctx: &ActionContext, _action: ActionId, _params: Value) -> Result<Uuid, ActionError> {
+        Err(ctx.detached("submit jobs"))
+    }
+
+    fn job_progress(&self, _job: Uuid, _fraction: f64, _message: Option<String>) {}
+
+    fn job(&self, _ctx: &ActionContext, _job: Uuid) -> Option<JobRecord> {
+        None
+    }
+
+    fn jobs(&self, _ctx: &ActionContext) -> Vec<JobRecord> {
+        Vec::new()
+    }
+
+    fn cancel_job(&self, _ctx: &ActionContext, _job: Uuid) -> bool {
+        false
+    }
+
+    fn wait_job(&self, _ctx: &ActionContext, _job: Uuid, _timeout: Duration) -> BoxFuture<Option<JobRecord>> {
+        Box::pin(async { None })
+    }
+}
+
 /// A boxed future, as [`RunServices`] returns.
 pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
@@ -243,6 +276,17 @@ impl ActionContext {
     /// The same context with this skill state (for direct invocation).
     pub fn with_skill_state(mut self, state: Value) -> Self {
         self.skill_state = state;
+        self
+    }
+
+    /// The same context, answering the action's nested calls ([`ActionContext::call`]) with `answer`, for
+    /// direct invocation (a test harness that captures the calls and plays the called actions). Jobs stay
+    /// unavailable, as for any context made with [`ActionContext::new`].
+    pub fn with_calls(
+        mut self,
+        answer: impl Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync + 'static,
+    ) -> Self {
+        self.link = Some(Link { services: Arc::new(CallsOnly(Box::new(answer))), job: None });
         self
     }
 
