@@ -397,3 +397,50 @@ fn tables_and_plots_are_written() {
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(drawn.starts_with("<svg") && drawn.contains("Contacts") && drawn.contains("<polyline"), "an SVG chart");
 }
+
+/// A real action that reads `ctx.now()` and `ctx.seed()` gets the virtual time and a seed that the
+/// simulation's seed decides.
+#[test]
+fn a_real_action_reads_virtual_time_and_a_seed_the_simulation_decides() {
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    struct Stamper {
+        stamps: Vec<Value>,
+    }
+    impl Agent for Stamper {
+        fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+            match signal.kind().as_str() {
+                "stamp" => Reaction::Keep(vec![Effect::run(ActionId::new("clock.stamp").unwrap(), json!({}))]),
+                "action.completed" => {
+                    let mut next = self.clone();
+                    next.stamps.extend(signal.outcome().map(|r| r.outcome.output.clone()));
+                    Reaction::Update(next, vec![])
+                }
+                _ => Reaction::Ignore,
+            }
+        }
+    }
+    let spec = ActionSpec::new("clock.stamp", "Says when and with which seed it ran.").unwrap().idempotent(true);
+    let stamp = DynAction::new(spec, |_, ctx| {
+        Box::pin(async move { Ok(json!({"now": ctx.now().timestamp(), "seed": ctx.seed()})) })
+    })
+    .unwrap();
+    let clock = Skill::builder("clock", "1.0.0").dyn_action(stamp).build().unwrap();
+    let stamps = |seed: u64| {
+        let mut sim = SimBuilder::<Stamper>::new(seed).skill(clock.clone()).build().unwrap();
+        sim.add(id(0), Stamper::default()).unwrap();
+        sim.mount(&id(0), &agentry::id::SkillId::new("clock").unwrap(), Value::Null).unwrap();
+        sim.send_after(&id(0), signal("stamp", Value::Null), Duration::from_secs(90)).unwrap();
+        sim.send_after(&id(0), signal("stamp", Value::Null), Duration::from_secs(150)).unwrap();
+        sim.run_until(Duration::from_secs(151));
+        sim.state(&id(0)).unwrap().domain.stamps.clone()
+    };
+    let first = stamps(7);
+    assert_eq!(first.len(), 2);
+    let (at90, at150) = (first[0]["now"].as_i64().unwrap(), first[1]["now"].as_i64().unwrap());
+    assert_eq!(at150 - at90, 60, "the action's clock is the virtual one");
+    assert_ne!(first[0]["seed"], first[1]["seed"], "each run its own seed");
+    assert_eq!(stamps(7), first, "the same seed, the same time and seeds in the actions");
+    let other = stamps(8);
+    assert_ne!(other[0]["seed"], first[0]["seed"], "another simulation seed, another action seed");
+    assert_eq!(other[0]["now"], first[0]["now"], "virtual time does not depend on the seed");
+}

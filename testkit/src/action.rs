@@ -6,6 +6,7 @@ use agentry::action::{ActionContext, ActionError, DynAction, ErrorClass};
 use agentry::effect::Effect;
 use agentry::id::{ActionId, AgentId};
 use agentry::policy::Policy;
+use chrono::{DateTime, Utc};
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -47,7 +48,7 @@ type Answer = Arc<dyn Fn(Value) -> Result<Value, ActionError> + Send + Sync>;
 
 /// Runs one action outside any runtime, as the server would: params coerced and validated first (refused params
 /// never reach `run`), the action's timeout, a panic caught, the output checked against the output schema.
-/// Nested calls (`ctx.call`) are captured and answered by what you give [`ActionHarness::answer`]. The action gets a temporary drive
+/// Its clock (`ctx.now()`) and seed (`ctx.seed()`) are fixed (see [`ActionHarness::clock`]). Nested calls (`ctx.call`) are captured and answered by what you give [`ActionHarness::answer`]. The action gets a temporary drive
 /// (deleted with the harness), the policy you give (default: [`Policy::default`]) and the skill state you give.
 ///
 /// ```
@@ -74,6 +75,8 @@ pub struct ActionHarness {
     drive: tempfile::TempDir,
     runtime: tokio::runtime::Runtime,
     answers: HashMap<ActionId, Answer>,
+    clock: DateTime<Utc>,
+    seed: u64,
 }
 
 impl ActionHarness {
@@ -88,6 +91,8 @@ impl ActionHarness {
             drive: tempfile::tempdir()?,
             runtime,
             answers: HashMap::new(),
+            clock: DateTime::UNIX_EPOCH,
+            seed: 0,
         })
     }
 
@@ -100,6 +105,18 @@ impl ActionHarness {
     /// Gives the action this skill state (what `ctx.skill_state()` reads).
     pub fn skill_state(mut self, state: Value) -> Self {
         self.skill_state = state;
+        self
+    }
+
+    /// Fixes the action's clock (`ctx.now()`) at `at` (default: the Unix epoch).
+    pub fn clock(mut self, at: DateTime<Utc>) -> Self {
+        self.clock = at;
+        self
+    }
+
+    /// Fixes the action's seed (`ctx.seed()`; default 0).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
         self
     }
 
@@ -138,7 +155,9 @@ impl ActionHarness {
         let ctx = ActionContext::new(self.agent.clone(), self.action.spec().id.clone())
             .with_drive(self.drive.path())
             .with_policy(self.policy.clone())
-            .with_skill_state(self.skill_state.clone());
+            .with_skill_state(self.skill_state.clone())
+            .with_clock(self.clock)
+            .with_seed(self.seed);
         let calls: Arc<Mutex<Vec<(ActionId, Value)>>> = Arc::default();
         let answers = self.answers.clone();
         let made = calls.clone();

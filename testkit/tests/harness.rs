@@ -1097,3 +1097,16 @@ fn nested_calls_are_captured_and_answered_by_the_test() {
     assert!(err.to_string().contains("no answer for a call of `math.add`"), "{err}");
     assert_eq!(unanswered.calls.len(), 1, "the call is captured even unanswered");
 }
+
+#[test]
+fn the_action_harness_fixes_the_clock_and_the_seed() {
+    let stamp = an_action("time.stamp", json!({"type": "object"}), |_params, ctx| {
+        Box::pin(async move { Ok(json!({"now": ctx.now().to_rfc3339(), "seed": ctx.seed()})) })
+    });
+    let harness = ActionHarness::new(&stamp).expect("a harness");
+    let first = harness.run(json!({})).result.expect("runs");
+    assert_eq!(first, json!({"now": "1970-01-01T00:00:00+00:00", "seed": 0}));
+    assert_eq!(harness.run(json!({})).result.expect("runs"), first, "the same on every run");
+    let later = ActionHarness::new(&stamp).expect("a harness").clock(at(90)).seed(42);
+    assert_eq!(later.run(json!({})).result.expect("runs"), json!({"now": "1970-01-01T00:01:30+00:00", "seed": 42}));
+}

@@ -4,6 +4,7 @@
 use crate::effect::{Effect, EffectKind};
 use crate::id::{ActionId, AgentId, SkillId};
 use crate::policy::Policy;
+use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -174,6 +175,17 @@ pub struct ActionContext {
     pub(crate) sink: Arc<Mutex<RunSink>>,
     pub(crate) link: Option<Link>,
     pub(crate) key: RunKey,
+    pub(crate) clock: Clock,
+    pub(crate) seed: Option<u64>,
+}
+
+/// Where a run's [`ActionContext::now`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Clock {
+    /// The wall clock (a live runtime).
+    Wall,
+    /// Time stands still at this instant (a simulation's virtual time, a test harness).
+    Fixed(DateTime<Utc>),
 }
 
 impl fmt::Debug for ActionContext {
@@ -219,6 +231,8 @@ impl ActionContext {
             sink: Arc::default(),
             link: None,
             key: RunKey::Run,
+            clock: Clock::Wall,
+            seed: None,
         }
     }
 
@@ -287,6 +301,38 @@ impl ActionContext {
         answer: impl Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync + 'static,
     ) -> Self {
         self.link = Some(Link { services: Arc::new(CallsOnly(Box::new(answer))), job: None });
+        self
+    }
+
+    /// The time now, for an action that needs it: the wall clock in a live runtime, the virtual time in a
+    /// simulation, the fixed instant a test gave ([`ActionContext::with_clock`]). Read time here rather than
+    /// from the system, and the action stays deterministic wherever it is driven.
+    pub fn now(&self) -> DateTime<Utc> {
+        match self.clock {
+            Clock::Wall => Utc::now(),
+            Clock::Fixed(at) => at,
+        }
+    }
+
+    /// A seed for the action's randomness: the one a test gave ([`ActionContext::with_seed`]), else one
+    /// derived from the run id, so it is the same across a run's retries and, in a seeded simulation (whose
+    /// run ids come from its generator), the same on every replay.
+    pub fn seed(&self) -> u64 {
+        self.seed.unwrap_or_else(|| {
+            let (high, low) = self.run_id.as_u64_pair();
+            high ^ low.rotate_left(32)
+        })
+    }
+
+    /// The same context with time standing still at `at` (for a deterministic driver or a test).
+    pub fn with_clock(mut self, at: DateTime<Utc>) -> Self {
+        self.clock = Clock::Fixed(at);
+        self
+    }
+
+    /// The same context with this seed (for a test).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 
@@ -512,5 +558,33 @@ impl ActionContext {
             "action `{}` was invoked outside an agent's server and cannot {what}; run it through the runtime",
             self.action_id
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> ActionContext {
+        ActionContext::new(AgentId::new("a").expect("a valid id"), ActionId::new("x.y").expect("a valid id"))
+    }
+
+    #[test]
+    fn the_clock_is_the_wall_unless_fixed() {
+        let before = Utc::now();
+        let now = context().now();
+        assert!(before <= now && now <= Utc::now());
+        let at = DateTime::UNIX_EPOCH + chrono::Duration::days(1);
+        let fixed = context().with_clock(at);
+        assert_eq!((fixed.now(), fixed.clone().now()), (at, at));
+    }
+
+    #[test]
+    fn the_seed_follows_the_run_unless_given() {
+        let one = context();
+        assert_eq!(one.seed(), one.clone().seed(), "the same run, the same seed");
+        let other = context();
+        assert_ne!(one.seed(), other.seed(), "another run, another seed");
+        assert_eq!(one.with_seed(7).seed(), 7);
     }
 }

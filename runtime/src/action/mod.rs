@@ -16,7 +16,7 @@ mod spec;
 
 pub use coerce::coerce;
 pub use context::{ActionContext, Frame, IfDriveExists, Requested};
-pub(crate) use context::{BoxFuture, Link, RunKey, RunServices, RunSink};
+pub(crate) use context::{BoxFuture, Clock, Link, RunKey, RunServices, RunSink};
 pub(crate) use dynamic::schema_errors;
 pub use dynamic::{ActionFuture, DynAction, SchemaError};
 pub use error::{ActionError, ErrorClass};

@@ -270,6 +270,8 @@ impl<A: Agent> ServerState<A> {
             sink: std::sync::Arc::default(),
             link: Some(Link { services: self.services.clone(), job }),
             key,
+            clock: caller.map_or(crate::action::Clock::Wall, |c| c.clock),
+            seed: caller.and_then(|c| c.seed),
         }
     }
 

@@ -229,7 +229,8 @@ impl<A: Agent> Simulation<A> {
         let skill = slot.table.get(&spec.id).and_then(|r| r.skill.clone());
         let mut ctx = ActionContext::new(slot.id.clone(), spec.id.clone())
             .with_run(ids.run, ids.correlation, ids.causation, &ids.key)
-            .with_policy((*slot.policy).clone());
+            .with_policy((*slot.policy).clone())
+            .with_clock(self.time(self.now));
         ctx.attempt = attempt;
         if let Some(skill) = skill {
             if let Some(state) = slot.state.skill_state(&skill) {
