@@ -21,7 +21,10 @@ const CHECK: &str = "check_action";
 pub enum HarnessError {
     /// The temporary drive could not be made.
     #[error("the temporary drive could not be made: {0}")]
-    Drive(#[from] std::io::Error),
+    Drive(std::io::Error),
+    /// The runtime the action's future runs on could not be made.
+    #[error("the harness's tokio runtime could not be made: {0}")]
+    Runtime(std::io::Error),
 }
 
 /// What one run of an action gave.
@@ -82,13 +85,14 @@ pub struct ActionHarness {
 impl ActionHarness {
     /// A harness for `action`, with a fresh temporary drive.
     pub fn new(action: &DynAction) -> Result<Self, HarnessError> {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(HarnessError::Runtime)?;
         Ok(Self {
             action: action.clone(),
             agent: AgentId::new("testkit-agent").unwrap_or_else(|_| unreachable!("a valid literal id")),
             policy: Policy::default(),
             skill_state: Value::Null,
-            drive: tempfile::tempdir()?,
+            drive: tempfile::tempdir().map_err(HarnessError::Drive)?,
             runtime,
             answers: HashMap::new(),
             clock: DateTime::UNIX_EPOCH,
@@ -176,11 +180,15 @@ impl ActionHarness {
         // An action may panic while it builds its future (before its first await), not only while it runs.
         let joined = match std::panic::catch_unwind(AssertUnwindSafe(|| self.action.invoke(params, ctx))) {
             Ok(future) => {
-                let task = self.runtime.spawn(future);
+                let mut task = self.runtime.spawn(future);
                 self.runtime.block_on(async {
-                    match tokio::time::timeout(timeout, task).await {
+                    match tokio::time::timeout(timeout, &mut task).await {
                         Ok(joined) => joined.map_err(panic_text),
-                        Err(_elapsed) => Ok(Err(ActionError::Timeout { after: timeout })),
+                        Err(_elapsed) => {
+                            // As live, a timed-out attempt is dropped: it must not go on writing to the drive.
+                            task.abort();
+                            Ok(Err(ActionError::Timeout { after: timeout }))
+                        }
                     }
                 })
             }

@@ -56,7 +56,6 @@ pub fn check_agent<A: Agent>(initial: A) -> Result<(), CheckFailure> {
 ///   alone.
 pub struct AgentCheck<A: Agent> {
     initial: A,
-    catalog: Catalog,
     policy: Policy,
     kinds: Vec<String>,
     data: Option<BoxedStrategy<Value>>,
@@ -70,22 +69,7 @@ impl<A: Agent> AgentCheck<A> {
     pub fn new(initial: A) -> Self {
         let mut kinds: Vec<String> = A::routes().iter().map(|k| (*k).to_owned()).collect();
         kinds.push("tick".to_owned());
-        Self {
-            initial,
-            catalog: Catalog::new(),
-            policy: Policy::default(),
-            kinds,
-            data: None,
-            invariant: None,
-            cases: None,
-            max_steps: 12,
-        }
-    }
-
-    /// Skills besides the start skills that the agent may have mounted (its catalog).
-    pub fn catalog(mut self, catalog: &Catalog) -> Self {
-        self.catalog = catalog.clone();
-        self
+        Self { initial, policy: Policy::default(), kinds, data: None, invariant: None, cases: None, max_steps: 12 }
     }
 
     /// The policy the start skills are mounted under (default: [`Policy::default`]).
@@ -133,7 +117,7 @@ impl<A: Agent> AgentCheck<A> {
         let id = AgentId::new(A::name()).map_err(|err| setup(format!("the agent's name is not an id: {err}")))?;
         let (start_state, _) = start(id, self.initial.clone(), &self.policy)
             .map_err(|err| setup(format!("the agent does not start: {err}")))?;
-        let mut catalog = self.catalog.clone();
+        let mut catalog = Catalog::new();
         for (skill, _) in A::start_skills().map_err(|err| setup(err.to_string()))? {
             catalog.insert(skill);
         }
@@ -180,14 +164,25 @@ impl<A: Agent> AgentCheck<A> {
         let mut again = before.clone();
         let second = guarded(&mut again, signal, catalog)?;
         if first != second || json(state)? != json(&again)? {
-            return Err("step is not deterministic: the same state and signal gave different results".to_owned());
+            let differs = first.effects.iter().zip(&second.effects).find(|(a, b)| a != b);
+            let hint = match differs {
+                Some((a, b)) => format!("; the effects first differ at {:?} against {:?}", a.kind, b.kind),
+                None => String::new(),
+            };
+            return Err(format!(
+                "step is not deterministic: the same state and signal gave different results{hint} (build \
+                 follow-up signals with `signal.follow(..)`, which derives their id and time from the cause, not \
+                 with `Signal::new`)"
+            ));
         }
-        let text = json(state)?;
-        let back: AgentState<A> = serde_json::from_str(&text)
-            .map_err(|err| format!("the state serializes to {text} but does not deserialize from it: {err}"))?;
+        // Compared as JSON values, so a map whose key order depends on a hash seed (a `HashMap`) compares by
+        // content, and floats are compared exactly (no text in between).
+        let value = json(state)?;
+        let back: AgentState<A> = serde_json::from_value(value.clone())
+            .map_err(|err| format!("the state serializes to {value} but does not deserialize from it: {err}"))?;
         let again = json(&back)?;
-        if again != text {
-            return Err(format!("the state does not survive a serde round trip: {text} came back as {again}"));
+        if again != value {
+            return Err(format!("the state does not survive a serde round trip: {value} came back as {again}"));
         }
         if let Some(invariant) = &self.invariant {
             invariant(state).map_err(|err| format!("the invariant does not hold: {err}"))?;
@@ -212,8 +207,8 @@ fn guarded<A: Agent>(state: &mut AgentState<A>, signal: &Signal, catalog: &Catal
     }
 }
 
-fn json<T: serde::Serialize>(value: &T) -> Result<String, String> {
-    serde_json::to_string(value).map_err(|err| format!("the state does not serialize: {err}"))
+fn json<T: serde::Serialize>(value: &T) -> Result<Value, String> {
+    serde_json::to_value(value).map_err(|err| format!("the state does not serialize: {err}"))
 }
 
 /// A signal the agent ignores goes to the mounted skills, in id order; one it handles goes nowhere else.

@@ -51,7 +51,8 @@ impl fmt::Debug for CheckFailure {
 }
 
 fn report(check: &str, steps: &[String], reason: &str) -> String {
-    let mut text = format!("{check} found a counterexample ({} steps after shrinking):\n", steps.len());
+    let plural = if steps.len() == 1 { "" } else { "s" };
+    let mut text = format!("{check} found a counterexample ({} step{plural} after shrinking):\n", steps.len());
     for (i, step) in steps.iter().enumerate() {
         text.push_str(&format!("  {}. {step}\n", i + 1));
     }

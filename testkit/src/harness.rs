@@ -29,7 +29,7 @@ pub enum AgentHarnessError {
     #[error("the agent did not start: {0}")]
     Start(#[from] StartError),
     /// The agent's type name is not a valid agent id.
-    #[error("the agent's name `{0}` is not a valid agent id; expected letters, digits, `-`, `_`, `.`")]
+    #[error("the agent's name `{0}` is not a valid agent id; expected non-empty text")]
     Name(String),
     /// A signal kind was not valid.
     #[error("`{0}` is not a valid signal kind: {1}")]
@@ -55,6 +55,12 @@ pub enum AgentHarnessError {
         /// What is waiting, for the message.
         waiting: String,
     },
+    /// The agent stopped itself (`Effect::stop`); nothing more reaches it.
+    #[error("the agent stopped itself ({0}); a stopped agent takes no more signals, runs or time")]
+    Stopped(String),
+    /// Mounting or unmounting a skill failed.
+    #[error("{0}")]
+    Mount(String),
     /// The agent kept producing signals for itself past the harness's budget.
     #[error("the agent handled {0} signals in one call without settling; expected it to stop producing signals")]
     Looping(usize),
@@ -84,7 +90,7 @@ pub struct Said {
     pub replies: Vec<(Uuid, Value)>,
     /// Effects refused (a forbidden table change, a forged kind, a child the policy does not allow, …).
     pub refused: Vec<EffectRefusal>,
-    /// Children asked for (id, agent type), children asked to stop, and whether the agent asked to stop.
+    /// Children asked for: their ids and agent types.
     pub spawned: Vec<(AgentId, String)>,
     /// Children asked to stop.
     pub stopped_children: Vec<AgentId>,
@@ -132,6 +138,8 @@ pub struct AgentHarness<A: Agent> {
     now: Duration,
     next_id: u64,
     inbox: VecDeque<Signal>,
+    mailbox: VecDeque<Signal>,
+    stopped: Option<String>,
     runs: Vec<PendingRun>,
     blocked: Vec<PendingRun>,
     timers: BTreeMap<String, (Duration, Signal)>,
@@ -166,6 +174,8 @@ impl<A: Agent> AgentHarness<A> {
             now: Duration::ZERO,
             next_id: 0,
             inbox: VecDeque::new(),
+            mailbox: VecDeque::new(),
+            stopped: None,
             runs: Vec::new(),
             blocked: Vec::new(),
             timers: BTreeMap::new(),
@@ -190,7 +200,7 @@ impl<A: Agent> AgentHarness<A> {
 
     /// Sends a signal you built (kept as it is: its id and time are yours).
     pub fn send_signal(&mut self, signal: Signal) -> Result<&[Effect], AgentHarnessError> {
-        self.begin();
+        self.begin()?;
         self.inbox.push_back(signal);
         self.settle()?;
         Ok(&self.effects)
@@ -201,7 +211,7 @@ impl<A: Agent> AgentHarness<A> {
     /// an action id for the oldest waiting run of that action.
     pub fn complete(&mut self, run: &str, output: Value) -> Result<&[Effect], AgentHarnessError> {
         let pending = self.take(run, false)?;
-        self.begin();
+        self.begin()?;
         // As live: an output that breaks the action's output schema is a critical failure, not an output.
         let checked = match self.table.get(&pending.action) {
             Some(registered) => registered.action.check_output(&output),
@@ -219,7 +229,7 @@ impl<A: Agent> AgentHarness<A> {
     /// Ends a waiting run with this error: the agent gets `action.failed` (or `action.blocked` for `Denied`).
     pub fn fail(&mut self, run: &str, error: ActionError) -> Result<&[Effect], AgentHarnessError> {
         let pending = self.take(run, false)?;
-        self.begin();
+        self.begin()?;
         self.tell(&pending, Outcome::failed(&error, Duration::ZERO, 1));
         self.settle()?;
         Ok(&self.effects)
@@ -228,7 +238,7 @@ impl<A: Agent> AgentHarness<A> {
     /// Approves a run waiting for approval: it meets the gate again and, if it passes, waits for its outcome.
     pub fn approve(&mut self, run: &str) -> Result<&[Effect], AgentHarnessError> {
         let pending = self.take(run, true)?;
-        self.begin();
+        self.begin()?;
         self.through_gate(pending, true);
         self.settle()?;
         Ok(&self.effects)
@@ -237,7 +247,7 @@ impl<A: Agent> AgentHarness<A> {
     /// Denies a run waiting for approval: the agent gets `action.blocked` with a `Denied` error.
     pub fn deny(&mut self, run: &str) -> Result<&[Effect], AgentHarnessError> {
         let pending = self.take(run, true)?;
-        self.begin();
+        self.begin()?;
         let error = ActionError::denied("the run was denied by its approver");
         self.tell(&pending, Outcome::failed(&error, Duration::ZERO, 0));
         self.settle()?;
@@ -247,7 +257,7 @@ impl<A: Agent> AgentHarness<A> {
     /// Moves the virtual clock forward, firing every schedule that falls due and expiring every approval that
     /// waited longer than the policy's `approval_timeout` (the agent gets a `Denied` outcome), in time order.
     pub fn advance(&mut self, by: Duration) -> Result<&[Effect], AgentHarnessError> {
-        self.begin();
+        self.begin()?;
         let until = self.now.saturating_add(by);
         loop {
             let timer = self
@@ -273,10 +283,10 @@ impl<A: Agent> AgentHarness<A> {
                     self.tell(&run, Outcome::failed(&error, Duration::ZERO, 0));
                 }
                 (Some((at, key)), _) => {
+                    // Delivered as it was scheduled (its id and time are the ones the agent made), as live.
                     let Some((_, signal)) = self.timers.remove(&key) else { break };
                     self.now = at;
-                    let id = self.fresh_id();
-                    self.inbox.push_back(signal.restamped(id, self.time()));
+                    self.inbox.push_back(signal);
                 }
                 (None, _) => break,
             }
@@ -286,11 +296,25 @@ impl<A: Agent> AgentHarness<A> {
         Ok(&self.effects)
     }
 
-    /// Mounts a skill of the catalog as the agent's owner would (`Runtime::mount`).
+    /// Mounts a skill of the catalog as the agent's owner would (`Runtime::mount`); `Err` says why not.
     pub fn mount(&mut self, skill: &str, opts: Value) -> Result<(), AgentHarnessError> {
-        self.begin();
+        self.begin()?;
         let id = SkillId::new(skill).map_err(|err| AgentHarnessError::SkillId(skill.to_owned(), err.to_string()))?;
-        self.mount_skill(&id, &opts, Origin::Mounting);
+        let found = self.catalog.get(&id).cloned();
+        let skill = found.ok_or_else(|| AgentHarnessError::Mount(format!("skill `{id}` is not in the catalog")))?;
+        let effects = mount(&mut self.state, &skill, &opts, &self.policy)
+            .map_err(|err| AgentHarnessError::Mount(err.to_string()))?;
+        self.mounting(effects);
+        Ok(())
+    }
+
+    /// Unmounts a skill as the agent's owner would (`Runtime::unmount`); `Err` says why not.
+    pub fn unmount(&mut self, skill: &str) -> Result<(), AgentHarnessError> {
+        self.begin()?;
+        let id = SkillId::new(skill).map_err(|err| AgentHarnessError::SkillId(skill.to_owned(), err.to_string()))?;
+        let effects = unmount(&mut self.state, &id).map_err(|err| AgentHarnessError::Mount(err.to_string()))?;
+        self.mounting(effects);
+        self.repoint(&id);
         Ok(())
     }
 
@@ -382,9 +406,13 @@ impl<A: Agent> AgentHarness<A> {
         text
     }
 
-    fn begin(&mut self) {
+    fn begin(&mut self) -> Result<(), AgentHarnessError> {
+        if let Some(reason) = &self.stopped {
+            return Err(AgentHarnessError::Stopped(reason.clone()));
+        }
         self.effects.clear();
         self.said = Said::default();
+        Ok(())
     }
 
     fn time(&self) -> DateTime<Utc> {
@@ -412,25 +440,53 @@ impl<A: Agent> AgentHarness<A> {
         }
     }
 
-    /// Feeds the inbox to the agent until it is empty.
+    /// Feeds the agent until nothing is left: its inbox (outcomes, and signals from outside) first, then its
+    /// mailbox (signals it sent itself), as the live server does.
     fn settle(&mut self) -> Result<(), AgentHarnessError> {
         let mut fed = 0;
-        while let Some(signal) = self.inbox.pop_front() {
+        while let Some(signal) = self.inbox.pop_front().or_else(|| self.mailbox.pop_front()) {
             fed += 1;
             if fed > SETTLE_BUDGET {
                 // What the loop left queued goes with the failed call, or the next call would take the loop up.
                 self.inbox.clear();
+                self.mailbox.clear();
                 return Err(AgentHarnessError::Looping(SETTLE_BUDGET));
             }
-            let step = step(&mut self.state, &signal, &self.catalog)
-                .map_err(|error| AgentHarnessError::Step { kind: signal.kind().to_string(), error })?;
+            let stepped = step(&mut self.state, &signal, &self.catalog);
+            let kind = signal.kind().to_string();
+            self.inputs.push(signal);
+            let step = match stepped {
+                Ok(step) => step,
+                Err(error) => {
+                    self.inbox.clear();
+                    self.mailbox.clear();
+                    return Err(AgentHarnessError::Step { kind, error });
+                }
+            };
             self.effects.extend(step.effects.iter().cloned());
+            let Some(signal) = self.inputs.last().cloned() else { break };
             for effect in step.effects {
                 self.carry_out(effect, Origin::Step(&signal));
             }
-            self.inputs.push(signal);
+            if self.stopped.is_some() {
+                // A stopped agent's runs, approvals and timers go with it.
+                self.inbox.clear();
+                self.mailbox.clear();
+                self.runs.clear();
+                self.blocked.clear();
+                self.timers.clear();
+                break;
+            }
         }
         Ok(())
+    }
+
+    /// After an unmount, actions another mounted skill still provides run that skill's code, as live.
+    fn repoint(&mut self, skill: &SkillId) {
+        let provided = self.state.skills().get(skill).map(|m| m.actions.clone()).unwrap_or_default();
+        for action in self.table.stale(skill, &provided) {
+            self.table.register(action, None, &self.state, &self.catalog);
+        }
     }
 
     fn mounting(&mut self, effects: Vec<Effect>) {
@@ -468,7 +524,7 @@ impl<A: Agent> AgentHarness<A> {
             Command::Emit { signal, to } => {
                 // A signal to the agent itself comes back to it, after this step's effects, as live.
                 if to == Target::Agent(self.state.id.clone()) {
-                    self.inbox.push_back(signal.clone());
+                    self.mailbox.push_back(signal.clone());
                 }
                 self.said.emitted.push((signal, to));
             }
@@ -481,13 +537,17 @@ impl<A: Agent> AgentHarness<A> {
             }
             Command::Spawn { id, agent, .. } => self.said.spawned.push((id, agent)),
             Command::StopChild { id } => self.said.stopped_children.push(id),
-            Command::Stop { reason } => self.said.stopped = Some(reason),
-            Command::Mount { skill, opts } => self.mount_skill(&skill, &opts, Origin::Mounting),
+            Command::Stop { reason } => {
+                self.said.stopped = Some(reason.clone());
+                self.stopped = Some(reason);
+            }
+            Command::Mount { skill, opts } => self.mount_skill(&skill, &opts, origin),
             Command::Unmount { skill } => match unmount(&mut self.state, &skill) {
-                Ok(effects) => self.mounting(effects),
-                Err(err) => {
-                    self.said.refused.push(Command::mount_failed(false, skill, Origin::Mounting, err.to_string()));
+                Ok(effects) => {
+                    self.mounting(effects);
+                    self.repoint(&skill);
                 }
+                Err(err) => self.said.refused.push(Command::mount_failed(false, skill, origin, err.to_string())),
             },
             Command::Refused(refusal) => self.said.refused.push(refusal),
         }

@@ -46,7 +46,8 @@ pub fn check_mounting(catalog: &Catalog, policy: &Policy) -> Result<(), CheckFai
 ///   another requires cannot go, dependency order for mount_all, all or nothing);
 /// - the action table folded from every effect so far equals the actions of the mounted skills, with no action
 ///   registered twice or deregistered when absent (shared actions are reference-counted);
-/// - every mounted skill's requirements are mounted, and its state fits its schema;
+/// - every mounted skill's requirements are mounted, and its state fits its schema (also after its signal
+///   handler ran), and every handler can read its state;
 /// - a failed operation changes nothing;
 /// - mounting a skill and unmounting it again restores the state exactly;
 /// - for options the state schema accepts, the skill's initial state fits the schema (or the skill refuses
@@ -311,8 +312,13 @@ impl<'a> Machine<'a> {
         }
     }
 
-    /// Options the state schema accepts must give a state that fits it, unless the skill refuses them.
+    /// Options the state schema accepts must give a state that fits it, unless the skill refuses them. (Other
+    /// options, `null` among them for most schemas, may well give a state that does not fit: that is the
+    /// `InvalidState` the rules expect.)
     fn options_fit(&self, skill: &Skill, opts: &Value) -> Result<(), String> {
+        if !skill.state_errors(opts).is_empty() {
+            return Ok(());
+        }
         let Ok(state) = skill.make_state(opts) else { return Ok(()) };
         let errors = skill.state_errors(&state);
         if errors.is_empty() {
@@ -345,12 +351,12 @@ impl<'a> Machine<'a> {
     fn signal(&mut self, signal: &Signal) -> Result<(), String> {
         let before = self.state.clone();
         match step(&mut self.state, signal, self.catalog) {
-            Err(err) => {
-                if self.state != before {
-                    return Err(format!("handling the signal failed ({err}) but changed the state"));
-                }
-                Ok(())
+            // Live, a failed step drops the signal for the whole agent: a skill whose handler cannot read its
+            // own state is a bug to report, not an outcome.
+            Err(err) if self.state != before => {
+                Err(format!("handling the signal failed ({err}) and changed the state"))
             }
+            Err(err) => Err(format!("handling the signal failed, so no skill would get it: {err}")),
             Ok(step) => {
                 if let Some(effect) = step.effects.iter().find(|e| changes_table(e)) {
                     let skill = effect.meta.skill.as_ref().map_or("?".to_owned(), ToString::to_string);

@@ -109,3 +109,47 @@ fn a_step_that_panics_on_one_shape_is_caught_and_shrunk() {
     assert_eq!(failure.steps().len(), 1, "{failure}");
     assert!(failure.steps()[0].ends_with("with data []"), "{failure}");
 }
+
+/// No false alarms: an agent whose state holds a `HashMap` (key order depends on a hash seed) and floats.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, Agent)]
+#[agent(routes("count.*" => count))]
+struct Census {
+    seen: std::collections::HashMap<String, f64>,
+}
+
+impl Census {
+    fn count(&self, signal: &Signal) -> Reaction<Self> {
+        let mut next = self.clone();
+        *next.seen.entry(signal.kind().to_string()).or_insert(0.1) *= 1.1;
+        Reaction::Update(next, vec![])
+    }
+}
+
+#[test]
+fn maps_and_floats_in_the_state_are_no_false_alarm() {
+    check_agent(Census::default()).expect("a sound agent passes");
+}
+
+/// No false alarms: a skill whose state is its mount options (so `null` options are refused as InvalidState).
+#[test]
+fn a_skill_whose_state_is_its_options_passes() {
+    let schema = json!({"type": "object", "properties": {"limit": {"type": "integer", "minimum": 1}}});
+    let skill = Skill::builder("limits", "1.0.0").state_schema(schema, |opts: &Value| Ok(opts.clone())).build();
+    let catalog: Catalog = [skill.expect("a valid skill")].into_iter().collect();
+    check_mounting(&catalog, &Policy::default()).expect("state = options is sound");
+}
+
+/// A skill whose handler cannot read its own state: live, the signal would be dropped for the whole agent.
+#[test]
+fn a_handler_that_cannot_read_its_state_is_caught() {
+    let schema = json!({"type": "object"});
+    let skill = Skill::builder("reader", "1.0.0")
+        .state_schema(schema, |_opts: &Value| Ok(json!({"note": "a string where the handler wants a number"})))
+        .on_signal(|_state: &Ticks, _signal: &Signal, _ctx: &SkillContext<'_>| SkillReaction::Ignore)
+        .build()
+        .expect("a valid skill");
+    let catalog: Catalog = [skill].into_iter().collect();
+    let failure = counterexample(check_mounting(&catalog, &Policy::default()));
+    assert!(failure.reason().contains("no skill would get it"), "{failure}");
+    assert_eq!(failure.steps().len(), 2, "{failure}");
+}
