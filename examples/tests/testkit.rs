@@ -63,9 +63,9 @@ fn the_librarian_learns_a_file_and_answers_from_memory() {
     let policy = Policy::default().grant(Capability::FS).grant(Capability::MEMORY);
     let mut librarian = AgentHarness::with(Librarian::default(), &Catalog::new(), &policy).expect("it starts");
     librarian.send("learn", json!(null)).expect("handled");
-    librarian
-        .complete("fs.list", json!([{"kind": "file", "path": "sky.txt"}, {"kind": "dir", "path": "old"}]))
-        .expect("listed");
+    // The outputs played here are the actions' real output shapes: the harness checks them as the server does.
+    let listed = json!([{"kind": "file", "path": "sky.txt", "size": 16}, {"kind": "dir", "path": "old", "size": 0}]);
+    librarian.complete("fs.list", listed).expect("listed");
     assert_eq!(librarian.assert_run("fs.read").params, json!({"path": "sky.txt"}));
     assert_eq!(librarian.runs().len(), 1, "only the text file is read");
     librarian
@@ -73,12 +73,23 @@ fn the_librarian_learns_a_file_and_answers_from_memory() {
         .expect("read");
     let memorize = librarian.assert_run("memory.memorize");
     assert_eq!(memorize.params["object"], json!("blue"));
-    librarian.complete("memory.memorize", json!({"id": 1})).expect("memorized");
+    let fact = json!({
+        "id": 1, "subject": "sky", "predicate": "is", "object": "blue", "confidence": 1.0, "source": "sky.txt",
+        "kind": "semantic", "valid_from": "2026-01-01T00:00:00Z", "valid_until": null,
+        "recorded_at": "2026-01-01T00:00:00Z", "recorded_until": null, "archived": false,
+    });
+    librarian
+        .complete("memory.memorize", json!({"fact": fact, "closed": [], "already_known": false}))
+        .expect("memorized");
     assert_eq!(librarian.assert_replied(), &json!({"learned": 1, "skipped": 1}));
     assert!(librarian.runs().is_empty());
 
     librarian.send("ask", json!({"question": "sky"})).expect("handled");
-    let fact = json!({"subject": "sky", "predicate": "is", "object": "blue"});
     librarian.complete("memory.recall", json!([fact])).expect("recalled");
     assert_eq!(librarian.assert_replied()["answer"], json!("sky is blue"));
+
+    // An output that breaks the action's output schema fails the run, as live: the call is answered with it.
+    librarian.send("ask", json!({"question": "sky"})).expect("handled");
+    librarian.complete("memory.recall", json!([{"subject": "sky"}])).expect("recalled");
+    assert!(librarian.assert_replied()["error"].as_str().is_some_and(|e| e.contains("output schema")));
 }
