@@ -149,3 +149,28 @@ pub fn step<A: Agent>(state: &mut AgentState<A>, signal: &Signal, catalog: &Cata
     }
     Ok(Step { effects, handled })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand-written agent that takes every default of the trait.
+    #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+    struct Plain;
+
+    impl Agent for Plain {
+        fn handle_signal(&self, _signal: &Signal) -> Reaction<Self> {
+            Reaction::Ignore
+        }
+    }
+
+    #[test]
+    fn the_trait_defaults_are_what_the_docs_say() {
+        assert_eq!(Plain::name(), std::any::type_name::<Plain>());
+        assert_eq!(Plain::description(), "");
+        assert_eq!(Plain::version(), 1, "a durable store records version 1 for an agent that names none");
+        assert!(Plain::start_skills().expect("no start skills to build").is_empty());
+        assert!(Plain::routes().is_empty());
+        assert_eq!(<() as Agent>::name(), "skills-only");
+    }
+}
