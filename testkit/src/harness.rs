@@ -452,22 +452,21 @@ impl<A: Agent> AgentHarness<A> {
                 self.mailbox.clear();
                 return Err(AgentHarnessError::Looping(SETTLE_BUDGET));
             }
-            let stepped = step(&mut self.state, &signal, &self.catalog);
-            let kind = signal.kind().to_string();
-            self.inputs.push(signal);
-            let step = match stepped {
+            let step = match step(&mut self.state, &signal, &self.catalog) {
                 Ok(step) => step,
                 Err(error) => {
+                    let kind = signal.kind().to_string();
+                    self.inputs.push(signal);
                     self.inbox.clear();
                     self.mailbox.clear();
                     return Err(AgentHarnessError::Step { kind, error });
                 }
             };
             self.effects.extend(step.effects.iter().cloned());
-            let Some(signal) = self.inputs.last().cloned() else { break };
             for effect in step.effects {
                 self.carry_out(effect, Origin::Step(&signal));
             }
+            self.inputs.push(signal);
             if self.stopped.is_some() {
                 // A stopped agent's runs, approvals and timers go with it.
                 self.inbox.clear();
