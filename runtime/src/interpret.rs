@@ -11,6 +11,7 @@ use crate::id::{ActionId, AgentId, SkillId};
 use crate::policy::Policy;
 use crate::signal::Signal;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -159,7 +160,7 @@ impl Command {
 }
 
 /// What one effect means for an agent with `policy` whose signals carry `source`, coming from `origin`.
-pub fn interpret(effect: Effect, origin: Origin<'_>, policy: &Policy, source: &str) -> Command {
+pub fn interpret(effect: Effect, origin: Origin<'_>, policy: &Policy, source: &Arc<str>) -> Command {
     let skill = effect.meta.skill;
     let table_change = |effect: &str, action: ActionId| {
         Command::Refused(EffectRefusal::TableChange {
@@ -174,7 +175,7 @@ pub fn interpret(effect: Effect, origin: Origin<'_>, policy: &Policy, source: &s
             let kind = signal.kind().to_string();
             return Err(EffectRefusal::ReservedKind { kind, origin: origin.describe(skill.as_ref()) });
         }
-        Ok(signal.with_source(source.to_owned()))
+        Ok(signal.with_source(source.clone()))
     };
     match effect.kind {
         EffectKind::RegisterAction { action } => match origin {
@@ -236,9 +237,12 @@ mod tests {
         let action = ActionId::new("echo.say").expect("an id");
         let input = signal("go");
         let register = || Effect::register(action.clone());
-        assert!(matches!(interpret(register(), Origin::Mounting, &Policy::default(), "a"), Command::Register { .. }));
+        assert!(matches!(
+            interpret(register(), Origin::Mounting, &Policy::default(), &Arc::from("a")),
+            Command::Register { .. }
+        ));
         for origin in [Origin::Step(&input), Origin::Run, Origin::Job] {
-            let refused = interpret(register(), origin, &Policy::default(), "a");
+            let refused = interpret(register(), origin, &Policy::default(), &Arc::from("a"));
             assert!(matches!(refused, Command::Refused(EffectRefusal::TableChange { .. })), "{refused:?}");
         }
     }
@@ -248,9 +252,10 @@ mod tests {
         let input = signal("go");
         let to = Target::Agent(AgentId::new("b").expect("an id"));
         let emit = |kind: &str| Effect::emit(signal(kind), to.clone());
-        let refused = interpret(emit("action.completed"), Origin::Step(&input), &Policy::default(), "agent:a");
+        let refused =
+            interpret(emit("action.completed"), Origin::Step(&input), &Policy::default(), &Arc::from("agent:a"));
         assert!(matches!(refused, Command::Refused(EffectRefusal::ReservedKind { .. })), "{refused:?}");
-        match interpret(emit("hello"), Origin::Step(&input), &Policy::default(), "agent:a") {
+        match interpret(emit("hello"), Origin::Step(&input), &Policy::default(), &Arc::from("agent:a")) {
             Command::Emit { signal, .. } => assert_eq!(signal.source(), "agent:a"),
             other => panic!("expected an emit, got {other:?}"),
         }
@@ -261,11 +266,11 @@ mod tests {
         let input = signal("go");
         let run = || Effect::run(ActionId::new("echo.say").expect("an id"), json!({}));
         assert!(matches!(
-            interpret(run(), Origin::Step(&input), &Policy::default(), "a"),
+            interpret(run(), Origin::Step(&input), &Policy::default(), &Arc::from("a")),
             Command::Run { key: KeyFrom::Input, .. }
         ));
         assert!(matches!(
-            interpret(run(), Origin::Run, &Policy::default(), "a"),
+            interpret(run(), Origin::Run, &Policy::default(), &Arc::from("a")),
             Command::Run { key: KeyFrom::Run, .. }
         ));
     }
@@ -274,7 +279,7 @@ mod tests {
     fn spawning_needs_the_capability() {
         let input = signal("go");
         let spawn = || Effect::spawn_agent(AgentId::new("child").expect("an id"), "worker", Value::Null);
-        let refused = interpret(spawn(), Origin::Step(&input), &Policy::default(), "a");
+        let refused = interpret(spawn(), Origin::Step(&input), &Policy::default(), &Arc::from("a"));
         assert!(matches!(refused, Command::Refused(EffectRefusal::SpawnNotGranted { .. })), "{refused:?}");
     }
 }

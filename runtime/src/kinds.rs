@@ -16,9 +16,10 @@
 pub use crate::action::RunReport;
 use crate::action::{JobRecord, Outcome, OutcomeStatus};
 use crate::id::{ActionId, AgentId};
-use crate::signal::{Signal, SignalBuilder};
+use crate::signal::{Kind, KindError, Signal, SignalBuilder};
 use chrono::{DateTime, Utc};
 use serde_json::json;
+use std::sync::{Arc, LazyLock};
 use uuid::Uuid;
 
 /// A run the agent asked for completed; `data` is `{run_id, action, outcome}` (see [`Signal::outcome`]).
@@ -58,8 +59,8 @@ pub fn is_runtime_source(source: &str) -> bool {
 }
 
 /// The source of the signals an agent's server makes, and of the signals the agent emits or schedules.
-pub fn agent_source(agent: &AgentId) -> String {
-    format!("{RUNTIME_SOURCE}/agent/{agent}")
+pub fn agent_source(agent: &AgentId) -> Arc<str> {
+    format!("{RUNTIME_SOURCE}/agent/{agent}").into()
 }
 
 /// What a driver (the agent's server, or the simulator) knows of a run when it tells the agent how it ended.
@@ -85,8 +86,8 @@ fn now() -> Stamp {
 }
 
 /// A runtime-made signal: its source, its stamp, and the cause it follows, if any.
-fn made(builder: SignalBuilder, source: &str, cause: Option<(Uuid, Uuid)>, (id, time): Stamp) -> Option<Signal> {
-    let mut builder = builder.source(source);
+fn made(builder: SignalBuilder, source: &Arc<str>, cause: Option<(Uuid, Uuid)>, (id, time): Stamp) -> Option<Signal> {
+    let mut builder = builder.source(source.clone());
     if let Some((correlation, causation)) = cause {
         builder = builder.caused_by(correlation, causation, time);
     }
@@ -95,16 +96,26 @@ fn made(builder: SignalBuilder, source: &str, cause: Option<(Uuid, Uuid)>, (id, 
 
 /// The `action.completed`, `action.failed` or `action.blocked` signal that tells an agent how its run ended,
 /// caused by the signal that asked for the run.
-pub(crate) fn action_outcome(source: &str, run: RunRef<'_>, outcome: Outcome) -> Option<Signal> {
+pub(crate) fn action_outcome(source: &Arc<str>, run: RunRef<'_>, outcome: Outcome) -> Option<Signal> {
     action_outcome_at(source, run, outcome, now())
 }
 
 /// [`action_outcome`](self) stamped as the caller says: the one shape of an outcome signal, for every driver.
-pub fn action_outcome_at(source: &str, run: RunRef<'_>, outcome: Outcome, stamp: Stamp) -> Option<Signal> {
+pub fn action_outcome_at(source: &Arc<str>, run: RunRef<'_>, outcome: Outcome, stamp: Stamp) -> Option<Signal> {
+    // The three kinds are parsed once and shared: an outcome signal allocates no text for its kind.
+    static KINDS: LazyLock<Result<[Kind; 3], KindError>> =
+        LazyLock::new(|| Ok([Kind::new(ACTION_COMPLETED)?, Kind::new(ACTION_FAILED)?, Kind::new(ACTION_BLOCKED)?]));
+    let kinds = match &*KINDS {
+        Ok(kinds) => kinds,
+        Err(err) => {
+            tracing::error!(%err, "a runtime signal kind is invalid");
+            return None;
+        }
+    };
     let kind = match outcome.status {
-        OutcomeStatus::Completed => ACTION_COMPLETED,
-        OutcomeStatus::Failed => ACTION_FAILED,
-        OutcomeStatus::Blocked => ACTION_BLOCKED,
+        OutcomeStatus::Completed => &kinds[0],
+        OutcomeStatus::Failed => &kinds[1],
+        OutcomeStatus::Blocked => &kinds[2],
     };
     let mut outcome = outcome;
     // What the JSON form would say of a cost that is not a number (`null`), so both forms read the same.
@@ -115,7 +126,7 @@ pub fn action_outcome_at(source: &str, run: RunRef<'_>, outcome: Outcome, stamp:
 }
 
 /// The `job.completed`, `job.failed` or `job.cancelled` signal for a job that ended.
-pub(crate) fn job_ended(source: &str, record: &JobRecord) -> Option<Signal> {
+pub(crate) fn job_ended(source: &Arc<str>, record: &JobRecord) -> Option<Signal> {
     let kind = match record.status {
         crate::action::JobStatus::Completed => JOB_COMPLETED,
         crate::action::JobStatus::Cancelled => JOB_CANCELLED,
@@ -125,21 +136,21 @@ pub(crate) fn job_ended(source: &str, record: &JobRecord) -> Option<Signal> {
 }
 
 /// The `agent.child_exited` signal a parent gets when its child stops.
-pub(crate) fn child_exited(source: &str, child: &AgentId, reason: &str) -> Option<Signal> {
+pub(crate) fn child_exited(source: &Arc<str>, child: &AgentId, reason: &str) -> Option<Signal> {
     child_exited_at(source, child, reason, now())
 }
 
 /// [`child_exited`](self) stamped as the caller says.
-pub fn child_exited_at(source: &str, child: &AgentId, reason: &str, stamp: Stamp) -> Option<Signal> {
+pub fn child_exited_at(source: &Arc<str>, child: &AgentId, reason: &str, stamp: Stamp) -> Option<Signal> {
     made(Signal::builder(AGENT_CHILD_EXITED).data(json!({"child": child, "reason": reason})), source, None, stamp)
 }
 
 /// The `agent.spawn_failed` signal an agent gets when its `SpawnAgent` effect failed.
-pub(crate) fn spawn_failed(source: &str, child: &AgentId, error: &str) -> Option<Signal> {
+pub(crate) fn spawn_failed(source: &Arc<str>, child: &AgentId, error: &str) -> Option<Signal> {
     spawn_failed_at(source, child, error, now())
 }
 
 /// [`spawn_failed`](self) stamped as the caller says.
-pub fn spawn_failed_at(source: &str, child: &AgentId, error: &str, stamp: Stamp) -> Option<Signal> {
+pub fn spawn_failed_at(source: &Arc<str>, child: &AgentId, error: &str, stamp: Stamp) -> Option<Signal> {
     made(Signal::builder(AGENT_SPAWN_FAILED).data(json!({"child": child, "error": error})), source, None, stamp)
 }

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use uuid::Uuid;
 
 /// The source given to signals whose maker named none. (Sources starting with `agentry` are the runtime's own:
@@ -37,21 +37,21 @@ pub enum KindError {
 /// A signal's kind: dotted segments such as `order.placed` or `action.completed`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "String", into = "String")]
-pub struct Kind(String);
+pub struct Kind(Arc<str>);
 
 impl Kind {
     /// Parses and validates a kind.
-    pub fn new(kind: impl Into<String>) -> Result<Self, KindError> {
-        let kind = kind.into();
+    pub fn new(kind: impl AsRef<str>) -> Result<Self, KindError> {
+        let kind = kind.as_ref();
         for segment in kind.split('.') {
             if segment.is_empty() {
-                return Err(KindError::EmptySegment(kind));
+                return Err(KindError::EmptySegment(kind.to_owned()));
             }
             if let Some(found) = segment.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
-                return Err(KindError::BadChar { kind, found });
+                return Err(KindError::BadChar { kind: kind.to_owned(), found });
             }
         }
-        Ok(Self(kind))
+        Ok(Self(Arc::from(kind)))
     }
 
     /// The kind as text.
@@ -79,9 +79,17 @@ impl TryFrom<&str> for Kind {
     }
 }
 
+impl TryFrom<&Kind> for Kind {
+    type Error = KindError;
+    /// A kind already checked: shares its text.
+    fn try_from(kind: &Kind) -> Result<Self, KindError> {
+        Ok(kind.clone())
+    }
+}
+
 impl From<Kind> for String {
     fn from(kind: Kind) -> String {
-        kind.0
+        kind.0.to_string()
     }
 }
 
@@ -93,7 +101,7 @@ impl fmt::Display for Kind {
 
 impl PartialEq<&str> for Kind {
     fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
+        &*self.0 == *other
     }
 }
 
@@ -105,7 +113,7 @@ impl PartialEq<&str> for Kind {
 pub struct Signal {
     id: Uuid,
     kind: Kind,
-    source: String,
+    source: Arc<str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     subject: Option<String>,
     time: DateTime<Utc>,
@@ -285,7 +293,7 @@ impl Signal {
     }
 
     /// The same signal, said to come from `source` (the server stamps what an agent emits with the agent's own).
-    pub(crate) fn with_source(mut self, source: String) -> Self {
+    pub(crate) fn with_source(mut self, source: Arc<str>) -> Self {
         self.source = source;
         self
     }
@@ -308,7 +316,7 @@ struct Cause {
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct SignalBuilder {
     kind: Result<Kind, KindError>,
-    source: Option<String>,
+    source: Option<Arc<str>>,
     subject: Option<String>,
     data: Payload,
     stamp: Option<(Uuid, DateTime<Utc>)>,
@@ -317,7 +325,7 @@ pub struct SignalBuilder {
 
 impl SignalBuilder {
     /// Who produces the signal (default: the cause's source, or `agentry`).
-    pub fn source(mut self, source: impl Into<String>) -> Self {
+    pub fn source(mut self, source: impl Into<Arc<str>>) -> Self {
         self.source = Some(source.into());
         self
     }
@@ -367,7 +375,7 @@ impl SignalBuilder {
         Ok(Signal {
             id,
             kind,
-            source: self.source.unwrap_or_else(|| DEFAULT_SOURCE.to_owned()),
+            source: self.source.unwrap_or_else(default_source),
             subject: self.subject,
             time,
             data: self.data,
@@ -377,11 +385,25 @@ impl SignalBuilder {
     }
 }
 
+/// [`DEFAULT_SOURCE`], shared: a signal without a named source costs no allocation for it.
+fn default_source() -> Arc<str> {
+    static SHARED: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(DEFAULT_SOURCE));
+    SHARED.clone()
+}
+
 /// A UUID v7 for a follow-up signal: the cause's millisecond timestamp, and "random" bits taken from a
 /// name-based (v5) UUID of the cause id and the follow-up's content. The same cause and content give the same id.
 fn derived_id(cause: &Cause, kind: &Kind, subject: Option<&str>, data: &Value) -> Uuid {
-    let name = format!("{kind}\u{0}{}\u{0}{data}", subject.unwrap_or(""));
-    let digest = Uuid::new_v5(&cause.id, name.as_bytes());
+    // The name is `kind NUL subject NUL data-as-compact-JSON`, written straight into one buffer.
+    let subject = subject.unwrap_or("");
+    let mut name = Vec::with_capacity(kind.as_str().len() + subject.len() + 64);
+    name.extend_from_slice(kind.as_str().as_bytes());
+    name.push(0);
+    name.extend_from_slice(subject.as_bytes());
+    name.push(0);
+    // Writing JSON into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut name, data);
+    let digest = Uuid::new_v5(&cause.id, &name);
     let mut random = [0u8; 10];
     random.copy_from_slice(&digest.as_bytes()[6..16]);
     let millis = u64::try_from(cause.time.timestamp_millis()).unwrap_or(0);

@@ -63,7 +63,7 @@ pub(crate) struct Child {
     pub respawn: Respawn,
     pub exit: Exit,
     /// The source of the agent's signals (for `agent.child_exited`).
-    pub source: String,
+    pub source: std::sync::Arc<str>,
 }
 
 /// The supervisor actor.

@@ -133,7 +133,7 @@ pub struct AgentHarness<A: Agent> {
     catalog: Catalog,
     policy: Policy,
     table: ActionTable,
-    source: String,
+    source: std::sync::Arc<str>,
     start: DateTime<Utc>,
     now: Duration,
     next_id: u64,

@@ -248,7 +248,7 @@ mod tests {
             let run_id = Uuid::from_u128(run);
             let run = crate::kinds::RunRef { run: run_id, action: &action, correlation: Uuid::nil(), causation: None };
             let stamp = (Uuid::from_u128(1), chrono::DateTime::UNIX_EPOCH);
-            let typed = crate::kinds::action_outcome_at("agentry", run, outcome.clone(), stamp).expect("a signal");
+            let typed = crate::kinds::action_outcome_at(&"agentry".into(), run, outcome.clone(), stamp).expect("a signal");
             // A cost that is not a number reads as none in both forms (JSON has no NaN).
             let outcome = Outcome { cost: outcome.cost.filter(|cost| cost.is_finite()), ..outcome };
             let report = RunReport { run_id, action: action.clone(), outcome };

@@ -150,7 +150,7 @@ pub(crate) struct ServerState<A: Agent> {
     pub parent: Option<AgentId>,
     pub shared: Arc<Shared>,
     /// The source of the signals this server makes (`agentry/agent/<id>`).
-    pub source: String,
+    pub source: std::sync::Arc<str>,
     /// The number of the last input `step` consumed (1, 2, 3, ...), which keys the runs it asks for.
     pub seq: u64,
     /// How many runs the current input asked for so far.

@@ -101,11 +101,28 @@ impl<A: Agent> SimBuilder<A> {
             queue.push(0, Event::ArmCrash);
         }
         let columns = self.metrics.clone_names();
+        let mut members = Vec::new();
+        let knowing = self
+            .processes
+            .iter()
+            .map(|process| match &process.who {
+                Who::WithSkill(skill) => Some(match members.iter().position(|m: &Members| &m.skill == skill) {
+                    Some(found) => found,
+                    None => {
+                        members.push(Members { skill: skill.clone(), bits: Vec::new() });
+                        members.len() - 1
+                    }
+                }),
+                _ => None,
+            })
+            .collect();
         Ok(Simulation {
             catalog: Arc::new(self.catalog),
             models: self.models,
             faults: self.faults,
             processes: self.processes,
+            knowing,
+            members,
             metrics: self.metrics,
             table: Table::with_columns(columns),
             trace: Trace::new(self.keep_trace),

@@ -135,6 +135,11 @@ pub struct Simulation<A: Agent> {
     models: HashMap<ActionId, ActionModel>,
     faults: Faults,
     processes: Vec<Process>,
+    /// For each process that reaches the agents with a skill, which entry of `members` tracks that skill.
+    knowing: Vec<Option<usize>>,
+    /// Who has each skill a process looks for, kept as skills are mounted and unmounted: a process's pick is
+    /// checked against a bit instead of the picked agent's state (a cache miss per tick at scale).
+    members: Vec<Members>,
     metrics: Metrics<A>,
     table: Table,
     trace: Trace,
@@ -153,6 +158,30 @@ pub struct Simulation<A: Agent> {
     /// Whether an agent's input and inbox are being consumed now: an outcome told meanwhile waits in the
     /// inbox for its turn, after the current input's effects, as in the live server.
     settling: bool,
+}
+
+/// The agents that have one skill mounted, as bits by agent number.
+struct Members {
+    skill: SkillId,
+    bits: Vec<u64>,
+}
+
+impl Members {
+    fn set(&mut self, agent: usize, mounted: bool) {
+        let (word, bit) = (agent / 64, agent % 64);
+        if self.bits.len() <= word {
+            self.bits.resize(word + 1, 0);
+        }
+        if mounted {
+            self.bits[word] |= 1 << bit;
+        } else {
+            self.bits[word] &= !(1 << bit);
+        }
+    }
+
+    fn has(&self, agent: usize) -> bool {
+        self.bits.get(agent / 64).is_some_and(|word| word & (1 << (agent % 64)) != 0)
+    }
 }
 
 /// How many inbox signals an agent consumes at one event before the rest wait for their turn (the server's
@@ -190,7 +219,7 @@ impl<A: Agent> Simulation<A> {
         self.trace.started(&state, &policy);
         let number = self.agents.len();
         self.agents.push(Slot {
-            source: kinds::agent_source(&id).into(),
+            source: kinds::agent_source(&id),
             id: id.clone(),
             state,
             table: ActionTable::default(),
@@ -208,6 +237,7 @@ impl<A: Agent> Simulation<A> {
             inbox: VecDeque::new(),
         });
         self.index.insert(id, number);
+        self.note_skills(number);
         self.carry_out_all(number, effects, Origin::Mounting);
         Ok(number)
     }
@@ -526,15 +556,29 @@ impl<A: Agent> Simulation<A> {
                     }
                 };
                 match mounted {
-                    Ok(effects) => self.carry_out_all(agent, effects, Origin::Mounting),
+                    Ok(effects) => {
+                        self.note_skills(agent);
+                        self.carry_out_all(agent, effects, Origin::Mounting);
+                    }
                     Err(reason) => self.refused(agent, Command::mount_failed(true, skill, origin, reason)),
                 }
             }
             Command::Unmount { skill } => match agentry::skill::unmount(&mut self.agents[agent].state, &skill) {
-                Ok(effects) => self.carry_out_all(agent, effects, Origin::Mounting),
+                Ok(effects) => {
+                    self.note_skills(agent);
+                    self.carry_out_all(agent, effects, Origin::Mounting);
+                }
                 Err(e) => self.refused(agent, Command::mount_failed(false, skill, origin, e.to_string())),
             },
             Command::Refused(refusal) => self.refused(agent, refusal),
+        }
+    }
+
+    /// Brings the skill bits of one agent up to date with its state.
+    fn note_skills(&mut self, agent: usize) {
+        let state = &self.agents[agent].state;
+        for members in &mut self.members {
+            members.set(agent, state.is_mounted(&members.skill));
         }
     }
 

@@ -16,12 +16,17 @@ impl<A: Agent> Simulation<A> {
         } else {
             1
         };
-        for _ in 0..copies {
+        let mut signal = Some(signal);
+        for copy in 0..copies {
             let delay = match &self.faults.message_delay {
                 Some(latency) => nanos(latency.sample(&mut self.rng)),
                 None => 0,
             };
-            self.push(self.now.saturating_add(delay), Event::Deliver(to, signal.clone()));
+            // The last copy is the signal itself, moved.
+            let this = if copy + 1 == copies { signal.take() } else { signal.clone() };
+            if let Some(this) = this {
+                self.push(self.now.saturating_add(delay), Event::Deliver(to, this));
+            }
         }
     }
 
@@ -37,7 +42,10 @@ impl<A: Agent> Simulation<A> {
             let target = match &process.who {
                 Who::Agents(ids) => self.index.get(&ids[pick]).copied(),
                 Who::All => Some(pick),
-                Who::WithSkill(skill) => Some(pick).filter(|&n| self.agents[n].state.is_mounted(skill)),
+                Who::WithSkill(_) => {
+                    let members = self.knowing[index].and_then(|m| self.members.get(m));
+                    Some(pick).filter(|&n| members.is_some_and(|m| m.has(n)))
+                }
             };
             if let Some(target) = target.filter(|&n| self.agents[n].alive) {
                 let contact = match &process.contacts {
