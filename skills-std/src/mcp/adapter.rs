@@ -78,7 +78,10 @@ impl ClientHandler for Listener {
     }
 
     fn get_info(&self) -> ClientConfig {
+        // The handshake asks for the newest version that still has `initialize` (2025-11-25); rmcp's default,
+        // its newest known version, is one servers of the initialize era refuse as a mismatch.
         ClientConfig::new(ClientCapabilities::default(), Implementation::new(&self.name, env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }
 

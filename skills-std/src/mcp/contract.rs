@@ -155,6 +155,51 @@ pub fn text_block(text: impl Into<String>) -> Value {
     json!({"type": "text", "text": text.into()})
 }
 
+/// An image content block: base64 `data` of the given MIME type (`image/png`).
+pub fn image_block(data: impl Into<String>, mime_type: impl Into<String>) -> Value {
+    json!({"type": "image", "data": data.into(), "mimeType": mime_type.into()})
+}
+
+/// An audio content block: base64 `data` of the given MIME type (`audio/wav`).
+pub fn audio_block(data: impl Into<String>, mime_type: impl Into<String>) -> Value {
+    json!({"type": "audio", "data": data.into(), "mimeType": mime_type.into()})
+}
+
+/// An embedded text resource block: the resource at `uri`, of the given MIME type, inline.
+pub fn resource_block(uri: impl Into<String>, mime_type: impl Into<String>, text: impl Into<String>) -> Value {
+    json!({"type": "resource", "resource": {"uri": uri.into(), "mimeType": mime_type.into(), "text": text.into()}})
+}
+
+/// An embedded binary resource block: the resource at `uri`, base64 `blob` of the given MIME type.
+pub fn blob_resource_block(uri: impl Into<String>, mime_type: impl Into<String>, blob: impl Into<String>) -> Value {
+    json!({"type": "resource", "resource": {"uri": uri.into(), "mimeType": mime_type.into(), "blob": blob.into()}})
+}
+
+/// A link to a resource the client can read itself.
+pub fn resource_link_block(uri: impl Into<String>, name: impl Into<String>) -> Value {
+    json!({"type": "resource_link", "uri": uri.into(), "name": name.into()})
+}
+
+/// The content blocks an action's output stands for, when it is an array of MCP content blocks (what the
+/// `*_block` functions make, and what [`output`] gives back for a result that is not all text): a non-empty
+/// array whose every element is an object of a known `type` with that type's fields. Anything else is an
+/// ordinary output.
+pub fn content_blocks(output: &Value) -> Option<&[Value]> {
+    let blocks = output.as_array().filter(|blocks| !blocks.is_empty())?;
+    let text = |block: &Value, field: &str| block.get(field).is_some_and(Value::is_string);
+    let block = |block: &Value| match block.get("type").and_then(Value::as_str) {
+        Some("text") => text(block, "text"),
+        Some("image" | "audio") => text(block, "data") && text(block, "mimeType"),
+        Some("resource") => {
+            let resource = &block["resource"];
+            text(resource, "uri") && (text(resource, "text") || text(resource, "blob"))
+        }
+        Some("resource_link") => text(block, "uri") && text(block, "name"),
+        _ => false,
+    };
+    blocks.iter().all(block).then_some(blocks.as_slice())
+}
+
 /// Arguments as the JSON object MCP sends: `null` is no arguments; anything but an object is refused.
 pub fn arguments(params: Value) -> Result<Map<String, Value>, ActionError> {
     match params {
@@ -185,6 +230,37 @@ mod tests {
             output_schema: None,
             hints,
         }
+    }
+
+    #[test]
+    fn content_blocks_are_only_well_formed_blocks() {
+        let blocks = json!([
+            text_block("hi"),
+            image_block("AAAA", "image/png"),
+            audio_block("AAAA", "audio/wav"),
+            resource_block("test://r", "text/plain", "text"),
+            blob_resource_block("test://b", "image/png", "AAAA"),
+            resource_link_block("test://l", "l"),
+        ]);
+        assert_eq!(content_blocks(&blocks).map(<[Value]>::len), Some(6));
+        // An output that only looks like content stays an ordinary output.
+        for ordinary in [
+            json!([]),
+            json!(["text"]),
+            json!([{"type": "text"}]),
+            json!([{"type": "text", "text": 1}]),
+            json!([{"type": "image", "data": "AAAA"}]),
+            json!([{"type": "resource", "resource": {"uri": "test://r"}}]),
+            json!([{"type": "video", "data": "AAAA", "mimeType": "video/mp4"}]),
+            json!([text_block("fine"), {"type": "row", "text": "not a block"}]),
+            json!({"type": "text", "text": "an object, not a list"}),
+        ] {
+            assert_eq!(content_blocks(&ordinary), None, "{ordinary}");
+        }
+        // What the client makes of a result that is not all text is served as that content again.
+        let result = ToolResult { content: blocks.as_array().unwrap().clone(), structured: None, is_error: false };
+        let output = output("t", result).unwrap();
+        assert_eq!(content_blocks(&output).map(<[Value]>::len), Some(6));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use super::McpError;
 use super::adapter::{self, Identity, Refusal, ToolHost};
-use super::contract::{ToolDef, ToolResult, text_block, tool_def};
+use super::contract::{ToolDef, ToolResult, content_blocks, text_block, tool_def};
 use agentry::action::{ErrorClass, OutcomeStatus};
 use agentry::events::EventKind;
 use agentry::id::AgentId;
@@ -70,6 +70,10 @@ async fn call(
     };
     match outcome.status {
         OutcomeStatus::Completed => {
+            // An output made of content blocks (images, audio, resources) is served as that content.
+            if let Some(blocks) = content_blocks(&outcome.output) {
+                return Ok(ToolResult { content: blocks.to_vec(), structured: None, is_error: false });
+            }
             let structured = outcome.output.is_object().then(|| outcome.output.clone());
             Ok(ToolResult { content: vec![text_block(outcome.output_text)], structured, is_error: false })
         }

@@ -1,0 +1,65 @@
+//! The client under test for the MCP conformance suite's client scenarios: `conformance client --command
+//! <this binary>` starts it with the test server's URL as its last argument and the scenario's name in
+//! `MCP_CONFORMANCE_SCENARIO`. It connects with agentry's own `McpClient`, mounts the server's tools on an agent
+//! and does what the scenario asks through the agent's gate, as an application would. Exit code 0 when the
+//! scenario's steps ran, 1 (with the reason on stderr) when they did not or the scenario is unknown.
+
+use agentry::action::{Capability, Risk};
+use agentry::id::AgentId;
+use agentry::pattern::Pattern;
+use agentry::policy::Policy;
+use agentry::runtime::{Runtime, SpawnOptions};
+use agentry_skills::mcp::{McpClient, McpServer};
+use serde_json::{Value, json};
+use std::error::Error;
+use std::time::Duration;
+
+/// The name the server's tools are mounted under: its actions are `mcp.conformance.<tool>`.
+const SERVER: &str = "conformance";
+
+#[tokio::main]
+async fn main() {
+    if let Err(err) = run().await {
+        eprintln!("mcp_conformance_client: {err}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> Result<(), Box<dyn Error>> {
+    let url = std::env::args().next_back().filter(|a| a.starts_with("http")).ok_or("expected the server's URL last")?;
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").map_err(|_| "MCP_CONFORMANCE_SCENARIO is not set")?;
+    let calls: Vec<(&str, Value)> = match scenario.as_str() {
+        // The handshake alone.
+        "initialize" => Vec::new(),
+        "tools_call" => vec![("add_numbers", json!({"a": 2, "b": 3}))],
+        // The server ends the call's stream before the result: the client must come back for it.
+        "sse-retry" => vec![("test_reconnection", json!({}))],
+        other => return Err(format!("scenario `{other}` is not one this client knows").into()),
+    };
+    let client = McpClient::connect(McpServer::http(SERVER, &url).timeout(Duration::from_secs(20))).await?;
+    let runtime = Runtime::builder().build();
+    client.attach(&runtime)?;
+    // The suite's tools carry no hints, so agentry takes them as risky open-world tools: this agent trusts
+    // this one test server, on loopback.
+    let mut policy = Policy::default().grant(Capability::NET);
+    policy.risk_overrides.insert(Pattern::new(format!("mcp.{SERVER}.**"))?, Risk::Low);
+    policy.allow_hosts.insert("*".to_owned());
+    policy.allow_private_network = true;
+    let agent = AgentId::new("conformance-client")?;
+    let user = runtime.spawn((), SpawnOptions { id: Some(agent.clone()), policy, ..SpawnOptions::default() }).await?;
+    user.mount(client.skill().id(), Value::Null).await?;
+    let mut failed = Vec::new();
+    for (tool, params) in calls {
+        let action = format!("mcp.{SERVER}.{tool}");
+        match runtime.invoke(&agent, &action, params).await {
+            Ok(outcome) => match outcome.error {
+                None => eprintln!("{action} → {}", outcome.output_text),
+                Some(error) => failed.push(format!("{action} failed ({:?}): {}", error.class, error.message)),
+            },
+            Err(refused) => failed.push(format!("{action} was refused: {refused}")),
+        }
+    }
+    client.close();
+    runtime.shutdown(Duration::from_secs(1)).await;
+    if failed.is_empty() { Ok(()) } else { Err(failed.join("; ").into()) }
+}
