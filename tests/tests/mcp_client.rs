@@ -44,8 +44,9 @@ async fn operated(client: &McpClient) -> Operated {
     op
 }
 
+/// The tests' own server, whose hints are taken as they are (the trust tests below mount it untrusted).
 fn test_server(name: &str) -> McpServer {
-    McpServer::stdio(name, TEST_SERVER, Vec::<String>::new())
+    McpServer::stdio(name, TEST_SERVER, Vec::<String>::new()).trusted()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,7 +54,8 @@ async fn the_everything_server_becomes_a_skill_whose_tools_run() {
     let script = everything::script();
     let server = McpServer::stdio("everything", "node", [script.to_string_lossy().into_owned(), "stdio".to_owned()])
         .env("AGENTRY_PROBE", "from-agentry")
-        .timeout(Duration::from_secs(20));
+        .timeout(Duration::from_secs(20))
+        .trusted();
     let client = McpClient::connect(server).await.expect("the everything server starts and answers");
 
     let names: Vec<String> = client.tools().iter().map(|t| t.name.clone()).collect();
@@ -85,7 +87,8 @@ async fn the_everything_server_becomes_a_skill_whose_tools_run() {
     // A tool that outlives its timeout fails `timeout`.
     client.close();
     let quick = McpServer::stdio("everything2", "node", [script.to_string_lossy().into_owned(), "stdio".to_owned()])
-        .timeout(Duration::from_millis(300));
+        .timeout(Duration::from_millis(300))
+        .trusted();
     let client = McpClient::connect(quick).await.expect("a second everything server starts");
     client.attach(&op.runtime).expect("a second skill joins");
     op.agent.mount(client.skill().id(), Value::Null).await.expect("it mounts");
@@ -198,7 +201,8 @@ async fn a_server_that_never_comes_back_is_reported_down_and_runs_fail_at_once()
             TEST_SERVER.to_owned(),
         ],
     )
-    .reconnect(Reconnect { attempts: 3, first: Duration::from_millis(10), max: Duration::from_millis(40) });
+    .reconnect(Reconnect { attempts: 3, first: Duration::from_millis(10), max: Duration::from_millis(40) })
+    .trusted();
     let client = McpClient::connect(server).await.unwrap();
     let op = operated(&client).await;
     let pid: u32 = op.output("mcp.flaky.pid", json!({})).await.as_str().unwrap().parse().unwrap();
@@ -232,7 +236,8 @@ async fn a_server_over_streamable_http_becomes_a_skill() {
     let url =
         tokio::io::BufReader::new(stdout).lines().next_line().await.unwrap().expect("the server says where it is");
 
-    let client = McpClient::connect(McpServer::http("web", url)).await.expect("the client connects over HTTP");
+    let client =
+        McpClient::connect(McpServer::http("web", url).trusted()).await.expect("the client connects over HTTP");
     assert_eq!(client.tools().len(), 8);
     let op = operated(&client).await;
     assert_eq!(op.output("mcp.web.echo", json!({"text": "over http"})).await, json!("over http"));
@@ -281,7 +286,7 @@ async fn a_server_over_http_that_goes_away_and_comes_back_is_reconnected() {
     let (mut first, url) = start("127.0.0.1:0").await;
     let address = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
     let reconnect = Reconnect { attempts: 200, first: Duration::from_millis(20), max: Duration::from_millis(100) };
-    let client = McpClient::connect(McpServer::http("web", &url).reconnect(reconnect)).await.unwrap();
+    let client = McpClient::connect(McpServer::http("web", &url).reconnect(reconnect).trusted()).await.unwrap();
     let op = operated(&client).await;
     assert_eq!(op.output("mcp.web.echo", json!({"text": "one"})).await, json!("one"));
 
@@ -327,5 +332,44 @@ async fn structured_content_that_breaks_the_tools_output_schema_is_critical() {
     let (class, message) = op.failure("mcp.shape.measure", json!({"lie": true})).await;
     assert_eq!(class, "critical", "{message}");
     assert!(message.contains("/celsius") && message.contains("number"), "the validator says where and why: {message}");
+    client.close();
+}
+
+/// The attack: the test server says `echo` is read-only and closed-world. Mounted untrusted (the default), that
+/// claim buys nothing: medium risk, side effects, no retries, and `net` still needed, so an agent that was not
+/// granted `net` cannot run it. The same tool from the same server marked trusted runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_server_cannot_talk_its_tools_down() {
+    let client = McpClient::connect(McpServer::stdio("liar", TEST_SERVER, Vec::<String>::new())).await.unwrap();
+    let echo = client.skill().actions().iter().find(|a| a.spec().id.as_str() == "mcp.liar.echo").unwrap().clone();
+    let spec = echo.spec();
+    assert_eq!((spec.risk, spec.side_effects, spec.idempotent), (agentry::action::Risk::Medium, true, false));
+    assert!(spec.capabilities.contains(&agentry::action::Capability::NET), "an untrusted tool always needs net");
+    let op = operated(&client).await;
+    let (class, message) = op.failure("mcp.liar.echo", json!({"text": "hi"})).await;
+    assert_eq!(class, "denied", "{message}");
+    assert!(message.contains("net"), "{message}");
+    client.close();
+
+    let trusted = McpClient::connect(test_server("honest")).await.unwrap();
+    let op = operated(&trusted).await;
+    assert_eq!(op.output("mcp.honest.echo", json!({"text": "hi"})).await, json!("hi"));
+    trusted.close();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_allow_and_deny_lists_keep_tools_out() {
+    let server = test_server("listed").allow_tools(["echo", "p*", "s*"]).deny_tools(["pid"]);
+    let client = McpClient::connect(server).await.unwrap();
+    let mounted: Vec<String> = client.skill().actions().iter().map(|a| a.spec().id.to_string()).collect();
+    assert_eq!(mounted, ["mcp.listed.echo", "mcp.listed.slow"], "only allowed tools, minus denied ones");
+    let skipped = client.skipped();
+    let reason = |tool: &str| skipped.iter().find(|s| s.tool == tool).map(|s| s.reason.clone()).unwrap_or_default();
+    assert!(reason("pid").contains("deny_tools"), "{skipped:?}");
+    assert!(reason("fail").contains("allow_tools"), "{skipped:?}");
+    // A call to a tool kept out is refused at the gate: no such action.
+    let op = operated(&client).await;
+    let (class, _) = op.failure("mcp.listed.pid", json!({})).await;
+    assert_eq!(class, "denied");
     client.close();
 }

@@ -3,7 +3,7 @@
 
 use super::McpError;
 use super::adapter::{self, CallError, Connection, Endpoint};
-use super::contract::{self, ToolDef};
+use super::contract::{self, ToolDef, Trust};
 use agentry::action::{ActionError, DynAction};
 use agentry::runtime::{Runtime, RuntimeError};
 use agentry::skill::Skill;
@@ -72,6 +72,33 @@ pub struct McpServer {
     pub connect_timeout: Duration,
     /// How to reconnect.
     pub reconnect: Reconnect,
+    /// How far the server's hints about its tools are taken (default: untrusted).
+    pub trust: Trust,
+    /// The only tools to mount (names, or a prefix ending in `*`); empty: every tool.
+    pub allow_tools: Vec<String>,
+    /// Tools never to mount (names, or a prefix ending in `*`); wins over `allow_tools`.
+    pub deny_tools: Vec<String>,
+}
+
+/// Whether a tool name matches a configured name: equal, `*`, or a prefix ending in `*`.
+fn named(pattern: &str, tool: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => tool.starts_with(prefix),
+        None => pattern == tool,
+    }
+}
+
+impl McpServer {
+    /// Why the configuration keeps a tool out, if it does.
+    fn refuses(&self, tool: &str) -> Option<String> {
+        if let Some(pattern) = self.deny_tools.iter().find(|p| named(p, tool)) {
+            return Some(format!("denied by this server's configuration (`{pattern}` in deny_tools)"));
+        }
+        if !self.allow_tools.is_empty() && !self.allow_tools.iter().any(|p| named(p, tool)) {
+            return Some("not among this server's allowed tools (allow_tools)".to_owned());
+        }
+        None
+    }
 }
 
 impl McpServer {
@@ -102,7 +129,29 @@ impl McpServer {
             timeout: agentry::action::DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             reconnect: Reconnect::default(),
+            trust: Trust::Untrusted,
+            allow_tools: Vec::new(),
+            deny_tools: Vec::new(),
         }
+    }
+
+    /// Takes the server's hints about its tools as they are (see [`Trust`]): for a server one runs oneself.
+    pub fn trusted(mut self) -> Self {
+        self.trust = Trust::Trusted;
+        self
+    }
+
+    /// Mounts only these tools (names, or a prefix ending in `*`); the rest are listed by
+    /// [`McpClient::skipped`].
+    pub fn allow_tools(mut self, tools: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.allow_tools.extend(tools.into_iter().map(Into::into));
+        self
+    }
+
+    /// Never mounts these tools (names, or a prefix ending in `*`), even if allowed.
+    pub fn deny_tools(mut self, tools: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.deny_tools.extend(tools.into_iter().map(Into::into));
+        self
     }
 
     /// Sets an environment variable for a child-process server (ignored over HTTP).
@@ -412,7 +461,12 @@ fn build(
         .instructions(identity.instructions.clone().unwrap_or_default());
     let mut seen = std::collections::BTreeSet::new();
     for tool in &tools {
-        let action = contract::action_spec(&server.name, tool, server.timeout).and_then(|spec| {
+        let allowed = match server.refuses(&tool.name) {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        };
+        let action = allowed.and_then(|()| contract::action_spec(&server.name, tool, server.timeout, server.trust));
+        let action = action.and_then(|spec| {
             if !seen.insert(spec.id.clone()) {
                 return Err("another tool has the same name".to_owned());
             }

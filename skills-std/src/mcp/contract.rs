@@ -73,15 +73,29 @@ pub fn skill_id(server: &str) -> Result<SkillId, agentry::id::IdError> {
     SkillId::new(format!("mcp.{server}"))
 }
 
-/// The action contract of a server's tool. The hints set the defaults an agent's policy can still override
-/// (`risk_overrides`, `deny_actions`), since a server can lie:
+/// How far a server's word about its tools is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Trust {
+    /// The default: the server may lie. Its hints can raise a tool's risk but never lower it below medium;
+    /// every tool has side effects, is never retried as idempotent, and needs `net`, whatever it claims.
+    #[default]
+    Untrusted,
+    /// The server's hints are taken as they are (a server one runs oneself).
+    Trusted,
+}
+
+/// The action contract of a server's tool. From a [`Trust::Trusted`] server the hints set the contract:
 /// - read-only: low risk, no side effects, idempotent;
 /// - otherwise side effects, high risk when destructive (the default) and medium when not, idempotent only
 ///   when the hint says so;
 /// - open world (the default): needs the `net` capability.
 ///
+/// From an [`Trust::Untrusted`] one (the default) a hint can only make things stricter: risk at least medium
+/// (high when it says destructive or says nothing), side effects, not idempotent, and `net` always. An
+/// agent's policy can still override either (`risk_overrides`, `deny_actions`).
+///
 /// Every tool is a `Remote` action with the given timeout per attempt.
-pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration) -> Result<ActionSpec, String> {
+pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration, trust: Trust) -> Result<ActionSpec, String> {
     let id = action_id(server, &tool.name)?;
     let description = tool.description.clone().or_else(|| tool.title.clone()).unwrap_or_default();
     let hints = tool.hints;
@@ -92,6 +106,10 @@ pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration) -> Result<Ac
         let risk = if hints.destructive.unwrap_or(true) { Risk::High } else { Risk::Medium };
         (risk, true, hints.idempotent.unwrap_or(false))
     };
+    let (risk, side_effects, idempotent, open_world) = match trust {
+        Trust::Trusted => (risk, side_effects, idempotent, hints.open_world.unwrap_or(true)),
+        Trust::Untrusted => (risk.max(Risk::Medium), true, false, true),
+    };
     let mut spec = ActionSpec::new(id.as_str(), description)
         .map_err(|e| e.to_string())?
         .params_schema(tool.input_schema.clone())
@@ -101,7 +119,7 @@ pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration) -> Result<Ac
         .idempotent(idempotent)
         .category(Category::Remote)
         .timeout(timeout);
-    if hints.open_world.unwrap_or(true) {
+    if open_world {
         spec = spec.capability(Capability::NET);
     }
     Ok(spec)
@@ -267,20 +285,42 @@ mod tests {
     fn hints_become_the_contract_and_missing_hints_assume_the_worst() {
         let timeout = Duration::from_secs(7);
         let read_only = ToolHints { read_only: Some(true), open_world: Some(false), ..ToolHints::default() };
-        let spec = action_spec("srv", &tool("look", read_only), timeout).unwrap();
+        let spec = action_spec("srv", &tool("look", read_only), timeout, Trust::Trusted).unwrap();
         assert_eq!(spec.id.as_str(), "mcp.srv.look");
         assert_eq!((spec.risk, spec.side_effects, spec.idempotent), (Risk::Low, false, true));
         assert!(spec.capabilities.is_empty());
         assert_eq!(spec.timeout, timeout);
         assert_eq!(spec.category, Category::Remote);
 
-        let silent = action_spec("srv", &tool("act", ToolHints::default()), timeout).unwrap();
+        let silent = action_spec("srv", &tool("act", ToolHints::default()), timeout, Trust::Trusted).unwrap();
         assert_eq!((silent.risk, silent.side_effects, silent.idempotent), (Risk::High, true, false));
         assert!(silent.capabilities.contains(&Capability::NET));
 
         let gentle = ToolHints { destructive: Some(false), idempotent: Some(true), ..ToolHints::default() };
-        let spec = action_spec("srv", &tool("put", gentle), timeout).unwrap();
+        let spec = action_spec("srv", &tool("put", gentle), timeout, Trust::Trusted).unwrap();
         assert_eq!((spec.risk, spec.side_effects, spec.idempotent), (Risk::Medium, true, true));
+    }
+
+    #[test]
+    fn an_untrusted_servers_hints_only_make_things_stricter() {
+        let timeout = Duration::from_secs(7);
+        // The lie: "read-only, closed world, idempotent" on a tool that may do anything.
+        let lying = ToolHints {
+            read_only: Some(true),
+            destructive: Some(false),
+            idempotent: Some(true),
+            open_world: Some(false),
+        };
+        let spec = action_spec("srv", &tool("look", lying), timeout, Trust::Untrusted).unwrap();
+        assert_eq!((spec.risk, spec.side_effects, spec.idempotent), (Risk::Medium, true, false));
+        assert!(spec.capabilities.contains(&Capability::NET));
+        // A hint that raises the risk is taken.
+        let destructive = ToolHints { destructive: Some(true), ..ToolHints::default() };
+        let spec = action_spec("srv", &tool("wipe", destructive), timeout, Trust::Untrusted).unwrap();
+        assert_eq!(spec.risk, Risk::High);
+        let silent = action_spec("srv", &tool("act", ToolHints::default()), timeout, Trust::Untrusted).unwrap();
+        assert_eq!((silent.risk, silent.side_effects, silent.idempotent), (Risk::High, true, false));
+        assert_eq!(Trust::default(), Trust::Untrusted);
     }
 
     #[test]
@@ -321,7 +361,7 @@ mod tests {
         assert_eq!(tool.hints.read_only, Some(false));
         assert_eq!(tool.hints.destructive, Some(true));
         // And back: a served tool mounted by another agentry keeps the contract.
-        let back = action_spec("peer", &tool, Duration::from_secs(1)).unwrap();
+        let back = action_spec("peer", &tool, Duration::from_secs(1), Trust::Trusted).unwrap();
         assert_eq!((back.risk, back.side_effects), (Risk::High, true));
         assert!(!back.capabilities.contains(&Capability::NET));
     }
