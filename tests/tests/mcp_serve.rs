@@ -185,3 +185,35 @@ async fn an_agent_served_over_a_byte_stream_as_on_stdio() {
     drive(&op, client, changed).await;
     server.await.unwrap().expect("the server ends when the client leaves");
 }
+
+/// agentry on both ends: an agent served over HTTP, mounted by another runtime's `McpClient`. A failure keeps its
+/// class across the wire: `validation` comes back as `validation`, so the calling agent knows to correct its
+/// input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentry_to_agentry_keeps_the_error_class() {
+    let op = agent().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let runtime = op.runtime.clone();
+    let server = tokio::spawn(async move {
+        agentry_skills::mcp::serve_http(&runtime, &operator(), listener, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let client = agentry_skills::mcp::McpClient::connect(agentry_skills::mcp::McpServer::http("peer", &url).trusted())
+        .await
+        .expect("the client connects");
+    let caller = Operated::start(vec![], Policy::default(), &[]).await;
+    client.attach(&caller.runtime).unwrap();
+    caller.agent.mount(client.skill().id(), Value::Null).await.unwrap();
+    // A number output crosses as text (non-object outputs are not wrapped as structured content yet).
+    assert_eq!(caller.output("mcp.peer.arithmetic.add", json!({"a": 2, "b": 3})).await, json!("5.0"));
+    let (class, message) = caller.failure("mcp.peer.arithmetic.divide", json!({"a": 1, "b": 0})).await;
+    assert_eq!(class, "validation", "{message}");
+    assert!(message.contains("divide by zero"), "{message}");
+    client.close();
+    let _ = stop.send(());
+    server.await.unwrap().expect("the server stops cleanly");
+}

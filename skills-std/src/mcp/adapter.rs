@@ -3,7 +3,7 @@
 //! [`super::contract`], so a change in the SDK's API touches this file only.
 
 use super::McpError;
-use super::contract::{ToolDef, ToolHints, ToolResult};
+use super::contract::{ERROR_CLASS_META, ToolDef, ToolHints, ToolResult};
 use futures_util::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig, ErrorCode,
@@ -253,6 +253,11 @@ fn tool_result(result: &CallToolResult) -> ToolResult {
         content: result.content.iter().map(|block| serde_json::to_value(block).unwrap_or(Value::Null)).collect(),
         structured: result.structured_content.clone(),
         is_error: result.is_error.unwrap_or(false),
+        error_class: result
+            .meta
+            .as_ref()
+            .and_then(|meta| serde_json::to_value(meta).ok())
+            .and_then(|meta| serde_json::from_value(meta[ERROR_CLASS_META].clone()).ok()),
     }
 }
 
@@ -344,6 +349,9 @@ impl ServerHandler for Handler {
         let mut wire = json!({"content": result.content, "isError": result.is_error});
         if let Some(structured) = result.structured {
             wire["structuredContent"] = structured;
+        }
+        if let Some(class) = result.error_class {
+            wire["_meta"] = json!({ ERROR_CLASS_META: class });
         }
         let result: CallToolResult = serde_json::from_value(wire)
             .map_err(|e| ErrorData::internal_error(format!("the result could not be encoded: {e}"), None))?;

@@ -2,7 +2,7 @@
 //! result becomes an action's output or error, and an agent's action contract becomes a tool definition. Pure:
 //! the types here are plain data, so the rest of the crate never sees the SDK's types.
 
-use agentry::action::{ActionError, ActionSpec, Capability, Category, Risk};
+use agentry::action::{ActionError, ActionSpec, Capability, Category, ErrorClass, Risk};
 use agentry::id::{ActionId, SkillId};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
@@ -47,7 +47,14 @@ pub struct ToolResult {
     pub structured: Option<Value>,
     /// Whether the tool reports a failure.
     pub is_error: bool,
+    /// The class of the failure, when the server said (an agentry server does, in the result's `_meta` under
+    /// [`ERROR_CLASS_META`]).
+    pub error_class: Option<ErrorClass>,
 }
+
+/// The `_meta` key under which an agentry server tells the class of a failed call (`"validation"`, ...), so an
+/// agentry client gets `validation` back as `validation` rather than `critical`.
+pub const ERROR_CLASS_META: &str = "io.agentry/errorClass";
 
 impl ToolResult {
     /// The text blocks, joined by newlines.
@@ -127,8 +134,9 @@ pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration, trust: Trust
 
 /// A tool's result as an action's output: the structured result when there is one; else the text, when every
 /// block is text; else the content blocks as MCP JSON (images, audio, resources). A result the tool marks as an
-/// error fails `critical` (the tool's own failure, which a retry with the same arguments would not mend) with
-/// the server's text.
+/// error fails with the server's text, `critical` (the tool's own failure, which a retry with the same arguments
+/// would not mend) unless the server named the class: `validation`, `transient`, `timeout` and `critical` are
+/// kept; the classes only a local runtime can decide (`denied`, `cancelled`, `interrupted`) become `critical`.
 pub fn output(tool: &str, result: ToolResult) -> Result<Value, ActionError> {
     if result.is_error {
         let text = result.text();
@@ -137,7 +145,11 @@ pub fn output(tool: &str, result: ToolResult) -> Result<Value, ActionError> {
         } else {
             text
         };
-        return Err(ActionError::critical(format!("MCP tool `{tool}` reported an error: {detail}")));
+        let class = match result.error_class {
+            Some(class @ (ErrorClass::Validation | ErrorClass::Transient | ErrorClass::Timeout)) => class,
+            _ => ErrorClass::Critical,
+        };
+        return Err(ActionError::of_class(class, format!("MCP tool `{tool}` reported an error: {detail}")));
     }
     if let Some(structured) = result.structured {
         return Ok(structured);
@@ -276,7 +288,12 @@ mod tests {
             assert_eq!(content_blocks(&ordinary), None, "{ordinary}");
         }
         // What the client makes of a result that is not all text is served as that content again.
-        let result = ToolResult { content: blocks.as_array().unwrap().clone(), structured: None, is_error: false };
+        let result = ToolResult {
+            content: blocks.as_array().unwrap().clone(),
+            structured: None,
+            is_error: false,
+            error_class: None,
+        };
         let output = output("t", result).unwrap();
         assert_eq!(content_blocks(&output).map(<[Value]>::len), Some(6));
     }
@@ -334,18 +351,54 @@ mod tests {
 
     #[test]
     fn results_become_outputs_or_errors() {
-        let text = ToolResult { content: vec![text_block("a"), text_block("b")], structured: None, is_error: false };
+        let text = ToolResult {
+            content: vec![text_block("a"), text_block("b")],
+            structured: None,
+            is_error: false,
+            error_class: None,
+        };
         assert_eq!(output("t", text), Ok(json!("a\nb")));
-        let structured =
-            ToolResult { content: vec![text_block("{}")], structured: Some(json!({"x": 1})), is_error: false };
+        let structured = ToolResult {
+            content: vec![text_block("{}")],
+            structured: Some(json!({"x": 1})),
+            is_error: false,
+            error_class: None,
+        };
         assert_eq!(output("t", structured), Ok(json!({"x": 1})));
         let image = json!({"type": "image", "data": "AA==", "mimeType": "image/png"});
-        let mixed = ToolResult { content: vec![text_block("see"), image.clone()], structured: None, is_error: false };
+        let mixed = ToolResult {
+            content: vec![text_block("see"), image.clone()],
+            structured: None,
+            is_error: false,
+            error_class: None,
+        };
         assert_eq!(output("t", mixed), Ok(json!([{"type": "text", "text": "see"}, image])));
-        let failed = ToolResult { content: vec![text_block("no such file")], structured: None, is_error: true };
+        let failed = ToolResult {
+            content: vec![text_block("no such file")],
+            structured: None,
+            is_error: true,
+            error_class: None,
+        };
         let err = output("t", failed).unwrap_err();
         assert_eq!(err.class(), agentry::action::ErrorClass::Critical);
         assert!(err.to_string().contains("no such file"), "{err}");
+        // The class an agentry server names is kept, but not the classes only a local runtime decides.
+        let named = |class| ToolResult {
+            content: vec![text_block("bad")],
+            structured: None,
+            is_error: true,
+            error_class: Some(class),
+        };
+        for (said, kept) in [
+            (ErrorClass::Validation, ErrorClass::Validation),
+            (ErrorClass::Transient, ErrorClass::Transient),
+            (ErrorClass::Timeout, ErrorClass::Timeout),
+            (ErrorClass::Denied, ErrorClass::Critical),
+            (ErrorClass::Cancelled, ErrorClass::Critical),
+            (ErrorClass::Interrupted, ErrorClass::Critical),
+        ] {
+            assert_eq!(output("t", named(said)).unwrap_err().class(), kept, "{said:?}");
+        }
     }
 
     #[test]

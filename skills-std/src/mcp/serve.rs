@@ -72,10 +72,20 @@ async fn call(
         OutcomeStatus::Completed => {
             // An output made of content blocks (images, audio, resources) is served as that content.
             if let Some(blocks) = content_blocks(&outcome.output) {
-                return Ok(ToolResult { content: blocks.to_vec(), structured: None, is_error: false });
+                return Ok(ToolResult {
+                    content: blocks.to_vec(),
+                    structured: None,
+                    is_error: false,
+                    error_class: None,
+                });
             }
             let structured = outcome.output.is_object().then(|| outcome.output.clone());
-            Ok(ToolResult { content: vec![text_block(outcome.output_text)], structured, is_error: false })
+            Ok(ToolResult {
+                content: vec![text_block(outcome.output_text)],
+                structured,
+                is_error: false,
+                error_class: None,
+            })
         }
         OutcomeStatus::Blocked | OutcomeStatus::Failed => {
             let error = outcome.error.unwrap_or(agentry::action::OutcomeError {
@@ -99,7 +109,12 @@ async fn call(
                     Refusal::InvalidParams { message, data }
                 });
             }
-            Ok(ToolResult { content: vec![text_block(error.message.clone())], structured: None, is_error: true })
+            Ok(ToolResult {
+                content: vec![text_block(error.message.clone())],
+                structured: None,
+                is_error: true,
+                error_class: Some(error.class),
+            })
         }
     }
 }
