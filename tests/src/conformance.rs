@@ -24,9 +24,23 @@ pub struct Suite {
 }
 
 impl Suite {
-    /// The suite, installing it first if it is not there. Installs go to a fresh folder that is renamed into
-    /// place, so test processes racing to install never see half a package.
-    pub fn installed() -> Self {
+    /// The suite, installing it first if it is not there, or `None` (said loudly on stderr) on a machine other
+    /// than x86-64 Linux, the only one the pinned Node.js build runs on. Installs go to a fresh folder that is
+    /// renamed into place, so test processes racing to install never see half a package.
+    pub fn installed() -> Option<Self> {
+        if !(cfg!(target_os = "linux") && cfg!(target_arch = "x86_64")) {
+            eprintln!(
+                "SKIPPED: the MCP conformance suite runs on the pinned Node.js build for x86-64 Linux only; this \
+                 machine is {} {}",
+                std::env::consts::OS,
+                std::env::consts::ARCH
+            );
+            return None;
+        }
+        Some(Self::install())
+    }
+
+    fn install() -> Self {
         // One install per test process; processes racing each other stage in folders of their own.
         static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _one = INSTALLING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

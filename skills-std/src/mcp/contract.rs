@@ -83,8 +83,10 @@ pub fn skill_id(server: &str) -> Result<SkillId, agentry::id::IdError> {
 /// How far a server's word about its tools is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Trust {
-    /// The default: the server may lie. Its hints can raise a tool's risk but never lower it below medium;
-    /// every tool has side effects, is never retried as idempotent, and needs `net`, whatever it claims.
+    /// The default: the server may lie. Its hints can lower a tool's risk from the pessimistic `high` no
+    /// further than `medium` (so a tool that claims to be harmless still runs only under a policy that accepts
+    /// medium risk), and every tool has side effects, is never retried as idempotent, and needs `net`,
+    /// whatever it claims.
     #[default]
     Untrusted,
     /// The server's hints are taken as they are (a server one runs oneself).
@@ -97,9 +99,9 @@ pub enum Trust {
 ///   when the hint says so;
 /// - open world (the default): needs the `net` capability.
 ///
-/// From an [`Trust::Untrusted`] one (the default) a hint can only make things stricter: risk at least medium
-/// (high when it says destructive or says nothing), side effects, not idempotent, and `net` always. An
-/// agent's policy can still override either (`risk_overrides`, `deny_actions`).
+/// From an [`Trust::Untrusted`] one (the default) risk is at least medium (high when the tool says destructive
+/// or says nothing), with side effects, not idempotent, and `net` always. An agent's policy can still override
+/// either (`risk_overrides`, `deny_actions`).
 ///
 /// Every tool is a `Remote` action with the given timeout per attempt.
 pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration, trust: Trust) -> Result<ActionSpec, String> {
@@ -115,7 +117,11 @@ pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration, trust: Trust
     };
     let (risk, side_effects, idempotent, open_world) = match trust {
         Trust::Trusted => (risk, side_effects, idempotent, hints.open_world.unwrap_or(true)),
-        Trust::Untrusted => (risk.max(Risk::Medium), true, false, true),
+        // Contradicting hints (read-only yet destructive) count as the stricter one.
+        Trust::Untrusted => {
+            let risk = if hints.destructive == Some(true) { Risk::High } else { risk.max(Risk::Medium) };
+            (risk, true, false, true)
+        }
     };
     let mut spec = ActionSpec::new(id.as_str(), description)
         .map_err(|e| e.to_string())?
@@ -135,8 +141,10 @@ pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration, trust: Trust
 /// A tool's result as an action's output: the structured result when there is one; else the text, when every
 /// block is text; else the content blocks as MCP JSON (images, audio, resources). A result the tool marks as an
 /// error fails with the server's text, `critical` (the tool's own failure, which a retry with the same arguments
-/// would not mend) unless the server named the class: `validation`, `transient`, `timeout` and `critical` are
-/// kept; the classes only a local runtime can decide (`denied`, `cancelled`, `interrupted`) become `critical`.
+/// would not mend) unless the server named the class: `validation` and `transient` are kept, a remote `timeout`
+/// is `transient` here, and the classes only a local runtime can decide (`denied`, `cancelled`, `interrupted`)
+/// become `critical`. Any server can name a class; from an untrusted one it changes no retries, since its tools
+/// are never idempotent.
 pub fn output(tool: &str, result: ToolResult) -> Result<Value, ActionError> {
     if result.is_error {
         let text = result.text();
@@ -145,11 +153,13 @@ pub fn output(tool: &str, result: ToolResult) -> Result<Value, ActionError> {
         } else {
             text
         };
-        let class = match result.error_class {
-            Some(class @ (ErrorClass::Validation | ErrorClass::Transient | ErrorClass::Timeout)) => class,
-            _ => ErrorClass::Critical,
-        };
-        return Err(ActionError::of_class(class, format!("MCP tool `{tool}` reported an error: {detail}")));
+        let message = format!("MCP tool `{tool}` reported an error: {detail}");
+        return Err(match result.error_class {
+            Some(ErrorClass::Validation) => ActionError::validation(message),
+            // A timeout over there is not this run's own timeout: for this run it is a transient failure.
+            Some(ErrorClass::Transient | ErrorClass::Timeout) => ActionError::transient(message),
+            _ => ActionError::critical(message),
+        });
     }
     if let Some(structured) = result.structured {
         return Ok(structured);
@@ -335,6 +345,9 @@ mod tests {
         let destructive = ToolHints { destructive: Some(true), ..ToolHints::default() };
         let spec = action_spec("srv", &tool("wipe", destructive), timeout, Trust::Untrusted).unwrap();
         assert_eq!(spec.risk, Risk::High);
+        let contradicting = ToolHints { read_only: Some(true), destructive: Some(true), ..ToolHints::default() };
+        let spec = action_spec("srv", &tool("both", contradicting), timeout, Trust::Untrusted).unwrap();
+        assert_eq!(spec.risk, Risk::High, "read-only yet destructive counts as destructive");
         let silent = action_spec("srv", &tool("act", ToolHints::default()), timeout, Trust::Untrusted).unwrap();
         assert_eq!((silent.risk, silent.side_effects, silent.idempotent), (Risk::High, true, false));
         assert_eq!(Trust::default(), Trust::Untrusted);
@@ -392,12 +405,14 @@ mod tests {
         for (said, kept) in [
             (ErrorClass::Validation, ErrorClass::Validation),
             (ErrorClass::Transient, ErrorClass::Transient),
-            (ErrorClass::Timeout, ErrorClass::Timeout),
+            (ErrorClass::Timeout, ErrorClass::Transient),
             (ErrorClass::Denied, ErrorClass::Critical),
             (ErrorClass::Cancelled, ErrorClass::Critical),
             (ErrorClass::Interrupted, ErrorClass::Critical),
         ] {
-            assert_eq!(output("t", named(said)).unwrap_err().class(), kept, "{said:?}");
+            let err = output("t", named(said)).unwrap_err();
+            assert_eq!(err.class(), kept, "{said:?}");
+            assert!(err.to_string().contains("reported an error: bad"), "{err}");
         }
     }
 
