@@ -9,7 +9,8 @@
 //! ```
 //!
 //! The agent's policy grants `net`, so open-world tools may run, and asks for approval at high risk as the
-//! default policy does: a destructive tool is refused here, since nobody is there to approve it.
+//! default policy does: a destructive tool is refused here, since nobody is there to approve it. The server is
+//! untrusted unless `--trusted` is given: its hints then cannot lower a tool's risk below medium.
 
 use agentry::action::Capability;
 use agentry::id::AgentId;
@@ -26,7 +27,7 @@ struct Args {
 }
 
 fn usage() -> String {
-    "usage: mcp_client [--name NAME] [--call TOOL JSON]... (--http URL | -- COMMAND [ARGS...])".to_owned()
+    "usage: mcp_client [--name NAME] [--trusted] [--call TOOL JSON]... (--http URL | -- COMMAND [ARGS...])".to_owned()
 }
 
 fn parse() -> Result<Args, String> {
@@ -34,9 +35,11 @@ fn parse() -> Result<Args, String> {
     let mut name = "server".to_owned();
     let mut calls = Vec::new();
     let mut server = None;
+    let mut trusted = false;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--name" => name = args.next().ok_or_else(usage)?,
+            "--trusted" => trusted = true,
             "--call" => {
                 let tool = args.next().ok_or_else(usage)?;
                 let json = args.next().ok_or_else(usage)?;
@@ -52,7 +55,9 @@ fn parse() -> Result<Args, String> {
             other => return Err(format!("unknown argument `{other}`; {}", usage())),
         }
     }
-    Ok(Args { server: server.ok_or_else(usage)?, calls })
+    let server = server.ok_or_else(usage)?;
+    let server = if trusted { server.trusted() } else { server };
+    Ok(Args { server, calls })
 }
 
 #[tokio::main]

@@ -217,3 +217,29 @@ async fn agentry_to_agentry_keeps_the_error_class() {
     let _ = stop.send(());
     server.await.unwrap().expect("the server stops cleanly");
 }
+
+/// An output that looks like content blocks but that MCP refuses (a block's `annotations` is not an object) is
+/// served as its JSON text: the run completed, so the call does not fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_content_blocks_are_served_as_text() {
+    let spec = ActionSpec::new("odd.blocks", "Answers with a block MCP refuses.").unwrap();
+    let odd = DynAction::new(spec, |_, _| {
+        Box::pin(async { Ok(json!([{"type": "text", "text": "hello", "annotations": 5}])) })
+    })
+    .unwrap();
+    let skill = Skill::builder("odd", "1.0.0").dyn_action(odd).build().unwrap();
+    let op = Operated::start(vec![skill], Policy::default(), &[]).await;
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    let runtime = op.runtime.clone();
+    let server = tokio::spawn(async move {
+        let (reader, writer) = tokio::io::split(ours);
+        agentry_skills::mcp::serve_io(&runtime, &operator(), reader, writer).await
+    });
+    let (tx, _changed) = mpsc::unbounded_channel();
+    let client = Watcher { changed: tx }.serve(theirs).await.expect("the client connects");
+    let result = call(&client, "odd.blocks", json!({})).await.expect("the call is answered");
+    assert_eq!(result.is_error, Some(false));
+    assert!(text(&result).contains("\"annotations\":5"), "{}", text(&result));
+    client.cancel().await.unwrap();
+    server.await.unwrap().expect("the server ends when the client leaves");
+}

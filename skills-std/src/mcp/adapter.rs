@@ -353,8 +353,18 @@ impl ServerHandler for Handler {
         if let Some(class) = result.error_class {
             wire["_meta"] = json!({ ERROR_CLASS_META: class });
         }
-        let result: CallToolResult = serde_json::from_value(wire)
-            .map_err(|e| ErrorData::internal_error(format!("the result could not be encoded: {e}"), None))?;
+        let decoded: Result<CallToolResult, _> = serde_json::from_value(wire.clone());
+        let result = match decoded {
+            Ok(result) => result,
+            // Blocks the SDK does not accept (a field of the wrong type): served as their JSON text rather than
+            // failing a call whose action completed.
+            Err(err) => {
+                tracing::warn!(%err, "a tool result's content blocks are not valid MCP; they are served as text");
+                wire["content"] = json!([{"type": "text", "text": wire["content"].to_string()}]);
+                serde_json::from_value(wire)
+                    .map_err(|e| ErrorData::internal_error(format!("the result could not be encoded: {e}"), None))?
+            }
+        };
         Ok(result.into())
     }
 }
