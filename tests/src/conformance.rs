@@ -25,8 +25,7 @@ pub struct Suite {
 
 impl Suite {
     /// The suite, installing it first if it is not there, or `None` (said loudly on stderr) on a machine other
-    /// than x86-64 Linux, the only one the pinned Node.js build runs on. Installs go to a fresh folder that is
-    /// renamed into place, so test processes racing to install never see half a package.
+    /// than x86-64 Linux, the only one the pinned Node.js build runs on.
     pub fn installed() -> Option<Self> {
         if !(cfg!(target_os = "linux") && cfg!(target_arch = "x86_64")) {
             eprintln!(
@@ -41,32 +40,11 @@ impl Suite {
     }
 
     fn install() -> Self {
-        // One install per test process; processes racing each other stage in folders of their own.
-        static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _one = INSTALLING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let home = cache();
         let suite = Self::at(&home);
-        if suite.node.is_file() && suite.script.is_file() {
-            return suite;
-        }
-        let parent = home.parent().expect("the cache folder has a parent");
-        std::fs::create_dir_all(parent).expect("the cache folder can be made");
-        let staging = parent.join(format!("{VERSION}.installing.{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&staging);
-        std::fs::create_dir_all(&staging).expect("a staging folder can be made");
-        for file in ["package.json", "package-lock.json"] {
-            std::fs::copy(manifests().join(file), staging.join(file)).expect("the suite's manifests are copied");
-        }
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
-            .arg(&staging)
-            .status()
-            .expect("npm runs (Node.js and npm must be installed)");
-        assert!(status.success(), "npm could not install the MCP conformance suite: {status}");
-        if std::fs::rename(&staging, &home).is_err() {
-            let _ = std::fs::remove_dir_all(&staging);
-        }
-        let suite = Self::at(&home);
+        let manifests = [manifests().join("package.json"), manifests().join("package-lock.json")];
+        let ready = || suite.node.is_file() && suite.script.is_file();
+        crate::npm::install(&home, "the MCP conformance suite", &manifests, &["ci"], ready);
         assert!(suite.node.is_file(), "Node.js 22 is missing after installing: {}", suite.node.display());
         assert!(suite.script.is_file(), "the suite is missing after installing: {}", suite.script.display());
         suite

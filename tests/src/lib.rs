@@ -3,6 +3,7 @@
 
 pub mod conformance;
 pub mod everything;
+pub mod npm;
 
 pub mod durable;
 

@@ -148,38 +148,64 @@ async fn drive(op: &Operated, client: RunningService<RoleClient, Watcher>, mut c
     client.cancel().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_served_over_streamable_http() {
-    // This test builds rmcp's HTTP client itself, so it installs the TLS provider as an application would.
-    agentry_skills::tls::install_provider();
-    let op = agent().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let runtime = op.runtime.clone();
-    let server = tokio::spawn(async move {
-        agentry_skills::mcp::serve_http(&runtime, &operator(), listener, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    let (tx, changed) = mpsc::unbounded_channel();
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
-    let client = Watcher { changed: tx }.serve(transport).await.expect("the client connects");
-    drive(&op, client, changed).await;
-    let _ = stop.send(());
-    server.await.unwrap().expect("the server stops cleanly");
+/// The operator served over streamable HTTP on loopback, until [`Http::stop`].
+struct Http {
+    url: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<Result<(), agentry_skills::mcp::McpError>>,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_served_over_a_byte_stream_as_on_stdio() {
-    let op = agent().await;
+impl Http {
+    async fn serve(op: &Operated) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let runtime = op.runtime.clone();
+        let server = tokio::spawn(async move {
+            agentry_skills::mcp::serve_http(&runtime, &operator(), listener, async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        Self { url, stop, server }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.server.await.unwrap().expect("the server stops cleanly");
+    }
+}
+
+/// The operator served over an in-memory byte stream (what stdio is): the client's end, and the server's task.
+fn serve_stream(
+    op: &Operated,
+) -> (tokio::io::DuplexStream, tokio::task::JoinHandle<Result<(), agentry_skills::mcp::McpError>>) {
     let (ours, theirs) = tokio::io::duplex(64 * 1024);
     let runtime = op.runtime.clone();
     let server = tokio::spawn(async move {
         let (reader, writer) = tokio::io::split(ours);
         agentry_skills::mcp::serve_io(&runtime, &operator(), reader, writer).await
     });
+    (theirs, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_served_over_streamable_http() {
+    // This test builds rmcp's HTTP client itself, so it installs the TLS provider as an application would.
+    agentry_skills::tls::install_provider();
+    let op = agent().await;
+    let served = Http::serve(&op).await;
+    let (tx, changed) = mpsc::unbounded_channel();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(served.url.clone());
+    let client = Watcher { changed: tx }.serve(transport).await.expect("the client connects");
+    drive(&op, client, changed).await;
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_served_over_a_byte_stream_as_on_stdio() {
+    let op = agent().await;
+    let (theirs, server) = serve_stream(&op);
     let (tx, changed) = mpsc::unbounded_channel();
     let client = Watcher { changed: tx }.serve(theirs).await.expect("the client connects");
     drive(&op, client, changed).await;
@@ -192,19 +218,11 @@ async fn an_agent_served_over_a_byte_stream_as_on_stdio() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agentry_to_agentry_keeps_the_error_class() {
     let op = agent().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let runtime = op.runtime.clone();
-    let server = tokio::spawn(async move {
-        agentry_skills::mcp::serve_http(&runtime, &operator(), listener, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    let client = agentry_skills::mcp::McpClient::connect(agentry_skills::mcp::McpServer::http("peer", &url).trusted())
-        .await
-        .expect("the client connects");
+    let served = Http::serve(&op).await;
+    let client =
+        agentry_skills::mcp::McpClient::connect(agentry_skills::mcp::McpServer::http("peer", &served.url).trusted())
+            .await
+            .expect("the client connects");
     let caller = Operated::start(vec![], Policy::default(), &[]).await;
     client.attach(&caller.runtime).unwrap();
     caller.agent.mount(client.skill().id(), Value::Null).await.unwrap();
@@ -214,8 +232,7 @@ async fn agentry_to_agentry_keeps_the_error_class() {
     assert_eq!(class, "validation", "{message}");
     assert!(message.contains("divide by zero"), "{message}");
     client.close();
-    let _ = stop.send(());
-    server.await.unwrap().expect("the server stops cleanly");
+    served.stop().await;
 }
 
 /// An output that looks like content blocks but that MCP refuses (a block's `annotations` is not an object) is
@@ -229,12 +246,7 @@ async fn malformed_content_blocks_are_served_as_text() {
     .unwrap();
     let skill = Skill::builder("odd", "1.0.0").dyn_action(odd).build().unwrap();
     let op = Operated::start(vec![skill], Policy::default(), &[]).await;
-    let (ours, theirs) = tokio::io::duplex(64 * 1024);
-    let runtime = op.runtime.clone();
-    let server = tokio::spawn(async move {
-        let (reader, writer) = tokio::io::split(ours);
-        agentry_skills::mcp::serve_io(&runtime, &operator(), reader, writer).await
-    });
+    let (theirs, server) = serve_stream(&op);
     let (tx, _changed) = mpsc::unbounded_channel();
     let client = Watcher { changed: tx }.serve(theirs).await.expect("the client connects");
     let result = call(&client, "odd.blocks", json!({})).await.expect("the call is answered");

@@ -13,6 +13,7 @@ use rmcp::service::{NotificationContext, RequestContext, RunningServiceCancellat
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer, ServerHandler, ServiceError, ServiceExt};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite};
@@ -353,8 +354,7 @@ impl ServerHandler for Handler {
         if let Some(class) = result.error_class {
             wire["_meta"] = json!({ ERROR_CLASS_META: class });
         }
-        let decoded: Result<CallToolResult, _> = serde_json::from_value(wire.clone());
-        let result = match decoded {
+        let result = match CallToolResult::deserialize(&wire) {
             Ok(result) => result,
             // Blocks the SDK does not accept (a field of the wrong type): served as their JSON text rather than
             // failing a call whose action completed.

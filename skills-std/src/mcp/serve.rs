@@ -71,13 +71,10 @@ async fn call(
     match outcome.status {
         OutcomeStatus::Completed => {
             // An output made of content blocks (images, audio, resources) is served as that content.
-            if let Some(blocks) = content_blocks(&outcome.output) {
-                return Ok(ToolResult {
-                    content: blocks.to_vec(),
-                    structured: None,
-                    is_error: false,
-                    error_class: None,
-                });
+            if content_blocks(&outcome.output).is_some()
+                && let Value::Array(content) = outcome.output
+            {
+                return Ok(ToolResult { content, structured: None, is_error: false, error_class: None });
             }
             let structured = outcome.output.is_object().then(|| outcome.output.clone());
             Ok(ToolResult {
