@@ -45,7 +45,8 @@ pub fn derive_action(input: TokenStream) -> TokenStream {
 /// Keys: `id` and `vsn` (required), `name`, `description` (default: the doc comment), `category`,
 /// `tags("a", ...)`, `actions(Type, ...)`, `requires("skill", ...)`, `instructions`, `state = T` (its schema
 /// and `Default`/deserialize-from-options make the per-agent state), `handle_signal = path` (a pure
-/// `fn(&T, &Signal, &SkillContext) -> SkillReaction<T>`).
+/// `fn(&T, &Signal, &SkillContext) -> SkillReaction<T>`), `offers = path` (a
+/// `fn(SkillBuilder) -> SkillBuilder` that adds the skill's prompts and resources).
 #[proc_macro_derive(Skill, attributes(skill))]
 pub fn derive_skill(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

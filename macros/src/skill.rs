@@ -18,6 +18,7 @@ const KEYS: &[&str] = &[
     "instructions",
     "state",
     "handle_signal",
+    "offers",
 ];
 
 /// Everything `#[skill(...)]` said, parsed and checked.
@@ -36,6 +37,8 @@ pub struct SkillAttr {
     pub instructions: Option<LitStr>,
     pub state: Option<Type>,
     pub handle_signal: Option<Path>,
+    /// A `fn(SkillBuilder) -> SkillBuilder` that adds the skill's prompts and resources.
+    pub offers: Option<Path>,
 }
 
 /// Parses `#[skill(...)]` and checks what can be checked before type checking.
@@ -82,6 +85,7 @@ pub fn parse(input: &DeriveInput) -> syn::Result<SkillAttr> {
             "instructions" => out.instructions = Some(meta.value()?.parse()?),
             "state" => out.state = Some(meta.value()?.parse()?),
             "handle_signal" => out.handle_signal = Some(meta.value()?.parse()?),
+            "offers" => out.offers = Some(meta.value()?.parse()?),
             _ => return Err(unknown_key(&meta.path, "skill", KEYS)),
         }
         Ok(())
@@ -154,6 +158,9 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     if let Some(handler) = &attr.handle_signal {
         let state = &attr.state;
         calls.push(quote_spanned!(handler.span()=> .on_signal::<#state, _>(#handler)));
+    }
+    if let Some(offers) = &attr.offers {
+        calls.push(quote_spanned!(offers.span()=> .with(#offers)));
     }
 
     Ok(quote! {

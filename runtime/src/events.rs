@@ -61,6 +61,12 @@ pub enum EventKind {
         /// Actions it no longer has.
         removed: Vec<ActionId>,
     },
+    /// A run changed a resource one of the agent's skills offers (a file in its drive written through `fs.*`):
+    /// an MCP server tells the clients that subscribed to it.
+    ResourceChanged {
+        /// The resource's URI.
+        uri: String,
+    },
     /// A run was asked for and goes to the gate.
     ActionQueued {
         /// The action.

@@ -51,6 +51,8 @@ pub(crate) enum ServerMsg<A: Agent> {
     SetPolicy(Box<Policy>, oneshot::Sender<()>),
     /// Outcome signals made while handling a message, still to be fed (more than one turn's budget).
     Settle,
+    /// The skills mounted now, with their versions.
+    Mounted(oneshot::Sender<Vec<(SkillId, semver::Version)>>),
 }
 
 /// What the runtime can tell an agent without knowing its type.
@@ -71,6 +73,10 @@ pub(crate) enum Untyped {
     SetPolicy(Box<Policy>, oneshot::Sender<()>),
     /// Hibernate if idle (see [`ServerMsg::Hibernate`]).
     Hibernate(Option<oneshot::Sender<Result<(), RuntimeError>>>, Option<std::time::Duration>),
+    /// Approve (`true`) or deny a run that waits for approval.
+    Decide(Uuid, bool, oneshot::Sender<Result<(), RuntimeError>>),
+    /// The skills mounted now, with their versions, sorted by id.
+    Mounted(oneshot::Sender<Vec<(SkillId, semver::Version)>>),
 }
 
 impl<A: Agent> From<Untyped> for ServerMsg<A> {
@@ -84,6 +90,8 @@ impl<A: Agent> From<Untyped> for ServerMsg<A> {
             Untyped::Actions(reply) => Self::Actions(reply),
             Untyped::SetPolicy(policy, done) => Self::SetPolicy(policy, done),
             Untyped::Hibernate(done, idle) => Self::Hibernate(done, idle),
+            Untyped::Decide(run, approve, done) => Self::Decide(run, approve, done.into()),
+            Untyped::Mounted(reply) => Self::Mounted(reply),
         }
     }
 }
@@ -116,8 +124,8 @@ pub(crate) enum Requester {
         reply: oneshot::Sender<Result<Admitted, ActionError>>,
     },
     /// A caller outside the agent (an MCP client, a command line), which waits for the outcome; the agent gets
-    /// no signal for the run.
-    Outside(Invoker),
+    /// no signal for the run. The run (and every call it makes) can reach the caller if one is given.
+    Outside(Invoker, Option<crate::action::Caller>),
 }
 
 /// A nested call the gate let through: the action and the context of its run.

@@ -443,19 +443,71 @@ impl Runtime {
     /// for its outcome. The run passes the agent's gate like any other: an action that is not registered, not
     /// allowed or lacks a capability comes back as a `Blocked` outcome with a `Denied` error; one that needs
     /// approval is refused with [`RuntimeError::NeedsApproval`], since nobody can approve it while the caller
-    /// waits. It counts against the agent's in-flight cap, is journaled and announced like any run, and the
-    /// effects it asks for are interpreted when it completes; the agent gets no outcome signal for it. Dropping
-    /// the returned future (a caller that gives up) cancels the run, journaled as cancelled.
+    /// waits (see [`Runtime::invoke_with`] for a caller who can). It counts against the agent's in-flight cap, is
+    /// journaled and announced like any run, and the effects it asks for are interpreted when it completes; the
+    /// agent gets no outcome signal for it. Dropping the returned future (a caller that gives up) cancels the run,
+    /// journaled as cancelled.
     pub async fn invoke(
         &self,
         agent: &AgentId,
         action: &str,
         params: Value,
     ) -> Result<crate::action::Outcome, RuntimeError> {
+        self.invoke_for(agent, action, params, None).await
+    }
+
+    /// [`Runtime::invoke`] for a caller the run can reach: the run's log lines and progress go to it, its
+    /// [`ActionContext::sample`](crate::action::ActionContext::sample) and
+    /// [`elicit`](crate::action::ActionContext::elicit) ask it, and the calls the run makes reach it too. When
+    /// the gate asks for approval and the caller can elicit, the run waits for approval like an agent's own run
+    /// and the caller gets a [`CallerRequest::Approve`](crate::action::CallerRequest::Approve) to answer with
+    /// [`AgentRef::approve`] or [`AgentRef::deny`] (or [`Runtime::decide`]); otherwise it is refused as with
+    /// `invoke`.
+    ///
+    /// ```
+    /// use agentry::action::{ActionSpec, Caller, CallerCan, CallerRequest, DynAction, LogLevel};
+    /// use agentry::runtime::{Runtime, SpawnOptions};
+    /// use agentry::skill::Skill;
+    /// use serde_json::{Value, json};
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let greet = DynAction::new(ActionSpec::new("hello.greet", "Greets.")?, |_, ctx| {
+    ///     Box::pin(async move {
+    ///         ctx.log(LogLevel::Info, "greeting");
+    ///         Ok(json!("hi"))
+    ///     })
+    /// })?;
+    /// let runtime = Runtime::builder().skill(Skill::builder("hello", "1.0.0").dyn_action(greet).build()?).build();
+    /// let agent = runtime.spawn((), SpawnOptions::default()).await?;
+    /// agent.mount(&"hello".parse()?, Value::Null).await?;
+    ///
+    /// let (caller, mut heard) = Caller::new(CallerCan::default());
+    /// let outcome = runtime.invoke_with(agent.id(), "hello.greet", json!({}), caller).await?;
+    /// assert_eq!(outcome.output, "hi");
+    /// assert!(matches!(heard.try_recv()?, CallerRequest::Log { message, .. } if message == "greeting"));
+    /// # Ok(()) }
+    /// ```
+    pub async fn invoke_with(
+        &self,
+        agent: &AgentId,
+        action: &str,
+        params: Value,
+        caller: crate::action::Caller,
+    ) -> Result<crate::action::Outcome, RuntimeError> {
+        self.invoke_for(agent, action, params, Some(caller)).await
+    }
+
+    async fn invoke_for(
+        &self,
+        agent: &AgentId,
+        action: &str,
+        params: Value,
+        caller: Option<crate::action::Caller>,
+    ) -> Result<crate::action::Outcome, RuntimeError> {
         let action: crate::id::ActionId = action.parse()?;
         // Dropping this future drops the receiver, which tells the run's task its caller gave up.
         let (reply, outcome) = tokio::sync::oneshot::channel();
-        let request = RunRequest { action, params, by: Requester::Outside(reply), key: crate::action::RunKey::Run };
+        let by = Requester::Outside(reply, caller);
+        let request = RunRequest { action, params, by, key: crate::action::RunKey::Run };
         if !self.shared.directory.tell(agent, Untyped::Request(Box::new(request))) {
             return Err(RuntimeError::NoSuchAgent(agent.clone()));
         }
@@ -469,6 +521,28 @@ impl Runtime {
             return Err(RuntimeError::NoSuchAgent(agent.clone()));
         }
         specs.await.map_err(|_| RuntimeError::Stopped(agent.clone()))
+    }
+
+    /// Approves (`true`) or denies a run of an agent that waits for approval, without the agent's type (as
+    /// [`AgentRef::approve`] and [`AgentRef::deny`] do with it).
+    pub async fn decide(&self, agent: &AgentId, run: uuid::Uuid, approve: bool) -> Result<(), RuntimeError> {
+        let (reply, decided) = tokio::sync::oneshot::channel();
+        if !self.shared.directory.tell(agent, Untyped::Decide(run, approve, reply)) {
+            return Err(RuntimeError::NoSuchAgent(agent.clone()));
+        }
+        decided.await.map_err(|_| RuntimeError::Stopped(agent.clone()))?
+    }
+
+    /// The skills mounted on an agent now, as the catalog defines them, sorted by id. A mounted skill the
+    /// catalog no longer holds is left out.
+    pub async fn mounted(&self, agent: &AgentId) -> Result<Vec<Arc<Skill>>, RuntimeError> {
+        let (reply, mounted) = tokio::sync::oneshot::channel();
+        if !self.shared.directory.tell(agent, Untyped::Mounted(reply)) {
+            return Err(RuntimeError::NoSuchAgent(agent.clone()));
+        }
+        let mounted = mounted.await.map_err(|_| RuntimeError::Stopped(agent.clone()))?;
+        let catalog = self.catalog();
+        Ok(mounted.iter().filter_map(|(id, _)| catalog.get(id).cloned()).collect())
     }
 
     /// Subscribes an agent to a topic that `Emit { to: Topic }` delivers to.

@@ -1,5 +1,6 @@
 //! `system`: waiting, logging, stopping the agent and scheduling a signal to it.
 
+use agentry::action::LogLevel;
 use agentry::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -66,17 +67,23 @@ pub struct Log {
 }
 
 impl Log {
-    /// Emits one `tracing` event at the chosen level.
+    /// Logs the line through the run's context: to the `tracing` log (target `agentry::agent`, tagged with the
+    /// agent, run and action, with `fields` as JSON), and to the run's caller when one listens (an MCP client at
+    /// or below this level). `trace` lines go to `tracing` only.
     pub async fn run(self, ctx: ActionContext) -> Result<(), ActionError> {
-        let fields = self.fields.map(|f| f.to_string()).unwrap_or_default();
-        let (agent, run, message) = (ctx.agent_id.as_str(), ctx.run_id, self.message.as_str());
-        match self.level {
-            Level::Trace => tracing::trace!(target: "agentry::agent", agent, %run, fields, "{message}"),
-            Level::Debug => tracing::debug!(target: "agentry::agent", agent, %run, fields, "{message}"),
-            Level::Info => tracing::info!(target: "agentry::agent", agent, %run, fields, "{message}"),
-            Level::Warn => tracing::warn!(target: "agentry::agent", agent, %run, fields, "{message}"),
-            Level::Error => tracing::error!(target: "agentry::agent", agent, %run, fields, "{message}"),
-        }
+        let level = match self.level {
+            Level::Trace => {
+                let fields = self.fields.map(|f| f.to_string()).unwrap_or_default();
+                let (agent, run, message) = (ctx.agent_id.as_str(), ctx.run_id, self.message.as_str());
+                tracing::trace!(target: "agentry::agent", agent, %run, fields, "{message}");
+                return Ok(());
+            }
+            Level::Debug => LogLevel::Debug,
+            Level::Info => LogLevel::Info,
+            Level::Warn => LogLevel::Warning,
+            Level::Error => LogLevel::Error,
+        };
+        ctx.log_with(level, self.message, self.fields);
         Ok(())
     }
 }

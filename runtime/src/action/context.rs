@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
 
-use super::{ActionError, JobRecord};
+use super::{ActionError, Caller, CallerCan, CallerRequest, Elicited, JobRecord, LogLevel, Sampled, Sampling};
 use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// One call on a run's stack: which action, which run, and the state the action keeps in it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,6 +114,8 @@ pub(crate) trait RunServices: Send + Sync {
     fn cancel_job(&self, ctx: &ActionContext, job: Uuid) -> bool;
     /// Waits until a job of this agent ends, at most `timeout`; `None` when it is unknown.
     fn wait_job(&self, ctx: &ActionContext, job: Uuid, timeout: Duration) -> BoxFuture<Option<JobRecord>>;
+    /// Announces that the run changed a resource (an event for MCP servers' subscribers).
+    fn resource_changed(&self, ctx: &ActionContext, uri: String);
 }
 
 type Answer = dyn Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync;
@@ -146,6 +149,8 @@ impl RunServices for CallsOnly {
     fn wait_job(&self, _ctx: &ActionContext, _job: Uuid, _timeout: Duration) -> BoxFuture<Option<JobRecord>> {
         Box::pin(async { None })
     }
+
+    fn resource_changed(&self, _ctx: &ActionContext, _uri: String) {}
 }
 
 /// A boxed future, as [`RunServices`] returns.
@@ -177,6 +182,8 @@ pub struct ActionContext {
     pub(crate) key: RunKey,
     pub(crate) clock: Clock,
     pub(crate) seed: Option<u64>,
+    /// Whoever asked for the run from outside the agent, when it can be reached (an MCP client).
+    pub(crate) caller: Option<super::Caller>,
 }
 
 /// Where a run's [`ActionContext::now`] comes from.
@@ -233,6 +240,7 @@ impl ActionContext {
             key: RunKey::Run,
             clock: Clock::Wall,
             seed: None,
+            caller: None,
         }
     }
 
@@ -501,14 +509,97 @@ impl ActionContext {
         self.link.as_ref().map(|l| &l.services).ok_or_else(|| self.detached(what))
     }
 
-    /// Reports progress (a fraction from 0 to 1, and an optional message) when this run is part of a job;
-    /// otherwise does nothing.
+    /// Reports progress (a fraction from 0 to 1, and an optional message): to the job's record when this run is
+    /// part of a job, and to the caller when the run was asked for by one that listens (an MCP client that sent
+    /// a progress token). Otherwise it does nothing.
     pub fn progress(&self, fraction: f64, message: Option<String>) {
-        if let Some(Link { services, job: Some(job) }) = &self.link
-            && !fraction.is_nan()
-        {
-            services.job_progress(*job, fraction.clamp(0.0, 1.0), message);
+        if fraction.is_nan() {
+            return;
         }
+        let fraction = fraction.clamp(0.0, 1.0);
+        if let Some(caller) = &self.caller {
+            caller.send(CallerRequest::Progress { progress: fraction, total: Some(1.0), message: message.clone() });
+        }
+        if let Some(Link { services, job: Some(job) }) = &self.link {
+            services.job_progress(*job, fraction, message);
+        }
+    }
+
+    /// Writes a line to the runtime's `tracing` log (target `agentry::agent`, tagged with the agent, run and
+    /// action) and sends it to the run's caller, if one listens (an MCP client gets it as a log notification when
+    /// the level is at or above the one it set).
+    pub fn log(&self, level: LogLevel, message: impl Into<String>) {
+        self.log_with(level, message, None);
+    }
+
+    /// [`ActionContext::log`] with structured details: logged as JSON in the `fields` field, and sent to the
+    /// caller beside the message.
+    pub fn log_with(&self, level: LogLevel, message: impl Into<String>, fields: Option<serde_json::Value>) {
+        let message = message.into();
+        let (agent, run, action) = (self.agent_id.as_str(), self.run_id, self.action_id.as_str());
+        let details = fields.as_ref().map(ToString::to_string).unwrap_or_default();
+        match level {
+            LogLevel::Debug => {
+                tracing::debug!(target: "agentry::agent", agent, %run, action, fields = details, "{message}")
+            }
+            LogLevel::Info | LogLevel::Notice => {
+                tracing::info!(target: "agentry::agent", agent, %run, action, fields = details, "{message}")
+            }
+            LogLevel::Warning => {
+                tracing::warn!(target: "agentry::agent", agent, %run, action, fields = details, "{message}")
+            }
+            _ => tracing::error!(target: "agentry::agent", agent, %run, action, fields = details, "{message}"),
+        }
+        if let Some(caller) = &self.caller {
+            caller.send(CallerRequest::Log { level, logger: self.action_id.to_string(), message, fields });
+        }
+    }
+
+    /// Asks the caller's model for a completion (MCP sampling). Fails `denied` when the run has no caller that
+    /// can sample (it was not asked for by an MCP client that declared sampling), and `transient` when the
+    /// caller could not answer.
+    pub async fn sample(&self, request: Sampling) -> Result<Sampled, ActionError> {
+        let caller = self.caller_that(|can| can.sample, "sample its caller's model (sampling)")?;
+        let (reply, answer) = oneshot::channel();
+        if !caller.send(CallerRequest::Sample { request, reply }) {
+            return Err(ActionError::cancelled("the caller went away before it was asked for a completion"));
+        }
+        answer
+            .await
+            .map_err(|_| ActionError::cancelled("the caller went away before it answered the sampling request"))?
+            .map_err(|e| ActionError::transient(format!("the caller's model did not answer: {e}")))
+    }
+
+    /// Asks the caller's user for input (MCP elicitation): `message`, and a form described by `schema` (a JSON
+    /// Schema object whose properties are strings, numbers, integers, booleans or enums, with defaults if
+    /// wanted). Fails `denied` when the run has no caller that can ask its user, and `transient` when the caller
+    /// could not answer.
+    pub async fn elicit(&self, message: impl Into<String>, schema: Value) -> Result<Elicited, ActionError> {
+        let caller = self.caller_that(|can| can.elicit, "ask its caller's user for input (elicitation)")?;
+        let (reply, answer) = oneshot::channel();
+        if !caller.send(CallerRequest::Elicit { message: message.into(), schema, reply }) {
+            return Err(ActionError::cancelled("the caller went away before it was asked for input"));
+        }
+        answer
+            .await
+            .map_err(|_| ActionError::cancelled("the caller went away before it answered the elicitation"))?
+            .map_err(|e| ActionError::transient(format!("the caller's user could not be asked: {e}")))
+    }
+
+    /// The run's caller, if it can do what `can` picks.
+    fn caller_that(&self, can: impl Fn(CallerCan) -> bool, what: &str) -> Result<&Caller, ActionError> {
+        self.caller.as_ref().filter(|caller| can(caller.can())).ok_or_else(|| {
+            ActionError::denied(format!(
+                "action `{}` cannot {what}: the run was not asked for by a caller that can; expected a call from an \
+                 MCP client that declares the capability",
+                self.action_id
+            ))
+        })
+    }
+
+    /// The run's caller, if it was asked for by one that can be reached (see [`Caller`]).
+    pub fn caller(&self) -> Option<&Caller> {
+        self.caller.as_ref()
     }
 
     /// Asks the agent's server to interpret an effect once this run completes successfully (an agent-level
@@ -533,6 +624,15 @@ impl ActionContext {
         }
         self.sink().effects.push(effect);
         Ok(())
+    }
+
+    /// Says that this run changed a resource the agent's skills offer (by its URI, such as `drive:///notes.md`),
+    /// so clients subscribed to it hear of it: the runtime announces [`crate::events::EventKind::ResourceChanged`]
+    /// at once. Outside a runtime it does nothing.
+    pub fn resource_changed(&self, uri: impl Into<String>) {
+        if let Some(link) = &self.link {
+            link.services.resource_changed(self, uri.into());
+        }
     }
 
     /// Reports what this run cost, in the action's own unit (tokens, cents); reports add up, across attempts

@@ -5,6 +5,7 @@
 //! object-safe form the rest of the system holds: it validates JSON params against a schema compiled once, and
 //! runs the action on JSON.
 
+mod caller;
 mod coerce;
 mod context;
 mod dynamic;
@@ -14,6 +15,7 @@ mod outcome;
 mod retry;
 mod spec;
 
+pub use caller::{ApprovalAsk, Caller, CallerCan, CallerRequest, Elicited, LogLevel, Role, Sampled, Sampling};
 pub use coerce::coerce;
 pub use context::{ActionContext, Frame, IfDriveExists, Requested};
 pub(crate) use context::{BoxFuture, Clock, Link, RunKey, RunServices, RunSink};

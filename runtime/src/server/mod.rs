@@ -255,6 +255,10 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Effects(effects) => state.interpret(effects, crate::interpret::Origin::Job),
             ServerMsg::Refresh(skill, done) => state.on_refresh(&skill, done),
             ServerMsg::Actions(reply) => state.on_actions(reply),
+            ServerMsg::Mounted(reply) => {
+                let mounted = crate::skill::mounted_skills(&state.agent).map(|(id, vsn)| (id.clone(), vsn.clone()));
+                let _ = reply.send(mounted.collect());
+            }
             ServerMsg::SetPolicy(policy, done) => state.set_policy(*policy, done),
             ServerMsg::Settle => {}
         }

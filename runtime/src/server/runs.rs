@@ -3,7 +3,9 @@
 //! run never starts after its action was unmounted or the policy stopped allowing it.
 
 use super::{Awaiting, Clearance, RunIds, Running, ServerState, Ticket};
-use crate::action::{ActionContext, ActionError, DynAction, Frame, Link, Outcome, OutcomeStatus, Risk};
+use crate::action::{
+    ActionContext, ActionError, ApprovalAsk, CallerRequest, DynAction, Frame, Link, Outcome, OutcomeStatus, Risk,
+};
 use crate::agent::Agent;
 use crate::error::RuntimeError;
 use crate::events::EventKind;
@@ -80,11 +82,25 @@ impl<A: Agent> ServerState<A> {
         self.answer(ticket.by, &RunIds::of(&ticket.ctx), outcome, Some(error));
     }
 
-    /// Parks a run until it is approved, denied or its approval expires. An outside caller cannot wait for an
-    /// approval: its run is refused with [`RuntimeError::NeedsApproval`].
+    /// Parks a run until it is approved, denied or its approval expires. An outside caller who can elicit (an
+    /// MCP client with a user) is asked to approve it, for itself or for a call its run makes; any other outside
+    /// caller cannot wait for an approval, and its run is refused with [`RuntimeError::NeedsApproval`].
     fn await_approval(&mut self, ticket: Ticket, risk: Risk) {
         let run = ticket.ctx.run_id;
-        if let Requester::Outside(reply) = ticket.by {
+        let asker = ticket.ctx.caller.clone().filter(|caller| caller.can().elicit);
+        if let (Some(caller), Some(action)) = (&asker, self.table.get(&ticket.ctx.action_id)) {
+            let ask = ApprovalAsk {
+                agent: self.agent.id.clone(),
+                run,
+                spec: action.action.spec().clone(),
+                risk,
+                params: ticket.params.clone(),
+            };
+            caller.send(CallerRequest::Approve(Box::new(ask)));
+        }
+        if asker.is_none()
+            && let Requester::Outside(reply, _) = ticket.by
+        {
             let error = ActionError::denied(format!(
                 "action `{}` needs approval at risk {risk:?}, and a run asked for from outside the agent cannot \
                  wait for one; expected the agent to run it itself, or a policy that does not ask",
@@ -158,7 +174,7 @@ impl<A: Agent> ServerState<A> {
     fn launch(&mut self, action: DynAction, ticket: Ticket) {
         let Ticket { params, ctx, by, .. } = ticket;
         let mut invoker: Option<Invoker> = match by {
-            Requester::Outside(reply) => Some(reply),
+            Requester::Outside(reply, _) => Some(reply),
             _ => None,
         };
         if invoker.as_ref().is_some_and(|reply| reply.is_closed()) {
@@ -198,7 +214,7 @@ impl<A: Agent> ServerState<A> {
                 self.interpret(effects, Origin::Run);
             }
             let by = match invoker {
-                Some(reply) => Requester::Outside(reply),
+                Some(reply) => Requester::Outside(reply, None),
                 None => Requester::Agent { correlation: Some(done.ids.correlation), cause: done.ids.causation },
             };
             self.answer(by, &done.ids, outcome, None);
@@ -216,7 +232,7 @@ impl<A: Agent> ServerState<A> {
                 let error = refusal.unwrap_or_else(|| ActionError::critical(outcome.output_text));
                 let _ = reply.send(Err(error));
             }
-            Requester::Outside(reply) => {
+            Requester::Outside(reply, _) => {
                 let _ = reply.send(Ok(outcome));
             }
         }
@@ -243,7 +259,13 @@ impl<A: Agent> ServerState<A> {
         let (correlation, causation, caller) = match by {
             Requester::Agent { correlation, cause } => (correlation.unwrap_or(run), *cause, None),
             Requester::Routine { caller, .. } => (caller.correlation_id, None, Some(&**caller)),
-            Requester::Outside(_) => (run, None, None),
+            Requester::Outside(..) => (run, None, None),
+        };
+        // Whoever asked from outside hears from the run and from the calls it makes.
+        let outside = match by {
+            Requester::Outside(_, outside) => outside.clone(),
+            Requester::Routine { caller, .. } => caller.caller.clone(),
+            Requester::Agent { .. } => None,
         };
         let skill = self.table.get(&action).and_then(|r| r.skill.clone());
         let drive = match (&self.shared.data_dir, &skill) {
@@ -272,6 +294,7 @@ impl<A: Agent> ServerState<A> {
             key,
             clock: caller.map_or(crate::action::Clock::Wall, |c| c.clock),
             seed: caller.and_then(|c| c.seed),
+            caller: outside,
         }
     }
 

@@ -182,4 +182,9 @@ impl RunServices for AgentServices {
         let known = self.job(ctx, job).is_some();
         Box::pin(async move { if known { shared.jobs.wait(job, timeout).await } else { None } })
     }
+
+    fn resource_changed(&self, ctx: &ActionContext, uri: String) {
+        let kind = crate::events::EventKind::ResourceChanged { uri };
+        self.shared.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+    }
 }

@@ -1,6 +1,6 @@
 //! Building a [`Skill`]: collects its parts and checks them once, so a built skill is always consistent.
 
-use super::{HandlerFn, InitFn, Skill, SkillContext, SkillReaction};
+use super::{HandlerFn, InitFn, Prompt, Resource, ResourceError, Skill, SkillContext, SkillReaction};
 use crate::action::{Action, DynAction, SchemaError};
 use crate::id::{IdError, SkillId};
 use crate::signal::Signal;
@@ -48,6 +48,27 @@ pub enum BuildError {
     /// The skill requires itself.
     #[error("skill `{0}` requires itself; expected requirements on other skills only")]
     RequiresItself(String),
+    /// A prompt is declared wrong (an empty or repeated name, a repeated argument).
+    #[error("skill `{skill}` declares prompt `{prompt}` wrongly: {message}")]
+    Prompt {
+        /// The skill.
+        skill: String,
+        /// The prompt.
+        prompt: String,
+        /// What is wrong, and what was expected.
+        message: String,
+    },
+    /// A resource is declared wrong (a malformed URI template, an action that is not the skill's or has side
+    /// effects, variables that do not fit the action's params).
+    #[error("skill `{skill}` declares resource `{uri}` wrongly: {message}")]
+    Resource {
+        /// The skill.
+        skill: String,
+        /// The resource's URI or template.
+        uri: String,
+        /// What is wrong, and what was expected.
+        message: String,
+    },
 }
 
 /// Builds a [`Skill`]; see [`Skill::builder`].
@@ -66,6 +87,8 @@ pub struct SkillBuilder {
     state_schema: Value,
     initial_state: Arc<InitFn>,
     handler: Option<Arc<HandlerFn>>,
+    prompts: Vec<Prompt>,
+    resources: Vec<Result<Resource, ResourceError>>,
 }
 
 impl SkillBuilder {
@@ -84,7 +107,28 @@ impl SkillBuilder {
             state_schema: Value::Bool(true),
             initial_state: Arc::new(|_| Ok(Value::Null)),
             handler: None,
+            prompts: Vec::new(),
+            resources: Vec::new(),
         }
+    }
+
+    /// Passes the builder through `f`: how `#[skill(offers = f)]` adds prompts and resources to a derived skill.
+    pub fn with(self, f: impl FnOnce(Self) -> Self) -> Self {
+        f(self)
+    }
+
+    /// Offers a prompt (see [`Prompt`]); an agent with the skill mounted serves it to MCP clients.
+    pub fn prompt(mut self, prompt: Prompt) -> Self {
+        self.prompts.push(prompt);
+        self
+    }
+
+    /// Offers a resource (see [`Resource`]), read by one of this skill's actions that has no side effects; an
+    /// agent with the skill mounted serves it to MCP clients. A declaration that does not parse is reported by
+    /// [`SkillBuilder::build`].
+    pub fn resource(mut self, resource: Result<Resource, ResourceError>) -> Self {
+        self.resources.push(resource);
+        self
     }
 
     /// The human name (default: the id).
@@ -210,6 +254,8 @@ impl SkillBuilder {
                 unique_requires.push(r);
             }
         }
+        check_prompts(&id, &self.prompts)?;
+        let resources = check_resources(&id, self.resources, &actions)?;
         let state_validator = jsonschema::validator_for(&self.state_schema)
             .map_err(|e| BuildError::StateSchema { skill: id.to_string(), message: e.to_string() })?;
         Ok(Skill {
@@ -226,6 +272,81 @@ impl SkillBuilder {
             state_validator: Arc::new(state_validator),
             initial_state: self.initial_state,
             handler: self.handler,
+            prompts: self.prompts,
+            resources,
         })
     }
+}
+
+fn check_prompts(skill: &SkillId, prompts: &[Prompt]) -> Result<(), BuildError> {
+    for (i, prompt) in prompts.iter().enumerate() {
+        let wrong =
+            |message: String| BuildError::Prompt { skill: skill.to_string(), prompt: prompt.name.clone(), message };
+        if prompt.name.trim().is_empty() {
+            return Err(wrong("its name is empty; expected a name such as `<skill>.<prompt>`".to_owned()));
+        }
+        if prompts[..i].iter().any(|p| p.name == prompt.name) {
+            return Err(wrong("the name is declared twice; expected each prompt once".to_owned()));
+        }
+        for (j, arg) in prompt.arguments.iter().enumerate() {
+            if prompt.arguments[..j].iter().any(|a| a.name == arg.name) {
+                return Err(wrong(format!("argument `{}` is declared twice; expected each once", arg.name)));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_resources(
+    skill: &SkillId,
+    declared: Vec<Result<Resource, ResourceError>>,
+    actions: &[DynAction],
+) -> Result<Vec<Resource>, BuildError> {
+    let mut resources: Vec<Resource> = Vec::with_capacity(declared.len());
+    for resource in declared {
+        let resource = resource.map_err(|e| {
+            let uri = match &e {
+                ResourceError::Template(t) => t.template.clone(),
+                ResourceError::Action { uri, .. } => uri.clone(),
+            };
+            BuildError::Resource { skill: skill.to_string(), uri, message: e.to_string() }
+        })?;
+        let wrong =
+            |message: String| BuildError::Resource { skill: skill.to_string(), uri: resource.uri.clone(), message };
+        if resources.iter().any(|r| r.uri == resource.uri) {
+            return Err(wrong("the URI is declared twice; expected each resource once".to_owned()));
+        }
+        let Some(action) = actions.iter().find(|a| a.spec().id == resource.action) else {
+            return Err(wrong(format!(
+                "its action `{}` is not one of the skill's; expected an action of this skill, so the resource \
+                 is readable exactly while the skill is mounted",
+                resource.action
+            )));
+        };
+        let spec = action.spec();
+        if spec.side_effects {
+            return Err(wrong(format!(
+                "its action `{}` has side effects; expected one without, since reading must change nothing",
+                spec.id
+            )));
+        }
+        let properties = spec.params_schema.get("properties").and_then(Value::as_object);
+        for variable in resource.variables() {
+            if properties.is_some_and(|p| !p.contains_key(variable)) {
+                return Err(wrong(format!("variable `{variable}` is not a param of `{}`", spec.id)));
+            }
+        }
+        let required = spec.params_schema.get("required").and_then(Value::as_array);
+        for param in required.into_iter().flatten().filter_map(Value::as_str) {
+            if !resource.variables().any(|v| v == param) {
+                return Err(wrong(format!(
+                    "`{}` requires param `{param}`, which is not a variable of the URI; expected a variable for \
+                     each required param",
+                    spec.id
+                )));
+            }
+        }
+        resources.push(resource);
+    }
+    Ok(resources)
 }

@@ -4,6 +4,8 @@ mod build;
 mod catalog;
 mod error;
 mod mount;
+mod prompt;
+mod resource;
 mod state;
 
 pub use build::{BuildError, SkillBuilder};
@@ -12,6 +14,8 @@ pub(crate) use catalog::LiveCatalog;
 pub use error::MountError;
 pub(crate) use mount::version_conflict;
 pub use mount::{mount, mount_all, refresh, unmount};
+pub use prompt::{Prompt, PromptArgument, PromptContent, PromptError, PromptMessage};
+pub use resource::{Resource, ResourceError, TemplateError};
 pub use state::{AgentState, MountedSkill, StepError};
 
 use crate::action::DynAction;
@@ -66,6 +70,8 @@ pub struct Skill {
     state_validator: Arc<jsonschema::Validator>,
     initial_state: Arc<InitFn>,
     handler: Option<Arc<HandlerFn>>,
+    prompts: Vec<Prompt>,
+    resources: Vec<Resource>,
 }
 
 impl fmt::Debug for Skill {
@@ -123,6 +129,16 @@ impl Skill {
     /// Text for LLMs on how to use the skill.
     pub fn instructions(&self) -> &str {
         &self.instructions
+    }
+
+    /// The prompts it offers.
+    pub fn prompts(&self) -> &[Prompt] {
+        &self.prompts
+    }
+
+    /// The resources it offers.
+    pub fn resources(&self) -> &[Resource] {
+        &self.resources
     }
 
     /// The skills that must be mounted before this one.

@@ -237,6 +237,7 @@ impl WriteFile {
         })
         .await?;
         ctx.artifact(&written.path);
+        ctx.resource_changed(drive_uri(&written.path));
         Ok(written)
     }
 }
@@ -268,6 +269,7 @@ impl Append {
         })
         .await?;
         ctx.artifact(&written.path);
+        ctx.resource_changed(drive_uri(&written.path));
         Ok(written)
     }
 }
@@ -412,7 +414,7 @@ impl Move {
         if from.as_os_str().is_empty() || to.as_os_str().is_empty() {
             return Err(ActionError::validation("`from` and `to` must name something inside the drive, not the drive"));
         }
-        on_drive(&ctx, move |dir| {
+        let moved = on_drive(&ctx, move |dir| {
             dir.symlink_metadata(&from).map_err(|e| io_error("move", &from, e))?;
             let mut target = to.clone();
             let mut n = 0;
@@ -438,7 +440,10 @@ impl Move {
             dir.rename(&from, dir, &target).map_err(|e| io_error("move", &from, e))?;
             Ok(Moved { from: path::display(&from), to: path::display(&target) })
         })
-        .await
+        .await?;
+        ctx.resource_changed(drive_uri(&moved.from));
+        ctx.resource_changed(drive_uri(&moved.to));
+        Ok(moved)
     }
 }
 
@@ -469,7 +474,7 @@ impl Delete {
         if path.as_os_str().is_empty() {
             return Err(ActionError::denied("refusing to delete the drive itself; expected a path inside it"));
         }
-        on_drive(&ctx, move |dir| {
+        let deleted = on_drive(&ctx, move |dir| {
             let meta = match dir.symlink_metadata(&path) {
                 Ok(meta) => meta,
                 Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -487,7 +492,11 @@ impl Delete {
             result.map_err(|e| io_error("delete", &path, e))?;
             Ok(Deleted { path: path::display(&path), deleted: true })
         })
-        .await
+        .await?;
+        if deleted.deleted {
+            ctx.resource_changed(drive_uri(&deleted.path));
+        }
+        Ok(deleted)
     }
 }
 
@@ -583,9 +592,28 @@ impl MakeHomeDir {
     tags("files", "drive"),
     actions(Read, WriteFile, Append, List, Mkdir, Move, Delete, StatPath, MakeHomeDir),
     instructions = "Paths are relative to your drive, with `/` between folders; `..` and absolute paths are \
-                    refused. fs.write fails if the file exists unless you pass if_exists = overwrite or rename."
+                    refused. fs.write fails if the file exists unless you pass if_exists = overwrite or rename.",
+    offers = drive_resource
 )]
 pub struct Files;
+
+/// The URI of a file in the drive, as the skill's resource names it (`drive:///notes/today.md`).
+pub fn drive_uri(path: &str) -> String {
+    format!("{DRIVE_SCHEME}{path}")
+}
+
+const DRIVE_SCHEME: &str = "drive:///";
+
+/// The drive as a resource template, `drive:///{+path}`, read by `fs.read`: reading a file is exactly as
+/// confined, allowed and journaled as `fs.read` is. Writes through `fs.*` announce the files they change.
+fn drive_resource(skill: agentry::skill::SkillBuilder) -> agentry::skill::SkillBuilder {
+    let resource = agentry::skill::Resource::new(format!("{DRIVE_SCHEME}{{+path}}"), "drive", "fs.read").map(|r| {
+        r.description("A text file in the agent's drive, by its path in the drive.")
+            .mime_type("text/plain")
+            .text_at("/content")
+    });
+    skill.resource(resource)
+}
 
 #[cfg(test)]
 mod tests {

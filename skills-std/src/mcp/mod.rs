@@ -11,6 +11,7 @@ mod adapter;
 mod client;
 pub mod contract;
 mod error;
+pub mod offers;
 mod serve;
 
 pub use adapter::REFUSED;

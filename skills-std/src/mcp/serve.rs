@@ -1,20 +1,23 @@
-//! An agent's actions as MCP tools: `tools/list` is the agent's live action table, `tools/call` runs through
-//! the agent's gate like any run ([`Runtime::invoke`]), and mounting or unmounting a skill on the agent sends
-//! `tools/list_changed`.
+//! An agent served over MCP: its actions as tools (`tools/list` is the agent's live action table, `tools/call`
+//! runs through the agent's gate like any run, [`Runtime::invoke_with`]), its mounted skills' prompts and
+//! resources (a resource is read by running its action, through the same gate), and the list-changed and
+//! resource-updated notifications that follow the agent's mounting and its runs.
 
 use super::McpError;
-use super::adapter::{self, Identity, Refusal, ToolHost};
+use super::adapter::{self, Change, Identity, Refusal, ToolHost};
 use super::contract::{ToolDef, ToolResult, content_blocks, text_block, tool_def};
-use agentry::action::{ErrorClass, OutcomeStatus};
+use super::offers;
+use agentry::action::{Caller, ErrorClass, OutcomeStatus};
 use agentry::events::EventKind;
 use agentry::id::AgentId;
 use agentry::runtime::{Runtime, RuntimeError};
+use agentry::skill::Skill;
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::watch;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The agent's tools, as the adapter serves them.
@@ -33,10 +36,80 @@ impl ToolHost for AgentTools {
         })
     }
 
-    fn call(&self, tool: String, arguments: Map<String, Value>) -> BoxFuture<'static, Result<ToolResult, Refusal>> {
+    fn call(
+        &self,
+        tool: String,
+        arguments: Map<String, Value>,
+        caller: Caller,
+    ) -> BoxFuture<'static, Result<ToolResult, Refusal>> {
         let runtime = self.runtime.clone();
         let agent = self.agent.clone();
-        Box::pin(async move { call(&runtime, &agent, &tool, arguments).await })
+        Box::pin(async move { call(&runtime, &agent, &tool, arguments, caller).await })
+    }
+
+    fn decide(&self, agent: AgentId, run: uuid::Uuid, approve: bool) -> BoxFuture<'static, ()> {
+        let runtime = self.runtime.clone();
+        Box::pin(async move {
+            // The run may have been decided already (its approval expired, an operator answered): nothing to do.
+            if let Err(err) = runtime.decide(&agent, run, approve).await {
+                tracing::debug!(%err, %run, "an approval the MCP client answered was no longer waiting");
+            }
+        })
+    }
+
+    fn skills(&self) -> BoxFuture<'static, Result<Vec<Arc<Skill>>, Refusal>> {
+        let runtime = self.runtime.clone();
+        let agent = self.agent.clone();
+        Box::pin(async move { runtime.mounted(&agent).await.map_err(|e| Refusal::Internal { message: e.to_string() }) })
+    }
+
+    fn read(&self, uri: String) -> BoxFuture<'static, Result<Vec<Value>, Refusal>> {
+        let runtime = self.runtime.clone();
+        let agent = self.agent.clone();
+        Box::pin(async move { read(&runtime, &agent, &uri).await })
+    }
+}
+
+/// Reads a resource of the agent's mounted skills by running its read action, through the gate like any run.
+async fn read(runtime: &Runtime, agent: &AgentId, uri: &str) -> Result<Vec<Value>, Refusal> {
+    let skills = runtime.mounted(agent).await.map_err(|e| Refusal::Internal { message: e.to_string() })?;
+    let found = offers::resources(&skills).into_iter().find_map(|r| r.read_params(uri).map(|params| (r, params)));
+    let Some((resource, params)) = found else {
+        return Err(Refusal::NotFound {
+            message: format!(
+                "no resource `{uri}`; expected a URI that resources/list or resources/templates/list offers"
+            ),
+            data: json!({"uri": uri}),
+        });
+    };
+    let outcome = match runtime.invoke(agent, resource.action.as_str(), Value::Object(params)).await {
+        Ok(outcome) => outcome,
+        Err(RuntimeError::NeedsApproval { action, risk, run, .. }) => {
+            return Err(Refusal::Refused {
+                message: format!(
+                    "reading `{uri}` runs `{action}`, which needs approval (risk {risk:?}); it was not run"
+                ),
+                data: json!({"reason": "approval_required", "uri": uri, "run_id": run}),
+            });
+        }
+        Err(other) => return Err(Refusal::Internal { message: other.to_string() }),
+    };
+    match (outcome.status, outcome.error) {
+        (OutcomeStatus::Completed, _) => Ok(offers::resource_contents(&resource, uri, &outcome.output)),
+        (_, Some(error)) if error.class == ErrorClass::Denied && outcome.attempts == 0 => Err(Refusal::Refused {
+            message: format!("reading `{uri}` was refused: {}", error.message),
+            data: json!({"reason": "denied", "uri": uri}),
+        }),
+        (_, Some(error)) if error.class == ErrorClass::Validation => Err(Refusal::InvalidParams {
+            message: format!("`{uri}` cannot be read: {}", error.message),
+            data: json!({"reason": "invalid", "uri": uri}),
+        }),
+        (_, error) => Err(Refusal::Internal {
+            message: format!(
+                "reading `{uri}` failed: {}",
+                error.map_or_else(|| outcome.output_text.clone(), |e| e.message)
+            ),
+        }),
     }
 }
 
@@ -48,8 +121,9 @@ async fn call(
     agent: &AgentId,
     tool: &str,
     arguments: Map<String, Value>,
+    caller: Caller,
 ) -> Result<ToolResult, Refusal> {
-    let outcome = match runtime.invoke(agent, tool, Value::Object(arguments)).await {
+    let outcome = match runtime.invoke_with(agent, tool, Value::Object(arguments), caller).await {
         Ok(outcome) => outcome,
         Err(RuntimeError::BadAction(e)) => {
             return Err(Refusal::InvalidParams {
@@ -127,9 +201,11 @@ fn identity(agent: &AgentId) -> Identity {
     }
 }
 
-/// A counter that moves each time the agent's skills change, until `stop` is cancelled or the agent stops.
-fn skill_changes(runtime: &Runtime, agent: &AgentId, stop: CancellationToken) -> watch::Receiver<u64> {
-    let (moved, changes) = watch::channel(0u64);
+/// What changes on the agent, for the clients, until `stop` is cancelled or the agent stops: its skills
+/// (mounted, unmounted, refreshed: the tools, prompts and resources may have changed) and the resources its runs
+/// say they changed.
+fn changes(runtime: &Runtime, agent: &AgentId, stop: CancellationToken) -> mpsc::UnboundedReceiver<Change> {
+    let (tell, changes) = mpsc::unbounded_channel();
     let mut events = runtime.events();
     let agent = agent.clone();
     tokio::spawn(async move {
@@ -138,21 +214,24 @@ fn skill_changes(runtime: &Runtime, agent: &AgentId, stop: CancellationToken) ->
                 event = events.recv() => event,
                 () = stop.cancelled() => break,
             };
-            let changed = match event {
+            let change = match event {
                 Ok(event) if event.agent == agent => match event.kind {
                     EventKind::SkillMounted { .. }
                     | EventKind::SkillUnmounted { .. }
-                    | EventKind::SkillRefreshed { .. } => true,
+                    | EventKind::SkillRefreshed { .. } => Some(Change::Skills),
+                    EventKind::ResourceChanged { uri } => Some(Change::Resource(uri)),
                     EventKind::AgentStopped { .. } => break,
-                    _ => false,
+                    _ => None,
                 },
-                Ok(_) => false,
-                // Missed events may have held a change: say the list changed, to be safe.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                Ok(_) => None,
+                // Missed events may have held a change: say the lists changed, to be safe.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Some(Change::Skills),
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             };
-            if changed {
-                moved.send_modify(|n| *n += 1);
+            if let Some(change) = change
+                && tell.send(change).is_err()
+            {
+                break;
             }
         }
     });
@@ -170,7 +249,7 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     let stop = CancellationToken::new();
-    let changes = skill_changes(runtime, agent, stop.clone());
+    let changes = changes(runtime, agent, stop.clone());
     let served = adapter::serve_io(host(runtime, agent), identity(agent), changes, reader, writer).await;
     stop.cancel();
     served
@@ -185,7 +264,7 @@ pub async fn serve_stdio(runtime: &Runtime, agent: &AgentId) -> Result<(), McpEr
 /// An agent's actions as a streamable HTTP MCP endpoint at `/mcp`, for an axum router of the application's
 /// own. It stops serving when `stop` is cancelled.
 pub fn http_router(runtime: &Runtime, agent: &AgentId, stop: CancellationToken) -> axum::Router {
-    let changes = skill_changes(runtime, agent, stop.clone());
+    let changes = changes(runtime, agent, stop.clone());
     adapter::http_router(host(runtime, agent), identity(agent), changes, stop)
 }
 

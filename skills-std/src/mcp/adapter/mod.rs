@@ -2,9 +2,10 @@
 //! its tools ([`client`]), and serving an agent to clients ([`server`]). Everything crosses this boundary as the
 //! plain data of [`super::contract`], so a change in the SDK's API touches this module only.
 
+mod caller;
 mod client;
 mod server;
 
 pub(crate) use client::{CallError, Connection, Endpoint, ServerIdentity, connect};
 pub use server::REFUSED;
-pub(crate) use server::{Identity, Refusal, ToolHost, http_router, serve_io};
+pub(crate) use server::{Change, Identity, Refusal, ToolHost, http_router, serve_io};

@@ -1,0 +1,267 @@
+//! Resources a skill offers: data a client can read by URI (an MCP server serves them as MCP resources). A
+//! resource is read by running one of the skill's actions that has no side effects, through the agent's gate
+//! like any run, so reading is allowed, confined and journaled exactly as that action is.
+
+use crate::id::ActionId;
+use std::collections::BTreeMap;
+
+/// One piece of a URI template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    /// Text that must appear as it is.
+    Literal(String),
+    /// `{name}`: one or more characters other than `/`, `?` and `#`; `{+name}`: one or more of any.
+    Variable { name: String, reserved: bool },
+}
+
+/// Why a URI template does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("URI template `{template}` is malformed: {message}; expected text with `{{name}}` or `{{+name}}` variables")]
+pub struct TemplateError {
+    /// The template.
+    pub template: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn parse(template: &str) -> Result<Vec<Part>, TemplateError> {
+    let error = |message: &str| TemplateError { template: template.to_owned(), message: message.to_owned() };
+    let mut parts = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        if open > 0 {
+            parts.push(Part::Literal(rest[..open].to_owned()));
+        }
+        let after = &rest[open + 1..];
+        let close = after.find('}').ok_or_else(|| error("a `{` is never closed"))?;
+        let (name, reserved) = match after[..close].strip_prefix('+') {
+            Some(name) => (name, true),
+            None => (&after[..close], false),
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(error(&format!("variable `{name}` is not a name of ASCII letters, digits and `_`")));
+        }
+        if matches!(parts.last(), Some(Part::Variable { .. })) {
+            return Err(error("two variables touch, so where one ends is ambiguous"));
+        }
+        if parts.iter().any(|p| matches!(p, Part::Variable { name: n, .. } if n == name)) {
+            return Err(error(&format!("variable `{name}` appears twice")));
+        }
+        parts.push(Part::Variable { name: name.to_owned(), reserved });
+        rest = &after[close + 1..];
+    }
+    if rest.contains('}') {
+        return Err(error("a `}` is never opened"));
+    }
+    if !rest.is_empty() {
+        parts.push(Part::Literal(rest.to_owned()));
+    }
+    Ok(parts)
+}
+
+/// Matches `uri` against `parts`, filling `vars`; backtracks over where each variable ends.
+fn matches(parts: &[Part], uri: &str, vars: &mut BTreeMap<String, String>) -> bool {
+    match parts.split_first() {
+        None => uri.is_empty(),
+        Some((Part::Literal(text), rest)) => {
+            uri.strip_prefix(text.as_str()).is_some_and(|uri| matches(rest, uri, vars))
+        }
+        Some((Part::Variable { name, reserved }, rest)) => {
+            let stop = |c: char| !reserved && matches!(c, '/' | '?' | '#');
+            let longest = uri.find(stop).unwrap_or(uri.len());
+            // Longest first, so a `{+path}` at the end takes the whole rest.
+            let ends: Vec<usize> = uri[..longest].char_indices().map(|(i, c)| i + c.len_utf8()).collect();
+            for &end in ends.iter().rev() {
+                if matches(rest, &uri[end..], vars) {
+                    vars.insert(name.clone(), uri[..end].to_owned());
+                    return true;
+                }
+            }
+            false
+        }
+    }
+}
+
+/// A resource a skill offers ([`crate::skill::SkillBuilder::resource`]): a URI, or a URI template with
+/// variables (`test://items/{id}`, `drive:///{+path}`), read by running `action` with the variables as its
+/// params (percent-decoded). The action's output is the content: text, or the text at `text_at` (a JSON
+/// pointer) in an object output, or content blocks (a binary resource is a blob resource block).
+///
+/// ```
+/// use agentry::skill::Resource;
+/// let file = Resource::new("drive:///{+path}", "drive", "fs.read")?.mime_type("text/plain").text_at("/content");
+/// assert!(file.is_template());
+/// assert_eq!(file.read_params("drive:///notes/a%20b.txt").unwrap()["path"], "notes/a b.txt");
+/// assert_eq!(file.read_params("other:///x"), None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    /// The URI, or URI template.
+    pub uri: String,
+    /// A short name.
+    pub name: String,
+    /// What it holds.
+    pub description: String,
+    /// The content's MIME type, if known.
+    pub mime_type: Option<String>,
+    /// The action that reads it (one of the skill's own, with no side effects).
+    pub action: ActionId,
+    /// Where the text is in the action's output when it is an object (a JSON pointer such as `/content`).
+    pub text_at: Option<String>,
+    /// Values to offer when a client asks for completions of a variable.
+    pub values: BTreeMap<String, Vec<String>>,
+    parts: Vec<Part>,
+}
+
+/// Why a resource declaration is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceError {
+    /// The URI template does not parse.
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    /// The action is not an action id.
+    #[error("resource `{uri}` names `{action}` as its action, which is not an action id: {message}")]
+    Action {
+        /// The resource.
+        uri: String,
+        /// The text given.
+        action: String,
+        /// Why it is not an id.
+        message: String,
+    },
+}
+
+impl Resource {
+    /// A resource read by running `action` (an id such as `fs.read`).
+    pub fn new(uri: impl Into<String>, name: impl Into<String>, action: &str) -> Result<Self, ResourceError> {
+        let uri = uri.into();
+        let parts = parse(&uri)?;
+        let action = ActionId::new(action).map_err(|e| ResourceError::Action {
+            uri: uri.clone(),
+            action: action.to_owned(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            uri,
+            name: name.into(),
+            description: String::new(),
+            mime_type: None,
+            action,
+            text_at: None,
+            values: BTreeMap::new(),
+            parts,
+        })
+    }
+
+    /// Says what it holds.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
+    /// Sets the content's MIME type.
+    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
+        self.mime_type = Some(mime_type.into());
+        self
+    }
+
+    /// Where the text is in an object output (a JSON pointer such as `/content`).
+    pub fn text_at(mut self, pointer: impl Into<String>) -> Self {
+        self.text_at = Some(pointer.into());
+        self
+    }
+
+    /// Values a client is offered when it asks for completions of a variable.
+    pub fn values<V: Into<String>>(mut self, variable: &str, values: impl IntoIterator<Item = V>) -> Self {
+        self.values.entry(variable.to_owned()).or_default().extend(values.into_iter().map(Into::into));
+        self
+    }
+
+    /// Whether the URI has variables (a template) rather than naming one resource.
+    pub fn is_template(&self) -> bool {
+        self.parts.iter().any(|p| matches!(p, Part::Variable { .. }))
+    }
+
+    /// The names of its variables, in order.
+    pub fn variables(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Variable { name, .. } => Some(name.as_str()),
+            Part::Literal(_) => None,
+        })
+    }
+
+    /// The action's params for reading `uri`: its variables, percent-decoded, as a JSON object; `None` when
+    /// `uri` is not this resource (or a variable's value does not decode to UTF-8).
+    pub fn read_params(&self, uri: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+        let mut vars = BTreeMap::new();
+        if !matches(&self.parts, uri, &mut vars) {
+            return None;
+        }
+        vars.into_iter()
+            .map(|(name, raw)| {
+                let value = percent_encoding::percent_decode_str(&raw).decode_utf8().ok()?;
+                Some((name, serde_json::Value::String(value.into_owned())))
+            })
+            .collect()
+    }
+
+    /// The values offered for a variable that start with `prefix`.
+    pub fn complete(&self, variable: &str, prefix: &str) -> Vec<String> {
+        self.values
+            .get(variable)
+            .map(|values| values.iter().filter(|v| v.starts_with(prefix)).cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn resource(uri: &str) -> Resource {
+        Resource::new(uri, "r", "x.read").unwrap()
+    }
+
+    #[test]
+    fn malformed_templates_are_refused_with_the_reason() {
+        for (bad, why) in [
+            ("a://{x", "never closed"),
+            ("a://x}", "never opened"),
+            ("a://{}", "not a name"),
+            ("a://{a b}", "not a name"),
+            ("a://{x}{y}", "touch"),
+            ("a://{x}/{x}", "twice"),
+        ] {
+            let err = Resource::new(bad, "r", "x.read").unwrap_err().to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        assert!(matches!(Resource::new("a://b", "r", "not an id"), Err(ResourceError::Action { .. })));
+    }
+
+    #[test]
+    fn simple_variables_stop_at_slashes_and_reserved_ones_do_not() {
+        let item = resource("test://template/{id}/data");
+        assert_eq!(item.read_params("test://template/123/data").unwrap()["id"], "123");
+        assert_eq!(item.read_params("test://template/1/2/data"), None, "`{{id}}` takes no `/`");
+        assert_eq!(item.read_params("test://template//data"), None, "a variable is never empty");
+        assert_eq!(item.read_params("test://template/123/data/more"), None);
+        let file = resource("drive:///{+path}");
+        assert_eq!(file.read_params("drive:///a/../b").unwrap()["path"], "a/../b", "the action confines it");
+        assert!(!resource("test://static").is_template());
+        assert_eq!(resource("test://static").read_params("test://static"), Some(serde_json::Map::new()));
+    }
+
+    proptest! {
+        /// Filling a template and matching the result gives back the values (simple values have no `/`).
+        #[test]
+        fn a_filled_template_matches_with_its_values(a in "[a-z0-9 %]{1,8}", b in "[a-z0-9/._-]{1,12}") {
+            let template = resource("t://{a}/x/{+b}");
+            let encoded = a.replace('%', "%25").replace(' ', "%20");
+            let params = template.read_params(&format!("t://{encoded}/x/{b}")).unwrap();
+            prop_assert_eq!(params["a"].as_str(), Some(a.as_str()));
+            prop_assert_eq!(params["b"].as_str(), Some(b.as_str()));
+        }
+    }
+}
