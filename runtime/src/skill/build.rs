@@ -350,3 +350,56 @@ fn check_resources(
     }
     Ok(resources)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::action::ActionSpec;
+    use serde_json::json;
+
+    fn action(id: &str, side_effects: bool, params: Value) -> DynAction {
+        let spec = ActionSpec::new(id, "An action.").unwrap().side_effects(side_effects).params_schema(params);
+        DynAction::new(spec, |_, _| Box::pin(async { Ok(Value::Null) })).unwrap()
+    }
+
+    fn by_id() -> Value {
+        json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]})
+    }
+
+    fn refused(resource: Result<Resource, ResourceError>) -> String {
+        let built = Skill::builder("s", "1.0.0")
+            .dyn_action(action("s.read", false, by_id()))
+            .dyn_action(action("s.write", true, by_id()))
+            .resource(Resource::new("s://fine/{id}", "fine", "s.read"))
+            .resource(resource)
+            .build();
+        match built {
+            Err(BuildError::Resource { message, .. }) => message,
+            other => panic!("expected a resource error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_resource_must_be_read_by_the_skills_own_action_without_side_effects() {
+        assert!(refused(Resource::new("s://a/{id}", "a", "other.read")).contains("not one of the skill's"));
+        assert!(refused(Resource::new("s://a/{id}", "a", "s.write")).contains("has side effects"));
+        assert!(refused(Resource::new("s://a/{id}/{x}", "a", "s.read")).contains("`x` is not a param"));
+        assert!(refused(Resource::new("s://a", "a", "s.read")).contains("requires param `id`"));
+        assert!(refused(Resource::new("s://fine/{id}", "again", "s.read")).contains("declared twice"));
+        assert!(refused(Resource::new("s://a/{id", "a", "s.read")).contains("never closed"));
+    }
+
+    #[test]
+    fn prompts_need_a_name_once_and_each_argument_once() {
+        let build = |prompts: Vec<Prompt>| {
+            prompts.into_iter().fold(Skill::builder("s", "1.0.0"), SkillBuilder::prompt).build().map(|_| ())
+        };
+        assert!(build(vec![Prompt::new("s.a", "A"), Prompt::new("s.b", "B")]).is_ok());
+        let twice = build(vec![Prompt::new("s.a", "A"), Prompt::new("s.a", "B")]).unwrap_err();
+        assert!(twice.to_string().contains("declared twice"), "{twice}");
+        let empty = build(vec![Prompt::new(" ", "A")]).unwrap_err();
+        assert!(empty.to_string().contains("name is empty"), "{empty}");
+        let args = build(vec![Prompt::new("s.a", "A").argument("x", "", true).argument("x", "", false)]).unwrap_err();
+        assert!(args.to_string().contains("argument `x` is declared twice"), "{args}");
+    }
+}
