@@ -20,3 +20,19 @@ pub fn install_provider() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
 }
+
+/// The certificates in PEM text, for a client to trust; the error says what is wrong (not PEM, no certificate
+/// in it, a broken one).
+pub(crate) fn pem_certificates(pem: &str) -> Result<Vec<reqwest::Certificate>, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let ders = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("is not PEM: {e}"))?;
+    if ders.is_empty() {
+        return Err("holds no certificate".to_owned());
+    }
+    ders.iter()
+        .map(|der| reqwest::Certificate::from_der(der).map_err(|e| format!("is not a certificate: {e}")))
+        .collect()
+}

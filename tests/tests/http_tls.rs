@@ -7,43 +7,15 @@ use agentry::policy::Policy;
 use agentry::skill::SkillDefinition;
 use agentry_skills::Http;
 use agentry_tests::Operated;
+use agentry_tests::tls::TlsListener;
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::response::Redirect;
 use axum::routing::get;
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls::ServerConfig;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-
-/// A TCP listener that completes a TLS handshake on each connection before axum sees it; a client that fails
-/// the handshake (because it does not trust the certificate) is dropped and the next one accepted.
-struct TlsListener {
-    tcp: TcpListener,
-    acceptor: TlsAcceptor,
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = tokio_rustls::server::TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Ok((tcp, addr)) = self.tcp.accept().await else { continue };
-            if let Ok(tls) = self.acceptor.accept(tcp).await {
-                return (tls, addr);
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
-    }
-}
+use tokio::net::TcpListener;
 
 /// What the plain-`http` server saw: how many requests, and the last `authorization` header.
 #[derive(Default)]
@@ -67,22 +39,10 @@ async fn servers() -> (String, String, Arc<Plain>) {
     let plain_addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let pem = certified.cert.pem();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![CertificateDer::from(certified.cert.der().to_vec())], key)
-        .unwrap();
-    let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = tcp.local_addr().unwrap().port();
+    let (listener, port, pem) = TlsListener::localhost().await;
     let secure = Router::new()
         .route("/hello", get(|| async { "over tls" }))
         .route("/down", get(move || async move { Redirect::to(&format!("http://{plain_addr}/")) }));
-    let listener = TlsListener { tcp, acceptor: TlsAcceptor::from(Arc::new(config)) };
     tokio::spawn(async move { axum::serve(listener, secure).await });
     (format!("https://localhost:{port}"), pem, plain)
 }

@@ -251,8 +251,8 @@ async fn a_server_over_streamable_http_becomes_a_skill() {
 async fn bad_configurations_are_typed_errors() {
     let err = McpClient::connect(McpServer::stdio("bad name", "true", Vec::<String>::new())).await.unwrap_err();
     assert!(err.to_string().contains("`bad name`"), "{err}");
-    let err = McpClient::connect(McpServer::http("tls", "https://example.invalid/mcp")).await.unwrap_err();
-    assert!(err.to_string().contains("https is not supported"), "{err}");
+    let err = McpClient::connect(McpServer::http("files", "ftp://example.invalid/mcp")).await.unwrap_err();
+    assert!(err.to_string().contains("scheme `ftp` is not MCP's"), "{err}");
     let err = McpClient::connect(McpServer::stdio("ghost", "/nonexistent/mcp-server", Vec::<String>::new()))
         .await
         .unwrap_err();

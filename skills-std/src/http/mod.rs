@@ -44,26 +44,14 @@ impl HttpConfig {
     /// The extra roots, parsed; a text that holds no PEM certificate, or a broken one, is a `validation` error
     /// naming it.
     fn roots(&self) -> Result<Vec<reqwest::Certificate>, ActionError> {
-        use rustls::pki_types::CertificateDer;
-        use rustls::pki_types::pem::PemObject;
         let mut roots = Vec::new();
         for (i, pem) in self.extra_root_certificates.iter().enumerate() {
-            let bad = |why: String| {
+            roots.extend(crate::tls::pem_certificates(pem).map_err(|why| {
                 ActionError::validation(format!(
                     "mount option `extra_root_certificates[{i}]` {why}; expected PEM text with `-----BEGIN \
                      CERTIFICATE-----` blocks"
                 ))
-            };
-            let ders = CertificateDer::pem_slice_iter(pem.as_bytes())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| bad(format!("is not PEM: {e}")))?;
-            if ders.is_empty() {
-                return Err(bad("holds no certificate".to_owned()));
-            }
-            for der in ders {
-                roots
-                    .push(reqwest::Certificate::from_der(&der).map_err(|e| bad(format!("is not a certificate: {e}")))?);
-            }
+            })?);
         }
         Ok(roots)
     }

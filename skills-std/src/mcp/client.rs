@@ -28,11 +28,27 @@ pub enum McpTransport {
         /// Its working folder (default: this process's).
         cwd: Option<PathBuf>,
     },
-    /// Streamable HTTP at a URL such as `http://127.0.0.1:8000/mcp` (plain `http` only for now).
+    /// Streamable HTTP at a URL such as `https://mcp.example.com/mcp` or `http://127.0.0.1:8000/mcp`.
     Http {
         /// The endpoint.
         url: String,
+        /// Headers sent with every request ([`McpServer::header`], [`McpServer::header_env`]).
+        headers: Vec<(String, HeaderSource)>,
+        /// The environment variable that holds a bearer token ([`McpServer::bearer_env`]).
+        bearer_env: Option<String>,
+        /// PEM certificates trusted besides the system's roots ([`McpServer::root_certificate`]).
+        root_certificates: Vec<String>,
     },
+}
+
+/// Where a header's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderSource {
+    /// This text, as it is (for values that are not secret).
+    Text(String),
+    /// The environment variable of this name, read at each connection (for secrets, which never belong in a
+    /// file).
+    Env(String),
 }
 
 /// How the client reconnects after losing the server: `attempts` tries, waiting `first` before the first and
@@ -119,7 +135,50 @@ impl McpServer {
 
     /// A server at a streamable HTTP URL.
     pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
-        Self::new(name, McpTransport::Http { url: url.into() })
+        let transport = McpTransport::Http {
+            url: url.into(),
+            headers: Vec::new(),
+            bearer_env: None,
+            root_certificates: Vec::new(),
+        };
+        Self::new(name, transport)
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every request, the token read from the environment variable
+    /// `var` at each connection (so a rotated token is picked up on reconnecting). HTTP servers only. A secret is
+    /// sent over plain `http://` only to a loopback host.
+    pub fn bearer_env(mut self, var: impl Into<String>) -> Self {
+        if let McpTransport::Http { bearer_env, .. } = &mut self.transport {
+            *bearer_env = Some(var.into());
+        }
+        self
+    }
+
+    /// Sends a header with every request, with this value as it is (not for secrets: see
+    /// [`McpServer::header_env`]). HTTP servers only.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        if let McpTransport::Http { headers, .. } = &mut self.transport {
+            headers.push((name.into(), HeaderSource::Text(value.into())));
+        }
+        self
+    }
+
+    /// Sends a header with every request, its value read from the environment variable `var` at each
+    /// connection. HTTP servers only. A secret is sent over plain `http://` only to a loopback host.
+    pub fn header_env(mut self, name: impl Into<String>, var: impl Into<String>) -> Self {
+        if let McpTransport::Http { headers, .. } = &mut self.transport {
+            headers.push((name.into(), HeaderSource::Env(var.into())));
+        }
+        self
+    }
+
+    /// Trusts this PEM certificate (a private CA, a self-signed server) besides the system's roots for an
+    /// `https://` server.
+    pub fn root_certificate(mut self, pem: impl Into<String>) -> Self {
+        if let McpTransport::Http { root_certificates, .. } = &mut self.transport {
+            root_certificates.push(pem.into());
+        }
+        self
     }
 
     fn new(name: impl Into<String>, transport: McpTransport) -> Self {
@@ -304,7 +363,7 @@ impl McpClient {
         }
         contract::skill_id(&server.name)
             .map_err(|e| McpError::BadName { name: server.name.clone(), reason: e.to_string() })?;
-        if let McpTransport::Http { url } = &server.transport {
+        if let McpTransport::Http { url, .. } = &server.transport {
             check_url(&server.name, url)?;
         }
         let (list_changed, changes) = mpsc::unbounded_channel();
@@ -408,12 +467,59 @@ fn check_url(server: &str, url: &str) -> Result<(), McpError> {
     let bad =
         |reason: &str| McpError::BadUrl { server: server.to_owned(), url: url.to_owned(), reason: reason.to_owned() };
     let parsed =
-        url::Url::parse(url).map_err(|e| bad(&format!("it does not parse ({e}); expected http://host:port/path")))?;
+        url::Url::parse(url).map_err(|e| bad(&format!("it does not parse ({e}); expected https://host/path")))?;
     match parsed.scheme() {
-        "http" => Ok(()),
-        "https" => Err(bad("https is not supported yet; expected an http:// endpoint")),
-        other => Err(bad(&format!("scheme `{other}` is not MCP's; expected http://"))),
+        "http" | "https" => Ok(()),
+        other => Err(bad(&format!("scheme `{other}` is not MCP's; expected https:// or http://"))),
     }
+}
+
+/// Whether a URL's host is this machine, the only place a secret may go over plain `http`.
+fn is_loopback(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// The headers, bearer token and roots of an HTTP server, with secrets read from the environment now. A secret
+/// bound for a plain `http://` URL off this machine is refused, as is a variable that is not set or a name or
+/// value HTTP cannot carry (a line break, say).
+fn http_options(
+    server: &McpServer,
+    url: &str,
+    headers: &[(String, HeaderSource)],
+    bearer_env: Option<&str>,
+) -> Result<adapter::HttpOptions, McpError> {
+    let config = |message: String| McpError::Config { server: server.name.clone(), message };
+    let secret = |var: &str| {
+        std::env::var(var).map_err(|_| {
+            config(format!(
+                "the environment variable `{var}` is not set (or not UTF-8); expected it to hold the secret"
+            ))
+        })
+    };
+    let has_secret = bearer_env.is_some() || headers.iter().any(|(_, v)| matches!(v, HeaderSource::Env(_)));
+    let parsed = url::Url::parse(url).map_err(|e| config(format!("the URL does not parse: {e}")))?;
+    if has_secret && parsed.scheme() == "http" && !is_loopback(&parsed) {
+        return Err(config(format!(
+            "a secret (a bearer token or a header from the environment) would go in the clear to `{}`; expected an \
+             https:// URL, or plain http to localhost only",
+            parsed.host_str().unwrap_or_default()
+        )));
+    }
+    let mut resolved = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        let value = match value {
+            HeaderSource::Text(text) => text.clone(),
+            HeaderSource::Env(var) => secret(var)?,
+        };
+        resolved.push((name.clone(), value));
+    }
+    let bearer = bearer_env.map(secret).transpose()?;
+    adapter::HttpOptions::new(resolved, bearer).map_err(config)
 }
 
 /// Connects and does the handshake, within the server's connect timeout: a server that never answers is an
@@ -421,7 +527,10 @@ fn check_url(server: &str, url: &str) -> Result<(), McpError> {
 async fn open(server: &McpServer, list_changed: mpsc::UnboundedSender<()>) -> Result<Connection, McpError> {
     let endpoint = match &server.transport {
         McpTransport::Stdio { command, args, env, cwd } => Endpoint::Stdio { command, args, env, cwd: cwd.as_deref() },
-        McpTransport::Http { url } => Endpoint::Http { url },
+        McpTransport::Http { url, headers, bearer_env, root_certificates } => {
+            let options = http_options(server, url, headers, bearer_env.as_deref())?;
+            Endpoint::Http { url, options, root_certificates }
+        }
     };
     // Dropping an unfinished handshake drops its transport, which ends a child process.
     let within = server.connect_timeout;

@@ -21,6 +21,15 @@ pub enum McpError {
         /// What is wrong with it, and what was expected.
         reason: String,
     },
+    /// The server's configuration cannot be used: a secret's variable is not set, a header cannot be sent, a
+    /// secret would go in the clear, a certificate does not parse.
+    #[error("MCP server `{server}` is misconfigured: {message}")]
+    Config {
+        /// The server.
+        server: String,
+        /// What is wrong, and what was expected.
+        message: String,
+    },
     /// The server's process could not be started.
     #[error("MCP server `{server}` could not be started with `{command}`: {message}")]
     Spawn {

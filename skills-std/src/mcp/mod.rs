@@ -15,7 +15,9 @@ pub mod offers;
 mod serve;
 
 pub use adapter::REFUSED;
-pub use client::{ClientStatus, DEFAULT_CONNECT_TIMEOUT, McpClient, McpServer, McpTransport, Reconnect, SkippedTool};
+pub use client::{
+    ClientStatus, DEFAULT_CONNECT_TIMEOUT, HeaderSource, McpClient, McpServer, McpTransport, Reconnect, SkippedTool,
+};
 pub use contract::Trust;
 pub use error::McpError;
 pub use serve::{http_router, serve_http, serve_io, serve_stdio};

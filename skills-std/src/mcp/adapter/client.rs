@@ -2,12 +2,14 @@
 
 use super::super::McpError;
 use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolHints, ToolResult};
+use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ErrorCode, Implementation,
     ListToolsResult, PaginatedRequestParams, Tool,
 };
 use rmcp::service::{NotificationContext, RunningServiceCancellationToken};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
 use std::sync::Mutex;
@@ -18,8 +20,37 @@ use tokio::sync::{mpsc, watch};
 pub(crate) enum Endpoint<'a> {
     /// A child process speaking MCP on its stdin and stdout.
     Stdio { command: &'a str, args: &'a [String], env: &'a [(String, String)], cwd: Option<&'a std::path::Path> },
-    /// A streamable HTTP endpoint (`http://host:port/mcp`).
-    Http { url: &'a str },
+    /// A streamable HTTP endpoint (`https://host/mcp`), with the headers to send and the roots to trust.
+    Http { url: &'a str, options: HttpOptions, root_certificates: &'a [String] },
+}
+
+/// The headers sent with every request to an HTTP server, checked: names and values HTTP can carry.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HttpOptions {
+    headers: std::collections::HashMap<HeaderName, HeaderValue>,
+    bearer: Option<String>,
+}
+
+impl HttpOptions {
+    /// Checks each header's name and value, and the token (a line break in one would forge a header).
+    pub(crate) fn new(headers: Vec<(String, String)>, bearer: Option<String>) -> Result<Self, String> {
+        let mut checked = std::collections::HashMap::new();
+        for (name, value) in headers {
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("`{name}` is not an HTTP header name; expected letters, digits and `-`"))?;
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                format!("the value of header `{name}` holds characters HTTP cannot carry (a line break, say)")
+            })?;
+            value.set_sensitive(true);
+            checked.insert(header, value);
+        }
+        if let Some(token) = &bearer
+            && HeaderValue::from_str(&format!("Bearer {token}")).is_err()
+        {
+            return Err("the bearer token holds characters HTTP cannot carry (a line break, say)".to_owned());
+        }
+        Ok(Self { headers: checked, bearer })
+    }
 }
 
 /// Why a request to a connected server failed.
@@ -128,9 +159,27 @@ pub(crate) async fn connect(
             let pid = transport.id();
             (listener.serve(transport).await.map_err(|e| handshake(e.to_string()))?, pid)
         }
-        Endpoint::Http { url } => {
+        Endpoint::Http { url, options, root_certificates } => {
             crate::tls::install_provider();
-            let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+            let config = |message: String| McpError::Config { server: server.to_owned(), message };
+            let mut roots = Vec::new();
+            for (i, pem) in root_certificates.iter().enumerate() {
+                roots.extend(
+                    crate::tls::pem_certificates(pem).map_err(|why| config(format!("root certificate {i} {why}")))?,
+                );
+            }
+            // No redirects: a header or token meant for this server must never follow one elsewhere.
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .tls_certs_merge(roots)
+                .build()
+                .map_err(|e| config(format!("the HTTP client could not start: {e}")))?;
+            let mut transport =
+                StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(options.headers);
+            if let Some(token) = options.bearer {
+                transport = transport.auth_header(token);
+            }
+            let transport = StreamableHttpClientTransport::with_client(client, transport);
             (listener.serve(transport).await.map_err(|e| handshake(e.to_string()))?, None)
         }
     };
