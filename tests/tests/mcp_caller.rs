@@ -259,3 +259,89 @@ async fn a_run_asks_the_clients_model_or_user_only_if_the_client_can_answer() {
     assert_eq!(heard.asked.recv().await.as_deref(), Some("Your name?"));
     client.cancel().await.unwrap();
 }
+
+/// agentry to agentry: a served action asks its caller's user through elicitation, and the caller is an
+/// agentry `McpClient`, so the ask becomes an approval on the agent whose call it came in. Approved, the form's
+/// defaults are the answer; denied, the server hears `decline`. Both journaled like any approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_elicitation_is_an_approval_on_the_calling_agent() {
+    use agentry::action::{Capability, Elicited};
+    use agentry::pattern::Pattern;
+    use agentry::runtime::{Runtime, SpawnOptions};
+    use agentry_skills::mcp::{McpClient, McpServer};
+
+    // The server: an agent whose one action asks for a form with a default.
+    let ask = ActionSpec::new("form.ask", "Asks for a name.").unwrap();
+    let form = Skill::builder("form", "1.0.0")
+        .dyn_action(
+            DynAction::new(ask, |_, ctx| {
+                Box::pin(async move {
+                    let schema =
+                        json!({"type": "object", "properties": {"name": {"type": "string", "default": "Ann"}}});
+                    let answer: Elicited = ctx.elicit("Your name?", schema).await?;
+                    Ok(serde_json::to_value(answer).unwrap())
+                })
+            })
+            .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let server = Runtime::builder().skill(form).build();
+    let served = server.spawn((), SpawnOptions::default()).await.unwrap();
+    served.mount(&"form".parse().unwrap(), serde_json::Value::Null).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://localhost:{}/mcp", listener.local_addr().unwrap().port());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (runtime, id) = (server.clone(), served.id().clone());
+    tokio::spawn(async move {
+        agentry_skills::mcp::serve_http(&runtime, &id, listener, async move {
+            let _ = stopped.await;
+        })
+        .await
+    });
+
+    // The client: an agent that mounts the server; its own tools run without asking, elicitations are asked.
+    let client = McpClient::connect(McpServer::http("form", &url)).await.unwrap();
+    let runtime = Runtime::builder().build();
+    client.attach(&runtime).unwrap();
+    let mut policy = Policy::default().grant(Capability::NET);
+    policy.risk_overrides.insert(Pattern::new("mcp.form.form.*").unwrap(), Risk::Low);
+    let caller = runtime.spawn((), SpawnOptions { policy, ..SpawnOptions::default() }).await.unwrap();
+    caller.mount(client.skill().id(), serde_json::Value::Null).await.unwrap();
+
+    for approve in [true, false] {
+        let mut events = runtime.events();
+        let call = runtime.invoke(caller.id(), "mcp.form.form.ask", json!({}));
+        tokio::pin!(call);
+        // The call waits on the approval: answer it when it is asked.
+        let asked = loop {
+            tokio::select! {
+                event = events.recv() => {
+                    let event = event.unwrap();
+                    if let EventKind::ApprovalAsked { action } = &event.kind {
+                        break (action.to_string(), event.run.unwrap());
+                    }
+                }
+                done = &mut call => panic!("the call ended before any approval was asked: {done:?}"),
+            }
+        };
+        assert_eq!(asked.0, "mcp.form.elicitation");
+        if approve {
+            caller.approve(asked.1).await.unwrap()
+        } else {
+            caller.deny(asked.1).await.unwrap()
+        }
+        let outcome = call.await.unwrap();
+        let expected = if approve {
+            json!({"action": "accept", "content": {"name": "Ann"}})
+        } else {
+            json!({"action": "decline"})
+        };
+        assert_eq!(outcome.output, expected, "approved: {approve}; {outcome:?}");
+        let record = runtime.store().get(asked.1).expect("the elicitation's run is journaled");
+        let status = if approve { RunStatus::Completed } else { RunStatus::Blocked };
+        assert_eq!(record.status(), status);
+    }
+    client.close();
+    let _ = stop.send(());
+}

@@ -4,10 +4,10 @@
 use super::McpError;
 use super::adapter::{self, CallError, Connection, Endpoint};
 use super::contract::{self, ToolDef, Trust};
-use agentry::action::{ActionError, DynAction};
+use agentry::action::{ActionContext, ActionError, ActionSpec, DynAction, Elicited, Risk};
 use agentry::runtime::{Runtime, RuntimeError};
 use agentry::skill::Skill;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
@@ -569,9 +569,13 @@ fn build(
         .tag("mcp")
         .instructions(identity.instructions.clone().unwrap_or_default());
     let mut seen = std::collections::BTreeSet::new();
+    builder = builder.dyn_action(elicitation_action(&server.name)?);
     for tool in &tools {
         let allowed = match server.refuses(&tool.name) {
             Some(reason) => Err(reason),
+            None if tool.name == ELICITATION => {
+                Err(format!("`{ELICITATION}` is the action that answers this server's elicitations"))
+            }
             None => Ok(()),
         };
         let action = allowed.and_then(|()| contract::action_spec(&server.name, tool, server.timeout, server.trust));
@@ -581,10 +585,10 @@ fn build(
             }
             let line = line.clone();
             let name = tool.name.clone();
-            DynAction::new(spec, move |params, _ctx| {
+            DynAction::new(spec, move |params, ctx| {
                 let line = line.clone();
                 let name = name.clone();
-                Box::pin(async move { call(&line, &name, params).await })
+                Box::pin(async move { call(&line, &name, params, &ctx).await })
             })
             .map_err(|e| e.to_string())
         });
@@ -600,10 +604,52 @@ fn build(
     Ok(Built { tools, skipped, skill })
 }
 
+/// The tool name kept for the action that answers a server's elicitations: `mcp.<server>.elicitation`.
+const ELICITATION: &str = "elicitation";
+
+/// The action a server's elicitation becomes: a high-risk run of the agent, so the default policy asks for
+/// approval (journaled and announced like any). Approved, it answers with the form's defaults; denied, the
+/// server is told `decline`.
+fn elicitation_action(server: &str) -> Result<DynAction, String> {
+    let spec = ActionSpec::new(
+        format!("mcp.{server}.{ELICITATION}").as_str(),
+        format!("Answers an elicitation of MCP server `{server}` with its form's defaults, once approved."),
+    )
+    .map_err(|e| e.to_string())?
+    .risk(Risk::High)
+    .params_schema(json!({
+        "type": "object",
+        "properties": {
+            "message": {"type": "string", "description": "What the server asks."},
+            "schema": {"type": "object", "description": "The form the server asks to be filled in."},
+        },
+        "required": ["message", "schema"],
+    }));
+    DynAction::new(spec, |params, _ctx| {
+        Box::pin(async move { contract::form_defaults(&params["schema"]).map_err(ActionError::validation) })
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// A server's elicitation during a call, asked of the agent as a run of `mcp.<server>.elicitation` nested in the
+/// call: approved, the form's defaults are the answer; denied (or refused by the policy), `decline`; anything
+/// else (the agent stopped, a required field without a default), `cancel`.
+async fn approve_elicitation(ctx: &ActionContext, server: &str, ask: &adapter::Ask) -> Elicited {
+    let params = json!({"message": ask.message, "schema": ask.schema});
+    match ctx.call(format!("mcp.{server}.{ELICITATION}"), params).await {
+        Ok(content) => Elicited::Accept(content),
+        Err(error) if error.class() == agentry::action::ErrorClass::Denied => Elicited::Decline,
+        Err(error) => {
+            tracing::warn!(server, %error, "an elicitation was cancelled");
+            Elicited::Cancel
+        }
+    }
+}
+
 /// One tool call as an action run: a lost connection is `transient` (the client is reconnecting), the
 /// server's `invalid params` is `validation`, another JSON-RPC error is `critical`, and the result maps as
 /// [`contract::output`] says.
-async fn call(line: &Line, tool: &str, params: Value) -> Result<Value, ActionError> {
+async fn call(line: &Line, tool: &str, params: Value, ctx: &ActionContext) -> Result<Value, ActionError> {
     let server = &line.server.name;
     let arguments = contract::arguments(params)?;
     let Some(connection) = line.current().filter(|c| !c.is_closed()) else {
@@ -616,7 +662,20 @@ async fn call(line: &Line, tool: &str, params: Value) -> Result<Value, ActionErr
             _ => ActionError::transient(format!("MCP server `{server}` is not connected; reconnecting")),
         });
     };
-    match connection.call(tool, arguments).await {
+    // While the call runs, the server may ask for input: each ask is an approval on this agent.
+    let (_flight, mut asks) = connection.in_flight();
+    let call = connection.call(tool, arguments);
+    tokio::pin!(call);
+    let called = loop {
+        tokio::select! {
+            called = &mut call => break called,
+            Some(ask) = asks.recv() => {
+                let answer = approve_elicitation(ctx, server, &ask).await;
+                let _ = ask.reply.send(answer);
+            }
+        }
+    };
+    match called {
         Ok(result) => contract::output(tool, result),
         Err(CallError::Closed(why)) => {
             // Over HTTP the session can outlive a dead server; ending it makes the client reconnect.

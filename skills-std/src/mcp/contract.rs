@@ -240,6 +240,27 @@ pub fn content_blocks(output: &Value) -> Option<&[Value]> {
     blocks.iter().all(block).then_some(blocks.as_slice())
 }
 
+/// The answer an approved elicitation gives: each field of the form (`schema`, a JSON Schema object) that has
+/// a `default`, with it (as SEP-1034 says a client applies defaults). An approval cannot type anything in, so
+/// a required field without a default is an error naming it.
+pub fn form_defaults(schema: &Value) -> Result<Value, String> {
+    let properties = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let required: Vec<&str> =
+        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let mut answer = Map::new();
+    for (name, field) in &properties {
+        if let Some(default) = field.get("default") {
+            answer.insert(name.clone(), default.clone());
+        }
+    }
+    if let Some(missing) = required.iter().find(|name| !answer.contains_key(**name)) {
+        return Err(format!(
+            "the server asks for `{missing}`, which has no default; an approval can only accept defaults"
+        ));
+    }
+    Ok(Value::Object(answer))
+}
+
 /// Arguments as the JSON object MCP sends: `null` is no arguments; anything but an object is refused.
 pub fn arguments(params: Value) -> Result<Map<String, Value>, ActionError> {
     match params {

@@ -1,10 +1,13 @@
 //! The client under test for the MCP conformance suite's client scenarios: `conformance client --command
 //! <this binary>` starts it with the test server's URL as its last argument and the scenario's name in
 //! `MCP_CONFORMANCE_SCENARIO`. It connects with agentry's own `McpClient`, mounts the server's tools on an agent
-//! and does what the scenario asks through the agent's gate, as an application would. Exit code 0 when the
-//! scenario's steps ran, 1 (with the reason on stderr) when they did not or the scenario is unknown.
+//! and does what the scenario asks through the agent's gate, as an application would. A server's elicitation is
+//! an approval on the agent (`mcp.conformance.elicitation`, high risk); this client's operator approves each
+//! one it sees. Exit code 0 when the scenario's steps ran, 1 (with the reason on stderr) when they did not or
+//! the scenario is unknown.
 
 use agentry::action::{Capability, Risk};
+use agentry::events::EventKind;
 use agentry::id::AgentId;
 use agentry::pattern::Pattern;
 use agentry::policy::Policy;
@@ -34,6 +37,8 @@ async fn run() -> Result<(), Box<dyn Error>> {
         "tools_call" => vec![("add_numbers", json!({"a": 2, "b": 3}))],
         // The server ends the call's stream before the result: the client must come back for it.
         "sse-retry" => vec![("test_reconnection", json!({}))],
+        // The server asks for a form whose fields all have defaults: approved, the defaults are the answer.
+        "elicitation-sep1034-client-defaults" => vec![("test_client_elicitation_defaults", json!({}))],
         other => return Err(format!("scenario `{other}` is not one this client knows").into()),
     };
     let client = McpClient::connect(McpServer::http(SERVER, &url).timeout(Duration::from_secs(20))).await?;
@@ -43,11 +48,26 @@ async fn run() -> Result<(), Box<dyn Error>> {
     // this one test server, on loopback.
     let mut policy = Policy::default().grant(Capability::NET);
     policy.risk_overrides.insert(Pattern::new(format!("mcp.{SERVER}.**"))?, Risk::Low);
+    // But a server's elicitation is asked of the operator, as any approval.
+    policy.risk_overrides.insert(Pattern::new(format!("mcp.{SERVER}.elicitation"))?, Risk::High);
     policy.allow_hosts.insert("*".to_owned());
     policy.allow_private_network = true;
     let agent = AgentId::new("conformance-client")?;
     let user = runtime.spawn((), SpawnOptions { id: Some(agent.clone()), policy, ..SpawnOptions::default() }).await?;
     user.mount(client.skill().id(), Value::Null).await?;
+    // The operator: approves every run the agent asks approval for, and says so.
+    let mut events = runtime.events();
+    let operator = user.clone();
+    tokio::spawn(async move {
+        while let Ok(event) = events.recv().await {
+            if let (EventKind::ApprovalAsked { action }, Some(run)) = (&event.kind, event.run) {
+                eprintln!("approving {action} (run {run})");
+                if let Err(err) = operator.approve(run).await {
+                    eprintln!("the approval failed: {err}");
+                }
+            }
+        }
+    });
     let mut failed = Vec::new();
     for (tool, params) in calls {
         let action = format!("mcp.{SERVER}.{tool}");

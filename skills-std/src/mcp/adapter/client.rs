@@ -2,19 +2,21 @@
 
 use super::super::McpError;
 use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolHints, ToolResult};
+use agentry::action::Elicited;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ErrorCode, Implementation,
-    ListToolsResult, PaginatedRequestParams, Tool,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, ErrorCode, FormElicitationCapability, Implementation, ListToolsResult,
+    PaginatedRequestParams, Tool,
 };
-use rmcp::service::{NotificationContext, RunningServiceCancellationToken};
+use rmcp::service::{NotificationContext, RequestContext, RunningServiceCancellationToken};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
+use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::io::AsyncBufReadExt;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// How to reach a server, as the adapter needs it.
 pub(crate) enum Endpoint<'a> {
@@ -94,6 +96,37 @@ fn call_error(error: ServiceError) -> CallError {
 struct Listener {
     list_changed: mpsc::UnboundedSender<()>,
     name: String,
+    in_flight: InFlight,
+}
+
+/// A server's elicitation (a form it asks the user to fill in), for the call in flight to answer.
+#[derive(Debug)]
+pub(crate) struct Ask {
+    /// What the server asks.
+    pub message: String,
+    /// The form, a JSON Schema object.
+    pub schema: Value,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<Elicited>,
+}
+
+/// The calls in flight on a connection, each with where its server's elicitations go.
+type InFlight = Arc<Mutex<Vec<(u64, mpsc::UnboundedSender<Ask>)>>>;
+
+/// A call's place among those in flight; leaving it (dropping this) takes the call off the list.
+pub(crate) struct Flight {
+    id: u64,
+    in_flight: InFlight,
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        lock(&self.in_flight).retain(|(id, _)| *id != self.id);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl ClientHandler for Listener {
@@ -101,10 +134,45 @@ impl ClientHandler for Listener {
         let _ = self.list_changed.send(());
     }
 
+    /// A server asks for input during a call: the one call in flight answers it (as an approval on the agent
+    /// that made it). With none, or several (which one asked cannot be told), the ask is declined.
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = request else {
+            tracing::warn!(server = %self.name, "a URL elicitation was declined: agentry answers forms only");
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+        let answerer = {
+            let flights = lock(&self.in_flight);
+            match flights.as_slice() {
+                [(_, answerer)] => Some(answerer.clone()),
+                _ => None,
+            }
+        };
+        let (reply, answer) = oneshot::channel();
+        let asked = answerer.is_some_and(|a| a.send(Ask { message, schema, reply }).is_ok());
+        if !asked {
+            tracing::warn!(server = %self.name, "an elicitation was declined: it did not come during exactly one call");
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        }
+        Ok(match answer.await.unwrap_or(Elicited::Cancel) {
+            Elicited::Accept(content) => ElicitResult::new(ElicitationAction::Accept).with_content(content),
+            Elicited::Decline => ElicitResult::new(ElicitationAction::Decline),
+            Elicited::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+        })
+    }
+
     fn get_info(&self) -> ClientConfig {
         // The handshake asks for the newest version that still has `initialize` (2025-11-25); rmcp's default,
-        // its newest known version, is one servers of the initialize era refuse as a mismatch.
-        ClientConfig::new(ClientCapabilities::default(), Implementation::new(&self.name, env!("CARGO_PKG_VERSION")))
+        // its newest known version, is one servers of the initialize era refuse as a mismatch. Elicitation (form
+        // mode) is declared: a server's ask becomes an approval on the agent whose call it came in.
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(ElicitationCapability::new().with_form(FormElicitationCapability::default()));
+        ClientConfig::new(capabilities, Implementation::new(&self.name, env!("CARGO_PKG_VERSION")))
             .with_protocol_version(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }
@@ -124,6 +192,8 @@ pub(crate) struct Connection {
     closed: watch::Receiver<bool>,
     pid: Option<u32>,
     identity: ServerIdentity,
+    in_flight: InFlight,
+    next_flight: std::sync::atomic::AtomicU64,
 }
 
 /// Connects and does the initialize handshake. `list_changed` hears of every `tools/list_changed`.
@@ -132,7 +202,8 @@ pub(crate) async fn connect(
     endpoint: Endpoint<'_>,
     list_changed: mpsc::UnboundedSender<()>,
 ) -> Result<Connection, McpError> {
-    let listener = Listener { list_changed, name: format!("agentry/{server}") };
+    let in_flight = InFlight::default();
+    let listener = Listener { list_changed, name: format!("agentry/{server}"), in_flight: in_flight.clone() };
     let handshake = |message: String| McpError::Handshake { server: server.to_owned(), message };
     let (running, pid) = match endpoint {
         Endpoint::Stdio { command, args, env, cwd } => {
@@ -199,7 +270,8 @@ pub(crate) async fn connect(
         tracing::debug!(?reason, "an MCP connection ended");
         let _ = closed_tx.send(true);
     });
-    Ok(Connection { peer, cancel: Mutex::new(Some(cancel)), closed, pid, identity })
+    let next_flight = std::sync::atomic::AtomicU64::new(0);
+    Ok(Connection { peer, cancel: Mutex::new(Some(cancel)), closed, pid, identity, in_flight, next_flight })
 }
 
 /// The server's stderr goes to the log, line by line, so a child's complaints are not lost.
@@ -237,6 +309,15 @@ impl Connection {
         Ok(tool_result(&result))
     }
 
+    /// Puts a call on the list of those in flight: the server's elicitations during it arrive on the receiver
+    /// (when it is the only call in flight), until the [`Flight`] is dropped.
+    pub(crate) fn in_flight(&self) -> (Flight, mpsc::UnboundedReceiver<Ask>) {
+        let id = self.next_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.in_flight).push((id, tx));
+        (Flight { id, in_flight: self.in_flight.clone() }, rx)
+    }
+
     /// Whether the connection is gone.
     pub(crate) fn is_closed(&self) -> bool {
         *self.closed.borrow() || self.peer.is_transport_closed()
@@ -250,7 +331,7 @@ impl Connection {
 
     /// Ends the connection (and a stdio server's process).
     pub(crate) fn close(&self) {
-        if let Some(cancel) = self.cancel.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+        if let Some(cancel) = lock(&self.cancel).take() {
             cancel.cancel();
         }
     }
