@@ -102,6 +102,12 @@ async fn drive(op: &Operated, client: RunningService<RoleClient, Watcher>, mut c
     let sum = call(&client, "arithmetic.add", json!({"a": 2, "b": 3})).await.unwrap();
     assert_eq!(sum.is_error, Some(false));
     assert_eq!(text(&sum), "5.0");
+    // A number is structured content too, wrapped in an object (MCP's structured content is one), and its
+    // output schema says the same.
+    assert_eq!(sum.structured_content, Some(json!({"result": 5.0})));
+    let schema = serde_json::to_value(add.output_schema.as_ref().expect("an output schema")).unwrap();
+    assert_eq!(schema["properties"]["result"]["type"], "number", "{schema}");
+    assert_eq!(schema["x-agentry-wrapped"], true);
 
     // A failure once the run started is a result the model can read.
     let zero = call(&client, "arithmetic.divide", json!({"a": 1, "b": 0})).await.unwrap();
@@ -226,8 +232,18 @@ async fn agentry_to_agentry_keeps_the_error_class() {
     let caller = Operated::start(vec![], Policy::default(), &[]).await;
     client.attach(&caller.runtime).unwrap();
     caller.agent.mount(client.skill().id(), Value::Null).await.unwrap();
-    // A number output crosses as text (non-object outputs are not wrapped as structured content yet).
-    assert_eq!(caller.output("mcp.peer.arithmetic.add", json!({"a": 2, "b": 3})).await, json!("5.0"));
+    // A number output crosses as a number: wrapped as structured content by the server, unwrapped here, and
+    // the action's output schema is the number's.
+    assert_eq!(caller.output("mcp.peer.arithmetic.add", json!({"a": 2, "b": 3})).await, json!(5.0));
+    let add = client
+        .skill()
+        .actions()
+        .iter()
+        .find(|a| a.spec().id.as_str() == "mcp.peer.arithmetic.add")
+        .unwrap()
+        .spec()
+        .clone();
+    assert_eq!(add.output_schema["type"], "number", "{}", add.output_schema);
     let (class, message) = caller.failure("mcp.peer.arithmetic.divide", json!({"a": 1, "b": 0})).await;
     assert_eq!(class, "validation", "{message}");
     assert!(message.contains("divide by zero"), "{message}");

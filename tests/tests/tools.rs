@@ -158,7 +158,12 @@ fn mcp_annotations_follow_the_contract() {
         tools[0]["annotations"],
         json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true})
     );
-    assert!(tools[0].get("outputSchema").is_none(), "a string output is not an object schema");
+    // A string output's schema is wrapped, as the output is, in an object with the one property `result`.
+    assert_eq!(tools[0]["outputSchema"]["properties"]["result"]["type"], "string", "{}", tools[0]);
+    assert_eq!(
+        (tools[0]["outputSchema"]["type"].clone(), tools[0]["outputSchema"]["x-agentry-wrapped"].clone()),
+        (json!("object"), json!(true))
+    );
     assert_eq!(
         tools[1]["annotations"],
         json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false})

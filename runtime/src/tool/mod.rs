@@ -90,13 +90,27 @@ pub fn mcp(spec: &ActionSpec) -> Value {
     tool.insert("name".into(), json!(spec.id.as_str()));
     tool.insert("description".into(), json!(spec.description));
     tool.insert("inputSchema".into(), input_schema(spec));
-    // MCP output schemas must describe objects.
-    if spec.output_schema.get("type") == Some(&json!("object")) {
-        let mut output = spec.output_schema.clone();
-        if let Some(map) = output.as_object_mut() {
-            map.remove("$schema");
+    // MCP output schemas must describe objects: a schema of something else is wrapped, as its output is, in
+    // an object with one property, `result`, and marked so an agentry client can unwrap both. A schema that
+    // might allow objects and other values alike (no `type`, `anyOf`) is left out.
+    let mut output = spec.output_schema.clone();
+    if let Some(map) = output.as_object_mut() {
+        map.remove("$schema");
+    }
+    match output_type(&output) {
+        OutputType::Object => {
+            tool.insert("outputSchema".into(), output);
         }
-        tool.insert("outputSchema".into(), output);
+        OutputType::Other => {
+            let wrapped = json!({
+                "type": "object",
+                "properties": {"result": output},
+                "required": ["result"],
+                "x-agentry-wrapped": true,
+            });
+            tool.insert("outputSchema".into(), wrapped);
+        }
+        OutputType::Unknown => {}
     }
     tool.insert(
         "annotations".into(),
@@ -108,6 +122,25 @@ pub fn mcp(spec: &ActionSpec) -> Value {
         }),
     );
     Value::Object(tool)
+}
+
+/// What an output schema says about its values' JSON type.
+enum OutputType {
+    /// Always an object.
+    Object,
+    /// Never an object.
+    Other,
+    /// It does not say, or allows both.
+    Unknown,
+}
+
+fn output_type(schema: &Value) -> OutputType {
+    match schema.get("type") {
+        Some(Value::String(t)) if t == "object" => OutputType::Object,
+        Some(Value::String(_)) => OutputType::Other,
+        Some(Value::Array(types)) if !types.is_empty() && !types.iter().any(|t| t == "object") => OutputType::Other,
+        _ => OutputType::Unknown,
+    }
 }
 
 /// Describes one action in a format.

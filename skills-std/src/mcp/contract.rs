@@ -50,7 +50,17 @@ pub struct ToolResult {
     /// The class of the failure, when the server said (an agentry server does, in the result's `_meta` under
     /// [`ERROR_CLASS_META`]).
     pub error_class: Option<ErrorClass>,
+    /// Whether `structured` is `{"result": output}` around an output that is not an object (MCP's structured
+    /// content must be an object); an agentry server says so in `_meta` under [`WRAPPED_META`].
+    pub wrapped: bool,
 }
+
+/// The `_meta` key under which an agentry server says the structured content wraps an output that is not an
+/// object, as `{"result": output}`; an agentry client unwraps it.
+pub const WRAPPED_META: &str = "io.agentry/wrapped";
+
+/// The schema keyword an agentry server puts on an output schema it wrapped the same way.
+pub const WRAPPED_SCHEMA: &str = "x-agentry-wrapped";
 
 /// The `_meta` key under which an agentry server tells the class of a failed call (`"validation"`, ...), so an
 /// agentry client gets `validation` back as `validation` rather than `critical`.
@@ -126,7 +136,7 @@ pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration, trust: Trust
     let mut spec = ActionSpec::new(id.as_str(), description)
         .map_err(|e| e.to_string())?
         .params_schema(tool.input_schema.clone())
-        .output_schema(tool.output_schema.clone().unwrap_or(Value::Bool(true)))
+        .output_schema(output_schema(tool.output_schema.as_ref()))
         .risk(risk)
         .side_effects(side_effects)
         .idempotent(idempotent)
@@ -136,6 +146,18 @@ pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration, trust: Trust
         spec = spec.capability(Capability::NET);
     }
     Ok(spec)
+}
+
+/// A tool's output schema as the action's: an agentry server's wrapped schema (see [`WRAPPED_SCHEMA`]) is the
+/// wrapped value's; none accepts anything.
+fn output_schema(schema: Option<&Value>) -> Value {
+    match schema {
+        Some(schema) if schema.get(WRAPPED_SCHEMA) == Some(&Value::Bool(true)) => {
+            schema.pointer("/properties/result").cloned().unwrap_or(Value::Bool(true))
+        }
+        Some(schema) => schema.clone(),
+        None => Value::Bool(true),
+    }
 }
 
 /// A tool's result as an action's output: the structured result when there is one; else the text, when every
@@ -162,7 +184,10 @@ pub fn output(tool: &str, result: ToolResult) -> Result<Value, ActionError> {
         });
     }
     if let Some(structured) = result.structured {
-        return Ok(structured);
+        return Ok(match (result.wrapped, structured) {
+            (true, Value::Object(mut wrapper)) => wrapper.remove("result").unwrap_or(Value::Null),
+            (_, structured) => structured,
+        });
     }
     if result.content.iter().all(|block| block["type"] == "text") {
         return Ok(Value::String(result.text()));
@@ -324,6 +349,7 @@ mod tests {
             structured: None,
             is_error: false,
             error_class: None,
+            wrapped: false,
         };
         let output = output("t", result).unwrap();
         assert_eq!(content_blocks(&output).map(<[Value]>::len), Some(6));
@@ -390,6 +416,7 @@ mod tests {
             structured: None,
             is_error: false,
             error_class: None,
+            wrapped: false,
         };
         assert_eq!(output("t", text), Ok(json!("a\nb")));
         let structured = ToolResult {
@@ -397,14 +424,23 @@ mod tests {
             structured: Some(json!({"x": 1})),
             is_error: false,
             error_class: None,
+            wrapped: false,
         };
-        assert_eq!(output("t", structured), Ok(json!({"x": 1})));
+        assert_eq!(output("t", structured.clone()), Ok(json!({"x": 1})));
+        // An agentry server's wrapped output is unwrapped; another server's `result` field is left alone.
+        let wrapped = ToolResult { structured: Some(json!({"result": [1, 2]})), wrapped: true, ..structured.clone() };
+        assert_eq!(output("t", wrapped.clone()), Ok(json!([1, 2])));
+        assert_eq!(output("t", ToolResult { wrapped: false, ..wrapped }), Ok(json!({"result": [1, 2]})));
+        let schema = json!({"type": "object", "properties": {"result": {"type": "number"}}, WRAPPED_SCHEMA: true});
+        assert_eq!(output_schema(Some(&schema)), json!({"type": "number"}));
+        assert_eq!(output_schema(None), json!(true));
         let image = json!({"type": "image", "data": "AA==", "mimeType": "image/png"});
         let mixed = ToolResult {
             content: vec![text_block("see"), image.clone()],
             structured: None,
             is_error: false,
             error_class: None,
+            wrapped: false,
         };
         assert_eq!(output("t", mixed), Ok(json!([{"type": "text", "text": "see"}, image])));
         let failed = ToolResult {
@@ -412,6 +448,7 @@ mod tests {
             structured: None,
             is_error: true,
             error_class: None,
+            wrapped: false,
         };
         let err = output("t", failed).unwrap_err();
         assert_eq!(err.class(), agentry::action::ErrorClass::Critical);
@@ -422,6 +459,7 @@ mod tests {
             structured: None,
             is_error: true,
             error_class: Some(class),
+            wrapped: false,
         };
         for (said, kept) in [
             (ErrorClass::Validation, ErrorClass::Validation),

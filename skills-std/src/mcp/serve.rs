@@ -148,14 +148,23 @@ async fn call(
             if content_blocks(&outcome.output).is_some()
                 && let Value::Array(content) = outcome.output
             {
-                return Ok(ToolResult { content, structured: None, is_error: false, error_class: None });
+                return Ok(ToolResult {
+                    content,
+                    structured: None,
+                    is_error: false,
+                    error_class: None,
+                    wrapped: false,
+                });
             }
-            let structured = outcome.output.is_object().then(|| outcome.output.clone());
+            // Structured content must be an object: any other output goes in one, as `result`, and says so.
+            let wrapped = !outcome.output.is_object();
+            let structured = if wrapped { json!({ "result": outcome.output }) } else { outcome.output };
             Ok(ToolResult {
                 content: vec![text_block(outcome.output_text)],
-                structured,
+                structured: Some(structured),
                 is_error: false,
                 error_class: None,
+                wrapped,
             })
         }
         OutcomeStatus::Blocked | OutcomeStatus::Failed => {
@@ -185,6 +194,7 @@ async fn call(
                 structured: None,
                 is_error: true,
                 error_class: Some(error.class),
+                wrapped: false,
             })
         }
     }

@@ -1,7 +1,7 @@
 //! Connecting to an MCP server and calling its tools.
 
 use super::super::McpError;
-use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolHints, ToolResult};
+use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolHints, ToolResult, WRAPPED_META};
 use agentry::action::Elicited;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
@@ -372,14 +372,12 @@ fn tool_def(tool: &Tool) -> ToolDef {
 }
 
 fn tool_result(result: &CallToolResult) -> ToolResult {
+    let meta = result.meta.as_ref().and_then(|meta| serde_json::to_value(meta).ok()).unwrap_or(Value::Null);
     ToolResult {
         content: result.content.iter().map(|block| serde_json::to_value(block).unwrap_or(Value::Null)).collect(),
         structured: result.structured_content.clone(),
         is_error: result.is_error.unwrap_or(false),
-        error_class: result
-            .meta
-            .as_ref()
-            .and_then(|meta| serde_json::to_value(meta).ok())
-            .and_then(|meta| serde_json::from_value(meta[ERROR_CLASS_META].clone()).ok()),
+        error_class: serde_json::from_value(meta[ERROR_CLASS_META].clone()).ok(),
+        wrapped: meta[WRAPPED_META] == Value::Bool(true),
     }
 }

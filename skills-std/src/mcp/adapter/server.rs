@@ -6,7 +6,7 @@
 #![allow(deprecated)]
 
 use super::super::McpError;
-use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolResult};
+use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolResult, WRAPPED_META};
 use super::super::offers;
 use super::caller::{SessionLevel, ToClient, caller, log_level};
 use agentry::action::Caller;
@@ -345,6 +345,9 @@ impl ServerHandler for Handler {
         }
         if let Some(class) = result.error_class {
             wire["_meta"] = json!({ ERROR_CLASS_META: class });
+        }
+        if result.wrapped {
+            wire["_meta"] = json!({ WRAPPED_META: true });
         }
         let result = match CallToolResult::deserialize(&wire) {
             Ok(result) => result,
