@@ -375,3 +375,40 @@ async fn a_servers_allow_and_deny_lists_keep_tools_out() {
     assert_eq!(class, "denied");
     client.close();
 }
+
+/// A server that answers every request `401` with a bearer challenge and serves no metadata: without OAuth the
+/// handshake fails; with it, discovery fails, typed, and the user is never sent to log in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_wants_a_token_it_cannot_give_fails_authorization_typed() {
+    use agentry_skills::mcp::{McpError, OAuth};
+    use axum::response::IntoResponse;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let challenge = format!(r#"Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#);
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let challenge = challenge.clone();
+        async move {
+            if request.uri().path().starts_with("/.well-known") {
+                return axum::http::StatusCode::NOT_FOUND.into_response();
+            }
+            (axum::http::StatusCode::UNAUTHORIZED, [("www-authenticate", challenge)]).into_response()
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = format!("{base}/mcp");
+
+    let err = McpClient::connect(McpServer::http("locked", &url)).await.unwrap_err();
+    assert!(matches!(err, McpError::Handshake { .. }), "{err}");
+
+    let asked = Arc::new(AtomicBool::new(false));
+    let noted = asked.clone();
+    let oauth = OAuth::new("http://127.0.0.1:1/callback", move |_url: String| {
+        noted.store(true, Ordering::SeqCst);
+        async { Err::<String, String>("no user here".to_owned()) }
+    });
+    let err = McpClient::connect(McpServer::http("locked", &url).oauth(oauth)).await.unwrap_err();
+    assert!(matches!(err, McpError::Authorization { .. }), "{err}");
+    assert!(!asked.load(Ordering::SeqCst), "nobody is sent to log in to a server whose metadata cannot be found");
+}

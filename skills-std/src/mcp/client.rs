@@ -4,6 +4,7 @@
 use super::McpError;
 use super::adapter::{self, CallError, Connection, Endpoint};
 use super::contract::{self, ToolDef, Trust};
+use super::oauth::OAuth;
 use agentry::action::{ActionContext, ActionError, ActionSpec, DynAction, Elicited, Risk};
 use agentry::runtime::{Runtime, RuntimeError};
 use agentry::skill::Skill;
@@ -33,22 +34,38 @@ pub enum McpTransport {
         /// The endpoint.
         url: String,
         /// Headers sent with every request ([`McpServer::header`], [`McpServer::header_env`]).
-        headers: Vec<(String, HeaderSource)>,
+        headers: Vec<(String, Setting)>,
         /// The environment variable that holds a bearer token ([`McpServer::bearer_env`]).
         bearer_env: Option<String>,
         /// PEM certificates trusted besides the system's roots ([`McpServer::root_certificate`]).
         root_certificates: Vec<String>,
+        /// How to get a token when the server asks for one ([`McpServer::oauth`]).
+        oauth: Option<OAuth>,
     },
 }
 
-/// Where a header's value comes from.
+/// Where a setting's value (a header's, a client secret's) comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeaderSource {
-    /// This text, as it is (for values that are not secret).
+pub enum Setting {
+    /// This text, as it is (for values that are not secret, or secrets the application got elsewhere, never
+    /// from a configuration file).
     Text(String),
     /// The environment variable of this name, read at each connection (for secrets, which never belong in a
     /// file).
     Env(String),
+}
+
+impl Setting {
+    /// The value now: the text, or the variable's value.
+    fn read(&self, server: &str, what: &str) -> Result<String, McpError> {
+        match self {
+            Self::Text(text) => Ok(text.clone()),
+            Self::Env(var) => std::env::var(var).map_err(|_| McpError::Config {
+                server: server.to_owned(),
+                message: format!("the environment variable `{var}` is not set (or not UTF-8); expected {what}"),
+            }),
+        }
+    }
 }
 
 /// How the client reconnects after losing the server: `attempts` tries, waiting `first` before the first and
@@ -140,8 +157,19 @@ impl McpServer {
             headers: Vec::new(),
             bearer_env: None,
             root_certificates: Vec::new(),
+            oauth: None,
         };
         Self::new(name, transport)
+    }
+
+    /// Gets a token with OAuth when the server answers `401` with a challenge (see [`OAuth`]): the server's
+    /// metadata is discovered, the client registered (or its metadata URL or pre-registered id used), the user
+    /// logs in through [`OAuth::authorize`], and the token goes with every request. HTTP servers only.
+    pub fn oauth(mut self, config: OAuth) -> Self {
+        if let McpTransport::Http { oauth, .. } = &mut self.transport {
+            *oauth = Some(config);
+        }
+        self
     }
 
     /// Sends `Authorization: Bearer <token>` with every request, the token read from the environment variable
@@ -158,7 +186,7 @@ impl McpServer {
     /// [`McpServer::header_env`]). HTTP servers only.
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         if let McpTransport::Http { headers, .. } = &mut self.transport {
-            headers.push((name.into(), HeaderSource::Text(value.into())));
+            headers.push((name.into(), Setting::Text(value.into())));
         }
         self
     }
@@ -167,7 +195,7 @@ impl McpServer {
     /// connection. HTTP servers only. A secret is sent over plain `http://` only to a loopback host.
     pub fn header_env(mut self, name: impl Into<String>, var: impl Into<String>) -> Self {
         if let McpTransport::Http { headers, .. } = &mut self.transport {
-            headers.push((name.into(), HeaderSource::Env(var.into())));
+            headers.push((name.into(), Setting::Env(var.into())));
         }
         self
     }
@@ -490,7 +518,7 @@ fn is_loopback(url: &url::Url) -> bool {
 fn http_options(
     server: &McpServer,
     url: &str,
-    headers: &[(String, HeaderSource)],
+    headers: &[(String, Setting)],
     bearer_env: Option<&str>,
 ) -> Result<adapter::HttpOptions, McpError> {
     let config = |message: String| McpError::Config { server: server.name.clone(), message };
@@ -501,7 +529,7 @@ fn http_options(
             ))
         })
     };
-    let has_secret = bearer_env.is_some() || headers.iter().any(|(_, v)| matches!(v, HeaderSource::Env(_)));
+    let has_secret = bearer_env.is_some() || headers.iter().any(|(_, v)| matches!(v, Setting::Env(_)));
     let parsed = url::Url::parse(url).map_err(|e| config(format!("the URL does not parse: {e}")))?;
     if has_secret && parsed.scheme() == "http" && !is_loopback(&parsed) {
         return Err(config(format!(
@@ -513,8 +541,8 @@ fn http_options(
     let mut resolved = Vec::with_capacity(headers.len());
     for (name, value) in headers {
         let value = match value {
-            HeaderSource::Text(text) => text.clone(),
-            HeaderSource::Env(var) => secret(var)?,
+            Setting::Text(text) => text.clone(),
+            Setting::Env(var) => secret(var)?,
         };
         resolved.push((name.clone(), value));
     }
@@ -522,14 +550,22 @@ fn http_options(
     adapter::HttpOptions::new(resolved, bearer).map_err(config)
 }
 
+/// OAuth settings with the client secret read from the environment now.
+fn oauth_flow<'a>(server: &McpServer, config: &'a OAuth) -> Result<adapter::OAuthFlow<'a>, McpError> {
+    let client_secret =
+        config.client_secret.as_ref().map(|secret| secret.read(&server.name, "the OAuth client secret")).transpose()?;
+    Ok(adapter::OAuthFlow { config, client_secret })
+}
+
 /// Connects and does the handshake, within the server's connect timeout: a server that never answers is an
 /// error, not a wait without end.
 async fn open(server: &McpServer, list_changed: mpsc::UnboundedSender<()>) -> Result<Connection, McpError> {
     let endpoint = match &server.transport {
         McpTransport::Stdio { command, args, env, cwd } => Endpoint::Stdio { command, args, env, cwd: cwd.as_deref() },
-        McpTransport::Http { url, headers, bearer_env, root_certificates } => {
+        McpTransport::Http { url, headers, bearer_env, root_certificates, oauth } => {
             let options = http_options(server, url, headers, bearer_env.as_deref())?;
-            Endpoint::Http { url, options, root_certificates }
+            let oauth = oauth.as_ref().map(|config| oauth_flow(server, config)).transpose()?;
+            Endpoint::Http { url, options, root_certificates, oauth }
         }
     };
     // Dropping an unfinished handshake drops its transport, which ends a child process.

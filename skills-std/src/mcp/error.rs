@@ -30,6 +30,14 @@ pub enum McpError {
         /// What is wrong, and what was expected.
         message: String,
     },
+    /// The server asked for a token and none could be got.
+    #[error("MCP server `{server}` needs authorization, which failed: {message}")]
+    Authorization {
+        /// The server.
+        server: String,
+        /// What went wrong.
+        message: String,
+    },
     /// The server's process could not be started.
     #[error("MCP server `{server}` could not be started with `{command}`: {message}")]
     Spawn {

@@ -11,13 +11,15 @@ mod adapter;
 mod client;
 pub mod contract;
 mod error;
+mod oauth;
 pub mod offers;
 mod serve;
 
 pub use adapter::REFUSED;
 pub use client::{
-    ClientStatus, DEFAULT_CONNECT_TIMEOUT, HeaderSource, McpClient, McpServer, McpTransport, Reconnect, SkippedTool,
+    ClientStatus, DEFAULT_CONNECT_TIMEOUT, McpClient, McpServer, McpTransport, Reconnect, Setting, SkippedTool,
 };
 pub use contract::Trust;
 pub use error::McpError;
+pub use oauth::{Authorize, OAuth};
 pub use serve::{http_router, serve_http, serve_io, serve_stdio};

@@ -12,13 +12,49 @@ use agentry::id::AgentId;
 use agentry::pattern::Pattern;
 use agentry::policy::Policy;
 use agentry::runtime::{Runtime, SpawnOptions};
-use agentry_skills::mcp::{McpClient, McpServer};
+use agentry_skills::mcp::{McpClient, McpServer, OAuth, Setting};
 use serde_json::{Value, json};
 use std::error::Error;
 use std::time::Duration;
 
 /// The name the server's tools are mounted under: its actions are `mcp.conformance.<tool>`.
 const SERVER: &str = "conformance";
+
+/// Where the authorization server sends the user back; nothing listens there, since [`headless_login`] reads
+/// the redirect itself.
+const REDIRECT: &str = "http://localhost:3000/callback";
+
+/// The client ID metadata document URL the suite's authorization servers accept.
+const CLIENT_METADATA: &str = "https://conformance-test.local/client-metadata.json";
+
+/// OAuth as an application would set it up, with the user's login done headless (the suite's authorization
+/// servers approve at once) and the pre-registered client the scenario's context names, if any.
+fn oauth() -> Result<OAuth, Box<dyn Error>> {
+    let mut oauth = OAuth::new(REDIRECT, headless_login)
+        .client_name("agentry-conformance-client")
+        .client_metadata_url(CLIENT_METADATA);
+    if let Ok(context) = std::env::var("MCP_CONFORMANCE_CONTEXT") {
+        let context: Value = serde_json::from_str(&context)?;
+        if let Some(id) = context["client_id"].as_str() {
+            let secret = context["client_secret"].as_str().map(|s| Setting::Text(s.to_owned()));
+            oauth = oauth.client(id, secret);
+        }
+    }
+    Ok(oauth)
+}
+
+/// The user's login, headless: the authorization URL answers with a redirect to [`REDIRECT`], whose URL (with
+/// the code) is the result.
+async fn headless_login(url: String) -> Result<String, String> {
+    agentry_skills::tls::install_provider();
+    let http =
+        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().map_err(|e| e.to_string())?;
+    let answer = http.get(&url).send().await.map_err(|e| e.to_string())?;
+    let location = answer.headers().get("location").and_then(|v| v.to_str().ok());
+    location
+        .map(str::to_owned)
+        .ok_or_else(|| format!("the authorization URL answered {} with no redirect", answer.status()))
+}
 
 #[tokio::main]
 async fn main() {
@@ -31,6 +67,10 @@ async fn main() {
 async fn run() -> Result<(), Box<dyn Error>> {
     let url = std::env::args().next_back().filter(|a| a.starts_with("http")).ok_or("expected the server's URL last")?;
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").map_err(|_| "MCP_CONFORMANCE_SCENARIO is not set")?;
+    let mut server = McpServer::http(SERVER, &url).timeout(Duration::from_secs(20));
+    if scenario.starts_with("auth/") {
+        server = server.oauth(oauth()?);
+    }
     let calls: Vec<(&str, Value)> = match scenario.as_str() {
         // The handshake alone.
         "initialize" => Vec::new(),
@@ -39,9 +79,11 @@ async fn run() -> Result<(), Box<dyn Error>> {
         "sse-retry" => vec![("test_reconnection", json!({}))],
         // The server asks for a form whose fields all have defaults: approved, the defaults are the answer.
         "elicitation-sep1034-client-defaults" => vec![("test_client_elicitation_defaults", json!({}))],
+        // The auth scenarios' servers have one tool, behind OAuth.
+        auth if auth.starts_with("auth/") => vec![("test-tool", json!({}))],
         other => return Err(format!("scenario `{other}` is not one this client knows").into()),
     };
-    let client = McpClient::connect(McpServer::http(SERVER, &url).timeout(Duration::from_secs(20))).await?;
+    let client = McpClient::connect(server).await?;
     let runtime = Runtime::builder().build();
     client.attach(&runtime)?;
     // The suite's tools carry no hints, so agentry takes them as risky open-world tools: this agent trusts

@@ -2,6 +2,7 @@
 
 use super::super::McpError;
 use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolHints, ToolResult, WRAPPED_META};
+use super::super::oauth::OAuth;
 use agentry::action::Elicited;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
@@ -11,6 +12,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningServiceCancellationToken};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::auth::{AuthClient, AuthorizationCallback, AuthorizationRequest, OAuthState};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
@@ -22,8 +24,15 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub(crate) enum Endpoint<'a> {
     /// A child process speaking MCP on its stdin and stdout.
     Stdio { command: &'a str, args: &'a [String], env: &'a [(String, String)], cwd: Option<&'a std::path::Path> },
-    /// A streamable HTTP endpoint (`https://host/mcp`), with the headers to send and the roots to trust.
-    Http { url: &'a str, options: HttpOptions, root_certificates: &'a [String] },
+    /// A streamable HTTP endpoint (`https://host/mcp`), with the headers to send, the roots to trust, and how to
+    /// get a token if the server asks for one.
+    Http { url: &'a str, options: HttpOptions, root_certificates: &'a [String], oauth: Option<OAuthFlow<'a>> },
+}
+
+/// OAuth settings, with the pre-registered client's secret already read.
+pub(crate) struct OAuthFlow<'a> {
+    pub config: &'a OAuth,
+    pub client_secret: Option<String>,
 }
 
 /// The headers sent with every request to an HTTP server, checked: names and values HTTP can carry.
@@ -53,6 +62,44 @@ impl HttpOptions {
         }
         Ok(Self { headers: checked, bearer })
     }
+}
+
+/// The OAuth authorization-code flow against the server's authorization server, from the server's challenge:
+/// discovery, a client id, the user's login through [`OAuth::authorize`], the token. The client that comes back
+/// sends the token with every request and refreshes it.
+async fn authorize(
+    url: &str,
+    flow: &OAuthFlow<'_>,
+    challenge: String,
+    http: reqwest::Client,
+) -> Result<AuthClient<reqwest::Client>, String> {
+    let config = flow.config;
+    let mut state = OAuthState::new(url, Some(http.clone())).await.map_err(|e| format!("discovery failed: {e}"))?;
+    let mut request =
+        AuthorizationRequest::new(&config.redirect_uri).with_client_name(&config.client_name).with_challenge(challenge);
+    if let Some(metadata) = &config.client_metadata_url {
+        request = request.with_client_metadata_url(metadata);
+    }
+    if let Some(id) = &config.client_id {
+        request = request.with_preregistered_client(id);
+        if let Some(secret) = &flow.client_secret {
+            request = request.with_client_secret(secret);
+        }
+    }
+    if !config.scopes.is_empty() {
+        request = request.with_scopes(config.scopes.iter());
+    }
+    state.start_authorization(request).await.map_err(|e| format!("the client could not be registered: {e}"))?;
+    let login = state.get_authorization_url().await.map_err(|e| format!("no authorization URL: {e}"))?;
+    let back = (config.authorize)(login).await.map_err(|e| format!("the user did not log in: {e}"))?;
+    let callback = AuthorizationCallback::from_redirect_url(&back)
+        .map_err(|e| format!("the URL the user came back to is not an authorization response: {e}"))?;
+    state
+        .handle_callback_with_issuer(&callback.code, &callback.csrf_token, callback.issuer.as_deref())
+        .await
+        .map_err(|e| format!("the code was not exchanged for a token: {e}"))?;
+    let manager = state.into_authorization_manager().ok_or("the authorization did not complete")?;
+    Ok(AuthClient::new(http, manager))
 }
 
 /// Why a request to a connected server failed.
@@ -93,6 +140,7 @@ fn call_error(error: ServiceError) -> CallError {
 }
 
 /// Tells the client when the server's tool list changed.
+#[derive(Clone)]
 struct Listener {
     list_changed: mpsc::UnboundedSender<()>,
     name: String,
@@ -230,7 +278,7 @@ pub(crate) async fn connect(
             let pid = transport.id();
             (listener.serve(transport).await.map_err(|e| handshake(e.to_string()))?, pid)
         }
-        Endpoint::Http { url, options, root_certificates } => {
+        Endpoint::Http { url, options, root_certificates, oauth } => {
             crate::tls::install_provider();
             let config = |message: String| McpError::Config { server: server.to_owned(), message };
             let mut roots = Vec::new();
@@ -250,8 +298,20 @@ pub(crate) async fn connect(
             if let Some(token) = options.bearer {
                 transport = transport.auth_header(token);
             }
-            let transport = StreamableHttpClientTransport::with_client(client, transport);
-            (listener.serve(transport).await.map_err(|e| handshake(e.to_string()))?, None)
+            let plain = StreamableHttpClientTransport::with_client(client.clone(), transport.clone());
+            match (listener.clone().serve(plain).await, oauth) {
+                (Ok(running), _) => (running, None),
+                // The server wants a token: get one, and connect again with it.
+                (Err(err), Some(flow)) if err.auth_challenge().is_some() => {
+                    let challenge = err.auth_challenge().unwrap_or_default().to_owned();
+                    let auth = authorize(url, &flow, challenge, client.clone())
+                        .await
+                        .map_err(|message| McpError::Authorization { server: server.to_owned(), message })?;
+                    let transport = StreamableHttpClientTransport::with_client(auth, transport);
+                    (listener.serve(transport).await.map_err(|e| handshake(e.to_string()))?, None)
+                }
+                (Err(err), _) => return Err(handshake(err.to_string())),
+            }
         }
     };
     let identity = running
