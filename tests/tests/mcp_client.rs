@@ -412,3 +412,42 @@ async fn a_server_that_wants_a_token_it_cannot_give_fails_authorization_typed() 
     assert!(matches!(err, McpError::Authorization { .. }), "{err}");
     assert!(!asked.load(Ordering::SeqCst), "nobody is sent to log in to a server whose metadata cannot be found");
 }
+
+/// Asking for 2026-07-28 gets it from a server that knows it (agentry's own) and falls back to 2025-11-25 with
+/// one that does not (the everything server); the default asks for 2025-11-25. Tools run on each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_negotiates_2026_07_28_or_falls_back_to_2025_11_25() {
+    use agentry::skill::SkillDefinition;
+    use agentry_skills::mcp::Protocol;
+    let served = Operated::start(vec![agentry_skills::Arithmetic::skill().unwrap()], Policy::default(), &[]).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://localhost:{}/mcp", listener.local_addr().unwrap().port());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let runtime = served.runtime.clone();
+    tokio::spawn(async move {
+        let agent = AgentId::new("operator").unwrap();
+        agentry_skills::mcp::serve_http(&runtime, &agent, listener, async move {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    for (protocol, expected) in [(Protocol::V2026_07_28, "2026-07-28"), (Protocol::V2025_11_25, "2025-11-25")] {
+        let client = McpClient::connect(McpServer::http("peer", &url).trusted().protocol(protocol)).await.unwrap();
+        assert_eq!(client.protocol_version(), Some(expected));
+        let op = operated(&client).await;
+        assert_eq!(op.output("mcp.peer.arithmetic.add", json!({"a": 2, "b": 3})).await, json!(5.0), "{expected}");
+        client.close();
+    }
+    let _ = stop.send(());
+
+    let script = everything::script();
+    let legacy = McpServer::stdio("everything", "node", [script.to_string_lossy().into_owned(), "stdio".to_owned()])
+        .timeout(Duration::from_secs(20))
+        .trusted()
+        .protocol(Protocol::V2026_07_28);
+    let client = McpClient::connect(legacy).await.expect("the everything server answers");
+    assert_eq!(client.protocol_version(), Some("2025-11-25"), "a server of the initialize era is met on its own");
+    let op = operated(&client).await;
+    assert_eq!(op.output("mcp.everything.echo", json!({"message": "hi"})).await, json!("Echo: hi"));
+    client.close();
+}

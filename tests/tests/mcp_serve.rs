@@ -271,3 +271,28 @@ async fn malformed_content_blocks_are_served_as_text() {
     client.cancel().await.unwrap();
     server.await.unwrap().expect("the server ends when the client leaves");
 }
+
+/// Both protocol revisions are served: a client that negotiates 2026-07-28 (`server/discover`, no `initialize`)
+/// lists and calls the agent's tools like one on 2025-11-25.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_on_protocol_2026_07_28_is_served_too() {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let op = agent().await;
+    for version in [ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2026_07_28] {
+        let (theirs, _server) = serve_stream(&op);
+        let (tx, _changed) = mpsc::unbounded_channel();
+        let lifecycle = if version.has_initialize() {
+            ClientLifecycleMode::Initialize
+        } else {
+            ClientLifecycleMode::Discover { preferred_versions: vec![version.clone()] }
+        };
+        let client =
+            Watcher { changed: tx }.serve_with_lifecycle(theirs, lifecycle).await.expect("the client connects");
+        assert_eq!(client.peer_info().expect("the server's info").protocol_version, version);
+        assert!(client.list_all_tools().await.unwrap().iter().any(|t| t.name == "arithmetic.add"), "{version}");
+        let sum = call(&client, "arithmetic.add", json!({"a": 2, "b": 3})).await.unwrap();
+        assert_eq!(sum.structured_content, Some(json!({"result": 5.0})), "{version}");
+        client.cancel().await.unwrap();
+    }
+}

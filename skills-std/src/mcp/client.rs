@@ -44,6 +44,18 @@ pub enum McpTransport {
     },
 }
 
+/// The MCP protocol revision the client asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// 2025-11-25, with the `initialize` handshake (the default). A server can ask the client things during a
+    /// call (elicitation, which agentry answers as approvals) and send it log lines and progress.
+    #[default]
+    V2025_11_25,
+    /// 2026-07-28, negotiated with `server/discover`, falling back to 2025-11-25 for a server that does not know
+    /// it. This revision has no requests from server to client, so a server cannot elicit during a call.
+    V2026_07_28,
+}
+
 /// Where a setting's value (a header's, a client secret's) comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Setting {
@@ -111,6 +123,8 @@ pub struct McpServer {
     pub allow_tools: Vec<String>,
     /// Tools never to mount (names, or a prefix ending in `*`); wins over `allow_tools`.
     pub deny_tools: Vec<String>,
+    /// The protocol revision to ask for.
+    pub protocol: Protocol,
 }
 
 /// Whether a tool name matches a configured name: equal, `*`, or a prefix ending in `*`.
@@ -160,6 +174,12 @@ impl McpServer {
             oauth: None,
         };
         Self::new(name, transport)
+    }
+
+    /// Asks for this protocol revision (see [`Protocol`]; default 2025-11-25).
+    pub fn protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
+        self
     }
 
     /// Gets a token with OAuth when the server answers `401` with a challenge (see [`OAuth`]): the server's
@@ -219,6 +239,7 @@ impl McpServer {
             trust: Trust::Untrusted,
             allow_tools: Vec::new(),
             deny_tools: Vec::new(),
+            protocol: Protocol::default(),
         }
     }
 
@@ -423,6 +444,11 @@ impl McpClient {
         Ok(Self { inner })
     }
 
+    /// The protocol revision the first handshake settled on (`2025-11-25`, `2026-07-28`).
+    pub fn protocol_version(&self) -> Option<&str> {
+        self.inner.identity.protocol_version.as_deref()
+    }
+
     /// The server's name in agentry.
     pub fn name(&self) -> &str {
         &self.inner.line.server.name
@@ -570,12 +596,12 @@ async fn open(server: &McpServer, list_changed: mpsc::UnboundedSender<()>) -> Re
     };
     // Dropping an unfinished handshake drops its transport, which ends a child process.
     let within = server.connect_timeout;
-    tokio::time::timeout(within, adapter::connect(&server.name, endpoint, list_changed)).await.map_err(|_| {
-        McpError::Handshake {
+    tokio::time::timeout(within, adapter::connect(&server.name, endpoint, server.protocol, list_changed))
+        .await
+        .map_err(|_| McpError::Handshake {
             server: server.name.clone(),
             message: format!("no answer to `initialize` within {}ms", within.as_millis()),
-        }
-    })?
+        })?
 }
 
 /// Lists every tool, within the server's connect timeout.

@@ -17,7 +17,8 @@ mod serve;
 
 pub use adapter::REFUSED;
 pub use client::{
-    ClientStatus, DEFAULT_CONNECT_TIMEOUT, McpClient, McpServer, McpTransport, Reconnect, Setting, SkippedTool,
+    ClientStatus, DEFAULT_CONNECT_TIMEOUT, McpClient, McpServer, McpTransport, Protocol, Reconnect, Setting,
+    SkippedTool,
 };
 pub use contract::Trust;
 pub use error::McpError;

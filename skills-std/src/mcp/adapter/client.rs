@@ -1,6 +1,7 @@
 //! Connecting to an MCP server and calling its tools.
 
 use super::super::McpError;
+use super::super::client::Protocol;
 use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolHints, ToolResult, WRAPPED_META};
 use super::super::oauth::OAuth;
 use agentry::action::Elicited;
@@ -225,12 +226,39 @@ impl ClientHandler for Listener {
     }
 }
 
+/// The session on a transport, by the protocol chosen: the `initialize` handshake (2025-11-25), or
+/// `server/discover` first with `initialize` as the fallback for servers that do not know it (2026-07-28).
+async fn open_session<T, E, A>(
+    listener: Listener,
+    transport: T,
+    protocol: Protocol,
+) -> Result<rmcp::service::RunningService<RoleClient, Listener>, rmcp::service::ClientInitializeError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    match protocol {
+        Protocol::V2025_11_25 => listener.serve(transport).await,
+        Protocol::V2026_07_28 => {
+            let lifecycle = ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            };
+            listener.serve_with_lifecycle(transport, lifecycle).await
+        }
+    }
+}
+
 /// What the server said about itself in the handshake.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ServerIdentity {
     pub name: Option<String>,
     pub version: Option<String>,
     pub instructions: Option<String>,
+    /// The protocol revision the handshake settled on.
+    pub protocol_version: Option<String>,
 }
 
 /// A live connection to a server.
@@ -248,6 +276,7 @@ pub(crate) struct Connection {
 pub(crate) async fn connect(
     server: &str,
     endpoint: Endpoint<'_>,
+    protocol: Protocol,
     list_changed: mpsc::UnboundedSender<()>,
 ) -> Result<Connection, McpError> {
     let in_flight = InFlight::default();
@@ -276,7 +305,7 @@ pub(crate) async fn connect(
                 forward_stderr(server.to_owned(), stderr);
             }
             let pid = transport.id();
-            (listener.serve(transport).await.map_err(|e| handshake(e.to_string()))?, pid)
+            (open_session(listener, transport, protocol).await.map_err(|e| handshake(e.to_string()))?, pid)
         }
         Endpoint::Http { url, options, root_certificates, oauth } => {
             crate::tls::install_provider();
@@ -299,7 +328,7 @@ pub(crate) async fn connect(
                 transport = transport.auth_header(token);
             }
             let plain = StreamableHttpClientTransport::with_client(client.clone(), transport.clone());
-            match (listener.clone().serve(plain).await, oauth) {
+            match (open_session(listener.clone(), plain, protocol).await, oauth) {
                 (Ok(running), _) => (running, None),
                 // The server wants a token: get one, and connect again with it.
                 (Err(err), Some(flow)) if err.auth_challenge().is_some() => {
@@ -308,7 +337,7 @@ pub(crate) async fn connect(
                         .await
                         .map_err(|message| McpError::Authorization { server: server.to_owned(), message })?;
                     let transport = StreamableHttpClientTransport::with_client(auth, transport);
-                    (listener.serve(transport).await.map_err(|e| handshake(e.to_string()))?, None)
+                    (open_session(listener, transport, protocol).await.map_err(|e| handshake(e.to_string()))?, None)
                 }
                 (Err(err), _) => return Err(handshake(err.to_string())),
             }
@@ -320,6 +349,7 @@ pub(crate) async fn connect(
             name: info.server_info.as_ref().map(|i| i.name.clone()),
             version: info.server_info.as_ref().map(|i| i.version.clone()),
             instructions: info.instructions.clone(),
+            protocol_version: Some(info.protocol_version.to_string()),
         })
         .unwrap_or_default();
     let peer = running.peer().clone();
