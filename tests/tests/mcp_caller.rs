@@ -28,6 +28,8 @@ use tokio::sync::mpsc;
 /// which reports each elicitation's message and each log line.
 struct User {
     elicits: bool,
+    /// Never answers an elicitation (a user who walked away).
+    hangs: bool,
     answer: ElicitationAction,
     asked: mpsc::UnboundedSender<String>,
     logged: mpsc::UnboundedSender<(LoggingLevel, String)>,
@@ -44,6 +46,9 @@ impl ClientHandler for User {
             other => format!("{other:?}"),
         };
         let _ = self.asked.send(message);
+        if self.hangs {
+            std::future::pending::<()>().await;
+        }
         let result = ElicitResult::new(self.answer.clone());
         Ok(if self.answer == ElicitationAction::Accept { result.with_content(json!({})) } else { result })
     }
@@ -125,6 +130,15 @@ fn operator() -> AgentId {
 
 /// A client on an in-memory byte stream to the served operator.
 async fn connect(op: &Operated, elicits: bool, answer: ElicitationAction) -> (RunningService<RoleClient, User>, Heard) {
+    connect_user(op, elicits, false, answer).await
+}
+
+async fn connect_user(
+    op: &Operated,
+    elicits: bool,
+    hangs: bool,
+    answer: ElicitationAction,
+) -> (RunningService<RoleClient, User>, Heard) {
     let (ours, theirs) = tokio::io::duplex(64 * 1024);
     let runtime = op.runtime.clone();
     tokio::spawn(async move {
@@ -133,7 +147,7 @@ async fn connect(op: &Operated, elicits: bool, answer: ElicitationAction) -> (Ru
     });
     let (asked_tx, asked) = mpsc::unbounded_channel();
     let (logged_tx, logged) = mpsc::unbounded_channel();
-    let user = User { elicits, answer, asked: asked_tx, logged: logged_tx };
+    let user = User { elicits, hangs, answer, asked: asked_tx, logged: logged_tx };
     let client = user.serve(theirs).await.expect("the client connects");
     (client, Heard { asked, logged })
 }
@@ -186,6 +200,24 @@ async fn a_risky_tool_the_clients_user_declines_is_denied_and_never_runs() {
         assert_eq!(runs[0].status(), RunStatus::Blocked, "{answer:?}: denied, so it never ran");
         client.cancel().await.unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_while_asked_leaves_no_approval_waiting() {
+    let op = agent().await;
+    let mut events = op.runtime.events();
+    let (client, mut heard) = connect_user(&op, true, true, ElicitationAction::Accept).await;
+    let call = tokio::spawn(async move {
+        let _ = client.call_tool(CallToolRequestParams::new("desk.shred")).await;
+        client
+    });
+    heard.asked.recv().await.expect("the user was asked");
+    // The user never answers; the client goes away.
+    call.abort();
+    let denied = agentry_tests::wait_for(&mut events, |e| matches!(e.kind, EventKind::ApprovalGiven { .. })).await;
+    assert!(matches!(denied.kind, EventKind::ApprovalGiven { approved: false, .. }), "{denied:?}");
+    let runs = op.runtime.store().query(&agentry::store::RunQuery { agent: Some(operator()), ..Default::default() });
+    assert_eq!(runs[0].status(), RunStatus::Blocked, "denied, never run");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -185,16 +185,23 @@ async fn subscribers_hear_of_the_files_fs_changes() {
     // A file nobody watches changes first; the first news must still be of the watched one.
     write(&client, "other.md", "1").await;
     write(&client, "watched file.md", "2").await;
-    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///watched file.md"));
+    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///watched%20file.md"));
     // Appends, moves and deletes tell too.
     op.output("fs.append", json!({"path": "watched file.md", "content": "3"})).await;
-    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///watched file.md"));
+    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///watched%20file.md"));
     op.output("fs.move", json!({"from": "watched file.md", "to": "moved.md"})).await;
-    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///watched file.md"));
+    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///watched%20file.md"));
     op.output("fs.write", json!({"path": "watched file.md", "content": "4"})).await;
-    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///watched file.md"));
+    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///watched%20file.md"));
     op.output("fs.delete", json!({"path": "watched file.md"})).await;
-    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///watched file.md"));
+    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///watched%20file.md"));
+
+    // A file whose name holds a `%` is its own: a change to `a%20b.md` is not news of `a b.md`.
+    client.subscribe(SubscribeRequestParams::new("drive:///a%20b.md")).await.unwrap();
+    write(&client, "a%20b.md", "not a b.md").await;
+    write(&client, "a b.md", "a b.md").await;
+    assert_eq!(next(&mut heard.updated).await.as_deref(), Some("drive:///a%20b.md"));
+    client.unsubscribe(UnsubscribeRequestParams::new("drive:///a b.md")).await.unwrap();
 
     // After unsubscribing, nothing more: a write to it, then one to a newly watched file, and only the latter.
     client.unsubscribe(UnsubscribeRequestParams::new("drive:///watched file.md")).await.unwrap();

@@ -180,3 +180,31 @@ fn only_mounted_actions_are_offered_and_unknown_skills_are_reported() {
     assert!(matches!(err, ToolError::UnknownSkill(ref s) if *s == "support"));
     assert!(err.to_string().contains("not in the catalog"));
 }
+
+/// A list of structs is wrapped so that a real output, wrapped, validates against the published schema; where
+/// the schema uses definitions (`$ref` to `#/$defs/...`), they are lifted to the wrapper's root, where the refs
+/// resolve.
+#[test]
+fn a_wrapped_output_schema_keeps_its_definitions_resolvable() {
+    use agentry::skill::SkillDefinition;
+    let valid = |schema: &Value, output: Value| {
+        let validator = jsonschema::validator_for(schema).expect("the wrapped schema compiles");
+        let errors: Vec<String> = validator.iter_errors(&output).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?} against {schema}");
+    };
+    let fs = agentry_skills::Files::skill().unwrap();
+    let list = fs.actions().iter().find(|a| a.spec().id.as_str() == "fs.list").unwrap().spec().clone();
+    let schema = agentry::tool::mcp(&list)["outputSchema"].clone();
+    assert_eq!(schema["x-agentry-wrapped"], true, "{schema}");
+    valid(&schema, json!({"result": [{"path": "a.txt", "kind": "file", "size": 3}]}));
+
+    let with_refs = json!({
+        "type": "array",
+        "items": {"$ref": "#/$defs/Node"},
+        "$defs": {"Node": {"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]}}, "required": ["next"]}},
+    });
+    let spec = agentry::action::ActionSpec::new("x.chain", "A chain.").unwrap().output_schema(with_refs);
+    let schema = agentry::tool::mcp(&spec)["outputSchema"].clone();
+    assert!(schema["$defs"]["Node"].is_object(), "definitions at the root: {schema}");
+    valid(&schema, json!({"result": [{"next": {"next": null}}]}));
+}

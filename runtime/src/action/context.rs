@@ -510,14 +510,16 @@ impl ActionContext {
     }
 
     /// Reports progress (a fraction from 0 to 1, and an optional message): to the job's record when this run is
-    /// part of a job, and to the caller when the run was asked for by one that listens (an MCP client that sent
-    /// a progress token). Otherwise it does nothing.
+    /// part of a job, and to the caller when this is the run the caller asked for (not a call it made) and the
+    /// caller listens (an MCP client that sent a progress token). Otherwise it does nothing.
     pub fn progress(&self, fraction: f64, message: Option<String>) {
         if fraction.is_nan() {
             return;
         }
         let fraction = fraction.clamp(0.0, 1.0);
-        if let Some(caller) = &self.caller {
+        // Only the run the caller asked for reports to it: a nested call's own 0..1 would make its progress go
+        // backwards.
+        if let Some(caller) = self.caller.as_ref().filter(|_| self.depth() <= 1) {
             caller.send(CallerRequest::Progress { progress: fraction, total: Some(1.0), message: message.clone() });
         }
         if let Some(Link { services, job: Some(job) }) = &self.link {

@@ -87,20 +87,21 @@ impl<A: Agent> ServerState<A> {
     /// caller cannot wait for an approval, and its run is refused with [`RuntimeError::NeedsApproval`].
     fn await_approval(&mut self, ticket: Ticket, risk: Risk) {
         let run = ticket.ctx.run_id;
-        let asker = ticket.ctx.caller.clone().filter(|caller| caller.can().elicit);
-        if let (Some(caller), Some(action)) = (&asker, self.table.get(&ticket.ctx.action_id)) {
-            let ask = ApprovalAsk {
-                agent: self.agent.id.clone(),
-                run,
-                spec: action.action.spec().clone(),
-                risk,
-                params: ticket.params.clone(),
-            };
-            caller.send(CallerRequest::Approve(Box::new(ask)));
-        }
-        if asker.is_none()
-            && let Requester::Outside(reply, _) = ticket.by
-        {
+        // Asked only if the caller is still there to hear it: a gone caller's run is refused, not parked.
+        let asked = match (ticket.ctx.caller.as_ref(), self.table.get(&ticket.ctx.action_id)) {
+            (Some(caller), Some(action)) if caller.can().elicit => {
+                let ask = ApprovalAsk {
+                    agent: self.agent.id.clone(),
+                    run,
+                    spec: action.action.spec().clone(),
+                    risk,
+                    params: ticket.params.clone(),
+                };
+                caller.send(CallerRequest::Approve(Box::new(ask)))
+            }
+            _ => false,
+        };
+        if !asked && let Requester::Outside(reply, _) = ticket.by {
             let error = ActionError::denied(format!(
                 "action `{}` needs approval at risk {risk:?}, and a run asked for from outside the agent cannot \
                  wait for one; expected the agent to run it itself, or a policy that does not ask",

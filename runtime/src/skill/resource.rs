@@ -5,6 +5,9 @@
 use crate::id::ActionId;
 use std::collections::BTreeMap;
 
+/// The longest URI a resource is matched against.
+const MAX_URI: usize = 8 * 1024;
+
 /// One piece of a URI template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
@@ -194,6 +197,10 @@ impl Resource {
     /// The action's params for reading `uri`: its variables, percent-decoded, as a JSON object; `None` when
     /// `uri` is not this resource (or a variable's value does not decode to UTF-8).
     pub fn read_params(&self, uri: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+        // Matching backtracks over where each variable ends: a bound on the length bounds the work.
+        if uri.len() > MAX_URI {
+            return None;
+        }
         let mut vars = BTreeMap::new();
         if !matches(&self.parts, uri, &mut vars) {
             return None;
@@ -201,6 +208,13 @@ impl Resource {
         vars.into_iter()
             .map(|(name, raw)| {
                 let value = percent_encoding::percent_decode_str(&raw).decode_utf8().ok()?;
+                // Decoding must not bring back what the variable refuses raw (`%2F` for `/`), nor a NUL.
+                let simple =
+                    self.parts.iter().any(|p| matches!(p, Part::Variable { name: n, reserved: false } if *n == name));
+                let refused = |c: char| c == '\0' || (simple && matches!(c, '/' | '?' | '#'));
+                if value.contains(refused) {
+                    return None;
+                }
                 Some((name, serde_json::Value::String(value.into_owned())))
             })
             .collect()
@@ -247,6 +261,9 @@ mod tests {
         assert_eq!(item.read_params("test://template/1/2/data"), None, "`{{id}}` takes no `/`");
         assert_eq!(item.read_params("test://template//data"), None, "a variable is never empty");
         assert_eq!(item.read_params("test://template/123/data/more"), None);
+        assert_eq!(item.read_params("test://template/..%2F..%2Fetc/data"), None, "`%2F` is a `/` after all");
+        assert_eq!(item.read_params("test://template/a%00b/data"), None, "no NUL");
+        assert_eq!(item.read_params(&format!("test://template/{}/data", "x".repeat(MAX_URI))), None, "too long");
         let file = resource("drive:///{+path}");
         assert_eq!(file.read_params("drive:///a/../b").unwrap()["path"], "a/../b", "the action confines it");
         assert!(!resource("test://static").is_template());

@@ -102,12 +102,14 @@ pub fn mcp(spec: &ActionSpec) -> Value {
             tool.insert("outputSchema".into(), output);
         }
         OutputType::Other => {
-            let wrapped = json!({
-                "type": "object",
-                "properties": {"result": output},
-                "required": ["result"],
-                "x-agentry-wrapped": true,
-            });
+            // Definitions move to the wrapper's root, where the inner schema's `#/$defs/...` refs resolve.
+            let mut wrapped = json!({"type": "object", "required": ["result"], "x-agentry-wrapped": true});
+            for key in ["$defs", "definitions"] {
+                if let Some(defs) = output.as_object_mut().and_then(|o| o.remove(key)) {
+                    wrapped[key] = defs;
+                }
+            }
+            wrapped["properties"] = json!({"result": output});
             tool.insert("outputSchema".into(), wrapped);
         }
         OutputType::Unknown => {}

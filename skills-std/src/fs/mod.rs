@@ -597,9 +597,14 @@ impl MakeHomeDir {
 )]
 pub struct Files;
 
-/// The URI of a file in the drive, as the skill's resource names it (`drive:///notes/today.md`).
+/// The URI of a file in the drive, as the skill's resource names it (`drive:///notes/a%20b.md` for `notes/a
+/// b.md`): each segment percent-encoded, so the URI is valid and decodes back to exactly that path.
 pub fn drive_uri(path: &str) -> String {
-    format!("{DRIVE_SCHEME}{path}")
+    const SEGMENT: &percent_encoding::AsciiSet =
+        &percent_encoding::CONTROLS.add(b' ').add(b'%').add(b'?').add(b'#').add(b'"').add(b'<').add(b'>').add(b'`');
+    let encoded: Vec<String> =
+        path.split('/').map(|segment| percent_encoding::utf8_percent_encode(segment, SEGMENT).to_string()).collect();
+    format!("{DRIVE_SCHEME}{}", encoded.join("/"))
 }
 
 const DRIVE_SCHEME: &str = "drive:///";

@@ -56,8 +56,9 @@ pub enum Protocol {
     V2026_07_28,
 }
 
-/// Where a setting's value (a header's, a client secret's) comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a setting's value (a header's, a client secret's) comes from. Its `Debug` shows variable names, never
+/// text values (which may be secrets).
+#[derive(Clone, PartialEq, Eq)]
 pub enum Setting {
     /// This text, as it is (for values that are not secret, or secrets the application got elsewhere, never
     /// from a configuration file).
@@ -65,6 +66,15 @@ pub enum Setting {
     /// The environment variable of this name, read at each connection (for secrets, which never belong in a
     /// file).
     Env(String),
+}
+
+impl std::fmt::Debug for Setting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Text(_) => f.write_str("Text(..)"),
+            Self::Env(var) => f.debug_tuple("Env").field(var).finish(),
+        }
+    }
 }
 
 impl Setting {
@@ -546,6 +556,7 @@ fn http_options(
     url: &str,
     headers: &[(String, Setting)],
     bearer_env: Option<&str>,
+    oauth: bool,
 ) -> Result<adapter::HttpOptions, McpError> {
     let config = |message: String| McpError::Config { server: server.name.clone(), message };
     let secret = |var: &str| {
@@ -555,12 +566,12 @@ fn http_options(
             ))
         })
     };
-    let has_secret = bearer_env.is_some() || headers.iter().any(|(_, v)| matches!(v, Setting::Env(_)));
+    let has_secret = oauth || bearer_env.is_some() || headers.iter().any(|(_, v)| matches!(v, Setting::Env(_)));
     let parsed = url::Url::parse(url).map_err(|e| config(format!("the URL does not parse: {e}")))?;
     if has_secret && parsed.scheme() == "http" && !is_loopback(&parsed) {
         return Err(config(format!(
-            "a secret (a bearer token or a header from the environment) would go in the clear to `{}`; expected an \
-             https:// URL, or plain http to localhost only",
+            "a secret (a bearer token, a header from the environment, OAuth tokens) would go in the clear to `{}`; \
+             expected an https:// URL, or plain http to localhost only",
             parsed.host_str().unwrap_or_default()
         )));
     }
@@ -589,7 +600,7 @@ async fn open(server: &McpServer, list_changed: mpsc::UnboundedSender<()>) -> Re
     let endpoint = match &server.transport {
         McpTransport::Stdio { command, args, env, cwd } => Endpoint::Stdio { command, args, env, cwd: cwd.as_deref() },
         McpTransport::Http { url, headers, bearer_env, root_certificates, oauth } => {
-            let options = http_options(server, url, headers, bearer_env.as_deref())?;
+            let options = http_options(server, url, headers, bearer_env.as_deref(), oauth.is_some())?;
             let oauth = oauth.as_ref().map(|config| oauth_flow(server, config)).transpose()?;
             Endpoint::Http { url, options, root_certificates, oauth }
         }

@@ -144,16 +144,17 @@ async fn call(
     };
     match outcome.status {
         OutcomeStatus::Completed => {
-            // An output made of content blocks (images, audio, resources) is served as that content.
+            // An output made of content blocks (images, audio, resources) is served as that content, and as
+            // wrapped structured content too (a tool with an output schema must send structured content).
             if content_blocks(&outcome.output).is_some()
-                && let Value::Array(content) = outcome.output
+                && let Value::Array(content) = &outcome.output
             {
                 return Ok(ToolResult {
-                    content,
-                    structured: None,
+                    content: content.clone(),
+                    structured: Some(json!({ "result": outcome.output })),
                     is_error: false,
                     error_class: None,
-                    wrapped: false,
+                    wrapped: true,
                 });
             }
             // Structured content must be an object: any other output goes in one, as `result`, and says so.

@@ -37,10 +37,20 @@ pub(crate) struct OAuthFlow<'a> {
 }
 
 /// The headers sent with every request to an HTTP server, checked: names and values HTTP can carry.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct HttpOptions {
     headers: std::collections::HashMap<HeaderName, HeaderValue>,
     bearer: Option<String>,
+}
+
+impl std::fmt::Debug for HttpOptions {
+    /// Header names only, and whether there is a token: never the values, which may be secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("bearer", &self.bearer.as_ref().map(|_| ".."))
+            .finish()
+    }
 }
 
 impl HttpOptions {

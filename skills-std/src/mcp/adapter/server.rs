@@ -9,7 +9,7 @@ use super::super::McpError;
 use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolResult, WRAPPED_META};
 use super::super::offers;
 use super::caller::{SessionLevel, ToClient, caller, log_level};
-use agentry::action::Caller;
+use agentry::action::{Caller, CallerRequest};
 use agentry::id::AgentId;
 use agentry::skill::Skill;
 use futures_util::future::BoxFuture;
@@ -328,11 +328,18 @@ impl ServerHandler for Handler {
         let result = loop {
             tokio::select! {
                 biased;
-                Some(asked) = requests.recv() => to_client.forward(asked).await,
-                result = &mut call => break result.map_err(error_data)?,
                 () = context.ct.cancelled() => {
+                    // Approvals asked but not yet passed on are denied: nobody is left to answer them.
+                    requests.close();
+                    while let Ok(asked) = requests.try_recv() {
+                        if let CallerRequest::Approve(ask) = asked {
+                            self.host.decide(ask.agent, ask.run, false).await;
+                        }
+                    }
                     return Err(ErrorData::internal_error("the client cancelled the call", None));
                 }
+                Some(asked) = requests.recv() => to_client.forward(asked).await,
+                result = &mut call => break result.map_err(error_data)?,
             }
         };
         // What the run sent just before it ended still goes out, ahead of the result.
