@@ -13,7 +13,9 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningServiceCancellationToken};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::auth::{AuthClient, AuthorizationCallback, AuthorizationRequest, OAuthState};
+use rmcp::transport::auth::{
+    AuthClient, AuthorizationCallback, AuthorizationManager, AuthorizationRequest, OAuthState,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
@@ -75,42 +77,68 @@ impl HttpOptions {
     }
 }
 
-/// The OAuth authorization-code flow against the server's authorization server, from the server's challenge:
-/// discovery, a client id, the user's login through [`OAuth::authorize`], the token. The client that comes back
-/// sends the token with every request and refreshes it.
-async fn authorize(
-    url: &str,
-    flow: &OAuthFlow<'_>,
-    challenge: String,
+/// The most authorizations one request makes: a server that keeps asking for scope it never accepts is given up
+/// on, not asked again without end.
+const MAX_AUTHORIZATIONS: u32 = 3;
+
+/// What getting a token needs, and the token holder every request of the connection goes through.
+struct Reauth {
+    url: String,
+    config: OAuth,
+    client_secret: Option<String>,
     http: reqwest::Client,
-) -> Result<AuthClient<reqwest::Client>, String> {
-    let config = flow.config;
-    let mut state = OAuthState::new(url, Some(http.clone())).await.map_err(|e| format!("discovery failed: {e}"))?;
-    let mut request =
-        AuthorizationRequest::new(&config.redirect_uri).with_client_name(&config.client_name).with_challenge(challenge);
-    if let Some(metadata) = &config.client_metadata_url {
-        request = request.with_client_metadata_url(metadata);
+    client: AuthClient<reqwest::Client>,
+}
+
+impl Reauth {
+    async fn new(url: &str, flow: OAuthFlow<'_>, http: reqwest::Client) -> Result<Self, String> {
+        let empty =
+            AuthorizationManager::new(url).await.map_err(|e| format!("OAuth cannot start for this URL: {e}"))?;
+        Ok(Self {
+            url: url.to_owned(),
+            config: flow.config.clone(),
+            client_secret: flow.client_secret,
+            client: AuthClient::new(http.clone(), empty),
+            http,
+        })
     }
-    if let Some(id) = &config.client_id {
-        request = request.with_preregistered_client(id);
-        if let Some(secret) = &flow.client_secret {
-            request = request.with_client_secret(secret);
+
+    /// The OAuth authorization-code flow against the server's authorization server, from the server's
+    /// challenge: discovery, a client id, the user's login through [`OAuth::authorize`], the token, which the
+    /// token holder then sends with every request (and refreshes).
+    async fn authorize(&self, challenge: String) -> Result<(), String> {
+        let config = &self.config;
+        let mut state = OAuthState::new(self.url.as_str(), Some(self.http.clone()))
+            .await
+            .map_err(|e| format!("discovery failed: {e}"))?;
+        let mut request = AuthorizationRequest::new(&config.redirect_uri)
+            .with_client_name(&config.client_name)
+            .with_challenge(challenge);
+        if let Some(metadata) = &config.client_metadata_url {
+            request = request.with_client_metadata_url(metadata);
         }
+        if let Some(id) = &config.client_id {
+            request = request.with_preregistered_client(id);
+            if let Some(secret) = &self.client_secret {
+                request = request.with_client_secret(secret);
+            }
+        }
+        if !config.scopes.is_empty() {
+            request = request.with_scopes(config.scopes.iter());
+        }
+        state.start_authorization(request).await.map_err(|e| format!("the client could not be registered: {e}"))?;
+        let login = state.get_authorization_url().await.map_err(|e| format!("no authorization URL: {e}"))?;
+        let back = (config.authorize)(login).await.map_err(|e| format!("the user did not log in: {e}"))?;
+        let callback = AuthorizationCallback::from_redirect_url(&back)
+            .map_err(|e| format!("the URL the user came back to is not an authorization response: {e}"))?;
+        state
+            .handle_callback_with_issuer(&callback.code, &callback.csrf_token, callback.issuer.as_deref())
+            .await
+            .map_err(|e| format!("the code was not exchanged for a token: {e}"))?;
+        let manager = state.into_authorization_manager().ok_or("the authorization did not complete")?;
+        *self.client.auth_manager.lock().await = manager;
+        Ok(())
     }
-    if !config.scopes.is_empty() {
-        request = request.with_scopes(config.scopes.iter());
-    }
-    state.start_authorization(request).await.map_err(|e| format!("the client could not be registered: {e}"))?;
-    let login = state.get_authorization_url().await.map_err(|e| format!("no authorization URL: {e}"))?;
-    let back = (config.authorize)(login).await.map_err(|e| format!("the user did not log in: {e}"))?;
-    let callback = AuthorizationCallback::from_redirect_url(&back)
-        .map_err(|e| format!("the URL the user came back to is not an authorization response: {e}"))?;
-    state
-        .handle_callback_with_issuer(&callback.code, &callback.csrf_token, callback.issuer.as_deref())
-        .await
-        .map_err(|e| format!("the code was not exchanged for a token: {e}"))?;
-    let manager = state.into_authorization_manager().ok_or("the authorization did not complete")?;
-    Ok(AuthClient::new(http, manager))
 }
 
 /// Why a request to a connected server failed.
@@ -280,6 +308,8 @@ pub(crate) struct Connection {
     identity: ServerIdentity,
     in_flight: InFlight,
     next_flight: std::sync::atomic::AtomicU64,
+    /// How to get a (new) token when the server asks, for a server with OAuth.
+    reauth: Option<Reauth>,
 }
 
 /// Connects and does the initialize handshake. `list_changed` hears of every `tools/list_changed`.
@@ -292,7 +322,7 @@ pub(crate) async fn connect(
     let in_flight = InFlight::default();
     let listener = Listener { list_changed, name: format!("agentry/{server}"), in_flight: in_flight.clone() };
     let handshake = |message: String| McpError::Handshake { server: server.to_owned(), message };
-    let (running, pid) = match endpoint {
+    let (running, pid, reauth) = match endpoint {
         Endpoint::Stdio { command, args, env, cwd } => {
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args).kill_on_drop(true);
@@ -315,7 +345,7 @@ pub(crate) async fn connect(
                 forward_stderr(server.to_owned(), stderr);
             }
             let pid = transport.id();
-            (open_session(listener, transport, protocol).await.map_err(|e| handshake(e.to_string()))?, pid)
+            (open_session(listener, transport, protocol).await.map_err(|e| handshake(e.to_string()))?, pid, None)
         }
         Endpoint::Http { url, options, root_certificates, oauth } => {
             crate::tls::install_provider();
@@ -337,19 +367,35 @@ pub(crate) async fn connect(
             if let Some(token) = options.bearer {
                 transport = transport.auth_header(token);
             }
-            let plain = StreamableHttpClientTransport::with_client(client.clone(), transport.clone());
-            match (open_session(listener.clone(), plain, protocol).await, oauth) {
-                (Ok(running), _) => (running, None),
-                // The server wants a token: get one, and connect again with it.
-                (Err(err), Some(flow)) if err.auth_challenge().is_some() => {
-                    let challenge = err.auth_challenge().unwrap_or_default().to_owned();
-                    let auth = authorize(url, &flow, challenge, client.clone())
-                        .await
-                        .map_err(|message| McpError::Authorization { server: server.to_owned(), message })?;
-                    let transport = StreamableHttpClientTransport::with_client(auth, transport);
-                    (open_session(listener, transport, protocol).await.map_err(|e| handshake(e.to_string()))?, None)
+            match oauth {
+                None => {
+                    let transport = StreamableHttpClientTransport::with_client(client, transport);
+                    (
+                        open_session(listener, transport, protocol).await.map_err(|e| handshake(e.to_string()))?,
+                        None,
+                        None,
+                    )
                 }
-                (Err(err), _) => return Err(handshake(err.to_string())),
+                // Every request goes through a token holder, empty at first: a server that never asks is used
+                // without a token, and one that asks (now, or for more scope later) gets one.
+                Some(flow) => {
+                    let reauth = Reauth::new(url, flow, client).await.map_err(config)?;
+                    let first = StreamableHttpClientTransport::with_client(reauth.client.clone(), transport.clone());
+                    let running = match open_session(listener.clone(), first, protocol).await {
+                        Ok(running) => running,
+                        Err(err) if err.auth_challenge().is_some() => {
+                            let challenge = err.auth_challenge().unwrap_or_default().to_owned();
+                            reauth
+                                .authorize(challenge)
+                                .await
+                                .map_err(|message| McpError::Authorization { server: server.to_owned(), message })?;
+                            let again = StreamableHttpClientTransport::with_client(reauth.client.clone(), transport);
+                            open_session(listener, again, protocol).await.map_err(|e| handshake(e.to_string()))?
+                        }
+                        Err(err) => return Err(handshake(err.to_string())),
+                    };
+                    (running, None, Some(reauth))
+                }
             }
         }
     };
@@ -371,7 +417,7 @@ pub(crate) async fn connect(
         let _ = closed_tx.send(true);
     });
     let next_flight = std::sync::atomic::AtomicU64::new(0);
-    Ok(Connection { peer, cancel: Mutex::new(Some(cancel)), closed, pid, identity, in_flight, next_flight })
+    Ok(Connection { peer, cancel: Mutex::new(Some(cancel)), closed, pid, identity, in_flight, next_flight, reauth })
 }
 
 /// The server's stderr goes to the log, line by line, so a child's complaints are not lost.
@@ -391,7 +437,7 @@ impl Connection {
         let mut cursor: Option<String> = None;
         loop {
             let params = cursor.take().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-            let page: ListToolsResult = self.peer.list_tools(params).await.map_err(call_error)?;
+            let page: ListToolsResult = self.authorized(|| self.peer.list_tools(params.clone())).await?;
             tools.extend(page.tools.iter().map(tool_def));
             match page.next_cursor {
                 Some(next) if !next.is_empty() => cursor = Some(next),
@@ -405,8 +451,36 @@ impl Connection {
     /// cancelled.
     pub(crate) async fn call(&self, tool: &str, arguments: Map<String, Value>) -> Result<ToolResult, CallError> {
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let result: CallToolResult = self.peer.call_tool(params).await.map_err(call_error)?;
+        let result: CallToolResult = self.authorized(|| self.peer.call_tool(params.clone())).await?;
         Ok(tool_result(&result))
+    }
+
+    /// A request, made again after authorizing when the server answers it with a challenge (no token yet, an
+    /// expired one, or too little scope) and OAuth is set up; at most [`MAX_AUTHORIZATIONS`] times.
+    async fn authorized<T, F, Fut>(&self, request: F) -> Result<T, CallError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ServiceError>>,
+    {
+        let mut authorizations = 0;
+        loop {
+            match request().await {
+                Err(err) if err.auth_challenge().is_some() && self.reauth.is_some() => {
+                    let challenge = err.auth_challenge().unwrap_or_default().to_owned();
+                    let Some(reauth) = self.reauth.as_ref().filter(|_| authorizations < MAX_AUTHORIZATIONS) else {
+                        return Err(CallError::Other(format!(
+                            "the server still refuses after {MAX_AUTHORIZATIONS} authorizations: {err}"
+                        )));
+                    };
+                    authorizations += 1;
+                    reauth
+                        .authorize(challenge)
+                        .await
+                        .map_err(|e| CallError::Other(format!("authorization failed: {e}")))?;
+                }
+                other => return other.map_err(call_error),
+            }
+        }
     }
 
     /// Puts a call on the list of those in flight: the server's elicitations during it arrive on the receiver
