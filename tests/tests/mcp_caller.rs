@@ -377,3 +377,77 @@ async fn a_servers_elicitation_is_an_approval_on_the_calling_agent() {
     client.close();
     let _ = stop.send(());
 }
+
+/// Through two agents: a served action's log line and progress reach the agentry client's run, which logs and
+/// reports them in turn, so the caller of *that* run hears them while the call is still under way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_actions_log_and_progress_reach_the_local_caller() {
+    use agentry::action::{Caller, CallerCan, CallerRequest, Capability};
+    use agentry::pattern::Pattern;
+    use agentry::runtime::{Runtime, SpawnOptions};
+    use agentry_skills::mcp::{McpClient, McpServer};
+    use std::sync::Arc;
+
+    // The server's action logs, reports half done, and holds until the test lets it go.
+    let release = Arc::new(tokio::sync::Notify::new());
+    let held = release.clone();
+    let hold = ActionSpec::new("relay.hold", "Logs, reports progress, and waits.").unwrap();
+    let relay = Skill::builder("relay", "1.0.0")
+        .dyn_action(
+            DynAction::new(hold, move |_, ctx| {
+                let held = held.clone();
+                Box::pin(async move {
+                    ctx.log(LogLevel::Warning, "holding");
+                    ctx.progress(0.5, Some("half".to_owned()));
+                    held.notified().await;
+                    Ok(json!("released"))
+                })
+            })
+            .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let server = Runtime::builder().skill(relay).build();
+    let served = server.spawn((), SpawnOptions::default()).await.unwrap();
+    served.mount(&"relay".parse().unwrap(), serde_json::Value::Null).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://localhost:{}/mcp", listener.local_addr().unwrap().port());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (runtime, id) = (server.clone(), served.id().clone());
+    tokio::spawn(async move {
+        agentry_skills::mcp::serve_http(&runtime, &id, listener, async move {
+            let _ = stopped.await;
+        })
+        .await
+    });
+
+    let client = McpClient::connect(McpServer::http("relay", &url)).await.unwrap();
+    let runtime = Runtime::builder().build();
+    client.attach(&runtime).unwrap();
+    let mut policy = Policy::default().grant(Capability::NET);
+    policy.risk_overrides.insert(Pattern::new("mcp.relay.relay.*").unwrap(), Risk::Low);
+    let local = runtime.spawn((), SpawnOptions { policy, ..SpawnOptions::default() }).await.unwrap();
+    local.mount(client.skill().id(), serde_json::Value::Null).await.unwrap();
+
+    let (caller, mut heard) = Caller::new(CallerCan::default());
+    let call = runtime.invoke_with(local.id(), "mcp.relay.relay.hold", json!({}), caller);
+    tokio::pin!(call);
+    let (mut logged, mut progressed) = (None, None);
+    while logged.is_none() || progressed.is_none() {
+        tokio::select! {
+            request = heard.recv() => match request.expect("the caller hears from the run") {
+                CallerRequest::Log { level, message, .. } => logged = Some((level, message)),
+                CallerRequest::Progress { progress, message, .. } => progressed = Some((progress, message)),
+                other => panic!("unexpected {other:?}"),
+            },
+            done = &mut call => panic!("the call ended before its log and progress came through: {done:?}"),
+        }
+    }
+    assert_eq!(logged, Some((LogLevel::Warning, "holding".to_owned())));
+    assert_eq!(progressed, Some((0.5, Some("half".to_owned()))));
+    release.notify_one();
+    let outcome = call.await.unwrap();
+    assert_eq!(outcome.output, json!("released"));
+    client.close();
+    let _ = stop.send(());
+}

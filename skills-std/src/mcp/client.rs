@@ -735,17 +735,22 @@ async fn call(line: &Line, tool: &str, params: Value, ctx: &ActionContext) -> Re
             _ => ActionError::transient(format!("MCP server `{server}` is not connected; reconnecting")),
         });
     };
-    // While the call runs, the server may ask for input: each ask is an approval on this agent.
-    let (_flight, mut asks) = connection.in_flight();
+    // While the call runs, the server may ask for input (each ask is an approval on this agent), log and report
+    // progress (the run logs and reports them in turn, so its own caller hears of them).
+    let (_flight, mut from_server) = connection.in_flight();
     let call = connection.call(tool, arguments);
     tokio::pin!(call);
     let called = loop {
         tokio::select! {
             called = &mut call => break called,
-            Some(ask) = asks.recv() => {
-                let answer = approve_elicitation(ctx, server, &ask).await;
-                let _ = ask.reply.send(answer);
-            }
+            Some(sent) = from_server.recv() => match sent {
+                adapter::FromServer::Elicit(ask) => {
+                    let answer = approve_elicitation(ctx, server, &ask).await;
+                    let _ = ask.reply.send(answer);
+                }
+                adapter::FromServer::Log { level, message, fields } => ctx.log_with(level, message, fields),
+                adapter::FromServer::Progress { fraction, message } => ctx.progress(fraction, message),
+            },
         }
     };
     match called {

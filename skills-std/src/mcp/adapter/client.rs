@@ -1,15 +1,20 @@
 //! Connecting to an MCP server and calling its tools.
 
+// rmcp marks logging deprecated because protocol 2026-07-28 drops it; the 2025-11-25 servers agentry talks to by
+// default send log lines.
+#![allow(deprecated)]
+
 use super::super::McpError;
 use super::super::client::Protocol;
 use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolHints, ToolResult, WRAPPED_META};
 use super::super::oauth::OAuth;
-use agentry::action::Elicited;
+use super::caller::log_level;
+use agentry::action::{Elicited, LogLevel};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, ElicitationCapability, ErrorCode, FormElicitationCapability, Implementation, ListToolsResult,
-    PaginatedRequestParams, Tool,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningServiceCancellationToken};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -197,8 +202,19 @@ pub(crate) struct Ask {
     pub reply: oneshot::Sender<Elicited>,
 }
 
-/// The calls in flight on a connection, each with where its server's elicitations go.
-type InFlight = Arc<Mutex<Vec<(u64, mpsc::UnboundedSender<Ask>)>>>;
+/// What a server sends during a call, for the run that made it.
+#[derive(Debug)]
+pub(crate) enum FromServer {
+    /// It asks for input.
+    Elicit(Ask),
+    /// A log line.
+    Log { level: LogLevel, message: String, fields: Option<Value> },
+    /// How far the call got, as a fraction of 1.
+    Progress { fraction: f64, message: Option<String> },
+}
+
+/// The calls in flight on a connection, each with where what its server sends during it goes.
+type InFlight = Arc<Mutex<Vec<(u64, mpsc::UnboundedSender<FromServer>)>>>;
 
 /// A call's place among those in flight; leaving it (dropping this) takes the call off the list.
 pub(crate) struct Flight {
@@ -209,6 +225,17 @@ pub(crate) struct Flight {
 impl Drop for Flight {
     fn drop(&mut self) {
         lock(&self.in_flight).retain(|(id, _)| *id != self.id);
+    }
+}
+
+impl Listener {
+    /// Where what the server sends during a call goes: the only call in flight. With none, or several, which
+    /// call it came in cannot be told from what MCP carries.
+    fn flight(&self) -> Option<mpsc::UnboundedSender<FromServer>> {
+        match lock(&self.in_flight).as_slice() {
+            [(_, to)] => Some(to.clone()),
+            _ => None,
+        }
     }
 }
 
@@ -233,15 +260,8 @@ impl ClientHandler for Listener {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
         let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-        let answerer = {
-            let flights = lock(&self.in_flight);
-            match flights.as_slice() {
-                [(_, answerer)] => Some(answerer.clone()),
-                _ => None,
-            }
-        };
         let (reply, answer) = oneshot::channel();
-        let asked = answerer.is_some_and(|a| a.send(Ask { message, schema, reply }).is_ok());
+        let asked = self.flight().is_some_and(|to| to.send(FromServer::Elicit(Ask { message, schema, reply })).is_ok());
         if !asked {
             tracing::warn!(server = %self.name, "an elicitation was declined: it did not come during exactly one call");
             return Ok(ElicitResult::new(ElicitationAction::Decline));
@@ -251,6 +271,33 @@ impl ClientHandler for Listener {
             Elicited::Decline => ElicitResult::new(ElicitationAction::Decline),
             Elicited::Cancel => ElicitResult::new(ElicitationAction::Cancel),
         })
+    }
+
+    /// A log line goes to the `tracing` log, and to the run whose call it came during, when one call is in
+    /// flight (so to that run's own caller).
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let level = log_level(params.level);
+        let (message, fields) = match params.data {
+            Value::String(text) => (text, None),
+            data => (params.logger.clone().unwrap_or_default(), Some(data)),
+        };
+        tracing::debug!(server = %self.name, logger = ?params.logger, ?level, "{message}");
+        if let Some(to) = self.flight() {
+            let _ = to.send(FromServer::Log { level, message, fields });
+        }
+    }
+
+    /// Progress (the SDK gives each call a progress token) goes to the run whose call is in flight, when only
+    /// one is. Progress with no total is no fraction, and is not passed on.
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        let Some(total) = params.total.filter(|total| *total > 0.0) else { return };
+        if let Some(to) = self.flight() {
+            let _ = to.send(FromServer::Progress { fraction: params.progress / total, message: params.message });
+        }
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -485,7 +532,7 @@ impl Connection {
 
     /// Puts a call on the list of those in flight: the server's elicitations during it arrive on the receiver
     /// (when it is the only call in flight), until the [`Flight`] is dropped.
-    pub(crate) fn in_flight(&self) -> (Flight, mpsc::UnboundedReceiver<Ask>) {
+    pub(crate) fn in_flight(&self) -> (Flight, mpsc::UnboundedReceiver<FromServer>) {
         let id = self.next_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, rx) = mpsc::unbounded_channel();
         lock(&self.in_flight).push((id, tx));

@@ -6,6 +6,8 @@ mod caller;
 mod client;
 mod server;
 
-pub(crate) use client::{Ask, CallError, Connection, Endpoint, HttpOptions, OAuthFlow, ServerIdentity, connect};
+pub(crate) use client::{
+    Ask, CallError, Connection, Endpoint, FromServer, HttpOptions, OAuthFlow, ServerIdentity, connect,
+};
 pub use server::REFUSED;
 pub(crate) use server::{Change, Identity, Refusal, ToolHost, http_router, serve_io};
