@@ -443,7 +443,7 @@ async fn a_remote_actions_log_and_progress_reach_the_local_caller() {
             done = &mut call => panic!("the call ended before its log and progress came through: {done:?}"),
         }
     }
-    assert_eq!(logged, Some((LogLevel::Warning, "holding".to_owned())));
+    assert_eq!(logged, Some((LogLevel::Warning, "[mcp relay] holding".to_owned())), "tagged with the server");
     assert_eq!(progressed, Some((0.5, Some("half".to_owned()))));
     release.notify_one();
     let outcome = call.await.unwrap();

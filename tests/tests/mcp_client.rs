@@ -408,6 +408,9 @@ async fn a_server_that_wants_a_token_it_cannot_give_fails_authorization_typed() 
         noted.store(true, Ordering::SeqCst);
         async { Err::<String, String>("no user here".to_owned()) }
     });
+    let both = McpServer::http("locked", &url).bearer_env("AGENTRY_UNUSED_TOKEN").oauth(oauth.clone());
+    let err = McpClient::connect(both).await.unwrap_err();
+    assert!(matches!(err, McpError::Config { .. }) && err.to_string().contains("both a bearer token"), "{err}");
     let err = McpClient::connect(McpServer::http("locked", &url).oauth(oauth)).await.unwrap_err();
     assert!(matches!(err, McpError::Authorization { .. }), "{err}");
     assert!(!asked.load(Ordering::SeqCst), "nobody is sent to log in to a server whose metadata cannot be found");

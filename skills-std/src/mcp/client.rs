@@ -566,6 +566,13 @@ fn http_options(
             ))
         })
     };
+    if oauth && bearer_env.is_some() {
+        return Err(config(
+            "both a bearer token (bearer_env) and OAuth are set; expected one, since a fixed token would be sent in \
+             place of the one OAuth gets"
+                .to_owned(),
+        ));
+    }
     let has_secret = oauth || bearer_env.is_some() || headers.iter().any(|(_, v)| matches!(v, Setting::Env(_)));
     let parsed = url::Url::parse(url).map_err(|e| config(format!("the URL does not parse: {e}")))?;
     if has_secret && parsed.scheme() == "http" && !is_loopback(&parsed) {
@@ -677,6 +684,22 @@ fn build(
     Ok(Built { tools, skipped, skill })
 }
 
+/// A server's log line or progress during a call, logged or reported by the run that made it. The server is
+/// not trusted with the host's log: its line is tagged with its name, cut to one line of at most 2,000
+/// characters, and at most a warning, whatever level it claimed.
+fn pass_on(ctx: &ActionContext, server: &str, sent: adapter::FromServer) {
+    match sent {
+        adapter::FromServer::Log { level, message, fields } => {
+            let line: String = message.chars().map(|c| if c.is_control() { ' ' } else { c }).take(2000).collect();
+            ctx.log_with(level.min(agentry::action::LogLevel::Warning), format!("[mcp {server}] {line}"), fields);
+        }
+        adapter::FromServer::Progress { fraction, message } => ctx.progress(fraction, message),
+        adapter::FromServer::Elicit(ask) => {
+            let _ = ask.reply.send(Elicited::Decline);
+        }
+    }
+}
+
 /// The tool name kept for the action that answers a server's elicitations: `mcp.<server>.elicitation`.
 const ELICITATION: &str = "elicitation";
 
@@ -748,11 +771,21 @@ async fn call(line: &Line, tool: &str, params: Value, ctx: &ActionContext) -> Re
                     let answer = approve_elicitation(ctx, server, &ask).await;
                     let _ = ask.reply.send(answer);
                 }
-                adapter::FromServer::Log { level, message, fields } => ctx.log_with(level, message, fields),
-                adapter::FromServer::Progress { fraction, message } => ctx.progress(fraction, message),
+                sent => pass_on(ctx, server, sent),
             },
         }
     };
+    // What the server sent just before its result is passed on still; an ask that came too late is declined.
+    drop(_flight);
+    from_server.close();
+    while let Ok(sent) = from_server.try_recv() {
+        match sent {
+            adapter::FromServer::Elicit(ask) => {
+                let _ = ask.reply.send(Elicited::Decline);
+            }
+            sent => pass_on(ctx, server, sent),
+        }
+    }
     match called {
         Ok(result) => contract::output(tool, result),
         Err(CallError::Closed(why)) => {
@@ -761,6 +794,10 @@ async fn call(line: &Line, tool: &str, params: Value, ctx: &ActionContext) -> Re
             Err(ActionError::transient(format!(
                 "MCP server `{server}` went away during `{tool}` ({why}); reconnecting"
             )))
+        }
+        Err(CallError::Unauthorized(why)) => {
+            // Not retried: another try would only ask the user to log in again.
+            Err(ActionError::denied(format!("MCP server `{server}` refused `{tool}`: {why}")))
         }
         Err(err) if err.is_invalid_params() => {
             Err(ActionError::validation(format!("MCP server `{server}` refused the arguments of `{tool}`: {err}")))

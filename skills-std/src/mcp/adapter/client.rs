@@ -93,6 +93,36 @@ struct Reauth {
     client_secret: Option<String>,
     http: reqwest::Client,
     client: AuthClient<reqwest::Client>,
+    /// One login at a time; calls that met a challenge while it ran use its token instead of logging in again.
+    login: tokio::sync::Mutex<()>,
+    /// How many logins have completed: a request that started before the last one retries without a new one.
+    logins: std::sync::atomic::AtomicU64,
+    /// The scopes granted so far, kept in each new request so a step-up never loses what was granted.
+    granted: Mutex<Vec<String>>,
+}
+
+/// Whether a challenge is one a login can answer: a bearer challenge with no error, or `invalid_token` (expired,
+/// revoked), or `insufficient_scope` (a step-up). Anything else (a 403 that says this user may not) is not.
+fn answerable(challenge: &str) -> bool {
+    let bearer = challenge.trim_start().get(..6).is_some_and(|s| s.eq_ignore_ascii_case("bearer"));
+    let error = param(challenge, "error");
+    bearer && matches!(error.as_deref(), None | Some("invalid_token" | "insufficient_scope"))
+}
+
+/// A parameter of a `WWW-Authenticate` challenge (`scope="a b"`), unquoted.
+fn param(challenge: &str, name: &str) -> Option<String> {
+    let lower = challenge.to_ascii_lowercase();
+    let at = lower
+        .match_indices(&format!("{name}="))
+        .find(|(i, _)| *i == 0 || matches!(lower.as_bytes()[i - 1], b' ' | b','))?
+        .0
+        + name.len()
+        + 1;
+    let rest = &challenge[at..];
+    Some(match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next().unwrap_or_default().to_owned(),
+        None => rest.split([',', ' ']).next().unwrap_or_default().to_owned(),
+    })
 }
 
 impl Reauth {
@@ -105,7 +135,26 @@ impl Reauth {
             client_secret: flow.client_secret,
             client: AuthClient::new(http.clone(), empty),
             http,
+            login: tokio::sync::Mutex::new(()),
+            logins: std::sync::atomic::AtomicU64::new(0),
+            granted: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The number of logins completed so far.
+    fn logins(&self) -> u64 {
+        self.logins.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Logs in for `challenge`, unless a login completed since `seen` (then its token is the answer).
+    async fn authorize_after(&self, seen: u64, challenge: String) -> Result<(), String> {
+        let _one_at_a_time = self.login.lock().await;
+        if self.logins() != seen {
+            return Ok(());
+        }
+        self.authorize(challenge).await?;
+        self.logins.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     /// The OAuth authorization-code flow against the server's authorization server, from the server's
@@ -118,7 +167,7 @@ impl Reauth {
             .map_err(|e| format!("discovery failed: {e}"))?;
         let mut request = AuthorizationRequest::new(&config.redirect_uri)
             .with_client_name(&config.client_name)
-            .with_challenge(challenge);
+            .with_challenge(challenge.clone());
         if let Some(metadata) = &config.client_metadata_url {
             request = request.with_client_metadata_url(metadata);
         }
@@ -128,8 +177,15 @@ impl Reauth {
                 request = request.with_client_secret(secret);
             }
         }
-        if !config.scopes.is_empty() {
-            request = request.with_scopes(config.scopes.iter());
+        // The scopes asked for: those configured, those granted before and those the challenge names (a step-up
+        // keeps what it had). With none of these, the SDK picks from the server's metadata.
+        let mut scopes: Vec<String> = config.scopes.clone();
+        scopes.extend(lock(&self.granted).iter().cloned());
+        scopes.extend(param(&challenge, "scope").iter().flat_map(|s| s.split_whitespace().map(str::to_owned)));
+        scopes.sort();
+        scopes.dedup();
+        if !scopes.is_empty() && (!config.scopes.is_empty() || !lock(&self.granted).is_empty()) {
+            request = request.with_scopes(scopes.iter());
         }
         state.start_authorization(request).await.map_err(|e| format!("the client could not be registered: {e}"))?;
         let login = state.get_authorization_url().await.map_err(|e| format!("no authorization URL: {e}"))?;
@@ -141,7 +197,9 @@ impl Reauth {
             .await
             .map_err(|e| format!("the code was not exchanged for a token: {e}"))?;
         let manager = state.into_authorization_manager().ok_or("the authorization did not complete")?;
+        let granted = manager.get_current_scopes().await;
         *self.client.auth_manager.lock().await = manager;
+        lock(&self.granted).extend(granted);
         Ok(())
     }
 }
@@ -153,6 +211,8 @@ pub(crate) enum CallError {
     Closed(String),
     /// The server answered with a JSON-RPC error.
     Protocol { code: i32, message: String },
+    /// The server wants a token it was not given (no OAuth, a login that failed, or one it keeps refusing).
+    Unauthorized(String),
     /// Anything else on the way.
     Other(String),
 }
@@ -169,6 +229,7 @@ impl std::fmt::Display for CallError {
         match self {
             Self::Closed(why) => write!(f, "the connection closed: {why}"),
             Self::Protocol { code, message } => write!(f, "the server answered with error {code}: {message}"),
+            Self::Unauthorized(why) => write!(f, "the server refused the request without a token it accepts: {why}"),
             Self::Other(why) => f.write_str(why),
         }
     }
@@ -511,22 +572,25 @@ impl Connection {
     {
         let mut authorizations = 0;
         loop {
-            match request().await {
-                Err(err) if err.auth_challenge().is_some() && self.reauth.is_some() => {
-                    let challenge = err.auth_challenge().unwrap_or_default().to_owned();
-                    let Some(reauth) = self.reauth.as_ref().filter(|_| authorizations < MAX_AUTHORIZATIONS) else {
-                        return Err(CallError::Other(format!(
-                            "the server still refuses after {MAX_AUTHORIZATIONS} authorizations: {err}"
-                        )));
-                    };
-                    authorizations += 1;
-                    reauth
-                        .authorize(challenge)
-                        .await
-                        .map_err(|e| CallError::Other(format!("authorization failed: {e}")))?;
-                }
+            let seen = self.reauth.as_ref().map_or(0, Reauth::logins);
+            let err = match request().await {
+                Err(err) if err.auth_challenge().is_some() => err,
                 other => return other.map_err(call_error),
+            };
+            let challenge = err.auth_challenge().unwrap_or_default().to_owned();
+            let Some(reauth) = self.reauth.as_ref().filter(|_| answerable(&challenge)) else {
+                return Err(CallError::Unauthorized(err.to_string()));
+            };
+            if authorizations == MAX_AUTHORIZATIONS {
+                return Err(CallError::Unauthorized(format!(
+                    "the server still refuses after {MAX_AUTHORIZATIONS} authorizations: {err}"
+                )));
             }
+            authorizations += 1;
+            reauth
+                .authorize_after(seen, challenge)
+                .await
+                .map_err(|e| CallError::Unauthorized(format!("authorization failed: {e}")))?;
         }
     }
 
@@ -600,5 +664,22 @@ fn tool_result(result: &CallToolResult) -> ToolResult {
         is_error: result.is_error.unwrap_or(false),
         error_class: serde_json::from_value(meta[ERROR_CLASS_META].clone()).ok(),
         wrapped: meta[WRAPPED_META] == Value::Bool(true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{answerable, param};
+
+    #[test]
+    fn only_bearer_challenges_a_login_can_answer_start_one() {
+        assert!(answerable(r#"Bearer resource_metadata="http://x/.well-known/oauth-protected-resource""#));
+        assert!(answerable(r#"Bearer error="insufficient_scope", scope="a b""#));
+        assert!(answerable(r#"bearer error="invalid_token""#));
+        assert!(!answerable(r#"Bearer error="access_denied""#), "a refusal a login cannot mend");
+        assert!(!answerable(r#"Basic realm="x""#));
+        assert_eq!(param(r#"Bearer error="insufficient_scope", scope="a b""#, "scope").as_deref(), Some("a b"));
+        assert_eq!(param(r#"Bearer scope=a, error=x"#, "scope").as_deref(), Some("a"));
+        assert_eq!(param(r#"Bearer myscope="no""#, "scope"), None, "a parameter is matched whole");
     }
 }
