@@ -188,10 +188,11 @@ mod tests {
             /// Numbers.
             #[skill(id = "arithmetic", name = "Arithmetic", vsn = "1.2.0", category = "math", tags("math", "numbers"),
                     actions(Add, ops::Sub), requires("base"), instructions = "Use it.", state = Counter,
-                    handle_signal = on_signal)]
+                    handle_signal = on_signal, offers = extra::offers)]
             struct Arithmetic;
         })
         .unwrap();
+        assert!(attr.offers.is_some());
         assert_eq!(attr.id.unwrap().value(), "arithmetic");
         assert_eq!(attr.description.as_deref(), Some("Numbers."));
         assert_eq!(attr.tags.len(), 2);
@@ -212,5 +213,14 @@ mod tests {
         assert!(err.to_string().contains("unknown key `version`") && err.to_string().contains("vsn"), "{err}");
         let err = expand(syn::parse2(quote! { #[skill(id = "a")] struct X; }).unwrap()).err().unwrap();
         assert!(err.to_string().contains("required key `vsn`"), "{err}");
+    }
+
+    #[test]
+    fn offers_passes_the_builder_through_the_function() {
+        let out =
+            expand(syn::parse2(quote! { #[skill(id = "a", vsn = "1.0.0", offers = add_prompts)] struct X; }).unwrap())
+                .unwrap()
+                .to_string();
+        assert!(out.contains(". with (add_prompts)"), "{out}");
     }
 }
