@@ -216,6 +216,8 @@ async fn a_client_that_goes_away_while_asked_leaves_no_approval_waiting() {
     call.abort();
     let denied = agentry_tests::wait_for(&mut events, |e| matches!(e.kind, EventKind::ApprovalGiven { .. })).await;
     assert!(matches!(denied.kind, EventKind::ApprovalGiven { approved: false, .. }), "{denied:?}");
+    // Blocked is announced once it is journaled.
+    agentry_tests::wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionBlocked { .. })).await;
     let runs = op.runtime.store().query(&agentry::store::RunQuery { agent: Some(operator()), ..Default::default() });
     assert_eq!(runs[0].status(), RunStatus::Blocked, "denied, never run");
 }
