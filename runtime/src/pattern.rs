@@ -167,6 +167,14 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn a_pattern_shows_and_orders_by_its_text() {
+        let (a, b) = (Pattern::new("a.*").unwrap(), Pattern::new("b.**").unwrap());
+        assert_eq!((a.as_str(), a.to_string(), String::from(b.clone())), ("a.*", "a.*".to_owned(), "b.**".to_owned()));
+        assert_eq!(a.partial_cmp(&b), Some(std::cmp::Ordering::Less));
+        assert_eq!(b.partial_cmp(&a), Some(std::cmp::Ordering::Greater));
+    }
+
     /// The reference model: a direct recursive reading of the definition.
     fn model(pattern: &[&str], name: &[&str]) -> bool {
         match (pattern.first(), name.first()) {
