@@ -299,10 +299,7 @@ async fn a_run_asks_the_clients_model_or_user_only_if_the_client_can_answer() {
 /// defaults are the answer; denied, the server hears `decline`. Both journaled like any approval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_servers_elicitation_is_an_approval_on_the_calling_agent() {
-    use agentry::action::{Capability, Elicited};
-    use agentry::pattern::Pattern;
-    use agentry::runtime::{Runtime, SpawnOptions};
-    use agentry_skills::mcp::{McpClient, McpServer};
+    use agentry::action::Elicited;
 
     // The server: an agent whose one action asks for a form with a default.
     let ask = ActionSpec::new("form.ask", "Asks for a name.").unwrap();
@@ -320,28 +317,8 @@ async fn a_servers_elicitation_is_an_approval_on_the_calling_agent() {
         )
         .build()
         .unwrap();
-    let server = Runtime::builder().skill(form).build();
-    let served = server.spawn((), SpawnOptions::default()).await.unwrap();
-    served.mount(&"form".parse().unwrap(), serde_json::Value::Null).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://localhost:{}/mcp", listener.local_addr().unwrap().port());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (runtime, id) = (server.clone(), served.id().clone());
-    tokio::spawn(async move {
-        agentry_skills::mcp::serve_http(&runtime, &id, listener, async move {
-            let _ = stopped.await;
-        })
-        .await
-    });
-
-    // The client: an agent that mounts the server; its own tools run without asking, elicitations are asked.
-    let client = McpClient::connect(McpServer::http("form", &url)).await.unwrap();
-    let runtime = Runtime::builder().build();
-    client.attach(&runtime).unwrap();
-    let mut policy = Policy::default().grant(Capability::NET);
-    policy.risk_overrides.insert(Pattern::new("mcp.form.form.*").unwrap(), Risk::Low);
-    let caller = runtime.spawn((), SpawnOptions { policy, ..SpawnOptions::default() }).await.unwrap();
-    caller.mount(client.skill().id(), serde_json::Value::Null).await.unwrap();
+    let remote = Remote::start(form).await;
+    let (runtime, caller) = (&remote.runtime, &remote.caller);
 
     for approve in [true, false] {
         let mut events = runtime.events();
@@ -376,18 +353,14 @@ async fn a_servers_elicitation_is_an_approval_on_the_calling_agent() {
         let status = if approve { RunStatus::Completed } else { RunStatus::Blocked };
         assert_eq!(record.status(), status);
     }
-    client.close();
-    let _ = stop.send(());
+    remote.stop();
 }
 
 /// Through two agents: a served action's log line and progress reach the agentry client's run, which logs and
 /// reports them in turn, so the caller of *that* run hears them while the call is still under way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_actions_log_and_progress_reach_the_local_caller() {
-    use agentry::action::{Caller, CallerCan, CallerRequest, Capability};
-    use agentry::pattern::Pattern;
-    use agentry::runtime::{Runtime, SpawnOptions};
-    use agentry_skills::mcp::{McpClient, McpServer};
+    use agentry::action::{Caller, CallerCan, CallerRequest};
     use std::sync::Arc;
 
     // The server's action logs, reports half done, and holds until the test lets it go.
@@ -409,27 +382,8 @@ async fn a_remote_actions_log_and_progress_reach_the_local_caller() {
         )
         .build()
         .unwrap();
-    let server = Runtime::builder().skill(relay).build();
-    let served = server.spawn((), SpawnOptions::default()).await.unwrap();
-    served.mount(&"relay".parse().unwrap(), serde_json::Value::Null).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://localhost:{}/mcp", listener.local_addr().unwrap().port());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (runtime, id) = (server.clone(), served.id().clone());
-    tokio::spawn(async move {
-        agentry_skills::mcp::serve_http(&runtime, &id, listener, async move {
-            let _ = stopped.await;
-        })
-        .await
-    });
-
-    let client = McpClient::connect(McpServer::http("relay", &url)).await.unwrap();
-    let runtime = Runtime::builder().build();
-    client.attach(&runtime).unwrap();
-    let mut policy = Policy::default().grant(Capability::NET);
-    policy.risk_overrides.insert(Pattern::new("mcp.relay.relay.*").unwrap(), Risk::Low);
-    let local = runtime.spawn((), SpawnOptions { policy, ..SpawnOptions::default() }).await.unwrap();
-    local.mount(client.skill().id(), serde_json::Value::Null).await.unwrap();
+    let remote = Remote::start(relay).await;
+    let (runtime, local) = (&remote.runtime, &remote.caller);
 
     let (caller, mut heard) = Caller::new(CallerCan::default());
     let call = runtime.invoke_with(local.id(), "mcp.relay.relay.hold", json!({}), caller);
@@ -450,6 +404,48 @@ async fn a_remote_actions_log_and_progress_reach_the_local_caller() {
     release.notify_one();
     let outcome = call.await.unwrap();
     assert_eq!(outcome.output, json!("released"));
-    client.close();
-    let _ = stop.send(());
+    remote.stop();
+}
+
+/// A skill served over HTTP on loopback by an agent of its own runtime, and an agent of another runtime that
+/// mounts it through an `McpClient` (named as the skill), with `net` granted and the served skill's tools at low
+/// risk, so only what the server asks needs approval.
+struct Remote {
+    runtime: agentry::runtime::Runtime,
+    caller: agentry::runtime::AgentRef<()>,
+    client: agentry_skills::mcp::McpClient,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Remote {
+    async fn start(skill: Skill) -> Self {
+        use agentry::action::Capability;
+        use agentry::pattern::Pattern;
+        use agentry::runtime::{Runtime, SpawnOptions};
+        use agentry_skills::mcp::{McpClient, McpServer};
+        let name = skill.id().to_string();
+        let server = Runtime::builder().skill(skill).build();
+        let served = server.spawn((), SpawnOptions::default()).await.unwrap();
+        served.mount(&name.parse().unwrap(), serde_json::Value::Null).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://localhost:{}/mcp", listener.local_addr().unwrap().port());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let (id, stopped) = (served.id().clone(), stop.clone());
+        tokio::spawn(async move {
+            agentry_skills::mcp::serve_http(&server, &id, listener, async move { stopped.cancelled().await }).await
+        });
+        let client = McpClient::connect(McpServer::http(&name, &url)).await.unwrap();
+        let runtime = Runtime::builder().build();
+        client.attach(&runtime).unwrap();
+        let mut policy = Policy::default().grant(Capability::NET);
+        policy.risk_overrides.insert(Pattern::new(format!("mcp.{name}.{name}.*")).unwrap(), Risk::Low);
+        let caller = runtime.spawn((), SpawnOptions { policy, ..SpawnOptions::default() }).await.unwrap();
+        caller.mount(client.skill().id(), serde_json::Value::Null).await.unwrap();
+        Self { runtime, caller, client, stop }
+    }
+
+    fn stop(&self) {
+        self.client.close();
+        self.stop.cancel();
+    }
 }

@@ -559,13 +559,6 @@ fn http_options(
     oauth: bool,
 ) -> Result<adapter::HttpOptions, McpError> {
     let config = |message: String| McpError::Config { server: server.name.clone(), message };
-    let secret = |var: &str| {
-        std::env::var(var).map_err(|_| {
-            config(format!(
-                "the environment variable `{var}` is not set (or not UTF-8); expected it to hold the secret"
-            ))
-        })
-    };
     if oauth && bearer_env.is_some() {
         return Err(config(
             "both a bearer token (bearer_env) and OAuth are set; expected one, since a fixed token would be sent in \
@@ -584,13 +577,10 @@ fn http_options(
     }
     let mut resolved = Vec::with_capacity(headers.len());
     for (name, value) in headers {
-        let value = match value {
-            Setting::Text(text) => text.clone(),
-            Setting::Env(var) => secret(var)?,
-        };
-        resolved.push((name.clone(), value));
+        resolved.push((name.clone(), value.read(&server.name, &format!("the value of header `{name}`"))?));
     }
-    let bearer = bearer_env.map(secret).transpose()?;
+    let bearer =
+        bearer_env.map(|var| Setting::Env(var.to_owned()).read(&server.name, "the bearer token")).transpose()?;
     adapter::HttpOptions::new(resolved, bearer).map_err(config)
 }
 
