@@ -172,7 +172,8 @@ impl Policy {
     /// Whether this policy is within `parent`'s: it allows nothing `parent` refuses. A child agent may get a
     /// policy of its own only if it is. Compared rule by rule, conservatively (patterns by their text):
     /// grants, allowed skills, actions and hosts are subsets of the parent's; its deny lists and risk
-    /// overrides include the parent's; it asks for approval at the parent's risk or lower, and waits for one
+    /// overrides include the parent's, and any other override it adds assumes risk High (an override replaces
+    /// an action's own risk, so a lower one could skip the parent's approvals); it asks for approval at the parent's risk or lower, and waits for one
     /// no longer. `Err` names the first rule that is broader.
     pub fn within(&self, parent: &Policy) -> Result<(), String> {
         match (&self.grants, &parent.grants) {
@@ -229,6 +230,18 @@ impl Policy {
             if self.risk_overrides.get(pattern).is_none_or(|mine| mine < risk) {
                 return Err(format!("it does not assume risk {risk:?} for actions matching `{pattern}`"));
             }
+        }
+        // An override replaces an action's own risk, so one the parent does not have could lower it below the
+        // parent's approval threshold: only the highest risk is safe to add.
+        if let Some((pattern, risk)) = self
+            .risk_overrides
+            .iter()
+            .find(|(pattern, risk)| !parent.risk_overrides.contains_key(*pattern) && **risk < Risk::High)
+        {
+            return Err(format!(
+                "it assumes risk {risk:?} for actions matching `{pattern}`, which its parent does not override; a \
+                 child may add only overrides at risk High"
+            ));
         }
         if self.allow_private_network && !parent.allow_private_network {
             return Err("it allows the private network".into());
@@ -359,6 +372,56 @@ mod tests {
     }
 
     #[test]
+    fn an_allow_list_lets_its_own_skills_be_mounted() {
+        let math = SkillId::new("math").unwrap();
+        let allow = Policy { allow_skills: Some([math.clone()].into()), ..Policy::default() };
+        assert_eq!(allow.may_mount(&math), Ok(()));
+        assert_eq!(Policy::default().may_mount(&math), Ok(()), "no allow list: any skill not denied");
+    }
+
+    #[test]
+    fn a_wildcard_host_needs_a_label_before_its_domain() {
+        let policy = Policy::default().allow_host("*.internal.test");
+        assert!(policy.host_allowed("a.internal.test"));
+        for host in [".internal.test", "internal.test", "internal.test."] {
+            assert!(!policy.host_allowed(host), "{host}: the wildcard stands for at least one character");
+        }
+    }
+
+    #[test]
+    fn the_builders_set_what_they_name() {
+        let policy = Policy::default()
+            .approval_at(Some(Risk::Medium))
+            .allow_private_network(true)
+            .approval_timeout(Some(Duration::from_secs(5)));
+        assert_eq!(policy.approval_at, Some(Risk::Medium));
+        assert!(policy.allow_private_network);
+        assert_eq!(policy.approval_timeout, Some(Duration::from_secs(5)));
+        let never = Policy::default().approval_at(None).approval_timeout(None);
+        assert_eq!((never.approval_at, never.approval_timeout), (None, None));
+    }
+
+    #[test]
+    fn trusted_grants_everything_and_reaches_the_private_network() {
+        let trusted = Policy::trusted();
+        assert_eq!(trusted.grants, Grants::All);
+        assert!(trusted.grants(&Capability::FS) && trusted.grants(&Capability::NET));
+        assert!(trusted.allow_private_network);
+        assert_eq!(trusted.approval_at, None);
+    }
+
+    #[test]
+    fn a_policy_read_without_a_timeout_waits_an_hour_for_approvals() {
+        let read: Policy = serde_json::from_value(serde_json::json!({"grants": "all"})).unwrap();
+        assert_eq!(read.approval_timeout, Some(DEFAULT_APPROVAL_TIMEOUT));
+        assert_eq!(DEFAULT_APPROVAL_TIMEOUT, Duration::from_secs(3600));
+        assert_eq!(Policy::default().approval_timeout, Some(DEFAULT_APPROVAL_TIMEOUT));
+        let never: Policy =
+            serde_json::from_value(serde_json::json!({"grants": "all", "approval_timeout": null})).unwrap();
+        assert_eq!(never.approval_timeout, None, "an explicit null waits for ever");
+    }
+
+    #[test]
     fn risk_overrides_win_over_hints() {
         let mut policy = Policy::default();
         policy.risk_overrides.insert(Pattern::new("mcp.**").unwrap(), Risk::High);
@@ -366,5 +429,147 @@ mod tests {
             policy.may_run(&spec("mcp.srv.tool").risk(Risk::Low)),
             RunDecision::NeedsApproval { risk: Risk::High }
         );
+    }
+
+    mod within {
+        //! `within` against what it promises: a child policy it accepts refuses everything its parent refuses,
+        //! and every policy is within itself.
+        use super::*;
+        use proptest::prelude::*;
+
+        const SKILLS: [&str; 3] = ["math", "shell", "web"];
+        const ACTIONS: [&str; 4] = ["math.add", "shell.exec", "web.get", "web.post"];
+        const PATTERNS: [&str; 4] = ["math.*", "shell.**", "web.*", "**"];
+        const HOSTS: [&str; 4] = ["api.test", "*.api.test", "x.api.test", "*"];
+        const CAPS: [Capability; 2] = [Capability::FS, Capability::NET];
+        const RISKS: [Risk; 3] = [Risk::Low, Risk::Medium, Risk::High];
+
+        fn subset<T: Clone + std::fmt::Debug>(of: &'static [T]) -> impl Strategy<Value = Vec<T>> {
+            proptest::sample::subsequence(of, 0..=of.len())
+        }
+
+        fn skills(names: Vec<&str>) -> BTreeSet<SkillId> {
+            names.into_iter().map(|n| SkillId::new(n).unwrap()).collect()
+        }
+
+        fn patterns(texts: Vec<&str>) -> Vec<Pattern> {
+            texts.into_iter().map(|t| Pattern::new(t).unwrap()).collect()
+        }
+
+        /// One rule of a policy set to a value drawn from a small domain, so two policies often share rules.
+        #[derive(Debug, Clone)]
+        enum Rule {
+            Grants(Option<Vec<Capability>>),
+            AllowSkills(Option<Vec<&'static str>>),
+            DenySkills(Vec<&'static str>),
+            AllowActions(Option<Vec<&'static str>>),
+            DenyActions(Vec<&'static str>),
+            ApprovalAt(Option<Risk>),
+            Timeout(Option<u64>),
+            Override(&'static str, Option<Risk>),
+            Hosts(Vec<&'static str>),
+            Private(bool),
+        }
+
+        fn rule() -> impl Strategy<Value = Rule> {
+            prop_oneof![
+                proptest::option::of(subset(&CAPS)).prop_map(Rule::Grants),
+                proptest::option::of(subset(&SKILLS)).prop_map(Rule::AllowSkills),
+                subset(&SKILLS).prop_map(Rule::DenySkills),
+                proptest::option::of(subset(&PATTERNS)).prop_map(Rule::AllowActions),
+                subset(&PATTERNS).prop_map(Rule::DenyActions),
+                proptest::option::of(proptest::sample::select(&RISKS[..])).prop_map(Rule::ApprovalAt),
+                proptest::option::of(1..4u64).prop_map(Rule::Timeout),
+                (
+                    proptest::sample::select(&PATTERNS[..]),
+                    proptest::option::of(proptest::sample::select(&RISKS[..]))
+                )
+                    .prop_map(|(p, r)| Rule::Override(p, r)),
+                subset(&HOSTS).prop_map(Rule::Hosts),
+                any::<bool>().prop_map(Rule::Private),
+            ]
+        }
+
+        fn apply(mut policy: Policy, rule: Rule) -> Policy {
+            match rule {
+                Rule::Grants(None) => policy.grants = Grants::All,
+                Rule::Grants(Some(caps)) => policy.grants = Grants::Only(caps.into_iter().collect()),
+                Rule::AllowSkills(names) => policy.allow_skills = names.map(skills),
+                Rule::DenySkills(names) => policy.deny_skills = skills(names),
+                Rule::AllowActions(texts) => policy.allow_actions = texts.map(patterns),
+                Rule::DenyActions(texts) => policy.deny_actions = patterns(texts),
+                Rule::ApprovalAt(risk) => policy.approval_at = risk,
+                Rule::Timeout(secs) => policy.approval_timeout = secs.map(Duration::from_secs),
+                Rule::Override(text, None) => {
+                    policy.risk_overrides.remove(&Pattern::new(text).unwrap());
+                }
+                Rule::Override(text, Some(risk)) => {
+                    policy.risk_overrides.insert(Pattern::new(text).unwrap(), risk);
+                }
+                Rule::Hosts(hosts) => policy.allow_hosts = hosts.into_iter().map(str::to_owned).collect(),
+                Rule::Private(allow) => policy.allow_private_network = allow,
+            }
+            policy
+        }
+
+        /// A parent made of random rules, and a child that is the parent with a few rules changed (none: the
+        /// parent itself), so children within their parent and children broader than it both come up often.
+        fn family() -> impl Strategy<Value = (Policy, Policy)> {
+            (proptest::collection::vec(rule(), 0..10), proptest::collection::vec(rule(), 0..3)).prop_map(
+                |(rules, changes)| {
+                    let parent = rules.into_iter().fold(Policy::default(), apply);
+                    let child = changes.into_iter().fold(parent.clone(), apply);
+                    (parent, child)
+                },
+            )
+        }
+
+        fn specs() -> Vec<ActionSpec> {
+            let mut specs = Vec::new();
+            for id in ACTIONS {
+                for risk in RISKS {
+                    for caps in [&[][..], &[Capability::FS][..], &CAPS[..]] {
+                        let spec = caps.iter().fold(spec(id).risk(risk), |s, c| s.capability(c.clone()));
+                        specs.push(spec);
+                    }
+                }
+            }
+            specs
+        }
+
+        fn spec(id: &str) -> ActionSpec {
+            ActionSpec::new(id, "test").unwrap()
+        }
+
+        proptest! {
+            #[test]
+            fn a_policy_is_within_itself((policy, _) in family()) {
+                prop_assert_eq!(policy.within(&policy), Ok(()));
+            }
+
+            #[test]
+            fn a_child_within_its_parent_allows_nothing_the_parent_refuses((parent, child) in family()) {
+                let Ok(()) = child.within(&parent) else { return Ok(()) };
+                for spec in specs() {
+                    let (theirs, mine) = (parent.may_run(&spec), child.may_run(&spec));
+                    let denied = |d: &RunDecision| matches!(d, RunDecision::Deny { .. });
+                    prop_assert!(!denied(&theirs) || denied(&mine), "{} {:?}: child {:?}", spec.id, spec.risk, mine);
+                    let asks = matches!(theirs, RunDecision::NeedsApproval { .. });
+                    prop_assert!(!asks || mine != RunDecision::Allow, "{} {:?}: the child does not ask", spec.id, spec.risk);
+                }
+                for name in SKILLS {
+                    let skill = SkillId::new(name).unwrap();
+                    prop_assert!(parent.may_mount(&skill).is_ok() || child.may_mount(&skill).is_err(), "{}", name);
+                }
+                for host in ["api.test", "x.api.test", "y.api.test", "other.test"] {
+                    prop_assert!(parent.host_allowed(host) || !child.host_allowed(host), "{}", host);
+                }
+                prop_assert!(parent.allow_private_network || !child.allow_private_network);
+                if let Some(theirs) = parent.approval_timeout {
+                    prop_assert!(child.approval_timeout.is_some_and(|mine| mine <= theirs));
+                }
+            }
+
+        }
     }
 }
