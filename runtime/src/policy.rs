@@ -480,10 +480,7 @@ mod tests {
                 subset(&PATTERNS).prop_map(Rule::DenyActions),
                 proptest::option::of(proptest::sample::select(&RISKS[..])).prop_map(Rule::ApprovalAt),
                 proptest::option::of(1..4u64).prop_map(Rule::Timeout),
-                (
-                    proptest::sample::select(&PATTERNS[..]),
-                    proptest::option::of(proptest::sample::select(&RISKS[..]))
-                )
+                (proptest::sample::select(&PATTERNS[..]), proptest::option::of(proptest::sample::select(&RISKS[..])))
                     .prop_map(|(p, r)| Rule::Override(p, r)),
                 subset(&HOSTS).prop_map(Rule::Hosts),
                 any::<bool>().prop_map(Rule::Private),
@@ -515,7 +512,7 @@ mod tests {
         /// A parent made of random rules, and a child that is the parent with a few rules changed (none: the
         /// parent itself), so children within their parent and children broader than it both come up often.
         fn family() -> impl Strategy<Value = (Policy, Policy)> {
-            (proptest::collection::vec(rule(), 0..10), proptest::collection::vec(rule(), 0..3)).prop_map(
+            (proptest::collection::vec(rule(), 0..8), proptest::collection::vec(rule(), 0..3)).prop_map(
                 |(rules, changes)| {
                     let parent = rules.into_iter().fold(Policy::default(), apply);
                     let child = changes.into_iter().fold(parent.clone(), apply);
@@ -542,6 +539,9 @@ mod tests {
         }
 
         proptest! {
+            // Cheap cases, and a broader child must meet an action that shows it: many of them.
+            #![proptest_config(ProptestConfig::with_cases(2048))]
+
             #[test]
             fn a_policy_is_within_itself((policy, _) in family()) {
                 prop_assert_eq!(policy.within(&policy), Ok(()));

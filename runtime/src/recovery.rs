@@ -10,7 +10,7 @@ use crate::error::RuntimeError;
 use crate::id::AgentId;
 use crate::server::{AgentServer, Recovered, Replayed, ServerArgs, SpawnSettings};
 use crate::shared::Shared;
-use crate::store::{AgentRecord, Durable};
+use crate::store::{AgentRecord, Revival};
 use ractor::Actor;
 use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -52,22 +52,25 @@ fn decode_state<A: Agent>(
     serde_json::from_value(state).map_err(|e| mismatch(e.to_string()))
 }
 
-/// Brings back one agent of type `A`: snapshot, replay, then the server, which settles the runs. Returns how
-/// many inputs were replayed.
-pub(crate) async fn revive<A: Agent>(shared: Arc<Shared>, record: AgentRecord) -> Result<u64, RuntimeError> {
+/// How many agents a recovery reads from the store at a time.
+const REVIVE_AT_ONCE: usize = 256;
+
+/// Brings back one agent of type `A` from what the store kept of it (`revival`, read beforehand): snapshot,
+/// replay, then the server, which settles the runs. Returns how many inputs were replayed.
+pub(crate) async fn revive<A: Agent>(
+    shared: Arc<Shared>,
+    record: AgentRecord,
+    revival: Revival,
+) -> Result<u64, RuntimeError> {
     let id = record.agent.clone();
-    let durable: &dyn Durable = shared.store.durable().ok_or_else(|| store_error(&id, "the store is not durable"))?;
     let settings: SpawnSettings = serde_json::from_value(record.spawn.clone())
         .map_err(|e| store_error(&id, format!("its spawn settings do not decode: {e}")))?;
-    let snapshot = durable
-        .snapshot(&id)
-        .map_err(|e| store_error(&id, e))?
-        .ok_or_else(|| store_error(&id, "it has no snapshot"))?;
+    let Revival { snapshot, inputs, schedules, runs, .. } = revival;
+    let snapshot = snapshot.ok_or_else(|| store_error(&id, "it has no snapshot"))?;
     let mut state: AgentState<A> = decode_state(&id, snapshot.version, snapshot.state)?;
     if state.id != id {
         return Err(store_error(&id, format!("its snapshot is of agent `{}`", state.id)));
     }
-    let inputs = durable.inputs_after(&id, snapshot.seq).map_err(|e| store_error(&id, e))?;
     let catalog = shared.catalog.snapshot();
     for skill in state.skills().keys() {
         if catalog.get(skill).is_none() {
@@ -110,9 +113,8 @@ pub(crate) async fn revive<A: Agent>(shared: Arc<Shared>, record: AgentRecord) -
             });
         }
     }
-    let keys: Vec<String> = recovered.replayed.iter().map(|r| r.key.clone()).collect();
-    recovered.runs = durable.runs_to_resolve(&id, &keys).map_err(|e| store_error(&id, e))?;
-    recovered.schedules = durable.schedules(&id).map_err(|e| store_error(&id, e))?;
+    recovered.runs = runs;
+    recovered.schedules = schedules;
 
     // The action table is what the mounted skills provide, as when they were mounted.
     let mut start_effects = Vec::new();
@@ -170,6 +172,7 @@ pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeErr
         .collect();
     records.sort_by_key(|r| !parents.contains(&r.agent));
     let mut recovery = Recovery::default();
+    let mut awake = Vec::new();
     for record in records {
         let id = record.agent.clone();
         if shared.directory.get(&id).is_some() || shared.sleeping.contains_key(&id) {
@@ -183,21 +186,31 @@ pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeErr
             };
             shared.sleeping.insert(id.clone(), sleeper);
             recovery.asleep.push(id);
-            continue;
+        } else {
+            awake.push(record);
         }
-        let reviver = shared.revivers.get(&record.agent_type).map(|r| r.clone());
-        let revived = match reviver {
-            Some(revive) => revive(shared.clone(), record).await,
-            None => Err(RuntimeError::UnknownAgentType(record.agent_type)),
-        };
-        match revived {
-            Ok(replayed) => {
-                recovery.replayed += replayed;
-                recovery.agents.push(id);
-            }
-            Err(err) => {
-                tracing::error!(agent = %id, %err, "an agent could not be brought back");
-                recovery.failed.push((id, err));
+    }
+    // Read a few hundred agents at once (one trip to the store), then bring them back one by one.
+    for chunk in awake.chunks(REVIVE_AT_ONCE) {
+        let ids: Vec<AgentId> = chunk.iter().map(|r| r.agent.clone()).collect();
+        let revivals = durable.revivals(&ids).map_err(|e| store_error(&system, e))?;
+        for (record, revival) in chunk.iter().zip(revivals) {
+            let id = record.agent.clone();
+            let reviver = shared.revivers.get(&record.agent_type).map(|r| r.clone());
+            let revived = match (reviver, revival) {
+                (_, Err(err)) => Err(store_error(&id, err)),
+                (Some(revive), Ok(revival)) => revive(shared.clone(), record.clone(), revival).await,
+                (None, Ok(_)) => Err(RuntimeError::UnknownAgentType(record.agent_type.clone())),
+            };
+            match revived {
+                Ok(replayed) => {
+                    recovery.replayed += replayed;
+                    recovery.agents.push(id);
+                }
+                Err(err) => {
+                    tracing::error!(agent = %id, %err, "an agent could not be brought back");
+                    recovery.failed.push((id, err));
+                }
             }
         }
     }

@@ -135,7 +135,8 @@ impl RuntimeBuilder {
             })
         });
         self.spawners.push((A::name().to_owned(), spawner));
-        let reviver: Reviver = Arc::new(|shared, record| Box::pin(crate::recovery::revive::<A>(shared, record)));
+        let reviver: Reviver =
+            Arc::new(|shared, record, revival| Box::pin(crate::recovery::revive::<A>(shared, record, revival)));
         self.revivers.push((A::name().to_owned(), reviver));
         Ok(self)
     }

@@ -44,9 +44,14 @@ pub(crate) struct Shared {
     pub sweeper: std::sync::OnceLock<()>,
 }
 
-/// Brings back one agent of a registered type from a durable store; returns how many inputs it replayed.
+/// Brings back one agent of a registered type from what a durable store kept of it (read beforehand); returns
+/// how many inputs it replayed.
 pub(crate) type Reviver = Arc<
-    dyn Fn(Arc<Shared>, crate::store::AgentRecord) -> Pin<Box<dyn Future<Output = Result<u64, RuntimeError>> + Send>>
+    dyn Fn(
+            Arc<Shared>,
+            crate::store::AgentRecord,
+            crate::store::Revival,
+        ) -> Pin<Box<dyn Future<Output = Result<u64, RuntimeError>> + Send>>
         + Send
         + Sync,
 >;

@@ -77,16 +77,21 @@ pub(crate) async fn wake(shared: &Arc<Shared>, agent: &AgentId) -> Result<(), Ru
         agent: agent.clone(),
         message: "a hibernated agent needs a durable store to thaw".to_owned(),
     })?;
-    let record = durable
-        .agent(agent)
-        .map_err(|e| RuntimeError::Store { agent: agent.clone(), message: e.to_string() })?
-        .ok_or_else(|| RuntimeError::NoSuchAgent(agent.clone()))?;
+    let store_error =
+        |e: crate::store::StoreError| RuntimeError::Store { agent: agent.clone(), message: e.to_string() };
+    let revival = durable
+        .revivals(std::slice::from_ref(agent))
+        .map_err(store_error)?
+        .pop()
+        .ok_or_else(|| RuntimeError::NoSuchAgent(agent.clone()))?
+        .map_err(store_error)?;
+    let record = revival.record.clone().ok_or_else(|| RuntimeError::NoSuchAgent(agent.clone()))?;
     let revive = shared
         .revivers
         .get(agent_type.as_ref())
         .map(|r| r.clone())
         .ok_or_else(|| RuntimeError::UnknownAgentType(agent_type.to_string()))?;
-    revive(shared.clone(), record).await?;
+    revive(shared.clone(), record, revival).await?;
     shared.events.announce(agent, None, None, EventKind::AgentThawed);
     Ok(())
 }

@@ -91,6 +91,22 @@ pub struct KeyedRun {
     pub delivered: bool,
 }
 
+/// Everything that brings one agent back, read at once (see [`Durable::revivals`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Revival {
+    /// How it was spawned; `None` if it is not to be brought back.
+    pub record: Option<AgentRecord>,
+    /// Its latest snapshot.
+    pub snapshot: Option<Snapshot>,
+    /// The inputs logged after that snapshot, in order.
+    pub inputs: Vec<(u64, Signal)>,
+    /// Its armed schedules.
+    pub schedules: Vec<ScheduleRecord>,
+    /// Its runs the recovery must look at: those that had not ended, those whose outcome it was not given yet,
+    /// and those its inputs after the snapshot asked for (their idempotency keys name those inputs).
+    pub runs: Vec<KeyedRun>,
+}
+
 /// The part of a store that outlives the process. Writes are queued and made durable in order, in batches;
 /// reads see every write made before them.
 pub trait Durable: Send + Sync + 'static {
@@ -126,7 +142,8 @@ pub trait Durable: Send + Sync + 'static {
     fn inputs_after(&self, agent: &AgentId, after: u64) -> Result<Vec<(u64, Signal)>, StoreError>;
     /// An agent's armed schedules.
     fn schedules(&self, agent: &AgentId) -> Result<Vec<ScheduleRecord>, StoreError>;
-    /// An agent's runs the recovery must look at: those that had not ended, those whose outcome the agent was
-    /// not given yet, and those the given idempotency keys name.
-    fn runs_to_resolve(&self, agent: &AgentId, keys: &[String]) -> Result<Vec<KeyedRun>, StoreError>;
+    /// What brings each of these agents back, in their order, each read after every write made before this
+    /// call, in one trip to the store: a recovery reads a few hundred agents at a time, a thaw one. An agent
+    /// whose rows do not decode gets its own error; the others are unaffected.
+    fn revivals(&self, agents: &[AgentId]) -> Result<Vec<Result<Revival, StoreError>>, StoreError>;
 }

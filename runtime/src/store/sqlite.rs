@@ -2,19 +2,22 @@
 //! agents back after a crash (see [`Durable`]).
 //!
 //! Writes never touch the disk on the caller's thread. They go, in order, to one writer thread, which applies
-//! everything waiting in one transaction (group commit) and then tells whoever waits for durability. Reads go
-//! the same way, so they see every write made before them. Run records are also kept in a [`MemoryStore`],
+//! everything waiting in one transaction (group commit) and then tells whoever waits for durability. Reads use
+//! a second connection of their own, so a read does not wait behind a batch of writes: the store counts the
+//! writes sent and the writes committed, and a read that finds some not committed yet waits for them first,
+//! so it still sees every write made before it. Run records are also kept in a [`MemoryStore`],
 //! which checks each write (a duplicate run, an update to an ended one) as the in-memory journal does and
 //! answers `get` for recent runs without a trip to the writer.
 
-use super::durable::{AgentRecord, Durable, Flushed, KeyedRun, RunPlan, ScheduleRecord, Snapshot};
+use super::durable::{AgentRecord, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};
 use super::{MemoryStore, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use crate::signal::Signal;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use uuid::Uuid;
 
@@ -109,8 +112,27 @@ enum Op {
     Armed(Box<ScheduleRecord>),
     Cleared(AgentId, String),
     Refusal(Box<Refusal>),
-    Flush(tokio::sync::oneshot::Sender<()>),
-    Read(Box<dyn FnOnce(&Connection) + Send>),
+    /// Answered once every write sent before it is committed.
+    Flush(Waiter),
+}
+
+/// Who waits for a flush: a task, or a thread that blocks (a read).
+enum Waiter {
+    Task(tokio::sync::oneshot::Sender<()>),
+    Thread(mpsc::SyncSender<()>),
+}
+
+impl Waiter {
+    fn tell(self) {
+        match self {
+            Waiter::Task(done) => {
+                let _ = done.send(());
+            }
+            Waiter::Thread(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
 }
 
 /// A journal in a SQLite file. See the module docs for how writes reach the disk.
@@ -128,6 +150,12 @@ pub struct SqliteStore {
     writes: mpsc::Sender<Op>,
     writer: Option<JoinHandle<()>>,
     path: PathBuf,
+    /// The connection reads use (queries only).
+    reader: Mutex<Connection>,
+    /// How many writes were sent to the writer, and how many it has committed (in the order sent). A read
+    /// that finds the second behind the first waits for a flush.
+    sent: AtomicU64,
+    committed: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -209,12 +237,29 @@ impl SqliteStore {
                 let _ = memory.record(record);
             }
         }
+        let reader = Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(corrupt)?;
+        // A reader waits out the rare moments the writer holds the whole file (restarting its log).
+        reader.busy_timeout(std::time::Duration::from_secs(10)).map_err(corrupt)?;
+        let committed = Arc::new(AtomicU64::new(0));
         let (writes, queue) = mpsc::channel();
+        let counted = committed.clone();
         let writer = std::thread::Builder::new()
             .name("agentry-journal".to_owned())
-            .spawn(move || write_loop(db, queue, keep_inputs))
+            .spawn(move || write_loop(db, queue, keep_inputs, &counted))
             .map_err(|e| StoreError::Database(format!("the journal's writer thread could not start: {e}")))?;
-        Ok(Self { memory, writes, writer: Some(writer), path })
+        Ok(Self {
+            memory,
+            writes,
+            writer: Some(writer),
+            path,
+            reader: Mutex::new(reader),
+            sent: AtomicU64::new(0),
+            committed,
+        })
     }
 
     /// Where the file is.
@@ -223,20 +268,29 @@ impl SqliteStore {
     }
 
     fn send(&self, op: Op) {
+        // Counted before it is queued: a write the writer has received was counted.
+        if !matches!(op, Op::Flush(_)) {
+            self.sent.fetch_add(1, Ordering::SeqCst);
+        }
         // The writer lives as long as this store; a send fails only if it panicked, which it logs.
         let _ = self.writes.send(op);
     }
 
-    /// Runs `read` on the writer's connection after every write made before it, and returns its answer.
-    fn read<T: Send + 'static>(
-        &self,
-        read: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let (answer, answered) = mpsc::sync_channel(1);
-        self.send(Op::Read(Box::new(move |db| {
-            let _ = answer.send(read(db));
-        })));
-        answered.recv().map_err(|_| StoreError::Database("the journal's writer thread stopped".to_owned()))?
+    /// Runs `read` on the reader's connection once every write sent before it is committed (at once, when
+    /// none is pending), and returns its answer.
+    fn read<T>(&self, read: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        // Every write sent before this load was queued before any write counted after it, so once the writer
+        // has committed as many writes as were sent by now, it has committed those.
+        if self.committed.load(Ordering::SeqCst) < self.sent.load(Ordering::SeqCst) {
+            let (done, flushed) = mpsc::sync_channel(1);
+            self.send(Op::Flush(Waiter::Thread(done)));
+            flushed.recv().map_err(|_| {
+                StoreError::Database("the journal could not commit the writes this read must see".to_owned())
+            })?;
+        }
+        // A panic in another read leaves the connection as it was: statements hold no state between reads.
+        let db = self.reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        read(&db)
     }
 }
 
@@ -252,7 +306,7 @@ impl Drop for SqliteStore {
 }
 
 /// The writer thread: everything waiting goes into one transaction; then the flushes are answered.
-fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool) {
+fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, committed: &AtomicU64) {
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
         let gather = |batch: &mut Vec<Op>| {
@@ -266,7 +320,7 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool) 
         // A small batch that nobody waits on is given a moment to grow: fewer, larger transactions, and the
         // threads that write are not woken for every write. A batch someone waits on commits at once, also
         // when the one waiting arrives during that moment.
-        let awaited = |op: &Op| matches!(op, Op::Flush(_) | Op::Read(_));
+        let awaited = |op: &Op| matches!(op, Op::Flush(_));
         if batch.len() < GATHER_BELOW && !batch.iter().any(awaited) {
             let until = std::time::Instant::now() + GATHER_FOR;
             while batch.len() < GATHER_BELOW {
@@ -285,16 +339,13 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool) 
             gather(&mut batch);
         }
         let mut flushed = Vec::new();
-        let committed = (|| -> rusqlite::Result<()> {
+        let writes = batch.iter().filter(|op| !matches!(op, Op::Flush(_))).count() as u64;
+        let outcome = (|| -> rusqlite::Result<()> {
             let tx = db.transaction()?;
             let mut runs = Runs::default();
             for op in batch {
                 match op {
                     Op::Flush(done) => flushed.push(done),
-                    Op::Read(read) => {
-                        runs.write(&tx)?;
-                        read(&tx);
-                    }
                     Op::Run(record) => {
                         let run = record.run;
                         runs.entry(run).record = Some(record);
@@ -318,14 +369,12 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool) 
             runs.write(&tx)?;
             tx.commit()
         })();
-        match committed {
+        // Counted either way: a batch that failed is not retried, and reads must not wait for it for ever.
+        committed.fetch_add(writes, Ordering::SeqCst);
+        match outcome {
             // Dropping the senders tells the waiters the batch is not durable.
             Err(err) => tracing::error!(%err, "the journal could not commit a batch of writes"),
-            Ok(()) => {
-                for done in flushed {
-                    let _ = done.send(());
-                }
-            }
+            Ok(()) => flushed.into_iter().for_each(Waiter::tell),
         }
     }
 }
@@ -461,7 +510,7 @@ fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
                 .execute(params![refusal.agent.as_str(), json(&refusal)])?;
         }
         // The writer handles these itself.
-        Op::Flush(_) | Op::Read(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) => {}
+        Op::Flush(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) => {}
     }
     Ok(())
 }
@@ -497,7 +546,7 @@ impl Store for SqliteStore {
         if let Some(record) = self.memory.get(run) {
             return Some(record);
         }
-        let found = self.read(move |db| {
+        let found = self.read(|db| {
             let text: Option<String> = db
                 .query_row("SELECT record FROM runs WHERE run = ?1", [run.to_string()], |r| r.get(0))
                 .optional()
@@ -511,8 +560,7 @@ impl Store for SqliteStore {
     }
 
     fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
-        let query = query.clone();
-        let found = self.read(move |db| {
+        let found = self.read(|db| {
             let mut sql = String::from("SELECT record FROM runs WHERE 1 = 1");
             let mut values: Vec<rusqlite::types::Value> = Vec::new();
             let mut bind = |condition: &str, value: rusqlite::types::Value| {
@@ -559,8 +607,7 @@ impl Store for SqliteStore {
     }
 
     fn refusals(&self, agent: &AgentId) -> Vec<Refusal> {
-        let agent = agent.clone();
-        self.read(move |db| {
+        self.read(|db| {
             decoded(db, "refusal", "SELECT refusal FROM refusals WHERE agent = ?1 ORDER BY place", &[&agent.as_str()])
         })
         .unwrap_or_else(|err| {
@@ -577,7 +624,7 @@ impl Store for SqliteStore {
 impl Durable for SqliteStore {
     fn flushed(&self) -> Flushed {
         let (done, flushed) = tokio::sync::oneshot::channel();
-        self.send(Op::Flush(done));
+        self.send(Op::Flush(Waiter::Task(done)));
         flushed
     }
 
@@ -622,79 +669,188 @@ impl Durable for SqliteStore {
     }
 
     fn agent(&self, agent: &AgentId) -> Result<Option<AgentRecord>, StoreError> {
-        let agent = agent.clone();
-        self.read(move |db| {
-            let found = decoded(db, "agent record", "SELECT record FROM agents WHERE agent = ?1", &[&agent.as_str()])?;
-            Ok(found.into_iter().next())
-        })
+        self.read(|db| agent_record(db, agent))
     }
 
     fn snapshot(&self, agent: &AgentId) -> Result<Option<Snapshot>, StoreError> {
-        let agent = agent.clone();
-        self.read(move |db| {
-            let found = decoded(db, "snapshot", "SELECT snapshot FROM snapshots WHERE agent = ?1", &[&agent.as_str()])?;
-            Ok(found.into_iter().next())
-        })
+        self.read(|db| snapshot(db, agent))
     }
 
     fn inputs_after(&self, agent: &AgentId, after: u64) -> Result<Vec<(u64, Signal)>, StoreError> {
-        let agent = agent.clone();
-        let after = i64::try_from(after).unwrap_or(i64::MAX);
-        self.read(move |db| {
-            let mut statement = db
-                .prepare_cached("SELECT seq, signal FROM inputs WHERE agent = ?1 AND seq > ?2 ORDER BY seq")
-                .map_err(database)?;
-            let rows = statement
-                .query_map(params![agent.as_str(), after], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-                .map_err(database)?;
-            let mut inputs = Vec::new();
-            for row in rows {
-                let (seq, text) = row.map_err(database)?;
-                inputs.push((u64::try_from(seq).unwrap_or_default(), decode("input", &text)?));
-            }
-            Ok(inputs)
-        })
+        self.read(|db| inputs_after(db, agent, after))
     }
 
     fn schedules(&self, agent: &AgentId) -> Result<Vec<ScheduleRecord>, StoreError> {
-        let agent = agent.clone();
-        self.read(move |db| {
-            decoded(db, "schedule", "SELECT schedule FROM schedules WHERE agent = ?1 ORDER BY key", &[&agent.as_str()])
-        })
+        self.read(|db| schedules(db, agent))
     }
 
-    fn runs_to_resolve(&self, agent: &AgentId, keys: &[String]) -> Result<Vec<KeyedRun>, StoreError> {
-        let agent = agent.clone();
-        let keys = keys.to_vec();
-        self.read(move |db| {
-            let mut statement = db
-                .prepare_cached(
-                    "SELECT record, plan, outcome, delivered FROM runs WHERE agent = ?1 AND (final = 0 \
-                     OR (outcome IS NOT NULL AND delivered = 0) OR key IN (SELECT value FROM json_each(?2))) \
-                     ORDER BY place",
-                )
-                .map_err(database)?;
-            let rows = statement
-                .query_map(params![agent.as_str(), json(&keys)], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, Option<String>>(2)?,
-                        r.get::<_, bool>(3)?,
-                    ))
-                })
-                .map_err(database)?;
-            let mut found = Vec::new();
-            for row in rows {
-                let (record, plan, outcome, delivered) = row.map_err(database)?;
-                found.push(KeyedRun {
-                    record: decode("run record", &record)?,
-                    plan: plan.map(|p| decode("run plan", &p)).transpose()?,
-                    outcome: outcome.map(|o| decode("outcome signal", &o)).transpose()?,
-                    delivered,
-                });
-            }
+    fn revivals(&self, agents: &[AgentId]) -> Result<Vec<Result<Revival, StoreError>>, StoreError> {
+        self.read(|db| {
+            // One read transaction: every agent is read as of the same commit.
+            let tx = db.unchecked_transaction().map_err(database)?;
+            let found = agents.iter().map(|agent| revival(&tx, agent)).collect();
+            tx.finish().map_err(database)?;
             Ok(found)
         })
+    }
+}
+
+fn agent_record(db: &Connection, agent: &AgentId) -> Result<Option<AgentRecord>, StoreError> {
+    let found = decoded(db, "agent record", "SELECT record FROM agents WHERE agent = ?1", &[&agent.as_str()])?;
+    Ok(found.into_iter().next())
+}
+
+fn snapshot(db: &Connection, agent: &AgentId) -> Result<Option<Snapshot>, StoreError> {
+    let found = decoded(db, "snapshot", "SELECT snapshot FROM snapshots WHERE agent = ?1", &[&agent.as_str()])?;
+    Ok(found.into_iter().next())
+}
+
+fn inputs_after(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<(u64, Signal)>, StoreError> {
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let mut statement = db
+        .prepare_cached("SELECT seq, signal FROM inputs WHERE agent = ?1 AND seq > ?2 ORDER BY seq")
+        .map_err(database)?;
+    let rows = statement
+        .query_map(params![agent.as_str(), after], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+        .map_err(database)?;
+    let mut inputs = Vec::new();
+    for row in rows {
+        let (seq, text) = row.map_err(database)?;
+        inputs.push((u64::try_from(seq).unwrap_or_default(), decode("input", &text)?));
+    }
+    Ok(inputs)
+}
+
+fn schedules(db: &Connection, agent: &AgentId) -> Result<Vec<ScheduleRecord>, StoreError> {
+    decoded(db, "schedule", "SELECT schedule FROM schedules WHERE agent = ?1 ORDER BY key", &[&agent.as_str()])
+}
+
+/// Everything that brings `agent` back. The runs its inputs after the snapshot asked for are found by their
+/// idempotency keys, `{agent}/{seq}/{index}`, whose `seq` is after the snapshot's.
+fn revival(db: &Connection, agent: &AgentId) -> Result<Revival, StoreError> {
+    let record = agent_record(db, agent)?;
+    let snapshot = snapshot(db, agent)?;
+    let after = snapshot.as_ref().map_or(0, |s| s.seq);
+    let inputs = inputs_after(db, agent, after)?;
+    let schedules = schedules(db, agent)?;
+    let mut statement = db
+        .prepare_cached(
+            "SELECT record, plan, outcome, delivered FROM runs WHERE agent = ?1 AND (final = 0 \
+             OR (outcome IS NOT NULL AND delivered = 0) OR (key IS NOT NULL \
+             AND substr(key, 1, length(?1) + 1) = ?1 || '/' AND CAST(substr(key, length(?1) + 2) AS INTEGER) > ?2)) \
+             ORDER BY place",
+        )
+        .map_err(database)?;
+    let rows = statement
+        .query_map(params![agent.as_str(), i64::try_from(after).unwrap_or(i64::MAX)], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, bool>(3)?,
+            ))
+        })
+        .map_err(database)?;
+    let mut runs = Vec::new();
+    for row in rows {
+        let (record, plan, outcome, delivered) = row.map_err(database)?;
+        runs.push(KeyedRun {
+            record: decode("run record", &record)?,
+            plan: plan.map(|p| decode("run plan", &p)).transpose()?,
+            outcome: outcome.map(|o| decode("outcome signal", &o)).transpose()?,
+            delivered,
+        });
+    }
+    Ok(Revival { record, snapshot, inputs, schedules, runs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::ActionId;
+    use crate::store::RunStatus;
+    use serde_json::json;
+
+    fn agent(name: &str) -> AgentId {
+        AgentId::new(name).unwrap()
+    }
+
+    fn snapshot_at(agent: &AgentId, seq: u64) -> Snapshot {
+        Snapshot {
+            agent: agent.clone(),
+            seq,
+            agent_type: "test".to_owned(),
+            version: 1,
+            state: json!({"seq": seq}),
+            at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_read_sees_every_write_sent_before_it_while_others_keep_writing() {
+        let folder = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(folder.path().join("journal.db")).unwrap());
+        let (reader, busy) = (agent("reader"), agent("busy"));
+        // Another writer, in bursts, so the writer has work queued when the reads come.
+        let noise = {
+            let (store, busy) = (store.clone(), busy.clone());
+            std::thread::spawn(move || {
+                for seq in 1..=20_000 {
+                    store.append_input(&busy, seq, &Signal::new("noise", json!(seq)).unwrap());
+                    if seq % 100 == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        };
+        for seq in 1..=500 {
+            store.append_input(&reader, seq, &Signal::new("tick", json!(seq)).unwrap());
+            let inputs = store.inputs_after(&reader, seq - 1).unwrap();
+            assert_eq!(inputs.len(), 1, "input {seq} was written before the read");
+            // A snapshot drops the inputs it folded in.
+            store.save_snapshot(snapshot_at(&reader, seq));
+            assert_eq!(store.snapshot(&reader).unwrap().map(|s| s.seq), Some(seq));
+        }
+        noise.join().unwrap();
+        assert_eq!(store.inputs_after(&busy, 0).unwrap().len(), 20_000);
+    }
+
+    #[test]
+    fn a_revival_has_the_runs_to_settle_and_those_the_inputs_after_the_snapshot_asked_for() {
+        let folder = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(folder.path().join("journal.db")).unwrap();
+        let (me, other) = (agent("me"), agent("other"));
+        let record = AgentRecord { agent: me.clone(), agent_type: "test".to_owned(), spawn: json!({}), asleep: false };
+        store.agent_spawned(record.clone(), snapshot_at(&me, 0));
+        for seq in 1..=4 {
+            store.append_input(&me, seq, &Signal::new("tick", json!(seq)).unwrap());
+        }
+        store.save_snapshot(snapshot_at(&me, 2));
+        let action = ActionId::new("x.y").unwrap();
+        // (key, ended): only the run going on and the one asked for by input 3 are for the recovery.
+        let runs = [("me/1/0", true), ("me/1/1", false), ("me/3/0", true), ("me/run/7", true), ("other/3/0", true)];
+        let mut ids = Vec::new();
+        for (key, ended) in runs {
+            let run = Uuid::now_v7();
+            let whose = if key.starts_with("other") { &other } else { &me };
+            store.record(RunRecord::queued(run, whose.clone(), action.clone(), &json!({}), run)).unwrap();
+            let plan =
+                RunPlan { key: key.to_owned(), params: json!({}), by_agent: true, cause: None, correlation: run };
+            store.run_planned(run, &plan);
+            if ended {
+                let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
+                store.update(run, done, Utc::now()).unwrap();
+            }
+            ids.push(run);
+        }
+        let revivals = store.revivals(&[me.clone(), agent("nobody")]).unwrap();
+        let [Ok(mine), Ok(nobody)] = &revivals[..] else { panic!("two revivals: {revivals:?}") };
+        assert_eq!(mine.record.as_ref(), Some(&record));
+        assert_eq!(mine.snapshot.as_ref().map(|s| s.seq), Some(2));
+        assert_eq!(mine.inputs.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [3, 4]);
+        let keys: Vec<&str> = mine.runs.iter().filter_map(|r| r.plan.as_ref()).map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["me/1/1", "me/3/0"]);
+        assert_eq!(mine.runs.iter().map(|r| r.record.run).collect::<Vec<_>>(), [ids[1], ids[2]]);
+        assert_eq!(nobody, &Revival::default(), "an agent the store does not know has nothing to bring back");
     }
 }
