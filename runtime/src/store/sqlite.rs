@@ -2,12 +2,14 @@
 //! agents back after a crash (see [`Durable`]).
 //!
 //! Writes never touch the disk on the caller's thread. They go, in order, to one writer thread, which applies
-//! everything waiting in one transaction (group commit) and then tells whoever waits for durability. Reads use
+//! everything waiting in one transaction (group commit) and then tells whoever waits for durability. The queue
+//! to the writer is bounded: a burst of writes faster than the disk makes the writing threads wait (for a
+//! batch to commit) rather than fill the memory. Reads use
 //! a second connection of their own, so a read does not wait behind a batch of writes: the store counts the
 //! writes sent and the writes committed, and a read that finds some not committed yet waits for them first,
 //! so it still sees every write made before it. Run records are also kept in a [`MemoryStore`],
 //! which checks each write (a duplicate run, an update to an ended one) as the in-memory journal does and
-//! answers `get` for recent runs without a trip to the writer.
+//! answers `get` for runs going on and the 4,096 that ended last without reading the file.
 
 use super::durable::{AgentRecord, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};
 use super::{MemoryStore, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
@@ -25,11 +27,18 @@ use uuid::Uuid;
 const APPLICATION_ID: i64 = 0x4147_5459;
 /// The schema's version (`PRAGMA user_version`).
 const VERSION: i64 = 1;
+/// How many ended runs the in-memory mirror keeps for `get` (older ones are read from the file).
+const MIRROR_KEEPS: usize = 4096;
+/// The most writes waiting for the writer. A thread that writes faster than the disk takes them waits when
+/// this many are queued (backpressure), so memory stays bounded however long the burst.
+const QUEUE: usize = 4 * BATCH;
 /// The most writes applied in one transaction.
 const BATCH: usize = 4096;
 /// A batch smaller than this that nobody waits on waits [`GATHER_FOR`] for more writes before it commits.
 const GATHER_BELOW: usize = 256;
 const GATHER_FOR: std::time::Duration = std::time::Duration::from_micros(500);
+/// While it gathers, the writer sleeps this long at a time and then takes what came.
+const GATHER_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -147,7 +156,7 @@ impl Waiter {
 /// ```
 pub struct SqliteStore {
     memory: MemoryStore,
-    writes: mpsc::Sender<Op>,
+    writes: mpsc::SyncSender<Op>,
     writer: Option<JoinHandle<()>>,
     path: PathBuf,
     /// The connection reads use (queries only).
@@ -227,7 +236,7 @@ impl SqliteStore {
         db.pragma_update(None, "user_version", VERSION).map_err(corrupt)?;
 
         // Runs that had not ended are kept in memory too, so the recovery can end them.
-        let memory = MemoryStore::new();
+        let memory = MemoryStore::keeping(MIRROR_KEEPS);
         {
             let mut statement =
                 db.prepare("SELECT record FROM runs WHERE final = 0 ORDER BY place").map_err(corrupt)?;
@@ -245,7 +254,7 @@ impl SqliteStore {
         // A reader waits out the rare moments the writer holds the whole file (restarting its log).
         reader.busy_timeout(std::time::Duration::from_secs(10)).map_err(corrupt)?;
         let committed = Arc::new(AtomicU64::new(0));
-        let (writes, queue) = mpsc::channel();
+        let (writes, queue) = mpsc::sync_channel(QUEUE);
         let counted = committed.clone();
         let writer = std::thread::Builder::new()
             .name("agentry-journal".to_owned())
@@ -267,6 +276,7 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Queues a write; waits while the queue is full.
     fn send(&self, op: Op) {
         // Counted before it is queued: a write the writer has received was counted.
         if !matches!(op, Op::Flush(_)) {
@@ -297,7 +307,7 @@ impl SqliteStore {
 impl Drop for SqliteStore {
     /// Lets the writer apply what is queued, then waits for it.
     fn drop(&mut self) {
-        let (closed, _) = mpsc::channel();
+        let (closed, _) = mpsc::sync_channel(0);
         drop(std::mem::replace(&mut self.writes, closed));
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
@@ -317,26 +327,22 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
             }
         };
         gather(&mut batch);
-        // A small batch that nobody waits on is given a moment to grow: fewer, larger transactions, and the
-        // threads that write are not woken for every write. A batch someone waits on commits at once, also
-        // when the one waiting arrives during that moment.
+        // A small batch that nobody waits on is given a moment to grow: fewer, larger transactions. The writer
+        // sleeps meanwhile instead of waiting on the queue, since a thread waiting on a queue is woken by every
+        // write sent to it, and each wake costs the sender a system call. A batch someone waits on commits
+        // at once, or one slice after the one waiting arrives.
         let awaited = |op: &Op| matches!(op, Op::Flush(_));
         if batch.len() < GATHER_BELOW && !batch.iter().any(awaited) {
             let until = std::time::Instant::now() + GATHER_FOR;
-            while batch.len() < GATHER_BELOW {
-                let left = until.saturating_duration_since(std::time::Instant::now());
-                match queue.recv_timeout(left) {
-                    Ok(op) => {
-                        let stop = awaited(&op);
-                        batch.push(op);
-                        if stop {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
+            loop {
+                std::thread::sleep(GATHER_SLICE);
+                let before = batch.len();
+                gather(&mut batch);
+                let waited_on = batch[before..].iter().any(awaited);
+                if waited_on || batch.len() >= GATHER_BELOW || std::time::Instant::now() >= until {
+                    break;
                 }
             }
-            gather(&mut batch);
         }
         let mut flushed = Vec::new();
         let writes = batch.iter().filter(|op| !matches!(op, Op::Flush(_))).count() as u64;
