@@ -422,6 +422,26 @@ mod tests {
     }
 
     #[test]
+    fn a_child_keeps_or_raises_its_parents_risk_overrides_and_adds_only_high_ones() {
+        let pattern = |text: &str| Pattern::new(text).unwrap();
+        let mut parent = Policy::default();
+        parent.risk_overrides.insert(pattern("web.*"), Risk::Medium);
+        let with = |overrides: &[(&str, Risk)]| {
+            let mut child = parent.clone();
+            child.risk_overrides = overrides.iter().map(|(p, r)| (pattern(p), *r)).collect();
+            child.within(&parent)
+        };
+        assert_eq!(with(&[("web.*", Risk::Medium)]), Ok(()));
+        assert_eq!(with(&[("web.*", Risk::High)]), Ok(()), "raising a risk is narrower");
+        assert_eq!(with(&[("web.*", Risk::Medium), ("shell.*", Risk::High)]), Ok(()), "an added override at High");
+        let lowered = with(&[("web.*", Risk::Low)]).unwrap_err();
+        assert!(lowered.contains("Medium") && lowered.contains("web.*"), "{lowered}");
+        assert!(with(&[]).unwrap_err().contains("web.*"), "dropping the parent's override");
+        let added = with(&[("web.*", Risk::Medium), ("shell.*", Risk::Medium)]).unwrap_err();
+        assert!(added.contains("shell.*") && added.contains("High"), "{added}");
+    }
+
+    #[test]
     fn risk_overrides_win_over_hints() {
         let mut policy = Policy::default();
         policy.risk_overrides.insert(Pattern::new("mcp.**").unwrap(), Risk::High);

@@ -167,7 +167,10 @@ pub(crate) struct ServerState<A: Agent> {
 
 impl<A: Agent> Actor for AgentServer<A> {
     type Msg = ServerMsg<A>;
-    type State = ServerState<A>;
+    /// `None` once the server stopped: ractor hands an actor's last state to its supervisor with the news that
+    /// it stopped, and a supervisor that is behind (thousands of agents hibernating at once) would otherwise
+    /// keep every stopped agent's whole state alive until it catches up.
+    type State = Option<ServerState<A>>;
     type Arguments = ServerArgs<A>;
 
     async fn pre_start(
@@ -223,7 +226,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             }
         }
         state.shared.events.announce(&state.agent.id, None, None, EventKind::AgentStarted);
-        Ok(state)
+        Ok(Some(state))
     }
 
     async fn handle(
@@ -232,6 +235,7 @@ impl<A: Agent> Actor for AgentServer<A> {
         msg: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        let Some(state) = state.as_mut() else { return Ok(()) };
         if state.asleep {
             state.while_asleep(msg);
             return Ok(());
@@ -267,7 +271,9 @@ impl<A: Agent> Actor for AgentServer<A> {
     }
 
     async fn post_stop(&self, _myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
-        state.shutdown();
+        if let Some(mut stopped) = state.take() {
+            stopped.shutdown();
+        }
         Ok(())
     }
 }

@@ -380,6 +380,16 @@ mod tests {
     }
 
     #[test]
+    fn a_skill_shows_its_id_version_actions_and_requirements() {
+        let skill =
+            Skill::builder("s", "1.2.0").dyn_action(action("s.read", false, by_id())).requires("base").build().unwrap();
+        let shown = format!("{skill:?}");
+        for part in ["Skill", "\"s\"", "minor: 2", "s.read", "base"] {
+            assert!(shown.contains(part), "{part} is missing from {shown}");
+        }
+    }
+
+    #[test]
     fn a_resource_must_be_read_by_the_skills_own_action_without_side_effects() {
         assert!(refused(Resource::new("s://a/{id}", "a", "other.read")).contains("not one of the skill's"));
         assert!(refused(Resource::new("s://a/{id}", "a", "s.write")).contains("has side effects"));
