@@ -380,6 +380,69 @@ mod tests {
     }
 
     #[test]
+    fn a_built_skill_gives_back_what_it_was_built_with() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer", "maximum": 5}}});
+        let skill = Skill::builder("s", "1.0.0")
+            .name("Ess")
+            .description("Does s.")
+            .category("testing")
+            .tag("one")
+            .tag("two")
+            .instructions("Use s.read.")
+            .dyn_action(action("s.read", false, by_id()))
+            .dyn_action(action("s.write", true, by_id()))
+            .prompt(Prompt::new("hello", "Says hello.").argument("who", "Whom to greet.", true))
+            .resource(Resource::new("s://fine/{id}", "fine", "s.read"))
+            .requires("base")
+            .requires("base")
+            .state_schema(schema.clone(), |opts: &Value| match opts {
+                Value::Null => Ok(json!({"n": 1})),
+                Value::String(why) => Err(why.clone()),
+                other => Ok(other.clone()),
+            })
+            .on_signal(|state: &Value, _: &Signal, _: &SkillContext<'_>| {
+                SkillReaction::Handled(state.clone(), Vec::new())
+            })
+            .build()
+            .unwrap();
+        assert_eq!(
+            (skill.name(), skill.description(), skill.category(), skill.instructions()),
+            ("Ess", "Does s.", "testing", "Use s.read.")
+        );
+        assert_eq!(skill.tags(), ["one", "two"]);
+        let actions: Vec<&str> = skill.actions().iter().map(|a| a.spec().id.as_str()).collect();
+        assert_eq!(actions, ["s.read", "s.write"]);
+        assert_eq!(skill.prompts().iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["hello"]);
+        assert_eq!(skill.resources().len(), 1);
+        assert_eq!(
+            skill.requires(),
+            [crate::id::SkillId::new("base").unwrap()],
+            "a requirement named twice counts once"
+        );
+        assert_eq!(skill.state_schema(), &schema);
+        assert!(skill.handles_signals());
+        assert_eq!(skill.initial_state(&Value::Null), Ok(json!({"n": 1})));
+        assert_eq!(skill.make_state(&json!("no")), Err("no".to_owned()));
+        assert_eq!(skill.make_state(&json!({"n": 9})), Ok(json!({"n": 9})), "made, not yet checked");
+        let errors = skill.initial_state(&json!({"n": 9})).unwrap_err();
+        assert_eq!(errors, skill.state_errors(&json!({"n": 9})));
+        assert!(errors.len() == 1 && errors[0].contains('5'), "{errors:?}");
+        assert!(skill.state_errors(&json!({"n": 2})).is_empty());
+
+        let plain = Skill::builder("base", "2.0.0").build().unwrap();
+        assert!(!plain.handles_signals());
+        let mut agent = crate::skill::AgentState::new(crate::id::AgentId::new("a").unwrap(), ());
+        let base = crate::id::SkillId::new("base").unwrap();
+        assert!(!crate::skill::is_mounted(&agent, &base));
+        crate::skill::mount(&mut agent, &plain, &Value::Null, &crate::policy::Policy::default()).unwrap();
+        assert!(crate::skill::is_mounted(&agent, &base));
+        assert!(!crate::skill::is_mounted(&agent, skill.id()));
+        let mounted: Vec<String> =
+            crate::skill::mounted_skills(&agent).map(|(id, vsn)| format!("{id}@{vsn}")).collect();
+        assert_eq!(mounted, ["base@2.0.0"]);
+    }
+
+    #[test]
     fn a_skill_shows_its_id_version_actions_and_requirements() {
         let skill =
             Skill::builder("s", "1.2.0").dyn_action(action("s.read", false, by_id())).requires("base").build().unwrap();
