@@ -81,3 +81,48 @@ impl LiveCatalog {
         Ok(result)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skill(id: &str, vsn: &str) -> Skill {
+        Skill::builder(id, vsn).build().unwrap()
+    }
+
+    #[test]
+    fn a_catalog_holds_one_skill_per_id_in_id_order() {
+        let mut catalog = Catalog::new();
+        assert!(catalog.is_empty() && catalog.len() == 0);
+        assert!(catalog.insert(skill("web", "1.0.0")).is_none());
+        assert!(catalog.insert(skill("math", "1.0.0")).is_none());
+        let replaced = catalog.insert(skill("web", "2.0.0")).expect("the first web skill is replaced");
+        assert_eq!(replaced.vsn().to_string(), "1.0.0");
+        assert!(!catalog.is_empty());
+        assert_eq!(catalog.len(), 2);
+        let web = SkillId::new("web").unwrap();
+        assert_eq!(catalog.get(&web).map(|s| s.vsn().to_string()).as_deref(), Some("2.0.0"));
+        assert!(catalog.get(&SkillId::new("shell").unwrap()).is_none());
+        let ids: Vec<String> = catalog.iter().map(|s| s.id().to_string()).collect();
+        assert_eq!(ids, ["math", "web"]);
+        let collected: Catalog = [skill("b", "1.0.0"), skill("a", "1.0.0"), skill("b", "1.1.0")].into_iter().collect();
+        let ids: Vec<String> = collected.iter().map(|s| format!("{}@{}", s.id(), s.vsn())).collect();
+        assert_eq!(ids, ["a@1.0.0", "b@1.1.0"], "collected in order, the last of an id wins");
+    }
+
+    #[test]
+    fn a_live_catalog_changes_whole_or_not_at_all() {
+        let live = LiveCatalog::new([skill("web", "1.0.0")].into_iter().collect());
+        let before = live.snapshot();
+        assert_eq!(before.len(), 1);
+        let refused: Result<(), String> = live.update(|catalog| {
+            catalog.insert(skill("math", "1.0.0"));
+            Err("no".to_owned())
+        });
+        assert_eq!(refused, Err("no".to_owned()));
+        assert_eq!(live.snapshot().len(), 1, "a refused change leaves nothing behind");
+        live.update(|catalog| catalog.insert(skill("math", "1.0.0")).map_or(Ok::<_, ()>(()), |_| Err(()))).unwrap();
+        assert_eq!(live.snapshot().len(), 2);
+        assert_eq!(before.len(), 1, "a snapshot taken before keeps what it saw");
+    }
+}
