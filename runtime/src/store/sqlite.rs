@@ -58,7 +58,8 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_agent ON runs(agent, final);
 CREATE INDEX IF NOT EXISTS runs_action ON runs(action);
 CREATE INDEX IF NOT EXISTS runs_recorded ON runs(recorded);
-CREATE INDEX IF NOT EXISTS runs_key ON runs(key);
+-- Runs are found by key only among one agent's runs (runs_agent): an index of keys would cost every write.
+DROP INDEX IF EXISTS runs_key;
 CREATE TABLE IF NOT EXISTS refusals (
     place   INTEGER PRIMARY KEY,
     agent   TEXT NOT NULL,
