@@ -93,7 +93,7 @@ mod tests {
     #[test]
     fn a_catalog_holds_one_skill_per_id_in_id_order() {
         let mut catalog = Catalog::new();
-        assert!(catalog.is_empty() && catalog.len() == 0);
+        assert!(catalog.is_empty());
         assert!(catalog.insert(skill("web", "1.0.0")).is_none());
         assert!(catalog.insert(skill("math", "1.0.0")).is_none());
         let replaced = catalog.insert(skill("web", "2.0.0")).expect("the first web skill is replaced");
