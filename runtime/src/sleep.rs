@@ -79,13 +79,13 @@ pub(crate) async fn wake(shared: &Arc<Shared>, agent: &AgentId) -> Result<(), Ru
     })?;
     let store_error =
         |e: crate::store::StoreError| RuntimeError::Store { agent: agent.clone(), message: e.to_string() };
-    let revival = durable
+    let mut revival = durable
         .revivals(std::slice::from_ref(agent))
         .map_err(store_error)?
         .pop()
         .ok_or_else(|| RuntimeError::NoSuchAgent(agent.clone()))?
         .map_err(store_error)?;
-    let record = revival.record.clone().ok_or_else(|| RuntimeError::NoSuchAgent(agent.clone()))?;
+    let record = revival.record.take().ok_or_else(|| RuntimeError::NoSuchAgent(agent.clone()))?;
     let revive = shared
         .revivers
         .get(agent_type.as_ref())
