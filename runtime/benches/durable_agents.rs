@@ -18,8 +18,12 @@
 //! Heap bytes come from a counting allocator wrapped around the system one (exact live bytes); RSS from
 //! `/proc/self/status`. For the figure run
 //! `AGENTRY_REGISTERED=10000000 AGENTRY_LIVE=100000 cargo bench -p agentry --bench durable_agents`.
+//!
+//! A phase whose count is 0 is skipped. `AGENTRY_REGISTERED_DIR` keeps the registered agents in that folder:
+//! a later run finds them there and only reopens and thaws (registering 10,000,000 takes most of an hour).
 
-// The one `unsafe` here: a global allocator that counts bytes (nothing else counts heap bytes exactly).
+// The one `unsafe` here: a global allocator that counts bytes (nothing else counts heap bytes exactly), in
+// `support/memory.rs`.
 #![allow(unsafe_code)]
 
 use agentry::action::{ActionSpec, DynAction};
@@ -30,61 +34,13 @@ use agentry::signal::Signal;
 use agentry::skill::{BuildError, Skill};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-/// The system allocator, counting the bytes currently allocated.
-struct Counting;
-
-static LIVE_HEAP: AtomicI64 = AtomicI64::new(0);
-
-// SAFETY: every call is passed to the system allocator unchanged; only a counter is updated beside it.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE_HEAP.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: the caller's layout is passed on as it came.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE_HEAP.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE_HEAP.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE_HEAP.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: `ptr` came from this allocator with `layout`; the caller guarantees `new_size` is valid.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn heap() -> i64 {
-    LIVE_HEAP.load(Ordering::Relaxed)
-}
-
-/// The process's resident set in bytes (Linux; 0 elsewhere).
-fn rss() -> i64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse::<i64>().ok());
-    kib.unwrap_or(0) * 1024
-}
+#[path = "support/memory.rs"]
+mod memory;
+use memory::{heap, rss};
 
 fn knob(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|n| n.replace('_', "").parse().ok()).unwrap_or(default)
@@ -249,6 +205,16 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn registered_and_live(folder: &Path, registered: u64, live: u64) {
+    if folder.join("journal.db").exists() {
+        println!("registered: reusing the agents asleep in {}", folder.display());
+    } else {
+        register(folder, registered);
+    }
+    reopen_and_thaw(folder, registered, live);
+}
+
+/// Spawns `registered` agents and puts them to sleep, in rounds.
+fn register(folder: &Path, registered: u64) {
     let workers = knob("AGENTRY_REGISTER_WORKERS", 64);
     let round = knob("AGENTRY_REGISTER_ROUND", 250_000).max(1);
     let rt = tokio_rt();
@@ -297,13 +263,22 @@ fn registered_and_live(folder: &Path, registered: u64, live: u64) {
         began.elapsed().as_secs_f64(),
         (heap() - heap_start) as f64 / registered as f64,
     );
+}
 
+/// Reopens a runtime with `registered` agents asleep and thaws `live` of them, one at a time.
+fn reopen_and_thaw(folder: &Path, registered: u64, live: u64) {
     let rt = tokio_rt();
     let (heap_before, rss_before) = (heap(), rss());
     let began = Instant::now();
     let (runtime, recovery) = rt.block_on(durable(folder, 100).open()).expect("the runtime reopens");
     let reopened = began.elapsed();
-    assert_eq!(recovery.asleep.len() as u64, registered);
+    assert_eq!(
+        recovery.asleep.len() as u64,
+        registered,
+        "{} awake, {} failed",
+        recovery.agents.len(),
+        recovery.failed.len()
+    );
     drop(recovery);
     let (heap_asleep, rss_asleep) = (heap(), rss());
     println!(
@@ -327,8 +302,10 @@ fn registered_and_live(folder: &Path, registered: u64, live: u64) {
             spawns.push(began.elapsed());
         }
         let agent = runtime.get::<Ticker>(&id(live - 1)).expect("it is awake");
+        // (A kept folder's agent may have been ticked by an earlier run.)
+        let before = agent.state().await.expect("its state").domain.ticks;
         agent.send(tick()).expect("the agent is there");
-        assert_eq!(agent.state().await.expect("its state").domain.ticks, 1);
+        assert_eq!(agent.state().await.expect("its state").domain.ticks, before + 1);
     });
     thaws.sort();
     spawns.sort();
@@ -347,7 +324,16 @@ fn registered_and_live(folder: &Path, registered: u64, live: u64) {
         rss_live as f64 / (1024.0 * 1024.0),
         (heap_live - heap_asleep) as f64 / (live + spawns.len() as u64) as f64,
     );
-    rt.block_on(runtime.shutdown(Duration::from_secs(120)));
+    // Left as found, so a kept folder can be reopened again: the thawed asleep, the new ones gone.
+    rt.block_on(async {
+        for n in 0..live {
+            runtime.hibernate(&id(n)).await.expect("the agent sleeps again");
+        }
+        for n in 0..spawns.len() as u64 {
+            runtime.stop(&id(registered + n)).await.expect("the new agent stops");
+        }
+        runtime.shutdown(Duration::from_secs(120)).await;
+    });
 }
 
 fn main() {
@@ -357,11 +343,18 @@ fn main() {
         Some(root) => tempfile::Builder::new().prefix(name).tempdir_in(root).expect("a data folder"),
         None => tempfile::Builder::new().prefix(name).tempdir().expect("a data folder"),
     };
-    replay_speed(folder("replay").path(), knob("AGENTRY_REPLAY_INPUTS", 100_000));
-    recovery_time(folder("recovery").path(), knob("AGENTRY_RECOVER_AGENTS", 100_000));
-    registered_and_live(
-        folder("registered").path(),
-        knob("AGENTRY_REGISTERED", 1_000_000),
-        knob("AGENTRY_LIVE", 10_000).max(1),
-    );
+    let inputs = knob("AGENTRY_REPLAY_INPUTS", 100_000);
+    if inputs > 0 {
+        replay_speed(folder("replay").path(), inputs);
+    }
+    let agents = knob("AGENTRY_RECOVER_AGENTS", 100_000);
+    if agents > 0 {
+        recovery_time(folder("recovery").path(), agents);
+    }
+    let (registered, live) = (knob("AGENTRY_REGISTERED", 1_000_000), knob("AGENTRY_LIVE", 10_000).max(1));
+    // A folder of its own keeps the registered agents for the next run, which then only reopens and thaws.
+    match std::env::var_os("AGENTRY_REGISTERED_DIR") {
+        Some(kept) => registered_and_live(Path::new(&kept), registered, live),
+        None => registered_and_live(folder("registered").path(), registered, live),
+    }
 }

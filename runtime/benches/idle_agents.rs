@@ -6,6 +6,12 @@
 //! least an addressable idle "agent" can be), and bare ractor actors (ractor's own floor). Then criterion times
 //! one spawn of an agent and of a raw task.
 
+// The one `unsafe` here: the counting allocator in `support/memory.rs`, for exact heap bytes.
+#![allow(unsafe_code)]
+
+#[path = "support/memory.rs"]
+mod memory;
+
 use agentry::action::{ActionSpec, DynAction};
 use agentry::agent::{Agent, Reaction};
 use agentry::id::AgentId;
@@ -59,12 +65,9 @@ impl ractor::Actor for Bare {
     }
 }
 
-/// The process's resident set in bytes, from `/proc/self/status` (Linux only).
+/// The process's resident set in bytes (Linux only: `None` elsewhere).
 fn rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    u64::try_from(memory::rss()).ok().filter(|&bytes| bytes > 0)
 }
 
 fn runtime() -> Runtime {
@@ -81,14 +84,21 @@ struct Footprint {
     spawn_micros: f64,
 }
 
-fn report(what: &str, count: u64, before: Option<u64>, after: Option<u64>, elapsed: Duration) -> Option<Footprint> {
-    let (before, after) = (before?, after?);
+/// Where a measurement starts: the resident set and the live heap.
+fn mark() -> (Option<u64>, i64) {
+    (rss_bytes(), memory::heap())
+}
+
+fn report(what: &str, count: u64, before: (Option<u64>, i64), elapsed: Duration) -> Option<Footprint> {
+    let heap = (memory::heap() - before.1) as f64 / count as f64;
+    let (before, after) = (before.0?, rss_bytes()?);
     let footprint = Footprint {
         bytes_per_item: after.saturating_sub(before) as f64 / count as f64,
         spawn_micros: elapsed.as_secs_f64() * 1e6 / count as f64,
     };
     println!(
-        "{what}: {count} spawned, RSS +{:.1} MiB = {:.0} bytes each; {:.2} µs per spawn",
+        "{what}: {count} spawned, RSS +{:.1} MiB = {:.0} bytes each (live heap {heap:.0} bytes each); {:.2} µs per \
+         spawn",
         after.saturating_sub(before) as f64 / (1024.0 * 1024.0),
         footprint.bytes_per_item,
         footprint.spawn_micros
@@ -99,7 +109,7 @@ fn report(what: &str, count: u64, before: Option<u64>, after: Option<u64>, elaps
 fn footprints(rt: &tokio::runtime::Runtime, count: u64) {
     // Everything stays alive until all three are measured, so no run reuses memory another one freed.
     let (tasks, mailboxes) = rt.block_on(async {
-        let before = rss_bytes();
+        let before = mark();
         let start = Instant::now();
         let mut mailboxes = Vec::with_capacity(count as usize);
         for _ in 0..count {
@@ -108,10 +118,10 @@ fn footprints(rt: &tokio::runtime::Runtime, count: u64) {
             mailboxes.push(tx);
         }
         let elapsed = start.elapsed();
-        (report("raw tokio tasks with an mpsc mailbox", count, before, rss_bytes(), elapsed), mailboxes)
+        (report("raw tokio tasks with an mpsc mailbox", count, before, elapsed), mailboxes)
     });
     let (actors, cells) = rt.block_on(async {
-        let before = rss_bytes();
+        let before = mark();
         let start = Instant::now();
         let mut cells = Vec::with_capacity(count as usize);
         for _ in 0..count {
@@ -119,17 +129,17 @@ fn footprints(rt: &tokio::runtime::Runtime, count: u64) {
             cells.push(actor);
         }
         let elapsed = start.elapsed();
-        (report("bare ractor actors (ractor's floor)", count, before, rss_bytes(), elapsed), cells)
+        (report("bare ractor actors (ractor's floor)", count, before, elapsed), cells)
     });
     let (agents, runtime) = rt.block_on(async {
         let runtime = runtime();
-        let before = rss_bytes();
+        let before = mark();
         let start = Instant::now();
         for n in 0..count {
             spawn_idle(&runtime, n).await;
         }
         let elapsed = start.elapsed();
-        (report("agentry agents (one skill mounted)", count, before, rss_bytes(), elapsed), runtime)
+        (report("agentry agents (one skill mounted)", count, before, elapsed), runtime)
     });
     rt.block_on(runtime.shutdown(Duration::from_secs(5)));
     for cell in &cells {

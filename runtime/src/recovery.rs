@@ -10,9 +10,9 @@ use crate::error::RuntimeError;
 use crate::id::AgentId;
 use crate::server::{AgentServer, Recovered, Replayed, ServerArgs, SpawnSettings};
 use crate::shared::Shared;
-use crate::store::{AgentRecord, Revival};
+use crate::store::{AgentRecord, AliveAgent, Revival};
 use ractor::Actor;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -160,47 +160,64 @@ pub(crate) async fn revive<A: Agent>(
     Ok(replayed)
 }
 
-/// Brings back every agent the store says was alive, parents before children; see [`Recovery`].
+/// How many agents a recovery lists from the store at a time (sleepers go straight to the map of sleepers).
+const LIST_AT_ONCE: usize = 10_000;
+
+/// Brings back every agent the store says was alive, parents before children; see [`Recovery`]. The store
+/// lists agents a page at a time and only the awake ones are read whole, so reopening millions of sleepers holds
+/// one page of them beside the sleepers themselves.
 pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeError> {
     let system = AgentId::new("runtime").map_err(|e| store_error(&AgentId::random(), e))?;
     let Some(durable) = shared.store.durable() else { return Ok(Recovery::default()) };
-    let mut records = durable.alive().map_err(|e| store_error(&system, e))?;
-    // Parents first: a child's `agent.child_exited` finds its parent.
-    let parents: HashSet<AgentId> = records
-        .iter()
-        .filter_map(|r| r.spawn.get("parent").and_then(|p| serde_json::from_value::<AgentId>(p.clone()).ok()))
-        .collect();
-    records.sort_by_key(|r| !parents.contains(&r.agent));
     let mut recovery = Recovery::default();
-    let mut awake = Vec::new();
-    for record in records {
-        let id = record.agent.clone();
-        if shared.directory.get(&id).is_some() || shared.sleeping.contains_key(&id) {
-            continue;
+    let mut awake: Vec<AliveAgent> = Vec::new();
+    // Sleepers of one type share its name.
+    let mut types: HashMap<String, Arc<str>> = HashMap::new();
+    let mut after: Option<AgentId> = None;
+    loop {
+        let page = durable.alive(after.as_ref(), LIST_AT_ONCE).map_err(|e| store_error(&system, e))?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.agent.clone());
+        let full = page.len() == LIST_AT_ONCE;
+        for listed in page {
+            let id = &listed.agent;
+            if shared.directory.get(id).is_some() || shared.sleeping.contains_key(id) {
+                continue;
+            }
+            if listed.asleep {
+                let agent_type = match types.get(&listed.agent_type) {
+                    Some(name) => name.clone(),
+                    None => types.entry(listed.agent_type.clone()).or_insert_with(|| listed.agent_type.into()).clone(),
+                };
+                let sleeper = crate::sleep::Sleeper { agent_type, kept: Vec::new(), waking: false };
+                shared.sleeping.insert(listed.agent.clone(), sleeper);
+                recovery.asleep.push(listed.agent);
+            } else {
+                awake.push(listed);
+            }
         }
-        if record.asleep {
-            let sleeper = crate::sleep::Sleeper {
-                agent_type: record.agent_type.as_str().into(),
-                kept: Vec::new(),
-                waking: false,
-            };
-            shared.sleeping.insert(id.clone(), sleeper);
-            recovery.asleep.push(id);
-        } else {
-            awake.push(record);
+        if !full {
+            break;
         }
     }
+    // Parents first: a child's `agent.child_exited` finds its parent.
+    let parents: HashSet<AgentId> = awake.iter().filter_map(|a| a.parent.clone()).collect();
+    awake.sort_by_key(|a| !parents.contains(&a.agent));
     // Read a few hundred agents at once (one trip to the store), then bring them back one by one.
     for chunk in awake.chunks(REVIVE_AT_ONCE) {
-        let ids: Vec<AgentId> = chunk.iter().map(|r| r.agent.clone()).collect();
+        let ids: Vec<AgentId> = chunk.iter().map(|a| a.agent.clone()).collect();
         let revivals = durable.revivals(&ids).map_err(|e| store_error(&system, e))?;
-        for (record, revival) in chunk.iter().zip(revivals) {
-            let id = record.agent.clone();
-            let reviver = shared.revivers.get(&record.agent_type).map(|r| r.clone());
+        for (listed, revival) in chunk.iter().zip(revivals) {
+            let id = listed.agent.clone();
+            let reviver = shared.revivers.get(&listed.agent_type).map(|r| r.clone());
             let revived = match (reviver, revival) {
                 (_, Err(err)) => Err(store_error(&id, err)),
-                (Some(revive), Ok(revival)) => revive(shared.clone(), record.clone(), revival).await,
-                (None, Ok(_)) => Err(RuntimeError::UnknownAgentType(record.agent_type.clone())),
+                (Some(revive), Ok(mut revival)) => match revival.record.take() {
+                    Some(record) => revive(shared.clone(), record, revival).await,
+                    // Ended since it was listed: nothing to bring back.
+                    None => continue,
+                },
+                (None, Ok(_)) => Err(RuntimeError::UnknownAgentType(listed.agent_type.clone())),
             };
             match revived {
                 Ok(replayed) => {

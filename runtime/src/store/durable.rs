@@ -45,6 +45,40 @@ pub struct AgentRecord {
     pub asleep: bool,
 }
 
+/// An agent to bring back as [`Durable::alive`] lists it: enough to order a recovery (parents first) and to
+/// leave a sleeper asleep, without reading its spawn settings (a recovery reads those only for the agents it
+/// wakes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AliveAgent {
+    /// Its id.
+    pub agent: AgentId,
+    /// The agent type's name.
+    pub agent_type: String,
+    /// Whether it was hibernating.
+    pub asleep: bool,
+    /// The agent that spawned it, if any.
+    pub parent: Option<AgentId>,
+}
+
+impl AliveAgent {
+    /// What the store lists of an agent's record.
+    pub fn of(record: &AgentRecord) -> Self {
+        Self {
+            agent: record.agent.clone(),
+            agent_type: record.agent_type.clone(),
+            asleep: record.asleep,
+            parent: record.parent(),
+        }
+    }
+}
+
+impl AgentRecord {
+    /// The agent that spawned it, read from its spawn settings.
+    pub fn parent(&self) -> Option<AgentId> {
+        self.spawn.get("parent").and_then(|p| serde_json::from_value(p.clone()).ok())
+    }
+}
+
 /// A schedule armed by an agent: the signal to feed it at `due`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleRecord {
@@ -132,8 +166,9 @@ pub trait Durable: Send + Sync + 'static {
     /// Keeps the outcome signal of an ended run, for its agent (not yet consumed).
     fn run_outcome(&self, run: Uuid, outcome: &Signal);
 
-    /// The agents to bring back.
-    fn alive(&self) -> Result<Vec<AgentRecord>, StoreError>;
+    /// The agents to bring back, a page at a time in the order of their ids: at most `limit` of those whose id
+    /// comes after `after` (from the first with `None`). A recovery of millions of sleepers holds one page.
+    fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError>;
     /// One agent's record, if it is to be brought back.
     fn agent(&self, agent: &AgentId) -> Result<Option<AgentRecord>, StoreError>;
     /// An agent's latest snapshot.

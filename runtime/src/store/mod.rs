@@ -4,7 +4,7 @@ mod durable;
 mod memory;
 mod sqlite;
 
-pub use durable::{AgentRecord, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};
+pub use durable::{AgentRecord, AliveAgent, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};
 pub use memory::{DEFAULT_KEEP, MemoryStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 

@@ -11,7 +11,7 @@
 //! which checks each write (a duplicate run, an update to an ended one) as the in-memory journal does and
 //! answers `get` for runs going on and the 4,096 that ended last without reading the file.
 
-use super::durable::{AgentRecord, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};
+use super::durable::{AgentRecord, AliveAgent, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};
 use super::{MemoryStore, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use crate::signal::Signal;
@@ -25,8 +25,9 @@ use uuid::Uuid;
 
 /// Marks a SQLite file as an agentry journal (`PRAGMA application_id`): "AGTY".
 const APPLICATION_ID: i64 = 0x4147_5459;
-/// The schema's version (`PRAGMA user_version`).
-const VERSION: i64 = 1;
+/// The schema's version (`PRAGMA user_version`). Version 2 lists agents from columns of their own (type, asleep,
+/// parent) instead of their records; a version 1 file is brought up to it on open.
+const VERSION: i64 = 2;
 /// How many ended runs the in-memory mirror keeps for `get` (older ones are read from the file).
 const MIRROR_KEEPS: usize = 4096;
 /// The most writes waiting for the writer. A thread that writes faster than the disk takes them waits when
@@ -58,6 +59,8 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_agent ON runs(agent, final);
 CREATE INDEX IF NOT EXISTS runs_action ON runs(action);
 CREATE INDEX IF NOT EXISTS runs_recorded ON runs(recorded);
+-- The runs that had not ended, read on every open: a run that starts and ends in one batch never enters it.
+CREATE INDEX IF NOT EXISTS runs_open ON runs(place) WHERE final = 0;
 -- Runs are found by key only among one agent's runs (runs_agent): an index of keys would cost every write.
 DROP INDEX IF EXISTS runs_key;
 CREATE TABLE IF NOT EXISTS refusals (
@@ -77,8 +80,11 @@ CREATE TABLE IF NOT EXISTS snapshots (
     snapshot TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS agents (
-    agent  TEXT PRIMARY KEY,
-    record TEXT NOT NULL
+    agent      TEXT PRIMARY KEY,
+    record     TEXT NOT NULL,
+    agent_type TEXT NOT NULL DEFAULT '',
+    asleep     INTEGER NOT NULL DEFAULT 0,
+    parent     TEXT
 );
 CREATE TABLE IF NOT EXISTS schedules (
     agent    TEXT NOT NULL,
@@ -107,6 +113,11 @@ pub struct SqliteOptions {
     /// Keep every logged input, even those a snapshot already folded in (by default they are dropped): the whole
     /// history of each agent can then be replayed from its first state, for debugging or an audit.
     pub keep_inputs: bool,
+    /// Read the whole file on open to check every page (SQLite's `quick_check`), refusing a damaged one before
+    /// anything is brought back. Off by default, since it reads the whole file (minutes for millions of agents):
+    /// an open always checks the header, the schema and that the file is not shorter than its header says,
+    /// and a damaged page met later is a typed error of the read that met it.
+    pub verify: bool,
 }
 
 /// What the writer thread is asked to do.
@@ -196,7 +207,7 @@ impl SqliteStore {
 
     /// [`SqliteStore::open`] with options.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
-        let SqliteOptions { synchronous, keep_inputs } = options;
+        let SqliteOptions { synchronous, keep_inputs, verify } = options;
         let path = path.as_ref().to_path_buf();
         let shown = path.display().to_string();
         let corrupt = |err: rusqlite::Error| StoreError::Corrupt { path: shown.clone(), message: err.to_string() };
@@ -222,9 +233,12 @@ impl SqliteStore {
         if version > VERSION {
             return Err(StoreError::NewerSchema { path: shown, found: version, supported: VERSION });
         }
-        let check: String = db.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(corrupt)?;
-        if check != "ok" {
-            return Err(StoreError::Corrupt { path: shown, message: check });
+        whole(&db, &path).map_err(|message| StoreError::Corrupt { path: shown.clone(), message })?;
+        if verify {
+            let check: String = db.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(corrupt)?;
+            if check != "ok" {
+                return Err(StoreError::Corrupt { path: shown, message: check });
+            }
         }
         db.pragma_update(None, "journal_mode", "WAL").map_err(corrupt)?;
         let level = match synchronous {
@@ -233,6 +247,7 @@ impl SqliteStore {
         };
         db.pragma_update(None, "synchronous", level).map_err(corrupt)?;
         db.execute_batch(SCHEMA).map_err(corrupt)?;
+        list_agents_from_columns(&db).map_err(corrupt)?;
         db.pragma_update(None, "application_id", APPLICATION_ID).map_err(corrupt)?;
         db.pragma_update(None, "user_version", VERSION).map_err(corrupt)?;
 
@@ -314,6 +329,44 @@ impl Drop for SqliteStore {
             let _ = writer.join();
         }
     }
+}
+
+/// Whether the file is as long as its header says (a file cut short is refused on open without reading it
+/// all). Only a file whose write-ahead log is empty can be measured so: pages in the log may lie past its end.
+fn whole(db: &Connection, path: &Path) -> Result<(), String> {
+    let mut log = path.as_os_str().to_owned();
+    log.push("-wal");
+    if std::fs::metadata(&log).is_ok_and(|m| m.len() > 0) {
+        return Ok(());
+    }
+    let pages: u64 = db.query_row("PRAGMA page_count", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+    let page_size: u64 = db.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+    let length = std::fs::metadata(path).map_err(|e| format!("it cannot be measured: {e}"))?.len();
+    if length < pages * page_size {
+        return Err(format!(
+            "it is {length} bytes long, and its header says {pages} pages of {page_size} bytes: it was cut short"
+        ));
+    }
+    Ok(())
+}
+
+/// Brings a version 1 file's `agents` table up to version 2: the columns a recovery lists agents by, filled
+/// from each record, and their index (which covers the listing, so it never reads the records).
+fn list_agents_from_columns(db: &Connection) -> rusqlite::Result<()> {
+    let has_columns = db.prepare("SELECT 1 FROM pragma_table_info('agents') WHERE name = 'asleep'")?.exists([])?;
+    if !has_columns {
+        db.execute_batch(
+            "BEGIN;
+             ALTER TABLE agents ADD COLUMN agent_type TEXT NOT NULL DEFAULT '';
+             ALTER TABLE agents ADD COLUMN asleep INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE agents ADD COLUMN parent TEXT;
+             UPDATE agents SET agent_type = json_extract(record, '$.agent_type'),
+                 asleep = coalesce(json_extract(record, '$.asleep'), 0),
+                 parent = json_extract(record, '$.spawn.parent');
+             COMMIT;",
+        )?;
+    }
+    db.execute_batch("CREATE INDEX IF NOT EXISTS agents_listing ON agents(agent, agent_type, asleep, parent);")
 }
 
 /// The writer thread: everything waiting goes into one transaction; then the flushes are answered.
@@ -483,8 +536,7 @@ fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
             }
             db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
                 .execute(params![initial.agent.as_str(), json(&initial)])?;
-            db.prepare_cached("INSERT OR REPLACE INTO agents (agent, record) VALUES (?1, ?2)")?
-                .execute(params![record.agent.as_str(), json(&record)])?;
+            keep_agent(db, &record)?;
         }
         Op::Snapshot(snapshot) => {
             db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
@@ -495,10 +547,7 @@ fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
                     .execute(params![snapshot.agent.as_str(), i64::try_from(snapshot.seq).unwrap_or(i64::MAX)])?;
             }
         }
-        Op::Alive(record) => {
-            db.prepare_cached("INSERT OR REPLACE INTO agents (agent, record) VALUES (?1, ?2)")?
-                .execute(params![record.agent.as_str(), json(&record)])?;
-        }
+        Op::Alive(record) => keep_agent(db, &record)?,
         Op::Ended(agent) => {
             for table in ["agents", "inputs", "snapshots", "schedules"] {
                 db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?.execute([agent.as_str()])?;
@@ -519,6 +568,22 @@ fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
         // The writer handles these itself.
         Op::Flush(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) => {}
     }
+    Ok(())
+}
+
+/// Writes an agent's record, with the columns it is listed by.
+fn keep_agent(db: &Connection, record: &AgentRecord) -> rusqlite::Result<()> {
+    let parent = record.parent();
+    db.prepare_cached(
+        "INSERT OR REPLACE INTO agents (agent, record, agent_type, asleep, parent) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![
+        record.agent.as_str(),
+        json(record),
+        record.agent_type,
+        record.asleep,
+        parent.as_ref().map(AgentId::as_str)
+    ])?;
     Ok(())
 }
 
@@ -671,8 +736,31 @@ impl Durable for SqliteStore {
         self.send(Op::Outcome(run, Box::new(outcome.clone())));
     }
 
-    fn alive(&self) -> Result<Vec<AgentRecord>, StoreError> {
-        self.read(|db| decoded(db, "agent record", "SELECT record FROM agents ORDER BY agent", &[]))
+    fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
+        self.read(|db| {
+            let mut statement = db
+                .prepare_cached(
+                    "SELECT agent, agent_type, asleep, parent FROM agents WHERE agent > ?1 ORDER BY agent LIMIT ?2",
+                )
+                .map_err(database)?;
+            let after = after.map_or("", AgentId::as_str);
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = statement
+                .query_map(params![after, limit], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?, r.get(3)?))
+                })
+                .map_err(database)?;
+            let id = |text: String| {
+                AgentId::new(text).map_err(|e| StoreError::Decode { what: "agent id", message: e.to_string() })
+            };
+            let mut page = Vec::new();
+            for row in rows {
+                let (agent, agent_type, asleep, parent): (String, String, bool, Option<String>) =
+                    row.map_err(database)?;
+                page.push(AliveAgent { agent: id(agent)?, agent_type, asleep, parent: parent.map(id).transpose()? });
+            }
+            Ok(page)
+        })
     }
 
     fn agent(&self, agent: &AgentId) -> Result<Option<AgentRecord>, StoreError> {
@@ -859,5 +947,120 @@ mod tests {
         assert_eq!(keys, ["me/1/1", "me/3/0"]);
         assert_eq!(mine.runs.iter().map(|r| r.record.run).collect::<Vec<_>>(), [ids[1], ids[2]]);
         assert_eq!(nobody, &Revival::default(), "an agent the store does not know has nothing to bring back");
+    }
+
+    fn record_of(agent: &AgentId, parent: Option<&AgentId>, asleep: bool) -> AgentRecord {
+        let agent_type = if agent.as_str().ends_with('0') { "zero" } else { "other" };
+        AgentRecord {
+            agent: agent.clone(),
+            agent_type: agent_type.to_owned(),
+            spawn: json!({"parent": parent}),
+            asleep,
+        }
+    }
+
+    /// Every page of [`Durable::alive`], from the first.
+    fn listed(store: &SqliteStore, limit: usize) -> Vec<AliveAgent> {
+        let (mut all, mut after) = (Vec::new(), None::<AgentId>);
+        loop {
+            let page = store.alive(after.as_ref(), limit).unwrap();
+            assert!(page.len() <= limit, "a page holds at most {limit}");
+            assert!(
+                page.iter().all(|a| after.as_ref().is_none_or(|after| a.agent > *after)),
+                "only ids after the last"
+            );
+            let Some(last) = page.last() else { return all };
+            after = Some(last.agent.clone());
+            all.extend(page);
+        }
+    }
+
+    #[test]
+    fn agents_are_listed_a_page_at_a_time_in_order_of_id_without_their_records() {
+        let folder = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(folder.path().join("journal.db")).unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        for n in (0..23).rev() {
+            let id = agent(&format!("a{n:02}"));
+            let parent = (n % 3 == 1).then(|| agent("a00"));
+            let record = record_of(&id, parent.as_ref(), false);
+            store.agent_spawned(record.clone(), snapshot_at(&id, 0));
+            model.insert(id, record);
+        }
+        // Some fall asleep, one ends.
+        for n in [4, 7, 20] {
+            let record = model.get_mut(&agent(&format!("a{n:02}"))).unwrap();
+            record.asleep = true;
+            store.agent_alive(record.clone());
+        }
+        store.agent_ended(&agent("a05"));
+        model.remove(&agent("a05"));
+        let expected: Vec<AliveAgent> = model.values().map(AliveAgent::of).collect();
+        for limit in [1, 4, 22, 100] {
+            assert_eq!(listed(&store, limit), expected, "pages of {limit}");
+        }
+        assert_eq!(expected.iter().filter(|a| a.asleep).count(), 3);
+        assert_eq!(expected[1].parent, Some(agent("a00")));
+    }
+
+    #[test]
+    fn a_version_1_journal_is_brought_up_to_date_and_lists_its_agents() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("journal.db");
+        let (parent, child) = (agent("p0"), agent("c1"));
+        let records = [record_of(&parent, None, false), record_of(&child, Some(&parent), true)];
+        {
+            // The version 1 schema of `agents`: a record and nothing else.
+            let db = Connection::open(&path).unwrap();
+            db.execute_batch("CREATE TABLE agents (agent TEXT PRIMARY KEY, record TEXT NOT NULL);").unwrap();
+            for record in &records {
+                db.execute("INSERT INTO agents VALUES (?1, ?2)", params![record.agent.as_str(), json(record)]).unwrap();
+            }
+            db.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
+            db.pragma_update(None, "user_version", 1).unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let mut expected: Vec<AliveAgent> = records.iter().map(AliveAgent::of).collect();
+        expected.sort_by(|a, b| a.agent.cmp(&b.agent));
+        assert_eq!(listed(&store, 10), expected);
+        assert_eq!(store.agent(&child).unwrap().as_ref(), Some(&records[1]), "the record itself is kept");
+        drop(store);
+        let version: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, VERSION);
+    }
+
+    #[test]
+    fn a_damaged_page_is_refused_on_open_when_asked_to_verify_and_never_panics() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("journal.db");
+        {
+            let store = SqliteStore::open(&path).unwrap();
+            for n in 0..2000 {
+                let id = agent(&format!("a{n:04}"));
+                store.agent_spawned(record_of(&id, None, n % 2 == 0), snapshot_at(&id, 0));
+            }
+        }
+        // Everything into the main file, then garbage over a page in its middle: the file is as long as before.
+        Connection::open(&path).unwrap().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2 / 4096 * 4096;
+        bytes[middle..middle + 4096].fill(0x5a);
+        std::fs::write(&path, &bytes).unwrap();
+
+        let verified = SqliteStore::open_with(&path, SqliteOptions { verify: true, ..SqliteOptions::default() });
+        assert!(matches!(verified, Err(StoreError::Corrupt { .. })), "{verified:?}");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "refusing it changed nothing");
+        // Without the check it may open; reading the damaged page is then an error of the read, not a panic.
+        if let Ok(store) = SqliteStore::open(&path) {
+            let mut after = None::<AgentId>;
+            loop {
+                match store.alive(after.as_ref(), 100) {
+                    Ok(page) if page.is_empty() => break,
+                    Ok(page) => after = page.last().map(|a| a.agent.clone()),
+                    Err(_) => break,
+                }
+            }
+            let _ = store.revivals(&[agent("a1000")]);
+        }
     }
 }
