@@ -242,6 +242,21 @@ mod tests {
         assert_eq!(filled[0].content, PromptContent::Block(expected));
     }
 
+    #[test]
+    fn completions_offer_the_values_of_that_argument_that_start_with_the_prefix() {
+        let prompt = greeting()
+            .values("mood", ["calm", "cheerful", "angry"])
+            .values("who", ["Ann"])
+            .values("mood", ["cross"])
+            .values("nobody", ["x"]);
+        assert_eq!(prompt.complete("mood", "c"), ["calm", "cheerful", "cross"]);
+        assert_eq!(prompt.complete("mood", ""), ["calm", "cheerful", "angry", "cross"]);
+        assert_eq!(prompt.complete("who", "A"), ["Ann"]);
+        assert!(prompt.complete("mood", "z").is_empty());
+        assert!(prompt.complete("nobody", "").is_empty(), "an argument it does not take has no values");
+        assert_eq!(prompt.arguments[0].values, ["Ann"], "values go to the argument they name, and to no other");
+    }
+
     proptest! {
         /// A value is put in as it is, never read again for placeholders, and text without placeholders is kept.
         #[test]

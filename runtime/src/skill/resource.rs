@@ -246,6 +246,7 @@ mod tests {
             ("a://{}", "not a name"),
             ("a://{a b}", "not a name"),
             ("a://{x}{y}", "touch"),
+            ("{x}{y}", "touch"),
             ("a://{x}/{x}", "twice"),
         ] {
             let err = Resource::new(bad, "r", "x.read").unwrap_err().to_string();
@@ -266,8 +267,38 @@ mod tests {
         assert_eq!(item.read_params(&format!("test://template/{}/data", "x".repeat(MAX_URI))), None, "too long");
         let file = resource("drive:///{+path}");
         assert_eq!(file.read_params("drive:///a/../b").unwrap()["path"], "a/../b", "the action confines it");
+        let deep = "a/".repeat(4000);
+        assert_eq!(file.read_params(&format!("drive:///{deep}")).unwrap()["path"], deep.as_str(), "8 KiB is allowed");
         assert!(!resource("test://static").is_template());
         assert_eq!(resource("test://static").read_params("test://static"), Some(serde_json::Map::new()));
+    }
+
+    #[test]
+    fn a_resource_keeps_what_it_was_built_with_and_completes_its_variables() {
+        let files = resource("t://{kind}/{+path}")
+            .description("Files")
+            .mime_type("text/plain")
+            .text_at("/text")
+            .values("kind", ["docs", "data", "code"])
+            .values("kind", ["dev"]);
+        assert_eq!((files.name.as_str(), files.action.as_str()), ("r", "x.read"));
+        assert_eq!(files.description, "Files");
+        assert_eq!((files.mime_type.as_deref(), files.text_at.as_deref()), (Some("text/plain"), Some("/text")));
+        assert_eq!(files.variables().collect::<Vec<_>>(), ["kind", "path"]);
+        assert!(files.is_template());
+        assert_eq!(files.complete("kind", "d"), ["docs", "data", "dev"]);
+        assert!(files.complete("kind", "x").is_empty());
+        assert!(files.complete("path", "").is_empty(), "a variable without values completes to nothing");
+        let plain = resource("t://static");
+        assert_eq!(
+            (plain.description.as_str(), plain.mime_type.as_deref(), plain.text_at.as_deref()),
+            ("", None, None)
+        );
+        assert_eq!(plain.variables().count(), 0);
+        // A template that starts with a variable.
+        let leading = resource("{name}.txt");
+        assert_eq!(leading.read_params("notes.txt").unwrap()["name"], "notes");
+        assert_eq!(leading.read_params("notes.md"), None);
     }
 
     proptest! {

@@ -82,3 +82,30 @@ pub enum StepError {
         message: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_state_answers_what_is_mounted_and_what_it_provides() {
+        let mut state = AgentState::new(AgentId::new("a").unwrap(), ());
+        let (one, two, three) =
+            (SkillId::new("one").unwrap(), SkillId::new("two").unwrap(), SkillId::new("three").unwrap());
+        let [x, y, z, w] = ["one.x", "one.y", "two.z", "two.w"].map(|a| ActionId::new(a).unwrap());
+        assert!(state.skills().is_empty() && state.actions().is_empty() && !state.provides(&x));
+        let mounted = |state: Value, actions: Vec<ActionId>| {
+            Arc::new(MountedSkill { vsn: Version::new(1, 0, 0), state, actions, requires: Vec::new() })
+        };
+        state.skills.insert(one.clone(), mounted(json!({"n": 1}), vec![y.clone(), x.clone()]));
+        state.skills.insert(two.clone(), mounted(Value::Null, vec![x.clone(), z.clone()]));
+        assert!(state.is_mounted(&one) && state.is_mounted(&two) && !state.is_mounted(&three));
+        assert_eq!(state.skill_state(&one), Some(&json!({"n": 1})));
+        assert_eq!(state.skill_state(&two), Some(&Value::Null));
+        assert_eq!(state.skill_state(&three), None);
+        assert!(state.provides(&x) && state.provides(&z) && !state.provides(&w));
+        assert_eq!(state.actions().into_iter().collect::<Vec<_>>(), [&x, &y, &z], "once each, sorted");
+        assert_eq!(state.skills().keys().collect::<Vec<_>>(), [&one, &two]);
+    }
+}
