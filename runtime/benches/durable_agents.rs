@@ -354,6 +354,7 @@ fn main() {
     let (registered, live) = (knob("AGENTRY_REGISTERED", 1_000_000), knob("AGENTRY_LIVE", 10_000).max(1));
     // A folder of its own keeps the registered agents for the next run, which then only reopens and thaws.
     match std::env::var_os("AGENTRY_REGISTERED_DIR") {
+        _ if registered == 0 => {}
         Some(kept) => registered_and_live(Path::new(&kept), registered, live),
         None => registered_and_live(folder("registered").path(), registered, live),
     }
