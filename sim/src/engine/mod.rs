@@ -495,8 +495,14 @@ impl<A: Agent> Simulation<A> {
                         .filter(|&n| self.agents[n].alive && self.agents[n].subscriptions.contains(&topic))
                         .collect(),
                 };
-                for target in targets {
-                    self.deliver(target, signal.clone());
+                // The last target gets the signal itself, moved: most emits have one target.
+                let mut signal = Some(signal);
+                let last = targets.len().saturating_sub(1);
+                for (n, target) in targets.into_iter().enumerate() {
+                    let this = if n == last { signal.take() } else { signal.clone() };
+                    if let Some(this) = this {
+                        self.deliver(target, this);
+                    }
                 }
             }
             Command::Reply { to, data } => self.replies.push((to, data)),
