@@ -185,10 +185,7 @@ pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeErr
                 continue;
             }
             if listed.asleep {
-                let agent_type = match types.get(&listed.agent_type) {
-                    Some(name) => name.clone(),
-                    None => types.entry(listed.agent_type.clone()).or_insert_with(|| listed.agent_type.into()).clone(),
-                };
+                let agent_type = types.entry(listed.agent_type).or_insert_with_key(|name| name.as_str().into()).clone();
                 let sleeper = crate::sleep::Sleeper { agent_type, kept: Vec::new(), waking: false };
                 shared.sleeping.insert(listed.agent.clone(), sleeper);
                 recovery.asleep.push(listed.agent);

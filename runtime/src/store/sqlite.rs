@@ -360,9 +360,10 @@ fn list_agents_from_columns(db: &Connection) -> rusqlite::Result<()> {
              ALTER TABLE agents ADD COLUMN agent_type TEXT NOT NULL DEFAULT '';
              ALTER TABLE agents ADD COLUMN asleep INTEGER NOT NULL DEFAULT 0;
              ALTER TABLE agents ADD COLUMN parent TEXT;
-             UPDATE agents SET agent_type = json_extract(record, '$.agent_type'),
+             UPDATE agents SET agent_type = coalesce(json_extract(record, '$.agent_type'), ''),
                  asleep = coalesce(json_extract(record, '$.asleep'), 0),
-                 parent = json_extract(record, '$.spawn.parent');
+                 parent = json_extract(record, '$.spawn.parent')
+                 WHERE json_valid(record);
              COMMIT;",
         )?;
     }
@@ -757,7 +758,9 @@ impl Durable for SqliteStore {
             for row in rows {
                 let (agent, agent_type, asleep, parent): (String, String, bool, Option<String>) =
                     row.map_err(database)?;
-                page.push(AliveAgent { agent: id(agent)?, agent_type, asleep, parent: parent.map(id).transpose()? });
+                // A parent only orders the recovery: one that does not read as an id orders nothing.
+                let parent = parent.and_then(|p| AgentId::new(p).ok());
+                page.push(AliveAgent { agent: id(agent)?, agent_type, asleep, parent });
             }
             Ok(page)
         })
@@ -1016,11 +1019,15 @@ mod tests {
             for record in &records {
                 db.execute("INSERT INTO agents VALUES (?1, ?2)", params![record.agent.as_str(), json(record)]).unwrap();
             }
+            // A record that is not JSON: listed with what can be known (awake, no type), which fails that
+            // agent's revival alone rather than the whole open.
+            db.execute("INSERT INTO agents VALUES ('x9', 'not json')", []).unwrap();
             db.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
             db.pragma_update(None, "user_version", 1).unwrap();
         }
         let store = SqliteStore::open(&path).unwrap();
         let mut expected: Vec<AliveAgent> = records.iter().map(AliveAgent::of).collect();
+        expected.push(AliveAgent { agent: agent("x9"), agent_type: String::new(), asleep: false, parent: None });
         expected.sort_by(|a, b| a.agent.cmp(&b.agent));
         assert_eq!(listed(&store, 10), expected);
         assert_eq!(store.agent(&child).unwrap().as_ref(), Some(&records[1]), "the record itself is kept");
