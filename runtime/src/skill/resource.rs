@@ -269,6 +269,9 @@ mod tests {
         assert_eq!(file.read_params("drive:///a/../b").unwrap()["path"], "a/../b", "the action confines it");
         let deep = "a/".repeat(4000);
         assert_eq!(file.read_params(&format!("drive:///{deep}")).unwrap()["path"], deep.as_str(), "8 KiB is allowed");
+        let longest = format!("drive:///{}", "a".repeat(MAX_URI - "drive:///".len()));
+        assert!(file.read_params(&longest).is_some(), "a URI of exactly the bound is read");
+        assert_eq!(file.read_params(&format!("{longest}a")), None, "one byte more is not");
         assert!(!resource("test://static").is_template());
         assert_eq!(resource("test://static").read_params("test://static"), Some(serde_json::Map::new()));
     }
