@@ -173,4 +173,25 @@ mod tests {
         assert!(Plain::routes().is_empty());
         assert_eq!(<() as Agent>::name(), "skills-only");
     }
+
+    #[test]
+    fn a_signal_is_handled_when_a_mounted_skill_handles_it_and_only_then() {
+        use crate::skill::{Catalog, SkillReaction};
+        let skill = Skill::builder("pong", "1.0.0")
+            .on_signal(|_: &(), signal: &Signal, _ctx| match signal.kind().as_str() {
+                "ping" => SkillReaction::Handled((), Vec::new()),
+                _ => SkillReaction::Ignore,
+            })
+            .build()
+            .expect("a valid skill");
+        let mut catalog = Catalog::new();
+        catalog.insert(skill.clone());
+        let mut state = AgentState::new(crate::id::AgentId::new("a").expect("an id"), ());
+        crate::skill::mount(&mut state, &skill, &serde_json::json!(0), &crate::policy::Policy::default())
+            .expect("mounts");
+        let ping = Signal::new("ping", Value::Null).expect("a signal");
+        let other = Signal::new("other", Value::Null).expect("a signal");
+        assert!(step(&mut state, &ping, &catalog).expect("a step").handled, "the skill handled it");
+        assert!(!step(&mut state, &other, &catalog).expect("a step").handled, "nobody handled it");
+    }
 }
