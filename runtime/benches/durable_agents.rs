@@ -205,7 +205,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn registered_and_live(folder: &Path, registered: u64, live: u64) {
-    if folder.join("journal.db").exists() {
+    if folder.join(agentry::runtime::JOURNAL).exists() {
         println!("registered: reusing the agents asleep in {}", folder.display());
     } else {
         register(folder, registered);

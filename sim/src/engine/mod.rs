@@ -496,13 +496,11 @@ impl<A: Agent> Simulation<A> {
                         .collect(),
                 };
                 // The last target gets the signal itself, moved: most emits have one target.
-                let mut signal = Some(signal);
-                let last = targets.len().saturating_sub(1);
-                for (n, target) in targets.into_iter().enumerate() {
-                    let this = if n == last { signal.take() } else { signal.clone() };
-                    if let Some(this) = this {
-                        self.deliver(target, this);
+                if let Some((&last, others)) = targets.split_last() {
+                    for &target in others {
+                        self.deliver(target, signal.clone());
                     }
+                    self.deliver(last, signal);
                 }
             }
             Command::Reply { to, data } => self.replies.push((to, data)),
