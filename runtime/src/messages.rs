@@ -17,12 +17,13 @@ use uuid::Uuid;
 
 /// The messages an agent server takes. Built by the runtime's handles; never by users.
 pub(crate) enum ServerMsg<A: Agent> {
-    /// A signal to handle.
-    Signal(Signal),
+    /// A signal to handle. (Boxed, as in the other messages that carry a signal: the actor's loop keeps room
+    /// for the largest message in every idle agent, so a message stays a few words long.)
+    Signal(Box<Signal>),
     /// A signal whose handling should answer through a `Reply` effect.
-    Call(Signal, RpcReplyPort<Value>),
+    Call(Box<Signal>, RpcReplyPort<Value>),
     /// Mount a skill from the catalog with options.
-    Mount(SkillId, Value, RpcReplyPort<Result<(), RuntimeError>>),
+    Mount(Box<(SkillId, Value)>, RpcReplyPort<Result<(), RuntimeError>>),
     /// Unmount a skill.
     Unmount(SkillId, RpcReplyPort<Result<(), RuntimeError>>),
     /// A copy of the agent's state.
@@ -32,7 +33,7 @@ pub(crate) enum ServerMsg<A: Agent> {
     /// A run that waits for approval waited too long.
     ApprovalExpired(Uuid),
     /// A schedule's time came: its key and signal.
-    Fire(String, Signal),
+    Fire(String, Box<Signal>),
     /// Hibernate if idle (for at least the duration, when one is given); the sender, if any, is told.
     Hibernate(Option<oneshot::Sender<Result<(), RuntimeError>>>, Option<std::time::Duration>),
     /// A run ended (sent by the run's own task), with the outside caller waiting for it, if any.
@@ -82,7 +83,7 @@ pub(crate) enum Untyped {
 impl<A: Agent> From<Untyped> for ServerMsg<A> {
     fn from(message: Untyped) -> Self {
         match message {
-            Untyped::Signal(signal) => Self::Signal(signal),
+            Untyped::Signal(signal) => Self::Signal(Box::new(signal)),
             Untyped::Drain(done) => Self::Drain(done),
             Untyped::Request(request) => Self::Request(request),
             Untyped::Effects(effects) => Self::Effects(effects),

@@ -126,28 +126,24 @@ pub(crate) async fn revive<A: Agent>(
         }
     }
     let history = Arc::new(std::sync::Mutex::new(crate::server::Restarts::new(settings.restart)));
-    let domain = state.domain.clone();
     let opts = crate::runtime::SpawnOptions {
         id: Some(id.clone()),
-        name: settings.name.clone(),
-        policy: settings.policy.clone(),
-        restart: settings.restart,
-        max_in_flight: settings.max_in_flight,
-        parent: settings.parent.clone(),
-    };
-    let kept = history.clone();
-    let respawn: crate::supervisor::Respawn = Arc::new(move |shared: Arc<Shared>| {
-        let (domain, opts, history) = (domain.clone(), opts.clone(), kept.clone());
-        Box::pin(async move { crate::runtime::respawn::<A>(&shared, domain, opts, history).await })
-    });
-    let args = ServerArgs {
-        state,
-        start_effects,
+        name: settings.name,
         policy: settings.policy,
         restart: settings.restart,
         max_in_flight: settings.max_in_flight,
         parent: settings.parent,
-        name: settings.name,
+    };
+    let again = crate::runtime::Again::of(&id, opts);
+    let respawn = again.respawner(state.domain.clone(), history.clone());
+    let args = ServerArgs {
+        state,
+        start_effects,
+        policy: again.policy,
+        restart: again.restart,
+        max_in_flight: again.max_in_flight,
+        parent: again.parent,
+        name: again.name,
         shared: shared.clone(),
         history,
         respawn,

@@ -661,20 +661,16 @@ fn spawn_supervised<A: Agent>(
                 return Err(RuntimeError::UnknownSkill(skill.clone()));
             }
         }
-        let again = SpawnOptions { id: Some(id.clone()), ..opts.clone() };
-        let kept = history.clone();
-        let respawn: crate::supervisor::Respawn = Arc::new(move |shared: Arc<Shared>| {
-            let (domain, opts, history) = (domain.clone(), again.clone(), kept.clone());
-            Box::pin(async move { spawn_supervised(&shared, domain, opts, history).await.map(|_| ()) })
-        });
+        let again = Again::of(&id, opts);
+        let respawn = again.respawner(domain, history.clone());
         let args = ServerArgs {
             state,
             start_effects,
-            policy: opts.policy,
-            restart: opts.restart,
-            max_in_flight: opts.max_in_flight,
-            parent: opts.parent,
-            name: opts.name,
+            policy: again.policy,
+            restart: again.restart,
+            max_in_flight: again.max_in_flight,
+            parent: again.parent,
+            name: again.name,
             shared: shared.clone(),
             history,
             respawn,
@@ -686,6 +682,64 @@ fn spawn_supervised<A: Agent>(
             .map_err(|e| spawn_error(&id, e))?;
         Ok(AgentRef { id, actor: Some(actor), shared: shared.clone(), _agent: PhantomData })
     })
+}
+
+/// What the supervisor keeps to start an agent again: its spawn options, with the policy shared (one `Arc`) with
+/// the running server rather than copied, and the default policy shared by every agent that has it. Kept by
+/// every live agent, so it stays small.
+#[derive(Clone)]
+pub(crate) struct Again {
+    pub id: AgentId,
+    pub name: Option<String>,
+    pub parent: Option<AgentId>,
+    pub policy: Arc<Policy>,
+    pub restart: RestartPolicy,
+    pub max_in_flight: usize,
+}
+
+impl Again {
+    /// The options to start the agent `id` again with.
+    pub fn of(id: &AgentId, opts: SpawnOptions) -> Self {
+        Self {
+            id: id.clone(),
+            name: opts.name,
+            parent: opts.parent,
+            policy: shared_policy(opts.policy),
+            restart: opts.restart,
+            max_in_flight: opts.max_in_flight,
+        }
+    }
+
+    /// The spawn options these stand for.
+    pub fn options(&self) -> SpawnOptions {
+        SpawnOptions {
+            id: Some(self.id.clone()),
+            name: self.name.clone(),
+            policy: Policy::clone(&self.policy),
+            restart: self.restart,
+            max_in_flight: self.max_in_flight,
+            parent: self.parent.clone(),
+        }
+    }
+
+    /// How the supervisor starts the agent again from `domain`, counting restarts in `history`.
+    pub fn respawner<A: Agent>(
+        &self,
+        domain: A,
+        history: Arc<std::sync::Mutex<crate::server::Restarts>>,
+    ) -> crate::supervisor::Respawn {
+        let again = self.clone();
+        Arc::new(move |shared: Arc<Shared>| {
+            let (domain, opts, history) = (domain.clone(), again.options(), history.clone());
+            Box::pin(async move { spawn_supervised(&shared, domain, opts, history).await.map(|_| ()) })
+        })
+    }
+}
+
+/// A policy to keep for an agent: the default one is one `Arc` for all the agents that have it.
+pub(crate) fn shared_policy(policy: Policy) -> Arc<Policy> {
+    static DEFAULT: std::sync::LazyLock<Arc<Policy>> = std::sync::LazyLock::new(|| Arc::new(Policy::default()));
+    if policy == **DEFAULT { DEFAULT.clone() } else { Arc::new(policy) }
 }
 
 /// Starts, once, the task that asks idle agents to hibernate (when the runtime hibernates idle agents). It ends
@@ -705,16 +759,6 @@ pub(crate) fn start_sweeper(shared: &Arc<Shared>) {
             }
         }
     });
-}
-
-/// Starts an agent again for its supervisor, from `domain`, counting restarts in `history`.
-pub(crate) async fn respawn<A: Agent>(
-    shared: &Arc<Shared>,
-    domain: A,
-    opts: SpawnOptions,
-    history: Arc<std::sync::Mutex<crate::server::Restarts>>,
-) -> Result<(), RuntimeError> {
-    spawn_supervised(shared, domain, opts, history).await.map(|_| ())
 }
 
 /// The runtime's error for an actor that did not start: the server's own when it refused (an id or name
@@ -804,10 +848,10 @@ impl<A: Agent> AgentRef<A> {
     pub fn send(&self, signal: Signal) -> Result<(), RuntimeError> {
         check_from_outside(&signal)?;
         let Some(actor) = self.actor() else { return crate::sleep::deliver(&self.shared, &self.id, signal) };
-        match actor.cast(ServerMsg::Signal(signal)) {
+        match actor.cast(ServerMsg::Signal(Box::new(signal))) {
             Ok(()) => Ok(()),
             Err(ractor::MessagingErr::SendErr(ServerMsg::Signal(signal))) => {
-                crate::sleep::deliver(&self.shared, &self.id, signal)
+                crate::sleep::deliver(&self.shared, &self.id, *signal)
             }
             Err(_) => Err(RuntimeError::Stopped(self.id.clone())),
         }
@@ -816,7 +860,7 @@ impl<A: Agent> AgentRef<A> {
     /// Sends a signal and waits for the agent's `Reply` to it, at most `timeout`.
     pub async fn call(&self, signal: Signal, timeout: Duration) -> Result<Value, RuntimeError> {
         check_from_outside(&signal)?;
-        self.ask(|port| ServerMsg::Call(signal.clone(), port), Some(timeout)).await
+        self.ask(|port| ServerMsg::Call(Box::new(signal.clone()), port), Some(timeout)).await
     }
 
     fn answer<T>(
@@ -838,7 +882,7 @@ impl<A: Agent> AgentRef<A> {
 
     /// Mounts a catalog skill with options.
     pub async fn mount(&self, skill: &SkillId, opts: Value) -> Result<(), RuntimeError> {
-        self.ask(|port| ServerMsg::Mount(skill.clone(), opts.clone(), port), None).await?
+        self.ask(|port| ServerMsg::Mount(Box::new((skill.clone(), opts.clone())), port), None).await?
     }
 
     /// Unmounts a skill.
@@ -869,5 +913,22 @@ impl<A: Agent> AgentRef<A> {
         } else {
             let _ = actor.stop_and_wait(Some(reason), None).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shared_policy;
+    use crate::policy::Policy;
+    use std::sync::Arc;
+
+    #[test]
+    fn agents_with_the_default_policy_share_one_and_others_keep_their_own() {
+        let (first, second) = (shared_policy(Policy::default()), shared_policy(Policy::default()));
+        assert!(Arc::ptr_eq(&first, &second));
+        let strict = Policy { allow_private_network: true, ..Policy::default() };
+        let own = shared_policy(strict.clone());
+        assert!(!Arc::ptr_eq(&first, &own));
+        assert_eq!(*own, strict);
     }
 }

@@ -212,7 +212,9 @@ impl<A: Agent> ServerState<A> {
     /// A schedule fired: its signal is fed, then the schedule forgotten (a crash in between fires it once more
     /// unless the recovery finds its signal among the logged inputs).
     pub(super) fn fire(&mut self, key: String, signal: Signal) {
-        self.schedules.remove(&key);
+        if let Some(underway) = self.under() {
+            underway.schedules.remove(&key);
+        }
         self.feed(signal);
         self.forget_schedule(&key);
     }
@@ -253,7 +255,7 @@ impl<A: Agent> ServerState<A> {
                 && !run.delivered
                 && let Some(outcome) = run.outcome
             {
-                self.inbox.push_back(outcome);
+                self.work().inbox.push_back(outcome);
             }
             return;
         }
@@ -326,6 +328,6 @@ impl<A: Agent> ServerState<A> {
             })
         });
         let ticket = Ticket { params: plan.params, ctx, by, approved: false, cleared: None };
-        self.awaiting.insert(run, Awaiting { ticket, expiry });
+        self.work().awaiting.insert(run, Awaiting { ticket, expiry });
     }
 }

@@ -35,13 +35,13 @@ impl<A: Agent> ServerState<A> {
                 }
                 Command::Emit { signal, to } => self.emit(signal, to),
                 Command::Reply { to, data } => {
-                    if let Some(port) = self.calls.remove(&to) {
+                    if let Some(port) = self.under().and_then(|u| u.calls.remove(&to)) {
                         let _ = port.send(data);
                     }
                 }
                 Command::Schedule { key, after, signal, if_missed } => self.schedule(key, after, signal, if_missed),
                 Command::Cancel { key } => {
-                    if let Some(task) = self.schedules.remove(&key) {
+                    if let Some(task) = self.under().and_then(|u| u.schedules.remove(&key)) {
                         task.abort();
                         self.forget_schedule(&key);
                     }
@@ -95,7 +95,7 @@ impl<A: Agent> ServerState<A> {
         let Some(spawner) = self.shared.spawners.get(&agent).map(|s| s.clone()) else {
             let error = crate::error::RuntimeError::UnknownAgentType(agent);
             if let Some(signal) = crate::kinds::spawn_failed(&self.source, &id, &error.to_string()) {
-                self.inbox.push_back(signal);
+                self.work().inbox.push_back(signal);
             }
             return;
         };
@@ -107,7 +107,7 @@ impl<A: Agent> ServerState<A> {
             if let Err(error) = spawner(shared, id.clone(), init, Some(parent), policy).await
                 && let Some(signal) = crate::kinds::spawn_failed(&source, &id, &error.to_string())
             {
-                let _ = me.cast(ServerMsg::Signal(signal));
+                let _ = me.cast(ServerMsg::Signal(Box::new(signal)));
             }
         });
     }
@@ -121,7 +121,7 @@ impl<A: Agent> ServerState<A> {
     }
 
     fn schedule(&mut self, key: String, after: Duration, signal: Signal, if_missed: crate::effect::IfMissed) {
-        if self.draining.is_some() {
+        if self.draining() {
             tracing::debug!(agent = %self.agent.id, %key, "not scheduling while the runtime shuts down");
             return;
         }
@@ -131,16 +131,17 @@ impl<A: Agent> ServerState<A> {
 
     /// Starts a schedule's timer (replacing one with the same key): its signal comes back as a `Fire` message.
     pub(super) fn arm(&mut self, key: String, after: Duration, signal: Signal) {
-        self.schedules.retain(|_, task| !task.is_finished());
-        if let Some(previous) = self.schedules.remove(&key) {
+        let me = self.myself.clone();
+        let schedules = &mut self.work().schedules;
+        schedules.retain(|_, task| !task.is_finished());
+        if let Some(previous) = schedules.remove(&key) {
             previous.abort();
         }
-        let me = self.myself.clone();
         let fired = key.clone();
         let task = tokio::spawn(async move {
             tokio::time::sleep(after).await;
-            let _ = me.cast(ServerMsg::Fire(fired, signal));
+            let _ = me.cast(ServerMsg::Fire(fired, Box::new(signal)));
         });
-        self.schedules.insert(key, task);
+        schedules.insert(key, task);
     }
 }

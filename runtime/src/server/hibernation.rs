@@ -16,19 +16,20 @@ use std::time::Duration;
 impl<A: Agent> ServerState<A> {
     /// What keeps the agent awake, if anything.
     fn busy(&self) -> Option<String> {
-        let schedules = self.schedules.values().filter(|task| !task.is_finished()).count();
+        let underway = self.underway.as_deref()?;
+        if underway.draining.is_some() {
+            return Some("the runtime is shutting down".to_owned());
+        }
+        let schedules = underway.schedules.values().filter(|task| !task.is_finished()).count();
         let counts = [
-            (self.running.len(), "runs in flight"),
-            (self.queue.len(), "runs queued"),
-            (self.awaiting.len(), "runs waiting for approval"),
-            (self.inbox.len(), "outcome signals not yet handled"),
-            (self.calls.values().filter(|port| !port.is_closed()).count(), "calls waiting for a reply"),
+            (underway.running.len(), "runs in flight"),
+            (underway.queue.len(), "runs queued"),
+            (underway.awaiting.len(), "runs waiting for approval"),
+            (underway.inbox.len(), "outcome signals not yet handled"),
+            (underway.calls.values().filter(|port| !port.is_closed()).count(), "calls waiting for a reply"),
             (schedules, "schedules armed"),
         ];
         let going: Vec<String> = counts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
-        if self.draining.is_some() {
-            return Some("the runtime is shutting down".to_owned());
-        }
         (!going.is_empty()).then(|| going.join(", "))
     }
 
@@ -80,7 +81,7 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn while_asleep(&mut self, message: ServerMsg<A>) {
         match message {
             ServerMsg::Signal(signal) => {
-                if let Err(err) = crate::sleep::deliver(&self.shared, &self.agent.id, signal) {
+                if let Err(err) = crate::sleep::deliver(&self.shared, &self.agent.id, *signal) {
                     tracing::warn!(agent = %self.agent.id, %err, "a signal to a hibernating agent was lost");
                 }
             }

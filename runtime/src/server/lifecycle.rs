@@ -52,15 +52,15 @@ impl<A: Agent> ServerState<A> {
     /// Starts draining: queued and unapproved runs and schedules are cancelled, new runs are refused, and
     /// `done` is told once the running ones have ended.
     pub(super) fn drain(&mut self, done: tokio::sync::oneshot::Sender<()>) {
-        if self.draining.is_none() {
-            let kind = EventKind::AgentDraining { running: self.running.len() };
+        if !self.draining() {
+            let kind = EventKind::AgentDraining { running: self.in_flight() };
             self.shared.events.announce(&self.agent.id, None, None, kind);
         }
-        self.draining.get_or_insert_with(Vec::new).push(done);
+        self.work().draining.get_or_insert_with(Vec::new).push(done);
         // Dropping a waiting nested call's reply tells its caller the call was cancelled.
         let unstarted = self.unstarted();
         self.cancel_runs(unstarted, "the runtime is shutting down");
-        for (_, task) in self.schedules.drain() {
+        for (_, task) in self.work().schedules.drain() {
             task.abort();
         }
         self.tell_drained();
@@ -69,19 +69,21 @@ impl<A: Agent> ServerState<A> {
     /// Takes every run that has not started: queued ones and ones waiting for approval.
     fn unstarted(&mut self) -> Vec<ActionContext> {
         let mut runs: Vec<ActionContext> = Vec::new();
-        for (_, awaiting) in self.awaiting.drain() {
+        let Some(underway) = self.under() else { return runs };
+        for (_, awaiting) in underway.awaiting.drain() {
             if let Some(timer) = awaiting.expiry {
                 timer.abort();
             }
             runs.push(awaiting.ticket.ctx);
         }
-        runs.extend(self.queue.drain(..).map(|ticket| ticket.ctx));
+        runs.extend(underway.queue.drain(..).map(|ticket| ticket.ctx));
         runs
     }
 
     pub(super) fn tell_drained(&mut self) {
-        if self.running.is_empty()
-            && let Some(waiting) = self.draining.as_mut()
+        if let Some(underway) = self.under()
+            && underway.running.is_empty()
+            && let Some(waiting) = underway.draining.as_mut()
         {
             for done in waiting.drain(..) {
                 let _ = done.send(());
@@ -106,14 +108,16 @@ impl<A: Agent> ServerState<A> {
     /// Everything an agent leaves behind is cleaned up: its runs, schedules and jobs cancelled, its directory
     /// entry removed (only its own: a later agent of the same id keeps its entry), its parent told.
     pub(super) fn shutdown(&mut self) {
-        for (_, running) in self.running.drain() {
+        let underway = self.underway.take();
+        for (_, running) in underway.iter().flat_map(|u| &u.running) {
             running.task.abort();
             let RunIds { run, action, correlation, .. } = &running.ids;
             self.shared.runner.cancelled_run(&self.agent.id, *run, action, *correlation, "the agent stopped");
         }
+        self.underway = underway;
         let unstarted = self.unstarted();
         self.cancel_runs(unstarted, "the agent stopped");
-        for (_, task) in self.schedules.drain() {
+        for (_, task) in self.under().into_iter().flat_map(|u| u.schedules.drain()) {
             task.abort();
         }
         let id = self.agent.id.clone();

@@ -50,7 +50,8 @@ const SETTLE_BUDGET: usize = 256;
 pub(crate) struct ServerArgs<A: Agent> {
     pub state: AgentState<A>,
     pub start_effects: Vec<crate::effect::Effect>,
-    pub policy: Policy,
+    /// Shared with the supervisor's way to start the agent again (see [`crate::runtime::Again`]).
+    pub policy: Arc<Policy>,
     pub restart: RestartPolicy,
     pub max_in_flight: usize,
     pub parent: Option<AgentId>,
@@ -116,6 +117,40 @@ impl RunIds {
     }
 }
 
+/// What a server has under way: runs in flight, queued or waiting for approval, calls waiting for a reply,
+/// schedules armed, outcome signals not yet fed, and whoever waits for it to drain. An idle server holds none
+/// of it: the actor's task keeps the whole [`ServerState`] inline, so these maps and queues, empty, would
+/// otherwise cost every idle agent a few hundred bytes. Allocated when something starts
+/// ([`ServerState::work`]), freed when the server is idle again ([`ServerState::tidy`]).
+#[derive(Default)]
+pub(crate) struct Underway {
+    pub running: HashMap<Uuid, Running>,
+    pub queue: VecDeque<Ticket>,
+    pub awaiting: HashMap<Uuid, Awaiting>,
+    pub calls: HashMap<Uuid, RpcReplyPort<Value>>,
+    pub schedules: HashMap<String, JoinHandle<()>>,
+    /// Outcome signals for the agent, fed before the next message (see [`ServerState::settle`]).
+    pub inbox: VecDeque<Signal>,
+    /// Set once the server drains: new runs are refused, and these are told when the last run ends.
+    pub draining: Option<Vec<tokio::sync::oneshot::Sender<()>>>,
+}
+
+impl Underway {
+    /// Whether nothing is under way (a call whose caller gave up does not count).
+    fn is_idle(&mut self) -> bool {
+        let idle = self.running.is_empty()
+            && self.queue.is_empty()
+            && self.awaiting.is_empty()
+            && self.schedules.is_empty()
+            && self.inbox.is_empty()
+            && self.draining.is_none();
+        if idle {
+            self.calls.retain(|_, port| !port.is_closed());
+        }
+        idle && self.calls.is_empty()
+    }
+}
+
 /// The actor behaviour; its state is [`ServerState`].
 pub(crate) struct AgentServer<A: Agent>(PhantomData<fn() -> A>);
 
@@ -134,17 +169,10 @@ pub(crate) struct ServerState<A: Agent> {
     pub policy_epoch: u64,
     pub table: ActionTable,
     pub services: Arc<dyn RunServices>,
-    pub running: HashMap<Uuid, Running>,
-    pub queue: VecDeque<Ticket>,
-    pub awaiting: HashMap<Uuid, Awaiting>,
-    pub calls: HashMap<Uuid, RpcReplyPort<Value>>,
-    pub schedules: HashMap<String, JoinHandle<()>>,
-    /// Outcome signals for the agent, fed before the next message (see [`ServerState::settle`]).
-    pub inbox: VecDeque<Signal>,
+    /// What is under way; `None` while nothing is (see [`Underway`]).
+    pub underway: Option<Box<Underway>>,
     /// How the server stopped itself, for its supervisor.
     pub exit: Exit,
-    /// Set once the server drains: new runs are refused, and these are told when the last run ends.
-    pub draining: Option<Vec<tokio::sync::oneshot::Sender<()>>>,
     pub restarts: Arc<std::sync::Mutex<Restarts>>,
     pub max_in_flight: usize,
     pub parent: Option<AgentId>,
@@ -189,18 +217,12 @@ impl<A: Agent> Actor for AgentServer<A> {
             source: crate::kinds::agent_source(&args.state.id),
             myself,
             agent: args.state,
-            policy: Arc::new(args.policy),
+            policy: args.policy,
             policy_epoch: 0,
             table: ActionTable::default(),
             services: Arc::new(services),
-            running: HashMap::new(),
-            queue: VecDeque::new(),
-            awaiting: HashMap::new(),
-            calls: HashMap::new(),
-            schedules: HashMap::new(),
-            inbox: VecDeque::new(),
+            underway: None,
             exit: Exit::Unknown,
-            draining: None,
             restarts: args.history,
             max_in_flight: args.max_in_flight.max(1),
             parent: args.parent,
@@ -245,14 +267,14 @@ impl<A: Agent> Actor for AgentServer<A> {
         }
         match msg {
             ServerMsg::Hibernate(done, idle) => state.on_hibernate(done, idle),
-            ServerMsg::Signal(signal) => state.feed(signal),
-            ServerMsg::Call(signal, reply) => state.on_call(signal, reply),
-            ServerMsg::Mount(skill, opts, reply) => state.on_mount(&skill, &opts, reply),
+            ServerMsg::Signal(signal) => state.feed(*signal),
+            ServerMsg::Call(signal, reply) => state.on_call(*signal, reply),
+            ServerMsg::Mount(mount, reply) => state.on_mount(&mount.0, &mount.1, reply),
             ServerMsg::Unmount(skill, reply) => state.on_unmount(&skill, reply),
             ServerMsg::Snapshot(reply) => state.on_snapshot(reply),
             ServerMsg::Decide(run, approve, reply) => state.on_decide(run, approve, reply),
             ServerMsg::ApprovalExpired(run) => state.expire_approval(run),
-            ServerMsg::Fire(key, signal) => state.fire(key, signal),
+            ServerMsg::Fire(key, signal) => state.fire(key, *signal),
             ServerMsg::Finished(run, outcome, invoker) => state.on_finished(run, *outcome, invoker),
             ServerMsg::Drain(done) => state.drain(done),
             ServerMsg::Request(request) => state.request_run(*request),
@@ -267,6 +289,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Settle => {}
         }
         state.settle();
+        state.tidy();
         Ok(())
     }
 
@@ -279,6 +302,33 @@ impl<A: Agent> Actor for AgentServer<A> {
 }
 
 impl<A: Agent> ServerState<A> {
+    /// What is under way, made when the first thing starts.
+    pub(super) fn work(&mut self) -> &mut Underway {
+        self.underway.get_or_insert_with(Box::default)
+    }
+
+    /// What is under way, if anything is.
+    pub(super) fn under(&mut self) -> Option<&mut Underway> {
+        self.underway.as_deref_mut()
+    }
+
+    /// How many runs are in flight.
+    pub(super) fn in_flight(&self) -> usize {
+        self.underway.as_ref().map_or(0, |u| u.running.len())
+    }
+
+    /// Whether the server drains (refusing new runs).
+    pub(super) fn draining(&self) -> bool {
+        self.underway.as_ref().is_some_and(|u| u.draining.is_some())
+    }
+
+    /// Frees what was under way once nothing is, so an idle server is as small as a fresh one.
+    fn tidy(&mut self) {
+        if self.underway.as_mut().is_some_and(|u| u.is_idle()) {
+            self.underway = None;
+        }
+    }
+
     /// Feeds one signal through the pure layer and interprets what it returns. A panicking handler leaves the
     /// state as it was (`step` applies nothing before every handler has returned), so restarting from the last
     /// good state means going on with it, within the restart policy.
@@ -303,10 +353,10 @@ impl<A: Agent> ServerState<A> {
             if self.exit != Exit::Unknown {
                 return;
             }
-            let Some(signal) = self.inbox.pop_front() else { return };
+            let Some(signal) = self.under().and_then(|u| u.inbox.pop_front()) else { return };
             self.feed(signal);
         }
-        if !self.inbox.is_empty() {
+        if self.underway.as_ref().is_some_and(|u| !u.inbox.is_empty()) {
             let _ = self.myself.cast(ServerMsg::Settle);
         }
     }
@@ -329,8 +379,9 @@ impl<A: Agent> ServerState<A> {
     }
 
     fn on_call(&mut self, signal: Signal, reply: RpcReplyPort<Value>) {
-        self.calls.retain(|_, port| !port.is_closed());
-        self.calls.insert(signal.id(), reply);
+        let calls = &mut self.work().calls;
+        calls.retain(|_, port| !port.is_closed());
+        calls.insert(signal.id(), reply);
         self.feed(signal);
     }
 
@@ -349,7 +400,7 @@ impl<A: Agent> ServerState<A> {
     /// Replaces the policy. Runs already going keep the policy they started under; queued runs and runs waiting
     /// for approval meet the new one at the gate when they start.
     fn set_policy(&mut self, policy: Policy, done: tokio::sync::oneshot::Sender<()>) {
-        self.policy = Arc::new(policy);
+        self.policy = crate::runtime::shared_policy(policy);
         self.policy_epoch += 1;
         self.keep_settings();
         let _ = done.send(());
@@ -359,5 +410,40 @@ impl<A: Agent> ServerState<A> {
     fn run_for_agent(&mut self, action: ActionId, params: Value, cause: Option<&Signal>, key: crate::action::RunKey) {
         let by = Requester::Agent { correlation: cause.map(Signal::correlation_id), cause: cause.map(Signal::id) };
         self.request_run(RunRequest { action, params, by, key });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Underway;
+    use crate::signal::Signal;
+    use ractor::RpcReplyPort;
+    use serde_json::Value;
+    use uuid::Uuid;
+
+    #[test]
+    fn only_a_server_with_nothing_under_way_is_idle() {
+        let mut underway = Underway::default();
+        assert!(underway.is_idle());
+
+        underway.inbox.push_back(Signal::new("ping", Value::Null).expect("a signal"));
+        assert!(!underway.is_idle(), "an outcome not yet fed keeps the server busy");
+        underway.inbox.clear();
+
+        underway.draining = Some(Vec::new());
+        assert!(!underway.is_idle(), "a draining server keeps refusing runs");
+        underway.draining = None;
+
+        let (sender, receiver) = tokio::sync::oneshot::channel::<Value>();
+        underway.calls.insert(Uuid::now_v7(), RpcReplyPort::from(sender));
+        assert!(!underway.is_idle(), "a caller still waits for its reply");
+        drop(receiver);
+        assert!(underway.is_idle(), "a caller that gave up waits for nothing");
+        assert!(underway.calls.is_empty(), "its port is let go");
+
+        underway
+            .schedules
+            .insert("tick".to_owned(), tokio::runtime::Runtime::new().expect("a runtime").spawn(async {}));
+        assert!(!underway.is_idle(), "an armed schedule keeps the server busy");
     }
 }

@@ -38,7 +38,7 @@ impl<A: Agent> ServerState<A> {
     /// approval (unless it was approved), or admitted. A run the gate cleared before, with the action table and
     /// the policy unchanged since, is admitted on that decision.
     fn through_gate(&mut self, mut ticket: Ticket) {
-        let taking_runs = self.draining.is_none();
+        let taking_runs = !self.draining();
         if let Some(cleared) = ticket.cleared.take()
             && taking_runs
             && cleared.table == self.table.epoch()
@@ -66,11 +66,11 @@ impl<A: Agent> ServerState<A> {
                 }
             }
             by => {
-                if self.running.len() < self.max_in_flight {
+                if self.in_flight() < self.max_in_flight {
                     self.launch(action, Ticket { by, ..ticket });
                 } else {
                     let cleared = Clearance { table: self.table.epoch(), policy: self.policy_epoch, action };
-                    self.queue.push_back(Ticket { by, cleared: Some(cleared), ..ticket });
+                    self.work().queue.push_back(Ticket { by, cleared: Some(cleared), ..ticket });
                 }
             }
         }
@@ -126,14 +126,15 @@ impl<A: Agent> ServerState<A> {
                 let _ = me.cast(ServerMsg::ApprovalExpired(run));
             })
         });
-        self.awaiting.insert(run, Awaiting { ticket, expiry });
+        self.work().awaiting.insert(run, Awaiting { ticket, expiry });
     }
 
     /// Approves or denies a run waiting for approval. An approved run meets the gate again (the action may have
     /// been unmounted, or the policy changed, while it waited) and is never asked about again, retries included;
     /// a denied one is blocked with a `Denied` error.
     pub(super) fn decide(&mut self, run: Uuid, approve: bool) -> Result<(), RuntimeError> {
-        let Awaiting { ticket, expiry } = self.awaiting.remove(&run).ok_or(RuntimeError::NotAwaitingApproval(run))?;
+        let Awaiting { ticket, expiry } =
+            self.under().and_then(|u| u.awaiting.remove(&run)).ok_or(RuntimeError::NotAwaitingApproval(run))?;
         if let Some(timer) = expiry {
             timer.abort();
         }
@@ -150,7 +151,7 @@ impl<A: Agent> ServerState<A> {
 
     /// A run waited for approval longer than its policy allows: it is refused with a `Denied` error.
     pub(super) fn expire_approval(&mut self, run: Uuid) {
-        let Some(Awaiting { ticket, .. }) = self.awaiting.remove(&run) else { return };
+        let Some(Awaiting { ticket, .. }) = self.under().and_then(|u| u.awaiting.remove(&run)) else { return };
         let waited = self.policy.approval_timeout.unwrap_or_default();
         let kind = EventKind::ApprovalExpired { action: ticket.ctx.action_id.clone() };
         self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.ctx.correlation_id), kind);
@@ -163,8 +164,8 @@ impl<A: Agent> ServerState<A> {
 
     /// Starts the queued runs that fit in the free slots, each through the gate again.
     pub(super) fn launch_queued(&mut self) {
-        while self.running.len() < self.max_in_flight {
-            let Some(next) = self.queue.pop_front() else { break };
+        while self.in_flight() < self.max_in_flight {
+            let Some(next) = self.under().and_then(|u| u.queue.pop_front()) else { break };
             self.through_gate(next);
         }
     }
@@ -203,13 +204,13 @@ impl<A: Agent> ServerState<A> {
             });
             let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome), invoker));
         });
-        self.running.insert(run, Running { task, ids, sink });
+        self.work().running.insert(run, Running { task, ids, sink });
     }
 
     /// A run's task ended: what it asked for is interpreted (if it completed), its requester gets the outcome,
     /// and the next queued runs start.
     pub(super) fn on_finished(&mut self, run: Uuid, outcome: Outcome, invoker: Option<Invoker>) {
-        if let Some(done) = self.running.remove(&run) {
+        if let Some(done) = self.under().and_then(|u| u.running.remove(&run)) {
             if outcome.status == OutcomeStatus::Completed {
                 let effects = std::mem::take(&mut crate::action::RunSink::lock(&done.sink).effects);
                 self.interpret(effects, Origin::Run);
@@ -244,7 +245,7 @@ impl<A: Agent> ServerState<A> {
         let run = RunRef { run: ids.run, action: &ids.action, correlation: ids.correlation, causation: ids.causation };
         if let Some(signal) = crate::kinds::action_outcome(&self.source, run, outcome) {
             self.keep_outcome(ids.run, &signal);
-            self.inbox.push_back(signal);
+            self.work().inbox.push_back(signal);
         }
     }
 
