@@ -3,6 +3,7 @@
 mod build;
 mod catalog;
 mod error;
+mod map;
 mod mount;
 mod prompt;
 mod resource;
@@ -12,6 +13,7 @@ pub use build::{BuildError, SkillBuilder};
 pub use catalog::Catalog;
 pub(crate) use catalog::LiveCatalog;
 pub use error::MountError;
+pub use map::{Iter as SkillIter, SkillMap};
 pub(crate) use mount::version_conflict;
 pub use mount::{mount, mount_all, refresh, unmount};
 pub use prompt::{Prompt, PromptArgument, PromptContent, PromptError, PromptMessage};

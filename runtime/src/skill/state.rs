@@ -1,13 +1,13 @@
 //! The state the runtime keeps for each agent: its domain state and its mounted skills. It lives below the
 //! mounting rules, the only code that changes the mounted skills.
 
+use super::SkillMap;
 use crate::id::{ActionId, AgentId, SkillId};
 use schemars::JsonSchema;
 use semver::Version;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// A skill as mounted on one agent: its version, its per-agent state and what it provides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -30,19 +30,20 @@ pub struct AgentState<S> {
     pub id: AgentId,
     /// The user's domain state.
     pub domain: S,
-    // Shared so a snapshot or restart copy of the state is cheap, and so an agent with a few skills stays small
-    // (a B-tree node holds room for eleven entries whether or not they are used).
-    pub(crate) skills: BTreeMap<SkillId, Arc<MountedSkill>>,
+    // Shared so a snapshot or restart copy of the state is cheap; a sorted vector so an agent with a few skills
+    // stays small (see [`SkillMap`]).
+    #[schemars(with = "BTreeMap<SkillId, MountedSkill>")]
+    pub(crate) skills: SkillMap,
 }
 
 impl<S> AgentState<S> {
     /// A fresh state with no skills mounted.
     pub fn new(id: AgentId, domain: S) -> Self {
-        Self { id, domain, skills: BTreeMap::new() }
+        Self { id, domain, skills: SkillMap::default() }
     }
 
-    /// The mounted skills, by id.
-    pub fn skills(&self) -> &BTreeMap<SkillId, Arc<MountedSkill>> {
+    /// The mounted skills, by id, in id order.
+    pub fn skills(&self) -> &SkillMap {
         &self.skills
     }
 
@@ -87,6 +88,7 @@ pub enum StepError {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
 
     #[test]
     fn a_state_answers_what_is_mounted_and_what_it_provides() {
