@@ -1,16 +1,23 @@
 //! The agent directory: every live agent by id and by name, with a type-erased way to deliver a signal to it.
 
+use crate::agent::Agent;
 use crate::id::AgentId;
-use crate::messages::Untyped;
+use crate::messages::{ServerMsg, Untyped};
 use crate::signal::Signal;
 use dashmap::DashMap;
-use ractor::ActorCell;
+use ractor::{ActorCell, ActorRef};
 use std::any::TypeId;
 use std::sync::Arc;
 use std::sync::OnceLock;
 
-/// Puts an untyped message in one agent's mailbox; `false` when the agent is gone.
-pub(crate) type Deliver = Arc<dyn Fn(Untyped) -> bool + Send + Sync>;
+/// Puts an untyped message in the mailbox of an agent's actor; `false` when the agent is gone. One function per
+/// agent type ([`deliver`]), so an entry carries a pointer rather than a closure of its own.
+pub(crate) type Deliver = fn(&ActorCell, Untyped) -> bool;
+
+/// The [`Deliver`] of agents of type `A`.
+pub(crate) fn deliver<A: Agent>(cell: &ActorCell, message: Untyped) -> bool {
+    ActorRef::<ServerMsg<A>>::from(cell.clone()).cast(message.into()).is_ok()
+}
 
 /// One live agent.
 #[derive(Clone)]
@@ -108,13 +115,13 @@ impl Directory {
     /// Delivers a signal to the agent if it is in the directory (`Some` with whether its actor took it), else
     /// gives the signal back in `signal`.
     pub fn offer(&self, id: &AgentId, signal: &mut Option<Signal>) -> Option<bool> {
-        let deliver = self.by_id.get(id).map(|e| e.deliver.clone())?;
-        signal.take().map(|signal| deliver(Untyped::Signal(signal)))
+        let (deliver, cell) = self.by_id.get(id).map(|e| (e.deliver, e.cell.clone()))?;
+        signal.take().map(|signal| deliver(&cell, Untyped::Signal(signal)))
     }
 
     pub fn tell(&self, id: &AgentId, message: Untyped) -> bool {
-        match self.by_id.get(id).map(|e| e.deliver.clone()) {
-            Some(deliver) => deliver(message),
+        match self.by_id.get(id).map(|e| (e.deliver, e.cell.clone())) {
+            Some((deliver, cell)) => deliver(&cell, message),
             None => false,
         }
     }

@@ -62,8 +62,6 @@ pub(crate) struct Child {
     pub history: Arc<Mutex<Restarts>>,
     pub respawn: Respawn,
     pub exit: Exit,
-    /// The source of the agent's signals (for `agent.child_exited`).
-    pub source: std::sync::Arc<str>,
 }
 
 /// The supervisor actor.
@@ -153,7 +151,8 @@ async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
 /// Tells the parent (`agent.child_exited`) and then the event stream (`agent_stopped`) that an agent is gone.
 fn final_exit(shared: &Shared, child: &Child, reason: String) {
     if let Some(parent) = &child.parent
-        && let Some(signal) = crate::kinds::child_exited(&child.source, &child.agent, &reason)
+        && let Some(signal) =
+            crate::kinds::child_exited(&crate::kinds::agent_source(&child.agent), &child.agent, &reason)
     {
         shared.directory.deliver(parent, signal);
     }

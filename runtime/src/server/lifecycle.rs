@@ -7,11 +7,10 @@ use crate::agent::Agent;
 use crate::directory::Entry;
 use crate::error::RuntimeError;
 use crate::events::EventKind;
-use crate::messages::{ServerMsg, Untyped};
+use crate::messages::ServerMsg;
 use crate::supervisor::{Child, Exit};
 use ractor::{ActorProcessingErr, ActorRef};
 use std::any::TypeId;
-use std::sync::Arc;
 
 /// Puts a starting agent in the directory, under its id and name. Fails (and the actor never starts) when
 /// either is taken, so of two spawns racing on one id the loser never runs and never touches the winner's
@@ -20,13 +19,12 @@ pub(super) fn enter_directory<A: Agent>(
     myself: &ActorRef<ServerMsg<A>>,
     args: &ServerArgs<A>,
 ) -> Result<(), ActorProcessingErr> {
-    let deliver_to = myself.clone();
     let entry = Entry::new(
         args.name.clone(),
         args.parent.clone(),
         TypeId::of::<A>(),
         myself.get_cell(),
-        Arc::new(move |message: Untyped| deliver_to.cast(message.into()).is_ok()),
+        crate::directory::deliver::<A>,
     );
     match args.shared.directory.insert(args.state.id.clone(), entry) {
         Ok(()) => Ok(()),
@@ -43,7 +41,6 @@ pub(super) fn enter_supervision<A: Agent>(myself: &ActorRef<ServerMsg<A>>, args:
         history: args.history.clone(),
         respawn: args.respawn.clone(),
         exit: Exit::Unknown,
-        source: crate::kinds::agent_source(&args.state.id),
     };
     args.shared.children.insert(myself.get_id(), child);
 }

@@ -168,7 +168,8 @@ pub(crate) struct ServerState<A: Agent> {
     /// Counts policy changes (see [`Clearance`]).
     pub policy_epoch: u64,
     pub table: ActionTable,
-    pub services: Arc<dyn RunServices>,
+    /// What its runs use (nested calls, jobs, drive folders); made for its first run.
+    pub services: Option<Arc<dyn RunServices>>,
     /// What is under way; `None` while nothing is (see [`Underway`]).
     pub underway: Option<Box<Underway>>,
     /// How the server stopped itself, for its supervisor.
@@ -208,11 +209,6 @@ impl<A: Agent> Actor for AgentServer<A> {
     ) -> Result<Self::State, ActorProcessingErr> {
         lifecycle::enter_directory(&myself, &args)?;
         lifecycle::enter_supervision(&myself, &args);
-        let mailbox = myself.clone();
-        let services = services::AgentServices {
-            mailbox: Arc::new(move |message: crate::messages::Untyped| mailbox.cast(message.into()).is_ok()),
-            shared: args.shared.clone(),
-        };
         let mut state = ServerState {
             source: crate::kinds::agent_source(&args.state.id),
             myself,
@@ -220,7 +216,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             policy: args.policy,
             policy_epoch: 0,
             table: ActionTable::default(),
-            services: Arc::new(services),
+            services: None,
             underway: None,
             exit: Exit::Unknown,
             restarts: args.history,
@@ -310,6 +306,20 @@ impl<A: Agent> ServerState<A> {
     /// What is under way, if anything is.
     pub(super) fn under(&mut self) -> Option<&mut Underway> {
         self.underway.as_deref_mut()
+    }
+
+    /// What the agent's runs use, made for the first one.
+    pub(super) fn services(&mut self) -> Arc<dyn RunServices> {
+        let (cell, shared) = (self.myself.get_cell(), &self.shared);
+        self.services
+            .get_or_insert_with(|| {
+                Arc::new(services::AgentServices {
+                    cell,
+                    deliver: crate::directory::deliver::<A>,
+                    shared: shared.clone(),
+                })
+            })
+            .clone()
     }
 
     /// How many runs are in flight.

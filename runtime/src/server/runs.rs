@@ -252,7 +252,7 @@ impl<A: Agent> ServerState<A> {
     /// The context of a new run: its skill's drive folder and state, the policy, the call stack with a frame
     /// of its own, and the way back to this server.
     pub(super) fn run_context(
-        &self,
+        &mut self,
         action: crate::id::ActionId,
         by: &Requester,
         key: crate::action::RunKey,
@@ -279,6 +279,7 @@ impl<A: Agent> ServerState<A> {
         let mut stack = caller.map(|c| c.stack().to_vec()).unwrap_or_default();
         stack.push(Frame { action: action.clone(), run_id: run, state: serde_json::Value::Null });
         let job = caller.and_then(|c| c.link.as_ref()).and_then(|l| l.job);
+        let services = self.services();
         ActionContext {
             agent_id: self.agent.id.clone(),
             action_id: action,
@@ -292,7 +293,7 @@ impl<A: Agent> ServerState<A> {
             policy: self.policy.clone(),
             stack,
             sink: std::sync::Arc::default(),
-            link: Some(Link { services: self.services.clone(), job }),
+            link: Some(Link { services, job }),
             key,
             clock: caller.map_or(crate::action::Clock::Wall, |c| c.clock),
             seed: caller.and_then(|c| c.seed),

@@ -18,7 +18,9 @@ use uuid::Uuid;
 
 /// One agent's services, shared by every run of that agent.
 pub(crate) struct AgentServices {
-    pub mailbox: Deliver,
+    /// The agent's actor, and how to put a message in its mailbox.
+    pub cell: ractor::ActorCell,
+    pub deliver: Deliver,
     pub shared: Arc<Shared>,
 }
 
@@ -49,7 +51,7 @@ impl AgentServices {
     /// Tells the agent one of its jobs ended, and announces it.
     fn job_signal(&self, record: &JobRecord) {
         if let Some(signal) = crate::kinds::job_ended(&crate::kinds::agent_source(&record.agent), record) {
-            (self.mailbox)(Untyped::Signal(signal));
+            (self.deliver)(&self.cell, Untyped::Signal(signal));
         }
         let ended = EventKind::JobEnded { job: record.id, status: record.status };
         self.shared.events.announce(&record.agent, None, None, ended);
@@ -82,7 +84,7 @@ impl RunServices for AgentServices {
         let key = crate::action::RunKey::Within { caller: ctx.idempotency_key().into(), index };
         let by = Requester::Routine { caller: Box::new(caller.clone()), reply };
         let request = RunRequest { action, params: params.clone(), by, key };
-        let sent = (self.mailbox)(Untyped::Request(Box::new(request)));
+        let sent = (self.deliver)(&self.cell, Untyped::Request(Box::new(request)));
         let runner = self.shared.runner.clone();
         Box::pin(async move {
             if !sent {
@@ -129,7 +131,7 @@ impl RunServices for AgentServices {
                 call_path(ctx)
             )));
         }
-        let mailbox = self.mailbox.clone();
+        let (deliver, cell) = (self.deliver, self.cell.clone());
         // A job outlives the run that submitted it, but inherits its stack: its run is one level deeper, so
         // jobs that submit jobs meet the depth limit like routines that call themselves.
         let mut parent = ctx.clone();
@@ -140,14 +142,14 @@ impl RunServices for AgentServices {
             let result = services.call(&parent, action, params).await;
             let effects: Vec<Effect> = std::mem::take(&mut parent.sink().effects);
             if result.is_ok() && !effects.is_empty() {
-                mailbox(Untyped::Effects(effects));
+                deliver(&cell, Untyped::Effects(effects));
             }
             match result {
                 Ok(output) => JobEnd::Completed(output),
                 Err(error) => JobEnd::Failed(error.to_string()),
             }
         };
-        let notify = AgentServices { mailbox: self.mailbox.clone(), shared: self.shared.clone() };
+        let notify = AgentServices { cell: self.cell.clone(), deliver: self.deliver, shared: self.shared.clone() };
         let ended = move |record: JobRecord| notify.job_signal(&record);
         Ok(self.shared.jobs.submit(ctx.agent_id.clone(), job_action, work, ended))
     }
