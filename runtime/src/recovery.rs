@@ -134,16 +134,12 @@ pub(crate) async fn revive<A: Agent>(
         max_in_flight: settings.max_in_flight,
         parent: settings.parent,
     };
-    let again = crate::runtime::Again::of(&id, opts);
-    let respawn = again.respawner(state.domain.clone(), history.clone());
+    let again = Arc::new(crate::runtime::Again::of(&id, opts));
+    let respawn = crate::runtime::Again::respawner(&again, state.domain.clone(), history.clone());
     let args = ServerArgs {
         state,
         start_effects,
-        policy: again.policy,
-        restart: again.restart,
-        max_in_flight: again.max_in_flight,
-        parent: again.parent,
-        name: again.name,
+        again,
         shared: shared.clone(),
         history,
         respawn,

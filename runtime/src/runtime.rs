@@ -661,21 +661,10 @@ fn spawn_supervised<A: Agent>(
                 return Err(RuntimeError::UnknownSkill(skill.clone()));
             }
         }
-        let again = Again::of(&id, opts);
-        let respawn = again.respawner(domain, history.clone());
-        let args = ServerArgs {
-            state,
-            start_effects,
-            policy: again.policy,
-            restart: again.restart,
-            max_in_flight: again.max_in_flight,
-            parent: again.parent,
-            name: again.name,
-            shared: shared.clone(),
-            history,
-            respawn,
-            recovered: None,
-        };
+        let again = Arc::new(Again::of(&id, opts));
+        let respawn = Again::respawner(&again, domain, history.clone());
+        let args =
+            ServerArgs { state, start_effects, again, shared: shared.clone(), history, respawn, recovered: None };
         let supervisor = crate::supervisor::supervisor(shared, &id).await?;
         let (actor, _join) = Actor::spawn_linked(None, AgentServer::<A>::new(), args, supervisor)
             .await
@@ -684,10 +673,9 @@ fn spawn_supervised<A: Agent>(
     })
 }
 
-/// What the supervisor keeps to start an agent again: its spawn options, with the policy shared (one `Arc`) with
-/// the running server rather than copied, and the default policy shared by every agent that has it. Kept by
-/// every live agent, so it stays small.
-#[derive(Clone)]
+/// How an agent was spawned, kept once (in an `Arc`) for its server, its supervisor's record and the way to
+/// start it again: its spawn options, with the default policy shared by every agent that has it. Kept by every
+/// live agent, so it stays small.
 pub(crate) struct Again {
     pub id: AgentId,
     pub name: Option<String>,
@@ -706,7 +694,7 @@ impl Again {
             parent: opts.parent,
             policy: shared_policy(opts.policy),
             restart: opts.restart,
-            max_in_flight: opts.max_in_flight,
+            max_in_flight: opts.max_in_flight.max(1),
         }
     }
 
@@ -724,11 +712,11 @@ impl Again {
 
     /// How the supervisor starts the agent again from `domain`, counting restarts in `history`.
     pub fn respawner<A: Agent>(
-        &self,
+        again: &Arc<Self>,
         domain: A,
         history: Arc<std::sync::Mutex<crate::server::Restarts>>,
     ) -> crate::supervisor::Respawn {
-        let again = self.clone();
+        let again = again.clone();
         Arc::new(move |shared: Arc<Shared>| {
             let (domain, opts, history) = (domain.clone(), again.options(), history.clone());
             Box::pin(async move { spawn_supervised(&shared, domain, opts, history).await.map(|_| ()) })

@@ -15,7 +15,7 @@
 use crate::error::RuntimeError;
 use crate::events::EventKind;
 use crate::id::AgentId;
-use crate::server::{RestartMode, RestartPolicy, Restarts, Verdict};
+use crate::server::{RestartMode, Restarts, Verdict};
 use crate::shared::Shared;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use std::future::Future;
@@ -31,12 +31,13 @@ pub(crate) type Respawn =
 pub(crate) enum Exit {
     /// Still running, or it failed before it could say.
     Unknown,
-    /// Stopped from outside: never restarted.
-    Requested(String),
+    /// Stopped from outside: never restarted. (Reasons are boxed text: every server and supervisor record
+    /// keeps an `Exit`, and most never get one.)
+    Requested(Box<str>),
     /// Stopped itself with a `Stop` effect.
-    Normal(String),
+    Normal(Box<str>),
     /// Stopped because its restart policy gave up on its panics.
-    GaveUp(String),
+    GaveUp(Box<str>),
     /// Hibernated: it is not gone, and a signal thaws it.
     Hibernated,
 }
@@ -56,8 +57,8 @@ impl Exit {
 /// can happen to the agent.
 pub(crate) struct Child {
     pub agent: AgentId,
-    pub parent: Option<AgentId>,
-    pub policy: RestartPolicy,
+    /// How it was spawned: its parent and restart policy among the rest.
+    pub again: Arc<crate::runtime::Again>,
     /// Restarts in the policy's window, kept across restarts.
     pub history: Arc<Mutex<Restarts>>,
     pub respawn: Respawn,
@@ -121,7 +122,7 @@ async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
         return;
     }
     let restart = matches!(
-        (&child.exit, &failure, child.policy.mode),
+        (&child.exit, &failure, child.again.restart.mode),
         (_, Some(_), RestartMode::Permanent | RestartMode::Transient) | (Exit::Normal(_), None, RestartMode::Permanent)
     );
     let reason = match &failure {
@@ -150,7 +151,7 @@ async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
 
 /// Tells the parent (`agent.child_exited`) and then the event stream (`agent_stopped`) that an agent is gone.
 fn final_exit(shared: &Shared, child: &Child, reason: String) {
-    if let Some(parent) = &child.parent
+    if let Some(parent) = &child.again.parent
         && let Some(signal) =
             crate::kinds::child_exited(&crate::kinds::agent_source(&child.agent), &child.agent, &reason)
     {

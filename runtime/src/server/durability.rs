@@ -116,10 +116,10 @@ impl<A: Agent> ServerState<A> {
     fn agent_record(&self, asleep: bool) -> AgentRecord {
         let settings = SpawnSettings {
             policy: (*self.policy).clone(),
-            restart: self.restart,
-            max_in_flight: self.max_in_flight,
-            parent: self.parent.clone(),
-            name: self.name.clone(),
+            restart: self.again.restart,
+            max_in_flight: self.again.max_in_flight,
+            parent: self.again.parent.clone(),
+            name: self.again.name.clone(),
         };
         AgentRecord {
             agent: self.agent.id.clone(),

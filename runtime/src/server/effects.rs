@@ -48,7 +48,7 @@ impl<A: Agent> ServerState<A> {
                 }
                 Command::Spawn { id, agent, init, policy } => self.spawn_child(id, agent, init, policy),
                 Command::StopChild { id } => self.stop_child(&id),
-                Command::Stop { reason } => self.stop_self(crate::supervisor::Exit::Normal(reason)),
+                Command::Stop { reason } => self.stop_self(crate::supervisor::Exit::Normal(reason.into())),
                 Command::Mount { skill, opts } => {
                     if let Err(err) = self.mount(&skill, &opts) {
                         self.refuse_effect(cause, Command::mount_failed(true, skill, origin, err.to_string()));
@@ -78,7 +78,7 @@ impl<A: Agent> ServerState<A> {
         let directory = &self.shared.directory;
         let delivered = match to {
             Target::Agent(id) => directory.deliver(&id, signal),
-            Target::Parent => self.parent.as_ref().is_some_and(|p| directory.deliver(p, signal)),
+            Target::Parent => self.again.parent.as_ref().is_some_and(|p| directory.deliver(p, signal)),
             Target::Topic(topic) => {
                 let subscribers = directory.subscribers(&topic);
                 subscribers.iter().filter(|id| directory.deliver(id, signal.clone())).count() > 0

@@ -20,8 +20,8 @@ pub(super) fn enter_directory<A: Agent>(
     args: &ServerArgs<A>,
 ) -> Result<(), ActorProcessingErr> {
     let entry = Entry::new(
-        args.name.clone(),
-        args.parent.clone(),
+        args.again.name.clone(),
+        args.again.parent.clone(),
         TypeId::of::<A>(),
         myself.get_cell(),
         crate::directory::deliver::<A>,
@@ -36,8 +36,7 @@ pub(super) fn enter_directory<A: Agent>(
 pub(super) fn enter_supervision<A: Agent>(myself: &ActorRef<ServerMsg<A>>, args: &ServerArgs<A>) {
     let child = Child {
         agent: args.state.id.clone(),
-        parent: args.parent.clone(),
-        policy: args.restart,
+        again: args.again.clone(),
         history: args.history.clone(),
         respawn: args.respawn.clone(),
         exit: Exit::Unknown,
@@ -120,8 +119,8 @@ impl<A: Agent> ServerState<A> {
         let id = self.agent.id.clone();
         let entry = self.shared.directory.remove_cell(&id, self.myself.get_id());
         let exit = match entry.as_ref().and_then(|e| e.stop_requested.get()) {
-            Some(reason) => Exit::Requested(reason.clone()),
-            None if self.exit == Exit::Unknown => Exit::Requested("stopped".to_owned()),
+            Some(reason) => Exit::Requested(reason.as_str().into()),
+            None if self.exit == Exit::Unknown => Exit::Requested("stopped".into()),
             None => self.exit.clone(),
         };
         // Stopped for good, unless the whole runtime is shutting down (it comes back with the next recovery) or
@@ -129,9 +128,9 @@ impl<A: Agent> ServerState<A> {
         let shutting_down = self.shared.shutting_down.load(std::sync::atomic::Ordering::SeqCst);
         let restarts = match &exit {
             Exit::Requested(_) => false,
-            Exit::Normal(_) => self.restart.mode == crate::server::RestartMode::Permanent,
+            Exit::Normal(_) => self.again.restart.mode == crate::server::RestartMode::Permanent,
             Exit::GaveUp(_) | Exit::Hibernated => false,
-            Exit::Unknown => self.restart.mode != crate::server::RestartMode::Never,
+            Exit::Unknown => self.again.restart.mode != crate::server::RestartMode::Never,
         };
         if entry.is_some() {
             self.keep_or_forget(!shutting_down && !restarts);

@@ -25,7 +25,7 @@ use crate::action::{ActionContext, RunServices};
 use crate::agent::{Agent, step};
 use crate::error::RuntimeError;
 use crate::events::EventKind;
-use crate::id::{ActionId, AgentId};
+use crate::id::ActionId;
 use crate::messages::{Requester, RunRequest, ServerMsg};
 use crate::policy::Policy;
 use crate::shared::Shared;
@@ -50,12 +50,8 @@ const SETTLE_BUDGET: usize = 256;
 pub(crate) struct ServerArgs<A: Agent> {
     pub state: AgentState<A>,
     pub start_effects: Vec<crate::effect::Effect>,
-    /// Shared with the supervisor's way to start the agent again (see [`crate::runtime::Again`]).
-    pub policy: Arc<Policy>,
-    pub restart: RestartPolicy,
-    pub max_in_flight: usize,
-    pub parent: Option<AgentId>,
-    pub name: Option<String>,
+    /// How it was spawned, shared with the supervisor's way to start it again.
+    pub again: Arc<crate::runtime::Again>,
     pub shared: Arc<Shared>,
     /// Restarts counted in the policy's window, kept across restarts of this agent.
     pub history: Arc<std::sync::Mutex<Restarts>>,
@@ -175,9 +171,9 @@ pub(crate) struct ServerState<A: Agent> {
     /// How the server stopped itself, for its supervisor.
     pub exit: Exit,
     pub restarts: Arc<std::sync::Mutex<Restarts>>,
-    pub max_in_flight: usize,
-    pub parent: Option<AgentId>,
     pub shared: Arc<Shared>,
+    /// How it was spawned: its name, parent, restart policy and how many runs it may have in flight.
+    pub again: Arc<crate::runtime::Again>,
     /// The source of the signals this server makes (`agentry/agent/<id>`).
     pub source: std::sync::Arc<str>,
     /// The number of the last input `step` consumed (1, 2, 3, ...), which keys the runs it asks for.
@@ -186,8 +182,6 @@ pub(crate) struct ServerState<A: Agent> {
     pub step_runs: u32,
     /// Inputs logged since the last snapshot (with a durable store).
     pub since_snapshot: u64,
-    pub restart: crate::server::RestartPolicy,
-    pub name: Option<String>,
     /// Set once the agent fell asleep: its actor only passes messages on until it stops.
     pub asleep: bool,
     /// When it last handled a message (kept only when the runtime hibernates idle agents).
@@ -213,21 +207,18 @@ impl<A: Agent> Actor for AgentServer<A> {
             source: crate::kinds::agent_source(&args.state.id),
             myself,
             agent: args.state,
-            policy: args.policy,
+            policy: args.again.policy.clone(),
             policy_epoch: 0,
             table: ActionTable::default(),
             services: None,
             underway: None,
             exit: Exit::Unknown,
             restarts: args.history,
-            max_in_flight: args.max_in_flight.max(1),
-            parent: args.parent,
             shared: args.shared,
             seq: 0,
             step_runs: 0,
             since_snapshot: 0,
-            restart: args.restart,
-            name: args.name,
+            again: args.again,
             asleep: false,
             last_active: tokio::time::Instant::now(),
         };
@@ -384,7 +375,7 @@ impl<A: Agent> ServerState<A> {
                 let kind = EventKind::AgentRestarted { restarts };
                 self.shared.events.announce(&self.agent.id, None, correlation, kind);
             }
-            Verdict::Stop(reason) => self.stop_self(Exit::GaveUp(reason)),
+            Verdict::Stop(reason) => self.stop_self(Exit::GaveUp(reason.into())),
         }
     }
 

@@ -66,7 +66,7 @@ impl<A: Agent> ServerState<A> {
                 }
             }
             by => {
-                if self.in_flight() < self.max_in_flight {
+                if self.in_flight() < self.again.max_in_flight {
                     self.launch(action, Ticket { by, ..ticket });
                 } else {
                     let cleared = Clearance { table: self.table.epoch(), policy: self.policy_epoch, action };
@@ -164,7 +164,7 @@ impl<A: Agent> ServerState<A> {
 
     /// Starts the queued runs that fit in the free slots, each through the gate again.
     pub(super) fn launch_queued(&mut self) {
-        while self.in_flight() < self.max_in_flight {
+        while self.in_flight() < self.again.max_in_flight {
             let Some(next) = self.under().and_then(|u| u.queue.pop_front()) else { break };
             self.through_gate(next);
         }

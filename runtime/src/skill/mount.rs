@@ -46,7 +46,7 @@ pub fn mount<S>(
 
 /// `MissingDependency` unless every skill `skill` requires is mounted.
 fn requirements_mounted<S>(state: &AgentState<S>, skill: &Skill) -> Result<(), MountError> {
-    let missing: Vec<SkillId> = skill.requires().iter().filter(|r| !state.skills.contains_key(*r)).cloned().collect();
+    let missing: Vec<SkillId> = skill.requires().iter().filter(|r| !state.skills.contains_key(r)).cloned().collect();
     if missing.is_empty() { Ok(()) } else { Err(MountError::MissingDependency { skill: skill.id().clone(), missing }) }
 }
 
