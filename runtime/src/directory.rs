@@ -7,8 +7,6 @@ use crate::signal::Signal;
 use dashmap::DashMap;
 use ractor::{ActorCell, ActorRef};
 use std::any::TypeId;
-use std::sync::Arc;
-use std::sync::OnceLock;
 
 /// Puts an untyped message in the mailbox of an agent's actor; `false` when the agent is gone. One function per
 /// agent type ([`deliver`]), so an entry carries a pointer rather than a closure of its own.
@@ -27,9 +25,6 @@ pub(crate) struct Entry {
     pub agent_type: TypeId,
     pub cell: ActorCell,
     pub deliver: Deliver,
-    /// Set, with the reason, when someone other than the agent stops it (its parent, the runtime), so its
-    /// supervisor does not restart it.
-    pub stop_requested: Arc<OnceLock<String>>,
 }
 
 impl Entry {
@@ -40,12 +35,18 @@ impl Entry {
         cell: ActorCell,
         deliver: Deliver,
     ) -> Self {
-        Self { name, parent, agent_type, cell, deliver, stop_requested: Arc::default() }
+        Self { name, parent, agent_type, cell, deliver }
     }
 
-    /// Stops the agent from outside: it will not be restarted.
-    pub fn stop(&self, reason: String) {
-        let _ = self.stop_requested.set(reason.clone());
+    /// Stops the agent from outside (its parent, the runtime): it will not be restarted. Its supervisor's
+    /// record keeps the first reason given, which the agent's server reads as it stops (an entry carries no
+    /// flag of its own: every live agent has one).
+    pub fn stop(&self, shared: &crate::shared::Shared, reason: String) {
+        if let Some(mut child) = shared.children.get_mut(&self.cell.get_id())
+            && child.exit == crate::supervisor::Exit::Unknown
+        {
+            child.exit = crate::supervisor::Exit::Requested(reason.as_str().into());
+        }
         self.cell.stop(Some(reason));
     }
 }

@@ -574,7 +574,7 @@ impl Runtime {
             return Ok(());
         }
         let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
-        entry.stop("stopped by the runtime".into());
+        entry.stop(&self.shared, "stopped by the runtime".into());
         let _ = entry.cell.wait(None).await;
         Ok(())
     }
@@ -607,7 +607,7 @@ impl Runtime {
         }
         let cells: Vec<_> = ids.iter().filter_map(|id| self.shared.directory.get(id)).map(|e| e.cell).collect();
         for entry in ids.iter().filter_map(|id| self.shared.directory.get(id)) {
-            entry.stop("runtime shutdown".into());
+            entry.stop(&self.shared, "runtime shutdown".into());
         }
         for cell in cells {
             if cell.wait(Some(STOP_WAIT)).await.is_err() {
@@ -896,7 +896,7 @@ impl<A: Agent> AgentRef<A> {
             return;
         };
         if let Some(entry) = self.shared.directory.get(&self.id).filter(|e| e.cell.get_id() == actor.get_id()) {
-            entry.stop(reason);
+            entry.stop(&self.shared, reason);
             let _ = actor.wait(None).await;
         } else {
             let _ = actor.stop_and_wait(Some(reason), None).await;

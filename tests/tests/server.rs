@@ -429,7 +429,11 @@ async fn a_child_is_spawned_and_its_parent_hears_when_it_exits() {
     let child: AgentRef<Probe> = rt.get(&AgentId::new("child").unwrap()).unwrap();
     assert_eq!(count(&child).await["outcomes"], 0);
     probe.send(Signal::new("stop-child", Value::Null).unwrap()).unwrap();
-    wait_for(&mut events, |e| e.agent.as_str() == "child" && matches!(e.kind, EventKind::AgentStopped { .. })).await;
+    let stopped =
+        wait_for(&mut events, |e| e.agent.as_str() == "child" && matches!(e.kind, EventKind::AgentStopped { .. }))
+            .await;
+    // The reason its parent gave is the one its supervisor keeps (not a generic "stopped").
+    assert_eq!(stopped.kind, EventKind::AgentStopped { reason: format!("stopped by its parent `{}`", probe.id()) });
     assert_eq!(count(&probe).await["exited"], json!(["child"]));
     assert!(rt.get::<Probe>(&AgentId::new("child").unwrap()).is_err());
 }

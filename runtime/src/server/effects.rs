@@ -116,7 +116,7 @@ impl<A: Agent> ServerState<A> {
         if let Some(child) = self.shared.directory.get(id)
             && child.parent.as_ref() == Some(&self.agent.id)
         {
-            child.stop(format!("stopped by its parent `{}`", self.agent.id));
+            child.stop(&self.shared, format!("stopped by its parent `{}`", self.agent.id));
         }
     }
 

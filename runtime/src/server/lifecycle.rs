@@ -118,8 +118,14 @@ impl<A: Agent> ServerState<A> {
         }
         let id = self.agent.id.clone();
         let entry = self.shared.directory.remove_cell(&id, self.myself.get_id());
-        let exit = match entry.as_ref().and_then(|e| e.stop_requested.get()) {
-            Some(reason) => Exit::Requested(reason.as_str().into()),
+        let requested = self
+            .shared
+            .children
+            .get(&self.myself.get_id())
+            .map(|child| child.exit.clone())
+            .filter(|exit| matches!(exit, Exit::Requested(_)));
+        let exit = match requested {
+            Some(requested) => requested,
             None if self.exit == Exit::Unknown => Exit::Requested("stopped".into()),
             None => self.exit.clone(),
         };
