@@ -15,11 +15,16 @@ pub struct Census<'a, A: Agent> {
     pub agents: Vec<&'a AgentState<A>>,
     /// The counts so far.
     pub counts: &'a Counts,
+    /// How many live agents have each skill the simulator tracks (the skills its processes look for).
+    tracked: &'a [(&'a SkillId, usize)],
 }
 
 impl<A: Agent> Census<'_, A> {
     /// How many agents have `skill` mounted.
     pub fn with_skill(&self, skill: &SkillId) -> usize {
+        if let Some((_, count)) = self.tracked.iter().find(|(tracked, _)| *tracked == skill) {
+            return *count;
+        }
         self.agents.iter().filter(|a| a.is_mounted(skill)).count()
     }
 
@@ -89,8 +94,9 @@ impl<A: Agent> Metrics<A> {
         at: Duration,
         agents: impl Iterator<Item = &'a AgentState<A>>,
         counts: &Counts,
+        tracked: &[(&SkillId, usize)],
     ) -> Row {
-        let census = Census { agents: agents.collect(), counts };
+        let census = Census { agents: agents.collect(), counts, tracked };
         Row { time: at.as_secs_f64(), values: self.defined.iter().map(|(_, measure)| measure(&census)).collect() }
     }
 }

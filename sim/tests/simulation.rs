@@ -444,3 +444,61 @@ fn a_real_action_reads_virtual_time_and_a_seed_the_simulation_decides() {
     assert_ne!(other[0]["seed"], first[0]["seed"], "another simulation seed, another action seed");
     assert_eq!(other[0]["now"], first[0]["now"], "virtual time does not depend on the seed");
 }
+
+/// A learner of the `gossip` skill that can also be told to quit (it stops).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Mortal;
+
+impl Agent for Mortal {
+    fn name() -> &'static str {
+        "mortal"
+    }
+
+    fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+        match signal.kind().as_str() {
+            "teach" => Reaction::Keep(vec![Effect::mount_skill(gossip_id(), Value::Null)]),
+            "quit" => Reaction::Keep(vec![Effect::stop("told to quit")]),
+            _ => Reaction::Ignore,
+        }
+    }
+}
+
+fn gossip_id() -> agentry::id::SkillId {
+    agentry::id::SkillId::new(agentry_sim::models::sis::SKILL).unwrap()
+}
+
+#[test]
+fn a_skill_count_kept_as_skills_come_and_go_equals_a_census_of_every_agent() {
+    let metrics = Metrics::every(Duration::from_secs(1))
+        .metric("kept", |census| census.with_skill(&gossip_id()) as f64)
+        .unwrap()
+        .metric("counted", |census| census.agents.iter().filter(|a| a.is_mounted(&gossip_id())).count() as f64)
+        .unwrap()
+        .metric("alive", |census| census.agents.len() as f64)
+        .unwrap();
+    let mut sim = SimBuilder::new(7)
+        .skill(agentry_sim::models::sis::gossip())
+        .process(
+            Process::new("contact", 0.6)
+                .unwrap()
+                .reaching(Who::WithSkill(gossip_id()))
+                .with_contacts(Contacts::WellMixed),
+        )
+        .process(Process::new("forget", 0.2).unwrap().reaching(Who::WithSkill(gossip_id())))
+        .process(Process::new("quit", 0.02).unwrap().reaching(Who::All))
+        .metrics(metrics)
+        .build()
+        .unwrap();
+    for n in 0..300 {
+        sim.add(id(n), Mortal).unwrap();
+        if n % 2 == 0 {
+            sim.mount(&id(n), &gossip_id(), Value::Null).unwrap();
+        }
+    }
+    sim.run_until(Duration::from_secs(40));
+    let table = sim.table();
+    let (kept, counted, alive) = (table.series("kept"), table.series("counted"), table.series("alive"));
+    assert_eq!(kept, counted, "the kept count is the census's count at every sample");
+    assert!(kept.iter().map(|(_, n)| *n as u64).collect::<std::collections::BTreeSet<_>>().len() > 5, "it moved");
+    assert!(alive.last().unwrap().1 < 300.0, "some agents quit, some of them knowing the skill");
+}

@@ -109,7 +109,7 @@ impl<A: Agent> SimBuilder<A> {
                 Who::WithSkill(skill) => Some(match members.iter().position(|m: &Members| &m.skill == skill) {
                     Some(found) => found,
                     None => {
-                        members.push(Members { skill: skill.clone(), bits: Vec::new() });
+                        members.push(Members { skill: skill.clone(), bits: Vec::new(), count: 0 });
                         members.len() - 1
                     }
                 }),

@@ -160,10 +160,12 @@ pub struct Simulation<A: Agent> {
     settling: bool,
 }
 
-/// The agents that have one skill mounted, as bits by agent number.
+/// The live agents that have one skill mounted, as bits by agent number, and how many they are (so a metric
+/// that counts them need not visit every agent's state).
 struct Members {
     skill: SkillId,
     bits: Vec<u64>,
+    count: usize,
 }
 
 impl Members {
@@ -172,10 +174,16 @@ impl Members {
         if self.bits.len() <= word {
             self.bits.resize(word + 1, 0);
         }
+        let was = self.bits[word] & (1 << bit) != 0;
         if mounted {
             self.bits[word] |= 1 << bit;
         } else {
             self.bits[word] &= !(1 << bit);
+        }
+        match (was, mounted) {
+            (false, true) => self.count += 1,
+            (true, false) => self.count -= 1,
+            _ => {}
         }
     }
 
@@ -387,10 +395,12 @@ impl<A: Agent> Simulation<A> {
             Event::Tick(process) => self.tick(process),
             Event::Decide(waiting) => self.decide(*waiting),
             Event::Sample => {
+                let tracked: Vec<(&SkillId, usize)> = self.members.iter().map(|m| (&m.skill, m.count)).collect();
                 let row = self.metrics.sample(
                     self.now(),
                     self.agents.iter().filter(|s| s.alive).map(|s| &s.state),
                     &self.counts,
+                    &tracked,
                 );
                 self.table.push(row);
                 if let Some(every) = self.metrics.every {
@@ -415,7 +425,7 @@ impl<A: Agent> Simulation<A> {
         let at = self.now();
         let slot = &mut self.agents[to];
         slot.seq += 1;
-        self.trace.input(at, &slot.id, &signal);
+        self.trace.input(at, (to, &slot.id), &signal);
         let catalog = &self.catalog;
         let stepped = catch_unwind(AssertUnwindSafe(|| step(&mut slot.state, &signal, catalog)));
         let effects = match stepped {
@@ -545,14 +555,13 @@ impl<A: Agent> Simulation<A> {
             }
             Command::Stop { reason } => self.stop(agent, &reason),
             Command::Mount { skill, opts } => {
-                let found = self.catalog.get(&skill).cloned();
+                let found = self.catalog.get(&skill);
                 let slot = &mut self.agents[agent];
                 let mounted = match found {
                     None => Err(format!("skill `{skill}` is not in the catalog")),
                     Some(found) => {
-                        let policy = slot.policy.clone();
                         match catch_unwind(AssertUnwindSafe(|| {
-                            agentry::skill::mount(&mut slot.state, &found, &opts, &policy)
+                            agentry::skill::mount(&mut slot.state, found, &opts, &slot.policy)
                         })) {
                             Ok(result) => result.map_err(|e| e.to_string()),
                             Err(_) => Err(format!("the state init of skill `{skill}` panicked")),
@@ -589,12 +598,12 @@ impl<A: Agent> Simulation<A> {
     fn refused(&mut self, agent: usize, refusal: agentry::effect::EffectRefusal) {
         self.counts.refused += 1;
         let id = self.agents[agent].id.clone();
-        self.trace.record(self.now(), &id, What::Refused { refusal });
+        self.trace.record(self.now(), (agent, &id), What::Refused { refusal });
     }
 
     fn fault(&mut self, agent: usize, fault: Fault) {
         self.counts.faults += 1;
         let id = self.agents[agent].id.clone();
-        self.trace.record(self.now(), &id, What::Fault { fault });
+        self.trace.record(self.now(), (agent, &id), What::Fault { fault });
     }
 }

@@ -127,8 +127,12 @@ impl<A: Agent> Simulation<A> {
         slot.timers.clear();
         slot.queued.clear();
         slot.running.clear();
+        // A stopped agent is no one's member (a process that picked it would skip it anyway).
+        for members in &mut self.members {
+            members.set(agent, false);
+        }
         let (id, parent) = (slot.id.clone(), slot.parent);
-        self.trace.record(self.now(), &id, What::Stopped { reason: reason.to_owned() });
+        self.trace.record(self.now(), (agent, &id), What::Stopped { reason: reason.to_owned() });
         if let Some(parent) = parent.filter(|&p| self.agents[p].alive) {
             let source = self.agents[parent].source.clone();
             let stamp = (self.fresh_id(), self.time(self.now));
