@@ -129,32 +129,46 @@ pub struct Signal {
 /// form is made from the other on first use and kept. The runtime's own outcome signals carry the report, so an
 /// agent that reads them with [`Signal::outcome`] (or only looks at the kind) never pays for the JSON. Equality,
 /// `Debug` and serialization are those of the JSON, whichever form the payload was made in.
-#[derive(Clone, Default)]
-struct Payload {
-    json: OnceLock<Value>,
-    report: OnceLock<Option<Box<RunReport>>>,
+#[derive(Clone)]
+enum Payload {
+    /// Made from JSON; the report is parsed from it on first use. (Its `OnceLock` starts empty, which costs
+    /// nothing to make or clone; one made full would go through its initialisation, once per signal.)
+    Json { json: Value, report: OnceLock<Option<Box<RunReport>>> },
+    /// Made from a run report; the JSON is built from it on first use.
+    Report { report: Box<RunReport>, json: OnceLock<Value> },
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Self::from_json(Value::Null)
+    }
 }
 
 impl Payload {
     fn from_json(json: Value) -> Self {
-        Self { json: OnceLock::from(json), report: OnceLock::new() }
+        Self::Json { json, report: OnceLock::new() }
     }
 
     fn from_report(report: RunReport) -> Self {
-        Self { json: OnceLock::new(), report: OnceLock::from(Some(Box::new(report))) }
+        Self::Report { report: Box::new(report), json: OnceLock::new() }
     }
 
     /// The JSON, built from the report on first use.
     fn json(&self) -> &Value {
-        self.json.get_or_init(|| match self.report.get() {
-            Some(Some(report)) => report.to_json(),
-            _ => Value::Null,
-        })
+        match self {
+            Self::Json { json, .. } => json,
+            Self::Report { report, json } => json.get_or_init(|| report.to_json()),
+        }
     }
 
     /// The typed report, parsed from the JSON on first use (`None` when the JSON is not a run report).
     fn report(&self) -> Option<&RunReport> {
-        self.report.get_or_init(|| RunReport::deserialize(self.json()).ok().map(Box::new)).as_deref()
+        match self {
+            Self::Json { json, report } => {
+                report.get_or_init(|| RunReport::deserialize(json).ok().map(Box::new)).as_deref()
+            }
+            Self::Report { report, .. } => Some(report),
+        }
     }
 }
 
@@ -173,8 +187,8 @@ impl fmt::Debug for Payload {
 impl Serialize for Payload {
     /// A report not yet read as JSON serializes straight from its types (the same text, property-tested).
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match (self.json.get(), self.report.get()) {
-            (None, Some(Some(report))) => report.serialize(serializer),
+        match self {
+            Self::Report { report, json } if json.get().is_none() => report.serialize(serializer),
             _ => self.json().serialize(serializer),
         }
     }

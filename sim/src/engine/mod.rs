@@ -152,6 +152,8 @@ pub struct Simulation<A: Agent> {
     now: u64,
     rng: SimRng,
     epoch: DateTime<Utc>,
+    /// The last virtual time turned into calendar time, and what it gave (see [`Simulation::time`]).
+    last_time: std::cell::Cell<(u64, DateTime<Utc>)>,
     counts: Counts,
     /// How many runs the input being handled has asked for so far (a run's idempotency key counts them).
     run_index: u32,
@@ -363,8 +365,16 @@ impl<A: Agent> Simulation<A> {
         self.queue.push(at, event)
     }
 
+    /// The calendar time of the virtual time `at`. The last answer is kept: most stamps in a row are for the
+    /// same moment, and calendar arithmetic is not free.
     fn time(&self, at: u64) -> DateTime<Utc> {
-        self.epoch + chrono::Duration::nanoseconds(i64::try_from(at).unwrap_or(i64::MAX))
+        let (last, time) = self.last_time.get();
+        if last == at {
+            return time;
+        }
+        let time = self.epoch + chrono::Duration::nanoseconds(i64::try_from(at).unwrap_or(i64::MAX));
+        self.last_time.set((at, time));
+        time
     }
 
     fn fresh_id(&mut self) -> Uuid {

@@ -68,11 +68,12 @@ impl<A: Agent> Simulation<A> {
                     }
                 };
                 if let Some(peer) = contact {
-                    let data = match peer.and_then(|p| self.agents.get(p)) {
-                        Some(peer) => json!({"peer": peer.id.as_str()}),
-                        None => Value::Null,
+                    // The template's data is `null`: only a contact's signal needs other data.
+                    let template = self.processes[index].template.clone();
+                    let signal = match peer.and_then(|p| self.agents.get(p)) {
+                        Some(peer) => template.with_data(json!({"peer": peer.id.as_str()})),
+                        None => template,
                     };
-                    let signal = self.processes[index].template.clone().with_data(data);
                     let signal = self.stamp_at(signal, self.now);
                     self.consume_settling(target, signal);
                 }
