@@ -6,7 +6,6 @@ use crate::action::{ActionError, ActionSpec, DynAction, Risk};
 use crate::id::{ActionId, AgentId, SkillId};
 use crate::policy::{Policy, RunDecision};
 use crate::skill::{AgentState, Catalog};
-use std::collections::HashMap;
 
 /// An action in the live table, with the skill that provides it.
 pub struct Registered {
@@ -19,7 +18,9 @@ pub struct Registered {
 /// The actions an agent can run now, by id. Only mounting, unmounting and refreshing skills change it.
 #[derive(Default)]
 pub struct ActionTable {
-    entries: HashMap<ActionId, Registered>,
+    /// Sorted by id, no id twice, no spare room: every idle agent keeps one table, and a hash map's smallest
+    /// allocation for one action is four times the size of the entry.
+    entries: Vec<(ActionId, Registered)>,
     /// Counts the changes to the table, so a gate decision can tell whether it still holds.
     epoch: u64,
 }
@@ -32,7 +33,19 @@ impl ActionTable {
 
     /// The registered action of this id.
     pub fn get(&self, action: &ActionId) -> Option<&Registered> {
-        self.entries.get(action)
+        self.find(action).ok().map(|at| &self.entries[at].1)
+    }
+
+    /// Where `action` is, or where it would go. A short table is scanned with `==`, which compares the
+    /// pointers of ids that share their text before their text.
+    fn find(&self, action: &ActionId) -> Result<usize, usize> {
+        if self.entries.len() <= 8 {
+            return match self.entries.iter().position(|(id, _)| id == action) {
+                Some(at) => Ok(at),
+                None => Err(self.entries.partition_point(|(id, _)| id < action)),
+            };
+        }
+        self.entries.binary_search_by(|(id, _)| id.cmp(action))
     }
 
     /// Registers `action` from the first catalog skill that provides it: `skill` if given, else any mounted
@@ -51,7 +64,14 @@ impl ActionTable {
             .find_map(|s| s.actions().iter().find(|a| a.spec().id == action).map(|a| (a.clone(), s.id().clone())));
         match found {
             Some((dyn_action, skill)) => {
-                self.entries.insert(action, Registered { action: dyn_action, skill: Some(skill) });
+                let registered = Registered { action: dyn_action, skill: Some(skill) };
+                match self.find(&action) {
+                    Ok(at) => self.entries[at].1 = registered,
+                    Err(at) => {
+                        self.entries.reserve_exact(1);
+                        self.entries.insert(at, (action, registered));
+                    }
+                }
                 self.epoch += 1;
                 true
             }
@@ -61,7 +81,10 @@ impl ActionTable {
 
     /// Removes an action.
     pub fn deregister(&mut self, action: &ActionId) {
-        self.entries.remove(action);
+        if let Ok(at) = self.find(action) {
+            self.entries.remove(at);
+            self.entries.shrink_to_fit();
+        }
         self.epoch += 1;
     }
 
@@ -69,10 +92,10 @@ impl ActionTable {
     pub fn rebuild(&mut self, skill: &SkillId, actions: &[DynAction]) {
         self.epoch += 1;
         for action in actions {
-            if let Some(registered) = self.entries.get_mut(&action.spec().id)
-                && registered.skill.as_ref() == Some(skill)
+            if let Ok(at) = self.find(&action.spec().id)
+                && self.entries[at].1.skill.as_ref() == Some(skill)
             {
-                registered.action = action.clone();
+                self.entries[at].1.action = action.clone();
             }
         }
     }
@@ -89,9 +112,7 @@ impl ActionTable {
 
     /// The contracts of every registered action, sorted by id.
     pub fn specs(&self) -> Vec<ActionSpec> {
-        let mut specs: Vec<_> = self.entries.values().map(|r| r.action.spec().clone()).collect();
-        specs.sort_by(|a, b| a.id.cmp(&b.id));
-        specs
+        self.entries.iter().map(|(_, r)| r.action.spec().clone()).collect()
     }
 }
 
@@ -120,5 +141,55 @@ pub fn gate(table: &ActionTable, policy: &Policy, agent: &AgentId, action: &Acti
         RunDecision::Deny { reason } => Gate::Refused(ActionError::denied(reason)),
         RunDecision::NeedsApproval { risk } => Gate::NeedsApproval(registered.action.clone(), risk),
         RunDecision::Allow => Gate::Pass(registered.action.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ActionTable;
+    use crate::action::{ActionSpec, DynAction};
+    use crate::id::{ActionId, AgentId, SkillId};
+    use crate::skill::{AgentState, Catalog, Skill};
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    fn catalog() -> Catalog {
+        let mut builder = Skill::builder("s", "1.0.0");
+        for n in 0..12 {
+            let spec = ActionSpec::new(format!("s.a{n}"), "an action").expect("a valid id");
+            let action = DynAction::new(spec, |p, _| Box::pin(async move { Ok(p) })).expect("a valid action");
+            builder = builder.dyn_action(action);
+        }
+        let mut catalog = Catalog::new();
+        catalog.insert(builder.build().expect("a valid skill"));
+        catalog
+    }
+
+    proptest! {
+        /// Under any registrations and removals the table holds what a set of ids would, finds each, lists
+        /// their contracts in id order, and keeps no spare room.
+        #[test]
+        fn the_table_is_a_sorted_set_of_actions(ops in prop::collection::vec((any::<bool>(), 0u8..12), 0..40)) {
+            let (catalog, skill) = (catalog(), SkillId::new("s").expect("a valid id"));
+            let agent = AgentState::new(AgentId::new("a").expect("a valid id"), ());
+            let (mut table, mut model) = (ActionTable::default(), BTreeSet::new());
+            for (register, n) in ops {
+                let id = ActionId::new(format!("s.a{n}")).expect("a valid id");
+                if register {
+                    prop_assert!(table.register(id.clone(), Some(&skill), &agent, &catalog));
+                    model.insert(id);
+                } else {
+                    table.deregister(&id);
+                    model.remove(&id);
+                }
+                prop_assert_eq!(table.entries.capacity(), table.entries.len());
+            }
+            for n in 0..12 {
+                let id = ActionId::new(format!("s.a{n}")).expect("a valid id");
+                prop_assert_eq!(table.get(&id).is_some(), model.contains(&id));
+            }
+            let listed: Vec<ActionId> = table.specs().into_iter().map(|s| s.id).collect();
+            prop_assert_eq!(listed, model.into_iter().collect::<Vec<_>>());
+        }
     }
 }
