@@ -502,3 +502,9 @@ fn a_skill_count_kept_as_skills_come_and_go_equals_a_census_of_every_agent() {
     assert!(kept.iter().map(|(_, n)| *n as u64).collect::<std::collections::BTreeSet<_>>().len() > 5, "it moved");
     assert!(alive.last().unwrap().1 < 300.0, "some agents quit, some of them knowing the skill");
 }
+
+#[test]
+fn a_simulation_can_be_sent_to_and_shared_between_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<agentry_sim::Simulation<agentry_sim::models::sis::Learner>>();
+}

@@ -135,7 +135,7 @@ impl<A: Agent> SimBuilder<A> {
             now: 0,
             rng: SimRng::seed_from_u64(self.seed),
             epoch: self.epoch,
-            last_time: std::cell::Cell::new((0, self.epoch)),
+            last_time: (0, self.epoch),
             counts: Counts::default(),
             run_index: 0,
             settling: false,

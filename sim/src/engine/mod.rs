@@ -152,8 +152,8 @@ pub struct Simulation<A: Agent> {
     now: u64,
     rng: SimRng,
     epoch: DateTime<Utc>,
-    /// The last virtual time turned into calendar time, and what it gave (see [`Simulation::time`]).
-    last_time: std::cell::Cell<(u64, DateTime<Utc>)>,
+    /// The last virtual time turned into calendar time, and what it gave (see [`Simulation::stamp_time`]).
+    last_time: (u64, DateTime<Utc>),
     counts: Counts,
     /// How many runs the input being handled has asked for so far (a run's idempotency key counts them).
     run_index: u32,
@@ -365,20 +365,25 @@ impl<A: Agent> Simulation<A> {
         self.queue.push(at, event)
     }
 
-    /// The calendar time of the virtual time `at`. The last answer is kept: most stamps in a row are for the
-    /// same moment, and calendar arithmetic is not free.
+    /// The calendar time of the virtual time `at`.
     fn time(&self, at: u64) -> DateTime<Utc> {
-        let (last, time) = self.last_time.get();
+        self.epoch + chrono::Duration::nanoseconds(i64::try_from(at).unwrap_or(i64::MAX))
+    }
+
+    /// [`Simulation::time`], kept for the last time asked: most stamps in a row are for the same moment, and
+    /// calendar arithmetic is not free.
+    fn stamp_time(&mut self, at: u64) -> DateTime<Utc> {
+        let (last, time) = self.last_time;
         if last == at {
             return time;
         }
-        let time = self.epoch + chrono::Duration::nanoseconds(i64::try_from(at).unwrap_or(i64::MAX));
-        self.last_time.set((at, time));
+        let time = self.time(at);
+        self.last_time = (at, time);
         time
     }
 
     fn fresh_id(&mut self) -> Uuid {
-        let millis = u64::try_from(self.time(self.now).timestamp_millis()).unwrap_or(0);
+        let millis = u64::try_from(self.stamp_time(self.now).timestamp_millis()).unwrap_or(0);
         let mut random = [0u8; 10];
         self.rng.fill_bytes(&mut random);
         uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid()
@@ -387,7 +392,7 @@ impl<A: Agent> Simulation<A> {
     /// A signal stamped with an id from the generator and the virtual time `at`.
     fn stamp_at(&mut self, signal: Signal, at: u64) -> Signal {
         let id = self.fresh_id();
-        signal.restamped(id, self.time(at))
+        signal.restamped(id, self.stamp_time(at))
     }
 
     fn handle(&mut self, event: Event) {
