@@ -36,16 +36,8 @@ impl ActionTable {
         self.find(action).ok().map(|at| &self.entries[at].1)
     }
 
-    /// Where `action` is, or where it would go. A short table is scanned with `==`, which compares the
-    /// pointers of ids that share their text before their text.
     fn find(&self, action: &ActionId) -> Result<usize, usize> {
-        if self.entries.len() <= 8 {
-            return match self.entries.iter().position(|(id, _)| id == action) {
-                Some(at) => Ok(at),
-                None => Err(self.entries.partition_point(|(id, _)| id < action)),
-            };
-        }
-        self.entries.binary_search_by(|(id, _)| id.cmp(action))
+        crate::skill::find_sorted(&self.entries, action)
     }
 
     /// Registers `action` from the first catalog skill that provides it: `skill` if given, else any mounted

@@ -8,8 +8,21 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Up to how many skills a lookup scans instead of searching.
+/// Up to how many entries a lookup scans instead of searching.
 const SCAN: usize = 8;
+
+/// Where `key` is in `entries` (sorted by key, no key twice), or where it would go. A few entries are scanned
+/// with `==`, which for ids that share their text (an id cloned from the catalog's, as mounting does) compares
+/// pointers and never reads the text: in a simulation of many agents, that text is a cache miss per lookup.
+pub(crate) fn find_sorted<K: Ord, V>(entries: &[(K, V)], key: &K) -> Result<usize, usize> {
+    if entries.len() <= SCAN {
+        return match entries.iter().position(|(other, _)| other == key) {
+            Some(at) => Ok(at),
+            None => Err(entries.partition_point(|(other, _)| other < key)),
+        };
+    }
+    entries.binary_search_by(|(other, _)| other.cmp(key))
+}
 
 /// An agent's mounted skills, sorted by id (see [`crate::skill::AgentState::skills`]).
 ///
@@ -92,17 +105,8 @@ impl SkillMap {
         self.entries.iter().map(|(_, mounted)| mounted)
     }
 
-    /// Where `id` is, or where it would go. A few skills are scanned with `==`, which for ids that share their
-    /// text (an id cloned from the catalog's, as mounting does) compares pointers and never reads the text: in a
-    /// simulation of many agents, that text is a cache miss per lookup.
     fn find(&self, id: &SkillId) -> Result<usize, usize> {
-        if self.entries.len() <= SCAN {
-            return match self.entries.iter().position(|(other, _)| other == id) {
-                Some(at) => Ok(at),
-                None => Err(self.entries.partition_point(|(other, _)| other < id)),
-            };
-        }
-        self.entries.binary_search_by(|(other, _)| other.cmp(id))
+        find_sorted(&self.entries, id)
     }
 
     pub(crate) fn get_mut(&mut self, id: &SkillId) -> Option<&mut Arc<MountedSkill>> {

@@ -13,6 +13,7 @@ pub use build::{BuildError, SkillBuilder};
 pub use catalog::Catalog;
 pub(crate) use catalog::LiveCatalog;
 pub use error::MountError;
+pub(crate) use map::find_sorted;
 pub use map::{Iter as SkillIter, SkillMap};
 pub(crate) use mount::version_conflict;
 pub use mount::{mount, mount_all, refresh, unmount};
