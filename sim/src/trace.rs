@@ -111,7 +111,13 @@ impl Trace {
         bytes.push(0);
         bytes.extend_from_slice(signal.source().as_bytes());
         bytes.push(0);
-        let _ = serde_json::to_writer(&mut bytes, signal.data());
+        match signal.data() {
+            // The same bytes as the serializer writes, without going through it for the commonest payload.
+            serde_json::Value::Null => bytes.extend_from_slice(b"null"),
+            data => {
+                let _ = serde_json::to_writer(&mut bytes, data);
+            }
+        }
         self.hasher.update(&bytes);
         self.scratch = bytes;
         if self.keep {
