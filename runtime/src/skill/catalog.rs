@@ -25,7 +25,7 @@ impl Catalog {
     /// A skill by id. A small catalog is scanned with `==`, which compares pointers first: the ids agents
     /// hold are clones of the catalog's own, so the lookup never reads their text.
     pub fn get(&self, id: &SkillId) -> Option<&Arc<Skill>> {
-        if self.skills.len() <= 8 {
+        if self.skills.len() <= super::SCAN {
             return self.skills.iter().find(|(known, _)| *known == id).map(|(_, skill)| skill);
         }
         self.skills.get(id)

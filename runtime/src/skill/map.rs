@@ -8,8 +8,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Up to how many entries a lookup scans instead of searching.
-const SCAN: usize = 8;
+/// Up to how many entries a lookup scans instead of searching (see [`find_sorted`]).
+pub(crate) const SCAN: usize = 8;
 
 /// Where `key` is in `entries` (sorted by key, no key twice), or where it would go. A few entries are scanned
 /// with `==`, which for ids that share their text (an id cloned from the catalog's, as mounting does) compares

@@ -176,16 +176,15 @@ impl Members {
         if self.bits.len() <= word {
             self.bits.resize(word + 1, 0);
         }
-        let was = self.bits[word] & (1 << bit) != 0;
-        if mounted {
-            self.bits[word] |= 1 << bit;
-        } else {
-            self.bits[word] &= !(1 << bit);
+        let mask = 1 << bit;
+        if (self.bits[word] & mask != 0) == mounted {
+            return;
         }
-        match (was, mounted) {
-            (false, true) => self.count += 1,
-            (true, false) => self.count -= 1,
-            _ => {}
+        self.bits[word] ^= mask;
+        if mounted {
+            self.count += 1;
+        } else {
+            self.count -= 1;
         }
     }
 
@@ -612,13 +611,13 @@ impl<A: Agent> Simulation<A> {
 
     fn refused(&mut self, agent: usize, refusal: agentry::effect::EffectRefusal) {
         self.counts.refused += 1;
-        let id = self.agents[agent].id.clone();
-        self.trace.record(self.now(), (agent, &id), What::Refused { refusal });
+        let at = self.now();
+        self.trace.record(at, (agent, &self.agents[agent].id), What::Refused { refusal });
     }
 
     fn fault(&mut self, agent: usize, fault: Fault) {
         self.counts.faults += 1;
-        let id = self.agents[agent].id.clone();
-        self.trace.record(self.now(), (agent, &id), What::Fault { fault });
+        let at = self.now();
+        self.trace.record(at, (agent, &self.agents[agent].id), What::Fault { fault });
     }
 }
