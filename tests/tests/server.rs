@@ -149,6 +149,15 @@ fn tools(counters: &Arc<Counters>) -> Skill {
                 async move { if n < 3 { Err(agentry::ActionError::transient("busy")) } else { Ok(json!(n)) } }
             },
         ))
+        .dyn_action(dyn_action(
+            ActionSpec::new("tools.whereami", "the task it ran on, after yielding once if `yield`").unwrap(),
+            |p| async move {
+                if p["yield"] == json!(true) {
+                    tokio::task::yield_now().await;
+                }
+                Ok(json!(tokio::task::try_id().map(|id| id.to_string())))
+            },
+        ))
         .dyn_action(dyn_action(ActionSpec::new("tools.read_file", "needs fs").unwrap().capability(Capability::FS), |_| async {
             Ok(json!("contents"))
         }))
@@ -182,6 +191,22 @@ async fn a_call_is_answered_through_a_real_action() {
     assert_eq!(reply["kind"], "action.completed");
     assert_eq!(reply["outcome"]["output"], json!({"x": 1}));
     assert_eq!(reply["action"], "tools.echo");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_that_ends_at_its_first_poll_runs_in_place_and_one_that_waits_gets_its_own_task() {
+    let (_rt, probe, _) = setup(Policy::default()).await;
+    let task = |reply: Value| {
+        assert_eq!(reply["kind"], "action.completed", "{reply}");
+        reply["outcome"]["output"].as_str().expect("a task id").to_owned()
+    };
+    let first = task(outcome(&probe, "tools.whereami", json!({})).await);
+    let second = task(outcome(&probe, "tools.whereami", json!({})).await);
+    assert_eq!(first, second, "both ran in place, on the agent's own task");
+    let waited = task(outcome(&probe, "tools.whereami", json!({"yield": true})).await);
+    assert_ne!(waited, first, "a run that waits goes on in a task of its own");
+    let again = task(outcome(&probe, "tools.whereami", json!({"yield": true})).await);
+    assert_ne!(again, waited, "each waiting run has its own task");
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,6 +1,6 @@
 //! The AgentServer: one `ractor` actor per agent. It owns the agent's state and live action table, feeds each
-//! signal through the pure `step`, and interprets the effects in order. It never waits on an action: runs go
-//! to their own tasks and come back as messages.
+//! signal through the pure `step`, and interprets the effects in order. It never waits on an action: a run is
+//! polled once in place, and one that does not end then goes on in its own task and comes back as a message.
 //!
 //! Every run takes one road ([`runs`]): a request from whoever asked (the agent's `Run` effect, a routine's
 //! nested call, an outside caller), the gate, a slot or approval, the runner, and an answer back to the
@@ -94,6 +94,15 @@ pub(crate) struct Running {
     pub sink: Arc<std::sync::Mutex<crate::action::RunSink>>,
 }
 
+/// A run that ended, waiting for its outcome to be handled: what [`Running`] kept of it, its outcome, and the
+/// outside caller to answer, if any.
+pub(crate) struct Ended {
+    pub ids: RunIds,
+    pub sink: Arc<std::sync::Mutex<crate::action::RunSink>>,
+    pub outcome: crate::action::Outcome,
+    pub invoker: Option<crate::messages::Invoker>,
+}
+
 /// Who a run is: what its outcome signal and a cancellation need to know about it.
 pub(crate) struct RunIds {
     pub run: Uuid,
@@ -121,6 +130,8 @@ impl RunIds {
 #[derive(Default)]
 pub(crate) struct Underway {
     pub running: HashMap<Uuid, Running>,
+    /// Runs that ended at their first poll, handled after the message that started them.
+    pub ended: VecDeque<Ended>,
     pub queue: VecDeque<Ticket>,
     pub awaiting: HashMap<Uuid, Awaiting>,
     pub calls: HashMap<Uuid, RpcReplyPort<Value>>,
@@ -135,6 +146,7 @@ impl Underway {
     /// Whether nothing is under way (a call whose caller gave up does not count).
     fn is_idle(&mut self) -> bool {
         let idle = self.running.is_empty()
+            && self.ended.is_empty()
             && self.queue.is_empty()
             && self.awaiting.is_empty()
             && self.schedules.is_empty()
@@ -235,6 +247,10 @@ impl<A: Agent> Actor for AgentServer<A> {
             }
         }
         state.shared.events.announce(&state.agent.id, None, None, EventKind::AgentStarted);
+        // Outcomes of runs the start asked for (ended, refused or resolved) are handled at once.
+        if state.underway.as_ref().is_some_and(|u| !u.ended.is_empty() || !u.inbox.is_empty()) {
+            let _ = state.myself.cast(ServerMsg::Settle);
+        }
         Ok(Some(state))
     }
 
@@ -350,12 +366,14 @@ impl<A: Agent> ServerState<A> {
     /// Feeds the outcome signals made while handling the last message, at most [`SETTLE_BUDGET`] in one turn
     /// (the rest after the mailbox's next message).
     fn settle(&mut self) {
+        self.conclude_ended();
         for _ in 0..SETTLE_BUDGET {
             if self.exit != Exit::Unknown {
                 return;
             }
             let Some(signal) = self.under().and_then(|u| u.inbox.pop_front()) else { return };
             self.feed(signal);
+            self.conclude_ended();
         }
         if self.underway.as_ref().is_some_and(|u| !u.inbox.is_empty()) {
             let _ = self.myself.cast(ServerMsg::Settle);

@@ -2,7 +2,7 @@
 //! whoever asked. The gate is asked again whenever a run that waited (in the queue, or for approval) starts, so a
 //! run never starts after its action was unmounted or the policy stopped allowing it.
 
-use super::{Awaiting, Clearance, RunIds, Running, ServerState, Ticket};
+use super::{Awaiting, Clearance, Ended, RunIds, Running, ServerState, Ticket};
 use crate::action::{
     ActionContext, ActionError, ApprovalAsk, CallerRequest, DynAction, Frame, Link, Outcome, OutcomeStatus, Risk,
 };
@@ -17,6 +17,7 @@ use crate::table::{Gate, gate};
 use chrono::Utc;
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -170,9 +171,12 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Starts a run in its own task; its outcome comes back as a `Finished` message. A run whose outside caller
-    /// gave up is cancelled instead, before it starts or while it runs. A panic anywhere in the run's task
-    /// becomes a `Critical` outcome, so its slot is always freed and its requester always answered.
+    /// Starts a run. Its execution is polled once right here: a run that ends without waiting on anything (a
+    /// pure computation, a cache hit) ends at once and costs no task; its outcome is handled after the message
+    /// that started it, as a task's would be. A run still pending goes on in its own task, and its outcome comes
+    /// back as a `Finished` message. A run whose outside caller gave up is cancelled instead, before it starts
+    /// or while it runs. A panic anywhere in the run becomes a `Critical` outcome, so its slot is always freed
+    /// and its requester always answered.
     fn launch(&mut self, action: DynAction, ticket: Ticket) {
         let Ticket { params, ctx, by, .. } = ticket;
         let mut invoker: Option<Invoker> = match by {
@@ -184,13 +188,21 @@ impl<A: Agent> ServerState<A> {
             return;
         }
         let runner = self.shared.runner.clone();
-        let me = self.myself.clone();
-        let run = ctx.run_id;
         let ids = RunIds::of(&ctx);
         let sink = ctx.sink.clone();
+        // Boxed, so a task spawned for it stays small instead of carrying every attempt's state inline.
+        let mut execution =
+            Box::pin(async move { AssertUnwindSafe(runner.execute(&action, params, ctx)).catch_unwind().await });
+        // The first poll's waker is never woken: a future that is still pending is polled again by its task at
+        // once, and registers that task's waker then (every future must wake the waker of its latest poll).
+        if let Poll::Ready(ended) = execution.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            let outcome = ended.unwrap_or_else(|_panic| task_panicked());
+            self.work().ended.push_back(Ended { ids, sink, outcome, invoker });
+            return;
+        }
+        let me = self.myself.clone();
+        let run = ids.run;
         let task = tokio::spawn(async move {
-            // Boxed, so the task spawned here stays small instead of carrying every attempt's state inline.
-            let execution = Box::pin(AssertUnwindSafe(runner.execute(&action, params, ctx)).catch_unwind());
             let ended = match invoker.as_mut() {
                 None => execution.await,
                 Some(reply) => tokio::select! {
@@ -199,30 +211,41 @@ impl<A: Agent> ServerState<A> {
                     () = reply.closed() => Ok(Outcome::failed(&ActionError::cancelled("the caller gave up"), Duration::ZERO, 0)),
                 },
             };
-            let outcome = ended.unwrap_or_else(|_panic| {
-                Outcome::failed(&ActionError::critical("the run's task panicked outside the action"), Duration::ZERO, 0)
-            });
+            let outcome = ended.unwrap_or_else(|_panic| task_panicked());
             let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome), invoker));
         });
         self.work().running.insert(run, Running { task, ids, sink });
     }
 
-    /// A run's task ended: what it asked for is interpreted (if it completed), its requester gets the outcome,
-    /// and the next queued runs start.
+    /// A run's task ended: its outcome is handled, and the next queued runs start.
     pub(super) fn on_finished(&mut self, run: Uuid, outcome: Outcome, invoker: Option<Invoker>) {
         if let Some(done) = self.under().and_then(|u| u.running.remove(&run)) {
-            if outcome.status == OutcomeStatus::Completed {
-                let effects = std::mem::take(&mut crate::action::RunSink::lock(&done.sink).effects);
-                self.interpret(effects, Origin::Run);
-            }
-            let by = match invoker {
-                Some(reply) => Requester::Outside(reply, None),
-                None => Requester::Agent { correlation: Some(done.ids.correlation), cause: done.ids.causation },
-            };
-            self.answer(by, &done.ids, outcome, None);
+            self.conclude(Ended { ids: done.ids, sink: done.sink, outcome, invoker });
         }
         self.launch_queued();
         self.tell_drained();
+    }
+
+    /// Handles the outcomes of the runs that ended at their first poll (see [`ServerState::launch`]), and of
+    /// any runs those outcomes start that end so too.
+    pub(super) fn conclude_ended(&mut self) {
+        while let Some(ended) = self.under().and_then(|u| u.ended.pop_front()) {
+            self.conclude(ended);
+        }
+    }
+
+    /// A run ended: what it asked for is interpreted (if it completed), and its requester gets the outcome.
+    fn conclude(&mut self, ended: Ended) {
+        let Ended { ids, sink, outcome, invoker } = ended;
+        if outcome.status == OutcomeStatus::Completed {
+            let effects = std::mem::take(&mut crate::action::RunSink::lock(&sink).effects);
+            self.interpret(effects, Origin::Run);
+        }
+        let by = match invoker {
+            Some(reply) => Requester::Outside(reply, None),
+            None => Requester::Agent { correlation: Some(ids.correlation), cause: ids.causation },
+        };
+        self.answer(by, &ids, outcome, None);
     }
 
     /// The one route back to a requester: the agent gets an outcome signal in its inbox (fed before the next
@@ -330,4 +353,10 @@ impl<A: Agent> ServerState<A> {
         self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
         outcome
     }
+}
+
+/// The outcome of a run whose execution panicked outside the action (the action's own panics are caught by the
+/// runner).
+fn task_panicked() -> Outcome {
+    Outcome::failed(&ActionError::critical("the run's task panicked outside the action"), Duration::ZERO, 0)
 }
