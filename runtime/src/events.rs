@@ -190,7 +190,14 @@ impl EventBus {
 
     /// Publishes what just happened to an agent, stamped with the current time.
     pub fn announce(&self, agent: &AgentId, run: Option<Uuid>, correlation: Option<Uuid>, kind: EventKind) {
-        self.announce_at(Utc::now(), agent, run, correlation, kind);
+        if self.is_listened() {
+            self.announce_at(Utc::now(), agent, run, correlation, kind);
+        }
+    }
+
+    /// Whether anyone subscribes: an event nobody would receive need not be made (nor the clock read for it).
+    pub fn is_listened(&self) -> bool {
+        self.sender.receiver_count() > 0
     }
 
     /// Publishes what happened to an agent at `at` (a time also used elsewhere, such as in the journal).
@@ -202,7 +209,9 @@ impl EventBus {
         correlation: Option<Uuid>,
         kind: EventKind,
     ) {
-        self.publish(Event { at, agent: agent.clone(), run, correlation, kind });
+        if self.is_listened() {
+            self.publish(Event { at, agent: agent.clone(), run, correlation, kind });
+        }
     }
 
     /// A receiver of every event published from now on.

@@ -6,12 +6,13 @@
 use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, should_retry};
 use crate::events::{EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
-use crate::store::{RunStatus, RunUpdate, Store};
+use crate::store::{RunStatus, RunUpdate, Store, Unwritten};
 use chrono::Utc;
 use futures_util::FutureExt;
 use serde_json::Value;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 use tokio::time::Instant;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -37,13 +38,22 @@ impl Runner {
         self
     }
 
-    /// Journals a change to a run and announces it, both stamped with one reading of the clock.
-    fn report(&self, ctx: &ActionContext, update: RunUpdate, kind: EventKind) {
+    /// Journals a change to a run (to its record if that is not written yet) and announces it, both stamped
+    /// with one reading of the clock.
+    fn report(&self, run: &mut RunInHand, update: RunUpdate, kind: impl FnOnce(&ActionContext) -> EventKind) {
         let now = Utc::now();
-        if let Err(err) = self.store.update(ctx.run_id, update, now) {
-            tracing::warn!(run = %ctx.run_id, %err, "the journal refused an update");
+        let ctx = &run.ctx;
+        match run.unwritten.as_mut() {
+            Some(unwritten) => unwritten.record.apply(update, now),
+            None => {
+                if let Err(err) = self.store.update(ctx.run_id, update, now) {
+                    tracing::warn!(run = %ctx.run_id, %err, "the journal refused an update");
+                }
+            }
         }
-        self.events.announce_at(now, &ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+        if self.events.is_listened() {
+            self.events.announce_at(now, &ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind(ctx));
+        }
     }
 
     /// Runs `action` with `params` to its end and returns the outcome. The run must already be journaled
@@ -67,14 +77,33 @@ impl Runner {
         params: Value,
         ctx: ActionContext,
     ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
+        self.execute_unwritten(action, params, ctx, None)
+    }
+
+    /// [`Runner::execute_detailed`] for a run whose record is not journaled yet: the record is written once the
+    /// run waits on anything, or once it ends (so a run that ends at its first poll is one write).
+    pub(crate) fn execute_unwritten<'a>(
+        &'a self,
+        action: &'a DynAction,
+        params: Value,
+        ctx: ActionContext,
+        unwritten: Option<Unwritten>,
+    ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
         let span = tracing::info_span!(
             "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
         );
-        let mut guard = CancelOnDrop { runner: self, ctx, ended: false };
+        let mut guard = CancelOnDrop { runner: self, run: RunInHand { ctx, unwritten }, ended: false };
         async move {
-            let ended = self.attempts(action, params, &mut guard.ctx).instrument(span).await;
+            let ended = self.attempts(action, params, &mut guard.run).instrument(span).await;
             guard.disarm();
             ended
+        }
+    }
+
+    /// Journals a run's record if it is not written yet.
+    fn write(&self, unwritten: &mut Option<Unwritten>) {
+        if let Some(unwritten) = unwritten.take() {
+            unwritten.write(&*self.store);
         }
     }
 
@@ -101,7 +130,7 @@ impl Runner {
         &self,
         action: &DynAction,
         mut params: Value,
-        ctx: &mut ActionContext,
+        run: &mut RunInHand,
     ) -> (Outcome, Option<ActionError>) {
         let spec = action.spec();
         let started = Instant::now();
@@ -115,22 +144,22 @@ impl Runner {
                 false => Some(err),
             };
             if let Some(err) = refused {
-                return (self.finish(ctx, err_outcome(&err, started, 0)), Some(err));
+                return (self.finish(run, err_outcome(&err, started, 0)), Some(err));
             }
         }
         let mut attempt = 1;
         loop {
-            ctx.attempt = attempt;
+            run.ctx.attempt = attempt;
             {
                 // What a failed attempt asked for is forgotten with it.
-                let mut sink = ctx.sink();
+                let mut sink = run.ctx.sink();
                 sink.effects.clear();
                 sink.artifacts.clear();
             }
             self.report(
-                ctx,
+                run,
                 RunUpdate { status: Some(RunStatus::Running), attempts: Some(attempt), ..RunUpdate::default() },
-                EventKind::ActionStarted { action: spec.id.clone(), attempt },
+                |_| EventKind::ActionStarted { action: spec.id.clone(), attempt },
             );
             // Write-ahead: an action with side effects starts only once its start is durable, so a crash can
             // never leave a side effect the journal does not know was attempted. Idempotent ones wait too: the
@@ -138,11 +167,14 @@ impl Runner {
             // input's number) is never given to another run after a crash.
             if spec.side_effects
                 && let Some(durable) = self.store.durable()
-                && durable.flushed().await.is_err()
+                && {
+                    self.write(&mut run.unwritten);
+                    durable.flushed().await.is_err()
+                }
             {
                 let err =
                     ActionError::critical("the journal could not make the run's start durable; it was not started");
-                return (self.finish(ctx, err_outcome(&err, started, attempt)), Some(err));
+                return (self.finish(run, err_outcome(&err, started, attempt)), Some(err));
             }
             // The params are copied only for an attempt another may follow.
             let attempt_params = if crate::action::may_retry_after(spec, attempt) {
@@ -150,20 +182,30 @@ impl Runner {
             } else {
                 std::mem::take(&mut params)
             };
-            let result = run_attempt(action, attempt_params, ctx.clone())
-                .await
-                .and_then(|output| action.check_output(&output).map(|()| output));
+            // The record is written as soon as the attempt waits on anything: from then on the run is going on
+            // where others can see it.
+            let mut attempting = std::pin::pin!(run_attempt(action, attempt_params, run.ctx.clone()));
+            let result = std::future::poll_fn(|cx| {
+                let polled = attempting.as_mut().poll(cx);
+                if polled.is_pending() {
+                    self.write(&mut run.unwritten);
+                }
+                polled
+            })
+            .await
+            .and_then(|output| action.check_output(&output).map(|()| output));
             let err = match result {
                 Ok(output) => {
                     let mut outcome = Outcome::completed(output, started.elapsed(), attempt);
-                    let mut sink = ctx.sink();
+                    let mut sink = run.ctx.sink();
                     outcome.artifacts = std::mem::take(&mut sink.artifacts);
                     outcome.cost = sink.cost;
                     drop(sink);
-                    return (self.finish(ctx, outcome), None);
+                    return (self.finish(run, outcome), None);
                 }
                 Err(err) => err,
             };
+            let ctx = &run.ctx;
             // A nested call already did something that must not happen twice: the error goes to the agent.
             let (cost, side_effects) = {
                 let sink = ctx.sink();
@@ -172,18 +214,20 @@ impl Runner {
             if side_effects || !should_retry(spec, &err, attempt) {
                 let mut outcome = err_outcome(&err, started, attempt);
                 outcome.cost = cost;
-                return (self.finish(ctx, outcome), Some(err));
+                return (self.finish(run, outcome), Some(err));
             }
             let backoff = spec.retry.backoff(attempt, jitter_sample(ctx));
             tracing::debug!(attempt, ?backoff, %err, "retrying");
             let retried = EventKind::ActionRetried { action: spec.id.clone(), attempt, class: err.class(), backoff };
             self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
+            self.write(&mut run.unwritten);
             tokio::time::sleep(backoff).await;
             attempt += 1;
         }
     }
 
-    fn finish(&self, ctx: &ActionContext, outcome: Outcome) -> Outcome {
+    /// Journals (and writes, if it was not yet) and announces how a run ended.
+    fn finish(&self, run: &mut RunInHand, outcome: Outcome) -> Outcome {
         let update = RunUpdate {
             status: Some(outcome.status.into()),
             attempts: Some(outcome.attempts),
@@ -191,7 +235,7 @@ impl Runner {
             cost: outcome.cost,
             error: outcome.error.as_ref().map(|e| e.class),
         };
-        let kind = match &outcome.error {
+        let kind = |ctx: &ActionContext| match &outcome.error {
             None => EventKind::ActionCompleted { action: ctx.action_id.clone(), attempts: outcome.attempts },
             Some(e) if outcome.status == crate::action::OutcomeStatus::Blocked => {
                 EventKind::ActionBlocked { action: ctx.action_id.clone(), reason: e.message.clone() }
@@ -200,16 +244,23 @@ impl Runner {
                 EventKind::ActionFailed { action: ctx.action_id.clone(), class: e.class, message: e.message.clone() }
             }
         };
-        self.report(ctx, update, kind);
+        self.report(run, update, kind);
+        self.write(&mut run.unwritten);
         outcome
     }
+}
+
+/// A run being executed: its context, and its record while that is not journaled yet.
+struct RunInHand {
+    ctx: ActionContext,
+    unwritten: Option<Unwritten>,
 }
 
 /// Holds a run's context while it runs, and journals the run as cancelled if its future is dropped before it
 /// ends.
 struct CancelOnDrop<'a> {
     runner: &'a Runner,
-    ctx: ActionContext,
+    run: RunInHand,
     ended: bool,
 }
 
@@ -223,7 +274,8 @@ impl CancelOnDrop<'_> {
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
         if !self.ended {
-            self.runner.cancelled(&self.ctx, "the run was cancelled before it ended");
+            self.runner.write(&mut self.run.unwritten);
+            self.runner.cancelled(&self.run.ctx, "the run was cancelled before it ended");
         }
     }
 }
@@ -234,18 +286,31 @@ fn err_outcome(err: &ActionError, started: Instant, attempts: u32) -> Outcome {
 
 /// One attempt under the action's timeout, inside the run's own task; a panic becomes a `Critical` error. The
 /// attempt's future is dropped — the action really stops — when it times out or the run is cancelled.
+///
+/// An action that ends at its first poll needs no timer (it could not have been stopped anyway: a timeout only
+/// acts between polls), so the timer is made, in a box of its own, only once the action waits; the timeout
+/// counts from then.
 async fn run_attempt(action: &DynAction, params: Value, ctx: ActionContext) -> Result<Value, ActionError> {
-    let timeout = action.spec().timeout;
     // An action may panic while it builds its future (before its first await), not only while it runs.
-    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| action.invoke(params, ctx))) {
+    let mut future = match std::panic::catch_unwind(AssertUnwindSafe(|| action.invoke(params, ctx))) {
         Ok(future) => future,
         Err(payload) => return Err(panicked(payload.as_ref())),
     };
-    match tokio::time::timeout(timeout, AssertUnwindSafe(future).catch_unwind()).await {
-        Err(_elapsed) => Err(ActionError::Timeout { after: timeout }),
-        Ok(Ok(result)) => result,
-        Ok(Err(payload)) => Err(panicked(payload.as_ref())),
-    }
+    let timeout = action.spec().timeout;
+    let mut timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(Poll::Ready(result)) => return Poll::Ready(result),
+            Ok(Poll::Pending) => {}
+            Err(payload) => return Poll::Ready(Err(panicked(payload.as_ref()))),
+        }
+        let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(ActionError::Timeout { after: timeout })),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// The `Critical` error for an action that panicked, with the panic's message.

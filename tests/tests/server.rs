@@ -210,6 +210,25 @@ async fn a_run_that_ends_at_its_first_poll_runs_in_place_and_one_that_waits_gets
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_run_is_journaled_once_it_waits_and_one_that_ends_at_once_has_its_whole_history() {
+    let (rt, probe, _) = setup(Policy::default()).await;
+    let mut events = rt.events();
+    probe.send(run("tools.nap", json!({"secs": 100}))).unwrap();
+    let started = wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionStarted { .. })).await;
+    let napping = rt.store().get(started.run.expect("a run")).expect("a waiting run is in the journal");
+    assert_eq!(napping.status(), RunStatus::Running);
+
+    let reply = outcome(&probe, "tools.echo", json!({"x": 1})).await;
+    let run_id: Uuid = serde_json::from_value(reply["run_id"].clone()).unwrap();
+    let echoed = rt.store().get(run_id).expect("an ended run is in the journal");
+    let statuses: Vec<RunStatus> = echoed.history.iter().map(|(status, _)| *status).collect();
+    assert_eq!(statuses, [RunStatus::Queued, RunStatus::Running, RunStatus::Completed]);
+    assert_eq!((echoed.attempts, echoed.latency.is_some()), (1, true));
+    let all = rt.store().query(&RunQuery::default());
+    assert_eq!(all.iter().map(|r| r.run).collect::<Vec<_>>(), [napping.run, run_id], "each run once, in order");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_panicking_action_fails_critical_and_the_agent_goes_on() {
     let (_rt, probe, _) = setup(Policy::default()).await;
     let reply = outcome(&probe, "tools.boom", json!({})).await;

@@ -165,17 +165,21 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Keeps with a new run what starting it again needs.
-    pub(super) fn plan_run(&self, ctx: &crate::action::ActionContext, params: &Value, by: &Requester) {
-        let Some(durable) = self.shared.store.durable() else { return };
-        let plan = RunPlan {
+    /// What starting a new run again needs, to be kept with its record (with a durable store).
+    pub(super) fn plan_run(
+        &self,
+        ctx: &crate::action::ActionContext,
+        params: &Value,
+        by: &Requester,
+    ) -> Option<Box<RunPlan>> {
+        self.shared.store.durable()?;
+        Some(Box::new(RunPlan {
             key: ctx.idempotency_key(),
             params: params.clone(),
             by_agent: matches!(by, Requester::Agent { .. }),
             cause: ctx.causation_id,
             correlation: ctx.correlation_id,
-        };
-        durable.run_planned(ctx.run_id, &plan);
+        }))
     }
 
     /// Keeps an outcome signal until the agent consumed it.
@@ -327,7 +331,7 @@ impl<A: Agent> ServerState<A> {
                 let _ = me.cast(ServerMsg::ApprovalExpired(run));
             })
         });
-        let ticket = Ticket { params: plan.params, ctx, by, approved: false, cleared: None };
+        let ticket = Ticket { params: plan.params, ctx, by, approved: false, cleared: None, unwritten: None };
         self.work().awaiting.insert(run, Awaiting { ticket, expiry });
     }
 }

@@ -71,6 +71,8 @@ pub(crate) struct Ticket {
     /// The gate's last yes, while nothing it depends on has changed since: a queued run whose table and policy
     /// are as they were need not be looked up again.
     pub cleared: Option<Clearance>,
+    /// The run's record while it is not journaled yet (see [`crate::store::Unwritten`]).
+    pub unwritten: Option<crate::store::Unwritten>,
 }
 
 /// A gate decision and what it was taken against: the action table's and the policy's epochs.

@@ -12,7 +12,7 @@ use crate::events::EventKind;
 use crate::interpret::Origin;
 use crate::kinds::RunRef;
 use crate::messages::{Admitted, Invoker, Requester, RunRequest, ServerMsg};
-use crate::store::{RunRecord, RunStatus, RunUpdate};
+use crate::store::{RunRecord, RunStatus, RunUpdate, Unwritten};
 use crate::table::{Gate, gate};
 use chrono::Utc;
 use futures_util::FutureExt;
@@ -30,9 +30,16 @@ impl<A: Agent> ServerState<A> {
             Requester::Routine { caller, .. } => Some(caller.run_id),
             _ => None,
         };
-        self.journal_queued(&ctx, &params, parent_run);
-        self.plan_run(&ctx, &params, &by);
-        self.through_gate(Ticket { params, ctx, by, approved: false, cleared: None });
+        let unwritten = self.journal_queued(&ctx, &params, parent_run, &by);
+        self.through_gate(Ticket { params, ctx, by, approved: false, cleared: None, unwritten: Some(unwritten) });
+    }
+
+    /// Journals a run's record if it is not written yet: when it is parked, refused, handed to a routine, or
+    /// cancelled before it starts. (A run that starts has its record written by the runner.)
+    fn write_record(&self, ticket: &mut Ticket) {
+        if let Some(unwritten) = ticket.unwritten.take() {
+            unwritten.write(&*self.shared.store);
+        }
     }
 
     /// The gate, for a new run and again for a queued or approved one when it starts: refused, parked for
@@ -56,7 +63,11 @@ impl<A: Agent> ServerState<A> {
 
     /// A run the gate let through: a routine's call is told it may run (in the caller's task); any other run
     /// starts if a slot is free, else waits in the queue.
-    fn admit(&mut self, action: DynAction, ticket: Ticket) {
+    fn admit(&mut self, action: DynAction, mut ticket: Ticket) {
+        // A run that does not start here (a routine's call starts in its caller's task) is journaled now.
+        if matches!(ticket.by, Requester::Routine { .. }) || self.in_flight() >= self.again.max_in_flight {
+            self.write_record(&mut ticket);
+        }
         match ticket.by {
             Requester::Routine { reply, .. } => {
                 let ctx = ticket.ctx;
@@ -78,7 +89,8 @@ impl<A: Agent> ServerState<A> {
     }
 
     /// Ends a run before it started: journaled as blocked and announced, and its requester told.
-    fn refuse(&mut self, ticket: Ticket, error: ActionError) {
+    fn refuse(&mut self, mut ticket: Ticket, error: ActionError) {
+        self.write_record(&mut ticket);
         let outcome = self.block(&ticket.ctx, &error);
         self.answer(ticket.by, &RunIds::of(&ticket.ctx), outcome, Some(error));
     }
@@ -86,7 +98,8 @@ impl<A: Agent> ServerState<A> {
     /// Parks a run until it is approved, denied or its approval expires. An outside caller who can elicit (an
     /// MCP client with a user) is asked to approve it, for itself or for a call its run makes; any other outside
     /// caller cannot wait for an approval, and its run is refused with [`RuntimeError::NeedsApproval`].
-    fn await_approval(&mut self, ticket: Ticket, risk: Risk) {
+    fn await_approval(&mut self, mut ticket: Ticket, risk: Risk) {
+        self.write_record(&mut ticket);
         let run = ticket.ctx.run_id;
         // Asked only if the caller is still there to hear it: a gone caller's run is refused, not parked.
         let asked = match (ticket.ctx.caller.as_ref(), self.table.get(&ticket.ctx.action_id)) {
@@ -178,12 +191,15 @@ impl<A: Agent> ServerState<A> {
     /// or while it runs. A panic anywhere in the run becomes a `Critical` outcome, so its slot is always freed
     /// and its requester always answered.
     fn launch(&mut self, action: DynAction, ticket: Ticket) {
-        let Ticket { params, ctx, by, .. } = ticket;
+        let Ticket { params, ctx, by, unwritten, .. } = ticket;
         let mut invoker: Option<Invoker> = match by {
             Requester::Outside(reply, _) => Some(reply),
             _ => None,
         };
         if invoker.as_ref().is_some_and(|reply| reply.is_closed()) {
+            if let Some(unwritten) = unwritten {
+                unwritten.write(&*self.shared.store);
+            }
             self.shared.runner.cancelled(&ctx, "the caller gave up before the run started");
             return;
         }
@@ -191,8 +207,11 @@ impl<A: Agent> ServerState<A> {
         let ids = RunIds::of(&ctx);
         let sink = ctx.sink.clone();
         // Boxed, so a task spawned for it stays small instead of carrying every attempt's state inline.
-        let mut execution =
-            Box::pin(async move { AssertUnwindSafe(runner.execute(&action, params, ctx)).catch_unwind().await });
+        let mut execution = Box::pin(async move {
+            AssertUnwindSafe(runner.execute_unwritten(&action, params, ctx, unwritten).map(|(outcome, _)| outcome))
+                .catch_unwind()
+                .await
+        });
         // The first poll's waker is never woken: a future that is still pending is polled again by its task at
         // once, and registers that task's waker then (every future must wake the waker of its latest poll).
         if let Poll::Ready(ended) = execution.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
@@ -324,16 +343,24 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Every run is journaled and announced as queued, even one the gate then refuses.
-    fn journal_queued(&self, ctx: &ActionContext, params: &serde_json::Value, parent_run: Option<Uuid>) {
+    /// Every run is journaled and announced as queued, even one the gate then refuses. Its record is written
+    /// late (see [`Unwritten`]); the returned record is to be written by whoever takes the run on.
+    fn journal_queued(
+        &self,
+        ctx: &ActionContext,
+        params: &serde_json::Value,
+        parent_run: Option<Uuid>,
+        by: &Requester,
+    ) -> Unwritten {
         let mut record =
             RunRecord::queued(ctx.run_id, self.agent.id.clone(), ctx.action_id.clone(), params, ctx.correlation_id);
         record.parent_run = parent_run;
-        if let Err(err) = self.shared.store.record(record) {
-            tracing::error!(%err, "the journal refused a new run");
+        if self.shared.events.is_listened() {
+            let kind = EventKind::ActionQueued { action: ctx.action_id.clone(), parent_run, depth: ctx.depth() };
+            let queued = record.history.first().map_or_else(chrono::Utc::now, |(_, at)| *at);
+            self.shared.events.announce_at(queued, &self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
         }
-        let kind = EventKind::ActionQueued { action: ctx.action_id.clone(), parent_run, depth: ctx.depth() };
-        self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+        Unwritten { record, plan: self.plan_run(ctx, params, by) }
     }
 
     fn journal(&self, run: Uuid, update: RunUpdate) {

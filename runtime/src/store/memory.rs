@@ -88,7 +88,7 @@ impl MemoryStore {
         let mut then = Some(then);
         let ended = self.live.remove_if_mut(&run, |_, entry| {
             found = true;
-            apply(&mut entry.record, update, at);
+            entry.record.apply(update, at);
             if let Some(then) = then.take() {
                 then(&entry.record);
             }
@@ -124,25 +124,6 @@ impl MemoryStore {
     }
 }
 
-/// Applies an update to a run still going.
-fn apply(record: &mut RunRecord, update: RunUpdate, at: DateTime<Utc>) {
-    if let Some(status) = update.status {
-        record.history.push((status, at));
-    }
-    if let Some(attempts) = update.attempts {
-        record.attempts = attempts;
-    }
-    if update.latency.is_some() {
-        record.latency = update.latency;
-    }
-    if update.cost.is_some() {
-        record.cost = update.cost;
-    }
-    if update.error.is_some() {
-        record.error = update.error;
-    }
-}
-
 impl Store for MemoryStore {
     fn record(&self, record: RunRecord) -> Result<(), StoreError> {
         let run = record.run;
@@ -150,6 +131,12 @@ impl Store for MemoryStore {
             dashmap::Entry::Occupied(_) => Err(StoreError::Duplicate(run)),
             // The shard stays locked while the ended runs are checked, so the run cannot end in between.
             dashmap::Entry::Vacant(_) if self.ended().index.contains_key(&run) => Err(StoreError::Duplicate(run)),
+            // A run journaled once it already ended goes straight to the ended runs.
+            dashmap::Entry::Vacant(_) if record.status().is_final() => {
+                let place = self.next.fetch_add(1, Ordering::Relaxed);
+                self.retire(run, Entry { place, record });
+                Ok(())
+            }
             dashmap::Entry::Vacant(slot) => {
                 let place = self.next.fetch_add(1, Ordering::Relaxed);
                 slot.insert(Entry { place, record });
@@ -290,7 +277,8 @@ mod tests {
     /// One step against the journal: record run `n` of a small pool, or update it to a status (or none).
     #[derive(Debug, Clone)]
     enum Op {
-        Record(usize),
+        /// Record run `n`, queued or (as a run that ended at its first poll is) already ended.
+        Record(usize, Option<RunStatus>),
         Update(usize, Option<RunStatus>, u32),
     }
 
@@ -304,7 +292,8 @@ mod tests {
             Just(RunStatus::Blocked),
         ]);
         prop_oneof![
-            (0..6usize).prop_map(Op::Record),
+            (0..6usize, prop::option::of(prop_oneof![Just(RunStatus::Completed), Just(RunStatus::Failed)]))
+                .prop_map(|(n, ended)| Op::Record(n, ended)),
             (0..6usize, status, 0..5u32).prop_map(|(n, s, a)| Op::Update(n, s, a))
         ]
     }
@@ -322,13 +311,23 @@ mod tests {
             let at = Utc::now();
             for op in ops {
                 match op {
-                    Op::Record(n) => {
+                    Op::Record(n, end) => {
                         let mut new = record("a1", "math.add");
                         new.run = ids[n];
+                        if let Some(status) = end {
+                            new.apply(RunUpdate { status: Some(status), ..RunUpdate::default() }, at);
+                        }
                         let expected = if kept.iter().any(|r| r.run == ids[n]) {
                             Err(StoreError::Duplicate(ids[n]))
                         } else {
                             kept.push(new.clone());
+                            if end.is_some() {
+                                ended.push_back(ids[n]);
+                                while ended.len() > keep {
+                                    let old = ended.pop_front();
+                                    kept.retain(|r| Some(r.run) != old);
+                                }
+                            }
                             Ok(())
                         };
                         proptest::prop_assert_eq!(store.record(new), expected);
@@ -339,7 +338,7 @@ mod tests {
                             None => Err(StoreError::UnknownRun(ids[n])),
                             Some(r) if r.status().is_final() => Err(StoreError::Ended(ids[n])),
                             Some(r) => {
-                                apply(r, update.clone(), at);
+                                r.apply(update.clone(), at);
                                 if r.status().is_final() {
                                     ended.push_back(ids[n]);
                                     while ended.len() > keep {

@@ -106,6 +106,48 @@ impl RunRecord {
     pub fn status(&self) -> RunStatus {
         self.history.last().map_or(RunStatus::Queued, |(s, _)| *s)
     }
+
+    /// Applies an update, as a store does to a run still going; `at` stamps a new status.
+    pub(crate) fn apply(&mut self, update: RunUpdate, at: DateTime<Utc>) {
+        if let Some(status) = update.status {
+            self.history.push((status, at));
+        }
+        if let Some(attempts) = update.attempts {
+            self.attempts = attempts;
+        }
+        if update.latency.is_some() {
+            self.latency = update.latency;
+        }
+        if update.cost.is_some() {
+            self.cost = update.cost;
+        }
+        if update.error.is_some() {
+            self.error = update.error;
+        }
+    }
+}
+
+/// A run's record not yet in the journal, with its plan (for a durable store): the server journals a new run
+/// late, so a run that ends at its first poll is written once, ended, instead of once per status. Whatever
+/// happens to the run meanwhile is applied to the record; it is written as soon as the run waits on anything
+/// (or is parked, or ends), so the journal never misses a run that is going on.
+#[derive(Debug)]
+pub(crate) struct Unwritten {
+    pub record: RunRecord,
+    pub plan: Option<Box<RunPlan>>,
+}
+
+impl Unwritten {
+    /// Writes the record, then its plan (both go to a durable store's writer in that order).
+    pub fn write(self, store: &dyn Store) {
+        let run = self.record.run;
+        if let Err(err) = store.record(self.record) {
+            tracing::error!(%err, "the journal refused a new run");
+        }
+        if let (Some(plan), Some(durable)) = (self.plan, store.durable()) {
+            durable.run_planned(run, &plan);
+        }
+    }
 }
 
 /// A run's history starting with one status; room for the usual queued → running → ended without growing.
