@@ -5,8 +5,8 @@ use crate::id::AgentId;
 use chrono::{DateTime, Utc};
 use dashmap::DashMap;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use uuid::Uuid;
 
 /// How many ended runs a [`MemoryStore`] made with [`MemoryStore::new`] keeps.
@@ -41,20 +41,69 @@ impl Ended {
 ///
 /// Runs still going live in a map sharded by id, so an agent's server recording a run and the tasks of other
 /// runs updating theirs rarely wait for each other; that map stays as small as the work in flight, which keeps
-/// its updates cheap. An ended run moves to the back of a queue of ended runs.
+/// its updates cheap. A run that ends is put on a short list, and a thread of the journal's own moves it from
+/// there to the ended runs it keeps, in batches: keeping 100,000 ended runs means touching memory that is no
+/// longer in any cache, and that work is done beside the agents instead of in their way. Every read moves the
+/// list first, so a read sees every write made before it.
+///
+/// A run recorded once it already ended (as a run that ends at its first poll is) is checked against the runs
+/// still going, not against the ended ones; one whose id is already among the ended runs is dropped, with an
+/// error in the log, when it is moved.
+///
+/// ```
+/// use agentry::store::{MemoryStore, RunQuery, RunRecord, RunStatus, RunUpdate, Store};
+/// let store = MemoryStore::keeping(1_000);
+/// let run = uuid::Uuid::now_v7();
+/// let (agent, action) = (agentry::id::AgentId::new("pump")?, agentry::id::ActionId::new("noop.run")?);
+/// store.record(RunRecord::queued(run, agent, action, &serde_json::json!({}), run))?;
+/// let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
+/// store.update(run, done, chrono::Utc::now())?;
+/// assert_eq!(store.get(run).map(|r| r.status()), Some(RunStatus::Completed));
+/// assert_eq!(store.query(&RunQuery::default()).len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct MemoryStore {
+    journal: Arc<Journal>,
+}
+
+/// What a [`MemoryStore`] keeps, shared with its mover thread.
+#[derive(Debug)]
+struct Journal {
     live: DashMap<Uuid, Entry>,
     next: AtomicU64,
     ended: Mutex<Ended>,
+    /// Runs that ended, in the order they ended, not yet moved to `ended`.
+    retiring: Mutex<Vec<(Uuid, Entry)>>,
     keep: usize,
     /// The most recent refused effects, at most `keep`.
     refusals: Mutex<VecDeque<Refusal>>,
+    /// The mover thread, once started (at the first run that ends).
+    mover: OnceLock<std::thread::Thread>,
+    /// Set while the mover sleeps until woken; cleared by whoever wakes it.
+    parked: AtomicBool,
+    /// Set when the store is dropped: the mover ends.
+    closed: AtomicBool,
 }
+
+/// How long the mover waits between looks at the list while runs keep ending, and how many empty looks it takes
+/// before it sleeps until woken. Waking a sleeping thread costs the one ending a run a system call, so under a
+/// steady stream of runs the mover looks on its own instead.
+const MOVER_LOOK: std::time::Duration = std::time::Duration::from_micros(100);
+const MOVER_LOOKS_BEFORE_SLEEP: u32 = 20;
 
 impl Default for MemoryStore {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl Drop for MemoryStore {
+    fn drop(&mut self) {
+        self.journal.closed.store(true, Ordering::SeqCst);
+        if let Some(mover) = self.journal.mover.get() {
+            mover.unpark();
+        }
     }
 }
 
@@ -66,13 +115,18 @@ impl MemoryStore {
 
     /// An empty journal that keeps the `keep` most recently ended runs (and every run still going).
     pub fn keeping(keep: usize) -> Self {
-        Self {
+        let journal = Journal {
             live: DashMap::new(),
             next: AtomicU64::new(0),
             ended: Mutex::default(),
+            retiring: Mutex::default(),
             keep,
             refusals: Mutex::default(),
-        }
+            mover: OnceLock::new(),
+            parked: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+        };
+        Self { journal: Arc::new(journal) }
     }
 
     /// Applies an update as [`Store::update`] does, and shows the updated record to `then` (a store that
@@ -84,9 +138,10 @@ impl MemoryStore {
         at: DateTime<Utc>,
         then: impl FnOnce(&RunRecord),
     ) -> Result<(), StoreError> {
+        let journal = &self.journal;
         let mut found = false;
         let mut then = Some(then);
-        let ended = self.live.remove_if_mut(&run, |_, entry| {
+        let ended = journal.live.remove_if_mut(&run, |_, entry| {
             found = true;
             entry.record.apply(update, at);
             if let Some(then) = then.take() {
@@ -95,26 +150,57 @@ impl MemoryStore {
             entry.record.status().is_final()
         });
         match ended {
-            // The shard's lock is released here, so taking the ended runs' lock cannot deadlock.
+            // The shard's lock is released here, so taking the list's lock cannot deadlock.
             Some((run, entry)) => self.retire(run, entry),
-            None if !found && self.ended().index.contains_key(&run) => return Err(StoreError::Ended(run)),
+            None if !found && journal.settled().index.contains_key(&run) => return Err(StoreError::Ended(run)),
             None if !found => return Err(StoreError::UnknownRun(run)),
             None => {}
         }
         Ok(())
     }
 
-    fn ended(&self) -> MutexGuard<'_, Ended> {
-        // The queue and its index change together under the lock, with nothing in between that can panic.
-        self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Puts a run that just ended on the mover's list, and wakes the mover if it sleeps.
+    fn retire(&self, run: Uuid, entry: Entry) {
+        let journal = &self.journal;
+        let first = {
+            let mut retiring = lock(&journal.retiring);
+            retiring.push((run, entry));
+            retiring.len() == 1
+        };
+        let mover = journal.mover.get_or_init(|| spawn_mover(Arc::downgrade(journal)));
+        if first && journal.parked.swap(false, Ordering::SeqCst) {
+            mover.unpark();
+        }
+    }
+}
+
+/// Locks a mutex of the journal. What each guards changes with nothing in between that can panic, so a
+/// poisoned lock still guards consistent data.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Journal {
+    /// The ended runs, with every run on the list moved in first.
+    fn settled(&self) -> MutexGuard<'_, Ended> {
+        let mut ended = lock(&self.ended);
+        // Taken under the ended runs' lock, so batches are moved in the order they ended.
+        let batch = std::mem::take(&mut *lock(&self.retiring));
+        self.move_in(&mut ended, batch);
+        ended
     }
 
-    /// Moves a run that just ended to the back of the ended runs, and forgets the oldest past the limit.
-    fn retire(&self, run: Uuid, entry: Entry) {
-        let mut ended = self.ended();
-        let number = ended.first + ended.runs.len() as u64;
-        ended.index.insert(run, number);
-        ended.runs.push_back(entry);
+    /// Moves ended runs to the back of the ended runs, and forgets the oldest past the limit.
+    fn move_in(&self, ended: &mut Ended, batch: Vec<(Uuid, Entry)>) {
+        for (run, entry) in batch {
+            let number = ended.first + ended.runs.len() as u64;
+            if ended.index.contains_key(&run) {
+                tracing::error!(%run, "a run recorded as ended was already journaled as ended; the later record was dropped");
+                continue;
+            }
+            ended.index.insert(run, number);
+            ended.runs.push_back(entry);
+        }
         while ended.runs.len() > self.keep {
             if let Some(old) = ended.runs.pop_front() {
                 ended.index.remove(&old.record.run);
@@ -124,21 +210,65 @@ impl MemoryStore {
     }
 }
 
+/// Starts the thread that moves ended runs in; it holds the journal only while it works, and ends once the
+/// store is dropped.
+fn spawn_mover(journal: Weak<Journal>) -> std::thread::Thread {
+    let spawned = std::thread::Builder::new().name("agentry-journal".to_owned()).spawn(move || {
+        let mut empty_looks = 0;
+        loop {
+            let Some(journal) = journal.upgrade() else { return };
+            if journal.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            let had = !lock(&journal.retiring).is_empty();
+            if had {
+                drop(journal.settled());
+                empty_looks = 0;
+            } else {
+                empty_looks += 1;
+            }
+            if empty_looks < MOVER_LOOKS_BEFORE_SLEEP {
+                drop(journal);
+                std::thread::sleep(MOVER_LOOK);
+                continue;
+            }
+            // Sleep until a run ends: say so first, then look once more, so a run that ended meanwhile is seen.
+            journal.parked.store(true, Ordering::SeqCst);
+            if !lock(&journal.retiring).is_empty() {
+                journal.parked.store(false, Ordering::SeqCst);
+                continue;
+            }
+            drop(journal);
+            std::thread::park();
+            empty_looks = 0;
+        }
+    });
+    match spawned {
+        Ok(handle) => handle.thread().clone(),
+        // Without a thread of its own the journal still works: every read moves the list in.
+        Err(err) => {
+            tracing::error!(%err, "the journal's mover thread could not start; reads move ended runs in");
+            std::thread::current()
+        }
+    }
+}
+
 impl Store for MemoryStore {
     fn record(&self, record: RunRecord) -> Result<(), StoreError> {
         let run = record.run;
-        match self.live.entry(run) {
+        let journal = &self.journal;
+        match journal.live.entry(run) {
             dashmap::Entry::Occupied(_) => Err(StoreError::Duplicate(run)),
-            // The shard stays locked while the ended runs are checked, so the run cannot end in between.
-            dashmap::Entry::Vacant(_) if self.ended().index.contains_key(&run) => Err(StoreError::Duplicate(run)),
-            // A run journaled once it already ended goes straight to the ended runs.
+            // A run journaled once it already ended goes straight to the mover's list.
             dashmap::Entry::Vacant(_) if record.status().is_final() => {
-                let place = self.next.fetch_add(1, Ordering::Relaxed);
+                let place = journal.next.fetch_add(1, Ordering::Relaxed);
                 self.retire(run, Entry { place, record });
                 Ok(())
             }
+            // The shard stays locked while the ended runs are checked, so the run cannot end in between.
+            dashmap::Entry::Vacant(_) if journal.settled().index.contains_key(&run) => Err(StoreError::Duplicate(run)),
             dashmap::Entry::Vacant(slot) => {
-                let place = self.next.fetch_add(1, Ordering::Relaxed);
+                let place = journal.next.fetch_add(1, Ordering::Relaxed);
                 slot.insert(Entry { place, record });
                 Ok(())
             }
@@ -150,34 +280,34 @@ impl Store for MemoryStore {
     }
 
     fn get(&self, run: Uuid) -> Option<RunRecord> {
-        if let Some(entry) = self.live.get(&run) {
+        if let Some(entry) = self.journal.live.get(&run) {
             return Some(entry.record.clone());
         }
-        self.ended().get(&run).map(|entry| entry.record.clone())
+        self.journal.settled().get(&run).map(|entry| entry.record.clone())
     }
 
     fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
         let matches = |record: &RunRecord| query.matches(record);
         let mut found: Vec<(u64, RunRecord)> = {
-            let ended = self.ended();
+            let ended = self.journal.settled();
             ended.runs.iter().filter(|e| matches(&e.record)).map(|e| (e.place, e.record.clone())).collect()
         };
-        found.extend(self.live.iter().filter(|e| matches(&e.record)).map(|e| (e.place, e.record.clone())));
+        found.extend(self.journal.live.iter().filter(|e| matches(&e.record)).map(|e| (e.place, e.record.clone())));
         found.sort_unstable_by_key(|(place, _)| *place);
         let page = found.into_iter().skip(query.offset).take(query.limit.unwrap_or(usize::MAX));
         page.map(|(_, record)| record).collect()
     }
 
     fn refused(&self, refusal: Refusal) {
-        let mut refusals = self.refusals.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut refusals = lock(&self.journal.refusals);
         refusals.push_back(refusal);
-        while refusals.len() > self.keep.max(1) {
+        while refusals.len() > self.journal.keep.max(1) {
             refusals.pop_front();
         }
     }
 
     fn refusals(&self, agent: &AgentId) -> Vec<Refusal> {
-        let refusals = self.refusals.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let refusals = lock(&self.journal.refusals);
         refusals.iter().filter(|r| &r.agent == agent).cloned().collect()
     }
 }
@@ -274,6 +404,39 @@ mod tests {
         assert_eq!(kept, [runs[0].run, runs[2].run, runs[4].run]);
     }
 
+    /// Spins (yielding) until `done` holds, for at most ten seconds.
+    fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what} did not happen within ten seconds");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn the_mover_moves_ended_runs_in_without_a_read_and_lets_the_journal_go_with_the_store() {
+        let store = MemoryStore::keeping(10);
+        let done = || RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
+        for _ in 0..100 {
+            let mut r = record("a1", "math.add");
+            r.apply(done(), Utc::now());
+            store.record(r).unwrap();
+        }
+        let journal = &store.journal;
+        eventually("the mover taking the list", || lock(&journal.retiring).is_empty());
+        assert_eq!(lock(&journal.ended).runs.len(), 10, "moved in and trimmed to the limit, by the mover alone");
+        // Once it sleeps, a run that ends wakes it.
+        eventually("the mover sleeping", || journal.parked.load(Ordering::SeqCst));
+        let mut r = record("a1", "math.add");
+        r.apply(done(), Utc::now());
+        let last = r.run;
+        store.record(r).unwrap();
+        eventually("the mover waking", || lock(&journal.ended).index.contains_key(&last));
+        let weak = Arc::downgrade(&store.journal);
+        drop(store);
+        eventually("the journal being let go", || weak.upgrade().is_none());
+    }
+
     /// One step against the journal: record run `n` of a small pool, or update it to a status (or none).
     #[derive(Debug, Clone)]
     enum Op {
@@ -317,7 +480,11 @@ mod tests {
                         if let Some(status) = end {
                             new.apply(RunUpdate { status: Some(status), ..RunUpdate::default() }, at);
                         }
-                        let expected = if kept.iter().any(|r| r.run == ids[n]) {
+                        let known = kept.iter().find(|r| r.run == ids[n]);
+                        let expected = if known.is_some_and(|r| end.is_some() && r.status().is_final()) {
+                            // Checked when moved in, off the caller's thread: dropped, the first one kept.
+                            Ok(())
+                        } else if known.is_some() {
                             Err(StoreError::Duplicate(ids[n]))
                         } else {
                             kept.push(new.clone());
