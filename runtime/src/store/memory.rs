@@ -213,7 +213,7 @@ impl Journal {
 /// Starts the thread that moves ended runs in; it holds the journal only while it works, and ends once the
 /// store is dropped.
 fn spawn_mover(journal: Weak<Journal>) -> std::thread::Thread {
-    let spawned = std::thread::Builder::new().name("agentry-journal".to_owned()).spawn(move || {
+    let spawned = std::thread::Builder::new().name("agentry-mover".to_owned()).spawn(move || {
         let mut empty_looks = 0;
         loop {
             let Some(journal) = journal.upgrade() else { return };
