@@ -122,10 +122,13 @@ pub struct SqliteOptions {
 
 /// What the writer thread is asked to do.
 enum Op {
-    Run(Box<RunRecord>),
-    Plan(Uuid, Box<RunPlan>),
-    Outcome(Uuid, Box<Signal>),
-    Input(AgentId, u64, Box<Signal>),
+    Run(Box<RunRow>),
+    /// A run's plan: its idempotency key and the plan's JSON.
+    Plan(Uuid, Box<(String, String)>),
+    /// An ended run's outcome signal, as JSON.
+    Outcome(Uuid, String),
+    /// An input as JSON, and the run whose outcome it is, if it is one the agent was given.
+    Input(AgentId, u64, String, Option<Uuid>),
     Snapshot(Box<Snapshot>),
     Alive(Box<AgentRecord>),
     Spawned(Box<AgentRecord>, Box<Snapshot>),
@@ -135,6 +138,34 @@ enum Op {
     Refusal(Box<Refusal>),
     /// Answered once every write sent before it is committed.
     Flush(Waiter),
+}
+
+/// A run's row, made by whoever writes the run: what crosses to the writer thread is one string and a few
+/// shared ids, not a record to serialize there (and to free there, which costs a lock on memory the sending
+/// thread allocated).
+struct RunRow {
+    run: Uuid,
+    agent: AgentId,
+    action: crate::id::ActionId,
+    status: String,
+    /// When it was recorded, in milliseconds since the epoch.
+    recorded: i64,
+    ended: bool,
+    record: String,
+}
+
+impl RunRow {
+    fn of(record: &RunRecord) -> Self {
+        Self {
+            run: record.run,
+            agent: record.agent.clone(),
+            action: record.action.clone(),
+            status: json(&record.status()),
+            recorded: record.history.first().map_or(0, |(_, at)| at.timestamp_millis()),
+            ended: record.status().is_final(),
+            record: json(record),
+        }
+    }
 }
 
 /// Who waits for a flush: a task, or a thread that blocks (a read).
@@ -417,12 +448,12 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
                         pending.outcome = Some(outcome);
                         pending.delivered = false;
                     }
-                    Op::Input(agent, seq, signal) => {
+                    Op::Input(agent, seq, signal, given) => {
                         // An outcome signal consumed: the agent was given it.
-                        if let Some(report) = signal.outcome().filter(|r| !r.awaiting_approval()) {
-                            runs.delivered(&tx, report.run_id)?;
+                        if let Some(run) = given {
+                            runs.delivered(&tx, run)?;
                         }
-                        apply(&tx, Op::Input(agent, seq, signal), keep_inputs)?;
+                        apply(&tx, Op::Input(agent, seq, signal, None), keep_inputs)?;
                     }
                     write => apply(&tx, write, keep_inputs)?,
                 }
@@ -451,9 +482,11 @@ struct Runs {
 
 #[derive(Default)]
 struct PendingRun {
-    record: Option<Box<RunRecord>>,
-    plan: Option<Box<RunPlan>>,
-    outcome: Option<Box<Signal>>,
+    record: Option<Box<RunRow>>,
+    /// The plan's key and JSON.
+    plan: Option<Box<(String, String)>>,
+    /// The outcome signal's JSON.
+    outcome: Option<String>,
     delivered: bool,
 }
 
@@ -482,12 +515,10 @@ impl Runs {
     fn write(&mut self, db: &Connection) -> rusqlite::Result<()> {
         for run in self.order.drain(..) {
             let Some(pending) = self.pending.remove(&run) else { continue };
-            let key = pending.plan.as_ref().map(|p| p.key.clone());
-            let plan = pending.plan.as_ref().map(json);
-            let outcome = pending.outcome.as_ref().map(json);
+            let (key, plan) = pending.plan.map(|plan| *plan).unzip();
+            let outcome = pending.outcome;
             match pending.record {
-                Some(record) => {
-                    let recorded = record.history.first().map_or(0, |(_, at)| at.timestamp_millis());
+                Some(row) => {
                     db.prepare_cached(
                         "INSERT INTO runs (run, agent, action, status, recorded, final, record, key, plan, outcome, \
                          delivered) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT(run) DO UPDATE \
@@ -498,12 +529,12 @@ impl Runs {
                     )?
                     .execute(params![
                         run.to_string(),
-                        record.agent.as_str(),
-                        record.action.as_str(),
-                        json(&record.status()),
-                        recorded,
-                        record.status().is_final(),
-                        json(&record),
+                        row.agent.as_str(),
+                        row.action.as_str(),
+                        row.status,
+                        row.recorded,
+                        row.ended,
+                        row.record,
                         key,
                         plan,
                         outcome,
@@ -526,9 +557,9 @@ impl Runs {
 
 fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
     match op {
-        Op::Input(agent, seq, signal) => {
+        Op::Input(agent, seq, signal, _) => {
             db.prepare_cached("INSERT OR REPLACE INTO inputs (agent, seq, signal) VALUES (?1, ?2, ?3)")?
-                .execute(params![agent.as_str(), i64::try_from(seq).unwrap_or(i64::MAX), json(&signal)])?;
+                .execute(params![agent.as_str(), i64::try_from(seq).unwrap_or(i64::MAX), signal])?;
         }
         Op::Spawned(record, initial) => {
             for table in ["inputs", "schedules"] {
@@ -607,12 +638,12 @@ fn decoded<T: serde::de::DeserializeOwned>(
 impl Store for SqliteStore {
     fn record(&self, record: RunRecord) -> Result<(), StoreError> {
         self.memory.record(record.clone())?;
-        self.send(Op::Run(Box::new(record)));
+        self.send(Op::Run(Box::new(RunRow::of(&record))));
         Ok(())
     }
 
     fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.memory.update_then(run, update, at, |record| self.send(Op::Run(Box::new(record.clone()))))
+        self.memory.update_then(run, update, at, |record| self.send(Op::Run(Box::new(RunRow::of(record)))))
     }
 
     fn get(&self, run: Uuid) -> Option<RunRecord> {
@@ -702,7 +733,8 @@ impl Durable for SqliteStore {
     }
 
     fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal) {
-        self.send(Op::Input(agent.clone(), seq, Box::new(signal.clone())));
+        let given = signal.outcome().filter(|r| !r.awaiting_approval()).map(|r| r.run_id);
+        self.send(Op::Input(agent.clone(), seq, json(signal), given));
     }
 
     fn save_snapshot(&self, snapshot: Snapshot) {
@@ -730,11 +762,11 @@ impl Durable for SqliteStore {
     }
 
     fn run_planned(&self, run: Uuid, plan: &RunPlan) {
-        self.send(Op::Plan(run, Box::new(plan.clone())));
+        self.send(Op::Plan(run, Box::new((plan.key.clone(), json(plan)))));
     }
 
     fn run_outcome(&self, run: Uuid, outcome: &Signal) {
-        self.send(Op::Outcome(run, Box::new(outcome.clone())));
+        self.send(Op::Outcome(run, json(outcome)));
     }
 
     fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
