@@ -284,33 +284,41 @@ fn err_outcome(err: &ActionError, started: Instant, attempts: u32) -> Outcome {
     Outcome::failed(err, started.elapsed(), attempts)
 }
 
-/// One attempt under the action's timeout, inside the run's own task; a panic becomes a `Critical` error. The
+/// One attempt under the action's timeout; a panic becomes a `Critical` error. The
 /// attempt's future is dropped — the action really stops — when it times out or the run is cancelled.
 ///
 /// An action that ends at its first poll needs no timer (it could not have been stopped anyway: a timeout only
 /// acts between polls), so the timer is made, in a box of its own, only once the action waits; the timeout
 /// counts from then.
-async fn run_attempt(action: &DynAction, params: Value, ctx: ActionContext) -> Result<Value, ActionError> {
+///
+/// The action's future is made at once (not inside the returned future), so the context it takes is never
+/// kept in the state of the run's future as well.
+fn run_attempt(
+    action: &DynAction,
+    params: Value,
+    ctx: ActionContext,
+) -> impl Future<Output = Result<Value, ActionError>> + Send + use<> {
     // An action may panic while it builds its future (before its first await), not only while it runs.
-    let mut future = match std::panic::catch_unwind(AssertUnwindSafe(|| action.invoke(params, ctx))) {
-        Ok(future) => future,
-        Err(payload) => return Err(panicked(payload.as_ref())),
-    };
+    let invoked = std::panic::catch_unwind(AssertUnwindSafe(|| action.invoke(params, ctx)))
+        .map_err(|payload| panicked(payload.as_ref()));
     let timeout = action.spec().timeout;
-    let mut timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
-    std::future::poll_fn(|cx| {
-        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
-            Ok(Poll::Ready(result)) => return Poll::Ready(result),
-            Ok(Poll::Pending) => {}
-            Err(payload) => return Poll::Ready(Err(panicked(payload.as_ref()))),
-        }
-        let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(ActionError::Timeout { after: timeout })),
-            Poll::Pending => Poll::Pending,
-        }
-    })
-    .await
+    async move {
+        let mut future = invoked?;
+        let mut timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+        std::future::poll_fn(|cx| {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+                Ok(Poll::Ready(result)) => return Poll::Ready(result),
+                Ok(Poll::Pending) => {}
+                Err(payload) => return Poll::Ready(Err(panicked(payload.as_ref()))),
+            }
+            let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+            match timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(ActionError::Timeout { after: timeout })),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
+    }
 }
 
 /// The `Critical` error for an action that panicked, with the panic's message.
