@@ -147,7 +147,7 @@ struct RunRow {
     run: Uuid,
     agent: AgentId,
     action: crate::id::ActionId,
-    status: String,
+    status: super::RunStatus,
     /// When it was recorded, in milliseconds since the epoch.
     recorded: i64,
     ended: bool,
@@ -155,15 +155,47 @@ struct RunRow {
 }
 
 impl RunRow {
-    fn of(record: &RunRecord) -> Self {
+    fn of(record: &RunRecord, texts: &Texts) -> Self {
         Self {
             run: record.run,
             agent: record.agent.clone(),
             action: record.action.clone(),
-            status: json(&record.status()),
+            status: record.status(),
             recorded: record.history.first().map_or(0, |(_, at)| at.timestamp_millis()),
             ended: record.status().is_final(),
-            record: json(record),
+            record: texts.json(record),
+        }
+    }
+}
+
+/// The strings that carry serialized rows to the writer, which hands them back once they are written, so the
+/// same few buffers go round: nothing is allocated by one thread to be freed by another (which glibc makes
+/// both threads pay for, with a lock).
+#[derive(Debug, Default)]
+struct Texts(Mutex<Vec<String>>);
+
+/// How many spare buffers the pool keeps, and the largest it keeps (a rare huge row is not kept for ever).
+const TEXTS_KEPT: usize = 2 * BATCH;
+const TEXT_KEPT_BYTES: usize = 16 * 1024;
+
+impl Texts {
+    /// `value` as JSON, in a buffer from the pool.
+    fn json<T: serde::Serialize>(&self, value: &T) -> String {
+        let spare = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+        let mut bytes = spare.map(String::into_bytes).unwrap_or_default();
+        bytes.clear();
+        // The stored types serialize to JSON without fail (plain data, string keys), and JSON is UTF-8.
+        let _ = serde_json::to_writer(&mut bytes, value);
+        String::from_utf8(bytes).unwrap_or_default()
+    }
+
+    /// Takes written buffers back.
+    fn give_back(&self, spent: &mut Vec<String>) {
+        let mut pool = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for text in spent.drain(..) {
+            if pool.len() < TEXTS_KEPT && text.capacity() <= TEXT_KEPT_BYTES {
+                pool.push(text);
+            }
         }
     }
 }
@@ -199,6 +231,8 @@ impl Waiter {
 /// ```
 pub struct SqliteStore {
     memory: MemoryStore,
+    /// Buffers for the rows sent to the writer, shared with it.
+    texts: Arc<Texts>,
     writes: mpsc::SyncSender<Op>,
     writer: Option<JoinHandle<()>>,
     path: PathBuf,
@@ -303,12 +337,15 @@ impl SqliteStore {
         let committed = Arc::new(AtomicU64::new(0));
         let (writes, queue) = mpsc::sync_channel(QUEUE);
         let counted = committed.clone();
+        let texts = Arc::new(Texts::default());
+        let spare = texts.clone();
         let writer = std::thread::Builder::new()
             .name("agentry-journal".to_owned())
-            .spawn(move || write_loop(db, queue, keep_inputs, &counted))
+            .spawn(move || write_loop(db, queue, keep_inputs, &counted, &spare))
             .map_err(|e| StoreError::Database(format!("the journal's writer thread could not start: {e}")))?;
         Ok(Self {
             memory,
+            texts,
             writes,
             writer: Some(writer),
             path,
@@ -402,9 +439,12 @@ fn list_agents_from_columns(db: &Connection) -> rusqlite::Result<()> {
 }
 
 /// The writer thread: everything waiting goes into one transaction; then the flushes are answered.
-fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, committed: &AtomicU64) {
+fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, committed: &AtomicU64, texts: &Texts) {
+    // Kept from batch to batch, so a batch does not grow a new vector each time.
+    let mut batch: Vec<Op> = Vec::with_capacity(BATCH);
+    let mut spent: Vec<String> = Vec::with_capacity(BATCH);
     while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
+        batch.push(first);
         let gather = |batch: &mut Vec<Op>| {
             while batch.len() < BATCH
                 && let Ok(op) = queue.try_recv()
@@ -435,7 +475,7 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
         let outcome = (|| -> rusqlite::Result<()> {
             let tx = db.transaction()?;
             let mut runs = Runs::default();
-            for op in batch {
+            for op in batch.drain(..) {
                 match op {
                     Op::Flush(done) => flushed.push(done),
                     Op::Run(record) => {
@@ -451,16 +491,21 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
                     Op::Input(agent, seq, signal, given) => {
                         // An outcome signal consumed: the agent was given it.
                         if let Some(run) = given {
-                            runs.delivered(&tx, run)?;
+                            runs.delivered(&tx, run, &mut spent)?;
                         }
-                        apply(&tx, Op::Input(agent, seq, signal, None), keep_inputs)?;
+                        tx.prepare_cached("INSERT OR REPLACE INTO inputs (agent, seq, signal) VALUES (?1, ?2, ?3)")?
+                            .execute(params![agent.as_str(), i64::try_from(seq).unwrap_or(i64::MAX), signal])?;
+                        spent.push(signal);
                     }
                     write => apply(&tx, write, keep_inputs)?,
                 }
             }
-            runs.write(&tx)?;
+            runs.write(&tx, &mut spent)?;
             tx.commit()
         })();
+        // A batch that failed leaves what it did not get to in `batch`: dropped with it.
+        batch.clear();
+        texts.give_back(&mut spent);
         // Counted either way: a batch that failed is not retried, and reads must not wait for it for ever.
         committed.fetch_add(writes, Ordering::SeqCst);
         match outcome {
@@ -499,10 +544,10 @@ impl Runs {
     }
 
     /// The agent consumed the outcome of `run`: marked now, or with its pending outcome.
-    fn delivered(&mut self, db: &Connection, run: Uuid) -> rusqlite::Result<()> {
+    fn delivered(&mut self, db: &Connection, run: Uuid, spent: &mut Vec<String>) -> rusqlite::Result<()> {
         match self.pending.get_mut(&run) {
             // Consumed in the same batch it was kept in: it need not be written at all.
-            Some(pending) if pending.outcome.is_some() => pending.outcome = None,
+            Some(pending) if pending.outcome.is_some() => spent.extend(pending.outcome.take()),
             _ => {
                 db.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1 AND outcome IS NOT NULL")?
                     .execute([run.to_string()])?;
@@ -512,7 +557,7 @@ impl Runs {
     }
 
     /// Writes what is pending, in order, and forgets it.
-    fn write(&mut self, db: &Connection) -> rusqlite::Result<()> {
+    fn write(&mut self, db: &Connection, spent: &mut Vec<String>) -> rusqlite::Result<()> {
         for run in self.order.drain(..) {
             let Some(pending) = self.pending.remove(&run) else { continue };
             let (key, plan) = pending.plan.map(|plan| *plan).unzip();
@@ -531,7 +576,7 @@ impl Runs {
                         run.to_string(),
                         row.agent.as_str(),
                         row.action.as_str(),
-                        row.status,
+                        json(&row.status),
                         row.recorded,
                         row.ended,
                         row.record,
@@ -540,6 +585,7 @@ impl Runs {
                         outcome,
                         pending.delivered,
                     ])?;
+                    spent.push(row.record);
                 }
                 None => {
                     db.prepare_cached(
@@ -550,6 +596,7 @@ impl Runs {
                     .execute(params![run.to_string(), key, plan, outcome, pending.delivered])?;
                 }
             }
+            spent.extend(key.into_iter().chain(plan).chain(outcome));
         }
         Ok(())
     }
@@ -557,10 +604,6 @@ impl Runs {
 
 fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
     match op {
-        Op::Input(agent, seq, signal, _) => {
-            db.prepare_cached("INSERT OR REPLACE INTO inputs (agent, seq, signal) VALUES (?1, ?2, ?3)")?
-                .execute(params![agent.as_str(), i64::try_from(seq).unwrap_or(i64::MAX), signal])?;
-        }
         Op::Spawned(record, initial) => {
             for table in ["inputs", "schedules"] {
                 db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?
@@ -598,7 +641,7 @@ fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
                 .execute(params![refusal.agent.as_str(), json(&refusal)])?;
         }
         // The writer handles these itself.
-        Op::Flush(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) => {}
+        Op::Flush(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) | Op::Input(..) => {}
     }
     Ok(())
 }
@@ -638,12 +681,14 @@ fn decoded<T: serde::de::DeserializeOwned>(
 impl Store for SqliteStore {
     fn record(&self, record: RunRecord) -> Result<(), StoreError> {
         self.memory.record(record.clone())?;
-        self.send(Op::Run(Box::new(RunRow::of(&record))));
+        self.send(Op::Run(Box::new(RunRow::of(&record, &self.texts))));
         Ok(())
     }
 
     fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.memory.update_then(run, update, at, |record| self.send(Op::Run(Box::new(RunRow::of(record)))))
+        self.memory.update_then(run, update, at, |record| {
+            self.send(Op::Run(Box::new(RunRow::of(record, &self.texts))));
+        })
     }
 
     fn get(&self, run: Uuid) -> Option<RunRecord> {
@@ -734,7 +779,7 @@ impl Durable for SqliteStore {
 
     fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal) {
         let given = signal.outcome().filter(|r| !r.awaiting_approval()).map(|r| r.run_id);
-        self.send(Op::Input(agent.clone(), seq, json(signal), given));
+        self.send(Op::Input(agent.clone(), seq, self.texts.json(signal), given));
     }
 
     fn save_snapshot(&self, snapshot: Snapshot) {
@@ -762,11 +807,11 @@ impl Durable for SqliteStore {
     }
 
     fn run_planned(&self, run: Uuid, plan: &RunPlan) {
-        self.send(Op::Plan(run, Box::new((plan.key.clone(), json(plan)))));
+        self.send(Op::Plan(run, Box::new((plan.key.clone(), self.texts.json(plan)))));
     }
 
     fn run_outcome(&self, run: Uuid, outcome: &Signal) {
-        self.send(Op::Outcome(run, json(outcome)));
+        self.send(Op::Outcome(run, self.texts.json(outcome)));
     }
 
     fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
