@@ -89,8 +89,8 @@ struct Journal {
 /// How long the mover waits between looks at the list while runs keep ending, and how many empty looks it takes
 /// before it sleeps until woken. Waking a sleeping thread costs the one ending a run a system call, so under a
 /// steady stream of runs the mover looks on its own instead.
-const MOVER_LOOK: std::time::Duration = std::time::Duration::from_micros(100);
-const MOVER_LOOKS_BEFORE_SLEEP: u32 = 20;
+const MOVER_LOOK: std::time::Duration = std::time::Duration::from_micros(500);
+const MOVER_LOOKS_BEFORE_SLEEP: u32 = 4;
 
 impl Default for MemoryStore {
     fn default() -> Self {
