@@ -51,7 +51,11 @@ impl Runner {
                 }
             }
         }
+        // An event about a run is published only once the run is in the journal, so whoever hears of it can
+        // look it up.
         if self.events.is_listened() {
+            self.write(&mut run.unwritten);
+            let ctx = &run.ctx;
             self.events.announce_at(now, &ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind(ctx));
         }
     }
@@ -219,8 +223,9 @@ impl Runner {
             let backoff = spec.retry.backoff(attempt, jitter_sample(ctx));
             tracing::debug!(attempt, ?backoff, %err, "retrying");
             let retried = EventKind::ActionRetried { action: spec.id.clone(), attempt, class: err.class(), backoff };
-            self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
             self.write(&mut run.unwritten);
+            let ctx = &run.ctx;
+            self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
             tokio::time::sleep(backoff).await;
             attempt += 1;
         }

@@ -11,7 +11,7 @@ use agentry::runtime::{AgentRef, Runtime, RuntimeError, SpawnOptions};
 use agentry::runtime::{RestartMode, RestartPolicy};
 use agentry::signal::Signal;
 use agentry::skill::Skill;
-use agentry::store::{RunQuery, RunStatus};
+use agentry::store::{RunQuery, RunRecord, RunStatus, Store};
 use agentry_tests::{Operator, wait_for};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -102,6 +102,8 @@ impl Agent for Probe {
 struct Counters {
     risky: AtomicU32,
     flaky: AtomicU32,
+    /// Told when `tools.hold` has started (it then waits for ever).
+    held: tokio::sync::Notify,
 }
 
 fn dyn_action<F, Fut>(spec: ActionSpec, f: F) -> DynAction
@@ -115,6 +117,7 @@ where
 fn tools(counters: &Arc<Counters>) -> Skill {
     let risky = counters.clone();
     let flaky = counters.clone();
+    let held = counters.clone();
     Skill::builder("tools", "1.0.0")
         .dyn_action(dyn_action(ActionSpec::new("tools.echo", "echo").unwrap(), |p| async move { Ok(p) }))
         .dyn_action(dyn_action(ActionSpec::new("tools.boom", "panics").unwrap(), |_| async { panic!("action boom") }))
@@ -156,6 +159,17 @@ fn tools(counters: &Arc<Counters>) -> Skill {
                     tokio::task::yield_now().await;
                 }
                 Ok(json!(tokio::task::try_id().map(|id| id.to_string())))
+            },
+        ))
+        .dyn_action(dyn_action(
+            ActionSpec::new("tools.hold", "says it started, then waits for ever").unwrap().timeout(Duration::from_secs(1000)),
+            move |_| {
+                let held = held.clone();
+                async move {
+                    held.held.notify_one();
+                    std::future::pending::<()>().await;
+                    Ok(Value::Null)
+                }
             },
         ))
         .dyn_action(dyn_action(ActionSpec::new("tools.read_file", "needs fs").unwrap().capability(Capability::FS), |_| async {
@@ -211,12 +225,13 @@ async fn a_run_that_ends_at_its_first_poll_runs_in_place_and_one_that_waits_gets
 
 #[tokio::test(start_paused = true)]
 async fn a_run_is_journaled_once_it_waits_and_one_that_ends_at_once_has_its_whole_history() {
-    let (rt, probe, _) = setup(Policy::default()).await;
-    let mut events = rt.events();
-    probe.send(run("tools.nap", json!({"secs": 100}))).unwrap();
-    let started = wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionStarted { .. })).await;
-    let napping = rt.store().get(started.run.expect("a run")).expect("a waiting run is in the journal");
-    assert_eq!(napping.status(), RunStatus::Running);
+    // Nobody listens to events here, so records are written late: when a run waits, or when it ends.
+    let (rt, probe, counters) = setup(Policy::default()).await;
+    probe.send(run("tools.hold", json!({}))).unwrap();
+    counters.held.notified().await;
+    let holding = RunQuery { action: Some(ActionId::new("tools.hold").unwrap()), ..RunQuery::default() };
+    let held = rt.store().query(&holding);
+    assert_eq!(held.iter().map(RunRecord::status).collect::<Vec<_>>(), [RunStatus::Running], "a waiting run");
 
     let reply = outcome(&probe, "tools.echo", json!({"x": 1})).await;
     let run_id: Uuid = serde_json::from_value(reply["run_id"].clone()).unwrap();
@@ -225,7 +240,87 @@ async fn a_run_is_journaled_once_it_waits_and_one_that_ends_at_once_has_its_whol
     assert_eq!(statuses, [RunStatus::Queued, RunStatus::Running, RunStatus::Completed]);
     assert_eq!((echoed.attempts, echoed.latency.is_some()), (1, true));
     let all = rt.store().query(&RunQuery::default());
-    assert_eq!(all.iter().map(|r| r.run).collect::<Vec<_>>(), [napping.run, run_id], "each run once, in order");
+    assert_eq!(all.iter().map(|r| r.run).collect::<Vec<_>>(), [held[0].run, run_id], "each run once, in order");
+}
+
+/// A journal (the real in-memory one inside) that, at each write, reads the events published so far and notes
+/// every one that names a run it does not hold yet: the journal and the events are written on the same thread,
+/// so such an event was published before its run was journaled.
+struct Watching {
+    journal: agentry::store::MemoryStore,
+    events: std::sync::Mutex<Option<tokio::sync::broadcast::Receiver<agentry::events::Event>>>,
+    early: std::sync::Mutex<Vec<String>>,
+}
+
+impl Watching {
+    fn look(&self) {
+        let mut events = self.events.lock().unwrap();
+        let Some(events) = events.as_mut() else { return };
+        while let Ok(event) = events.try_recv() {
+            if let Some(run) = event.run
+                && self.journal.get(run).is_none()
+            {
+                self.early.lock().unwrap().push(format!("{:?}", event.kind));
+            }
+        }
+    }
+}
+
+impl Store for Watching {
+    fn record(&self, record: RunRecord) -> Result<(), agentry::store::StoreError> {
+        self.look();
+        self.journal.record(record)
+    }
+    fn update(
+        &self,
+        run: Uuid,
+        update: agentry::store::RunUpdate,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), agentry::store::StoreError> {
+        self.look();
+        self.journal.update(run, update, at)
+    }
+    fn get(&self, run: Uuid) -> Option<RunRecord> {
+        self.journal.get(run)
+    }
+    fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
+        self.journal.query(query)
+    }
+    fn refused(&self, refusal: agentry::store::Refusal) {
+        self.journal.refused(refusal);
+    }
+    fn refusals(&self, agent: &AgentId) -> Vec<agentry::store::Refusal> {
+        self.journal.refusals(agent)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_an_event_names_is_already_in_the_journal() {
+    let watching = Arc::new(Watching {
+        journal: agentry::store::MemoryStore::new(),
+        events: std::sync::Mutex::default(),
+        early: std::sync::Mutex::default(),
+    });
+    let counters = Arc::new(Counters::default());
+    let runtime = Runtime::builder().skill(tools(&counters)).store(watching.clone()).build();
+    *watching.events.lock().unwrap() = Some(runtime.events());
+    let probe = runtime.spawn(Probe::default(), SpawnOptions::default()).await.unwrap();
+    probe.mount(&SkillId::new("tools").unwrap(), Value::Null).await.unwrap();
+    // Runs that end at once, one that is retried, one that waits, and one that is refused.
+    for (action, params) in [
+        ("tools.echo", json!({})),
+        ("tools.flaky", json!({})),
+        ("tools.nap", json!({"secs": 1})),
+        ("tools.nope", json!({})),
+    ] {
+        probe.call(run(action, params), CALL).await.unwrap();
+    }
+    watching.look();
+    assert_eq!(
+        *watching.early.lock().unwrap(),
+        Vec::<String>::new(),
+        "events published before their run was journaled"
+    );
 }
 
 #[tokio::test(start_paused = true)]

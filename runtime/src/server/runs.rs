@@ -31,7 +31,7 @@ impl<A: Agent> ServerState<A> {
             _ => None,
         };
         let unwritten = self.journal_queued(&ctx, &params, parent_run, &by);
-        self.through_gate(Ticket { params, ctx, by, approved: false, cleared: None, unwritten: Some(unwritten) });
+        self.through_gate(Ticket { params, ctx, by, approved: false, cleared: None, unwritten });
     }
 
     /// Journals a run's record if it is not written yet: when it is parked, refused, handed to a routine, or
@@ -344,23 +344,28 @@ impl<A: Agent> ServerState<A> {
     }
 
     /// Every run is journaled and announced as queued, even one the gate then refuses. Its record is written
-    /// late (see [`Unwritten`]); the returned record is to be written by whoever takes the run on.
+    /// late (see [`Unwritten`]) and returned, to be written by whoever takes the run on; but while anyone listens
+    /// to events it is written at once, since an event about a run is published only once the run is in the
+    /// journal.
     fn journal_queued(
         &self,
         ctx: &ActionContext,
         params: &serde_json::Value,
         parent_run: Option<Uuid>,
         by: &Requester,
-    ) -> Unwritten {
+    ) -> Option<Unwritten> {
         let mut record =
             RunRecord::queued(ctx.run_id, self.agent.id.clone(), ctx.action_id.clone(), params, ctx.correlation_id);
         record.parent_run = parent_run;
-        if self.shared.events.is_listened() {
-            let kind = EventKind::ActionQueued { action: ctx.action_id.clone(), parent_run, depth: ctx.depth() };
-            let queued = record.history.first().map_or_else(chrono::Utc::now, |(_, at)| *at);
-            self.shared.events.announce_at(queued, &self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+        let unwritten = Unwritten { record, plan: self.plan_run(ctx, params, by) };
+        if !self.shared.events.is_listened() {
+            return Some(unwritten);
         }
-        Unwritten { record, plan: self.plan_run(ctx, params, by) }
+        let queued = unwritten.record.history.first().map_or_else(chrono::Utc::now, |(_, at)| *at);
+        unwritten.write(&*self.shared.store);
+        let kind = EventKind::ActionQueued { action: ctx.action_id.clone(), parent_run, depth: ctx.depth() };
+        self.shared.events.announce_at(queued, &self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+        None
     }
 
     fn journal(&self, run: Uuid, update: RunUpdate) {
