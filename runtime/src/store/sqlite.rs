@@ -175,8 +175,8 @@ impl RunRow {
 struct Texts(Mutex<Vec<String>>);
 
 /// How many spare buffers the pool keeps, and the largest it keeps (a rare huge row is not kept for ever).
-const TEXTS_KEPT: usize = 2 * BATCH;
-const TEXT_KEPT_BYTES: usize = 16 * 1024;
+const TEXTS_KEPT: usize = BATCH;
+const TEXT_KEPT_BYTES: usize = 4 * 1024;
 
 impl Texts {
     /// `value` as JSON, in a buffer from the pool.
