@@ -10,7 +10,8 @@
 //! Criterion reports each in elements (actions) per second; their ratios are the runtime's overhead.
 //!
 //! `per_run/*`: single-threaded costs of pieces of work every run needs and the baselines do not: its journal
-//! record through three statuses, its params' schema check, and its outcome as the JSON signal the agent gets.
+//! record through three statuses (a run that waits) or written once ended (a run that ends at its first poll),
+//! its params' schema check, and its outcome as the JSON signal the agent gets.
 
 use agentry::action::{ActionSpec, DynAction, Outcome};
 use agentry::agent::{Agent, Reaction};
@@ -227,6 +228,17 @@ fn per_run(c: &mut Criterion) {
             store.update(run, running, Utc::now()).expect("a run going on");
             let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
             store.update(run, done, Utc::now()).expect("a run going on");
+        });
+    });
+    // What a run that ends at its first poll journals now: its record, its statuses applied in place, one write.
+    group.bench_function("journal_once_ended", |b| {
+        b.iter(|| {
+            let run = Uuid::now_v7();
+            let mut record = RunRecord::queued(run, agent.clone(), action.clone(), &params, run);
+            record.history.push((RunStatus::Running, Utc::now()));
+            record.attempts = 1;
+            record.history.push((RunStatus::Completed, Utc::now()));
+            store.record(record).expect("a new run");
         });
     });
     let noop = noop_skill().actions()[0].clone();

@@ -161,22 +161,23 @@ fn history_from(status: RunStatus, at: DateTime<Utc>) -> Vec<(RunStatus, DateTim
 /// `Uuid::new_v5(&Uuid::NAMESPACE_OID, params.to_string().as_bytes())`. The JSON is streamed into the hash
 /// rather than built as a string first, since every run is digested.
 pub fn params_digest(params: &Value) -> Uuid {
-    let mut hash = HashWriter(sha1_smol::Sha1::new());
+    use sha1::Digest;
+    let mut hash = HashWriter(sha1::Sha1::new());
     hash.0.update(Uuid::NAMESPACE_OID.as_bytes());
     // Serializing a `Value` into a writer that never fails cannot fail.
     let _ = serde_json::to_writer(&mut hash, params);
-    let digest = hash.0.digest().bytes();
+    let digest = hash.0.finalize();
     let mut bytes = [0; 16];
     bytes.copy_from_slice(&digest[..16]);
     uuid::Builder::from_sha1_bytes(bytes).into_uuid()
 }
 
 /// Feeds everything written into a SHA-1 hash.
-struct HashWriter(sha1_smol::Sha1);
+struct HashWriter(sha1::Sha1);
 
 impl std::io::Write for HashWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
+        sha1::Digest::update(&mut self.0, buf);
         Ok(buf.len())
     }
 
@@ -320,5 +321,48 @@ pub trait Store: Send + Sync + 'static {
     /// The part that outlives the process, for a store that has one.
     fn durable(&self) -> Option<&dyn Durable> {
         None
+    }
+}
+
+#[cfg(test)]
+mod digest_tests {
+    use super::params_digest;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+    use uuid::Uuid;
+
+    /// JSON values a few levels deep: what params look like.
+    fn params() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            ".{0,80}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 40, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                prop::collection::vec((".{0,12}", inner), 0..6)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The digest is the v5 UUID of the params' compact JSON: the same as runs journaled before the hash
+        /// implementation changed.
+        #[test]
+        fn the_digest_is_the_v5_uuid_of_the_compact_json(params in params()) {
+            let expected = Uuid::new_v5(&Uuid::NAMESPACE_OID, params.to_string().as_bytes());
+            prop_assert_eq!(params_digest(&params), expected);
+        }
+    }
+
+    #[test]
+    fn a_known_digest_is_the_v5_uuid_of_its_text() {
+        let text = r#"{"a":1,"text":"café \"quoted\""}"#;
+        let expected = Uuid::new_v5(&Uuid::NAMESPACE_OID, text.as_bytes());
+        assert_eq!(params_digest(&json!({"a": 1, "text": "café \"quoted\""})), expected);
     }
 }
