@@ -950,6 +950,25 @@ mod tests {
         AgentId::new(name).unwrap()
     }
 
+    #[test]
+    fn row_buffers_go_round_and_only_small_ones_are_kept() {
+        let texts = Texts::default();
+        let first = texts.json(&json!({"a": [1, 2, 3]}));
+        assert_eq!(first, r#"{"a":[1,2,3]}"#);
+        let (address, capacity) = (first.as_ptr(), first.capacity());
+        texts.give_back(&mut vec![first]);
+        let again = texts.json(&json!("b"));
+        assert_eq!(again, r#""b""#, "a buffer from the pool holds only the new text");
+        assert_eq!((again.as_ptr(), again.capacity()), (address, capacity), "the same buffer came back");
+        let huge = "x".repeat(TEXT_KEPT_BYTES + 1);
+        texts.give_back(&mut vec![again, huge]);
+        assert_eq!(texts.0.lock().unwrap().len(), 1, "a buffer larger than the limit is let go");
+        let mut many: Vec<String> = (0..TEXTS_KEPT + 10).map(|_| String::with_capacity(8)).collect();
+        texts.give_back(&mut many);
+        assert_eq!(texts.0.lock().unwrap().len(), TEXTS_KEPT, "the pool keeps at most its limit");
+        assert!(many.is_empty(), "every buffer handed back was taken");
+    }
+
     fn snapshot_at(agent: &AgentId, seq: u64) -> Snapshot {
         Snapshot {
             agent: agent.clone(),
