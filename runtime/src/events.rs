@@ -191,7 +191,7 @@ impl EventBus {
     /// Publishes what just happened to an agent, stamped with the current time.
     pub fn announce(&self, agent: &AgentId, run: Option<Uuid>, correlation: Option<Uuid>, kind: EventKind) {
         if self.is_listened() {
-            self.announce_at(Utc::now(), agent, run, correlation, kind);
+            self.publish(Event { at: Utc::now(), agent: agent.clone(), run, correlation, kind });
         }
     }
 

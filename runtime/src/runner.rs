@@ -4,7 +4,7 @@
 //! in the agent's server.
 
 use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, should_retry};
-use crate::events::{EventBus, EventKind};
+use crate::events::{Event, EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
 use crate::store::{RunStatus, RunUpdate, Store, Unwritten};
 use chrono::Utc;
@@ -56,7 +56,8 @@ impl Runner {
         if self.events.is_listened() {
             self.write(&mut run.unwritten);
             let ctx = &run.ctx;
-            self.events.announce_at(now, &ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind(ctx));
+            let (agent, run, correlation) = (ctx.agent_id.clone(), Some(ctx.run_id), Some(ctx.correlation_id));
+            self.events.publish(Event { at: now, agent, run, correlation, kind: kind(ctx) });
         }
     }
 
@@ -106,9 +107,7 @@ impl Runner {
 
     /// Journals a run's record if it is not written yet.
     fn write(&self, unwritten: &mut Option<Unwritten>) {
-        if let Some(unwritten) = unwritten.take() {
-            unwritten.write(&*self.store);
-        }
+        Unwritten::write_pending(unwritten, &*self.store);
     }
 
     /// Journals and announces a run that ends without finishing; nothing happens if it had already ended.

@@ -36,10 +36,8 @@ impl<A: Agent> ServerState<A> {
 
     /// Journals a run's record if it is not written yet: when it is parked, refused, handed to a routine, or
     /// cancelled before it starts. (A run that starts has its record written by the runner.)
-    fn write_record(&self, ticket: &mut Ticket) {
-        if let Some(unwritten) = ticket.unwritten.take() {
-            unwritten.write(&*self.shared.store);
-        }
+    fn write_record(&self, unwritten: &mut Option<Unwritten>) {
+        Unwritten::write_pending(unwritten, &*self.shared.store);
     }
 
     /// The gate, for a new run and again for a queued or approved one when it starts: refused, parked for
@@ -64,12 +62,10 @@ impl<A: Agent> ServerState<A> {
     /// A run the gate let through: a routine's call is told it may run (in the caller's task); any other run
     /// starts if a slot is free, else waits in the queue.
     fn admit(&mut self, action: DynAction, mut ticket: Ticket) {
-        // A run that does not start here (a routine's call starts in its caller's task) is journaled now.
-        if matches!(ticket.by, Requester::Routine { .. }) || self.in_flight() >= self.again.max_in_flight {
-            self.write_record(&mut ticket);
-        }
         match ticket.by {
             Requester::Routine { reply, .. } => {
+                // It starts in its caller's task, which needs it journaled.
+                self.write_record(&mut ticket.unwritten);
                 let ctx = ticket.ctx;
                 if let Err(Ok(refused)) = reply.send(Ok(Admitted { action, ctx })) {
                     self.shared
@@ -82,6 +78,7 @@ impl<A: Agent> ServerState<A> {
                     self.launch(action, Ticket { by, ..ticket });
                 } else {
                     let cleared = Clearance { table: self.table.epoch(), policy: self.policy_epoch, action };
+                    self.write_record(&mut ticket.unwritten);
                     self.work().queue.push_back(Ticket { by, cleared: Some(cleared), ..ticket });
                 }
             }
@@ -90,7 +87,7 @@ impl<A: Agent> ServerState<A> {
 
     /// Ends a run before it started: journaled as blocked and announced, and its requester told.
     fn refuse(&mut self, mut ticket: Ticket, error: ActionError) {
-        self.write_record(&mut ticket);
+        self.write_record(&mut ticket.unwritten);
         let outcome = self.block(&ticket.ctx, &error);
         self.answer(ticket.by, &RunIds::of(&ticket.ctx), outcome, Some(error));
     }
@@ -99,7 +96,7 @@ impl<A: Agent> ServerState<A> {
     /// MCP client with a user) is asked to approve it, for itself or for a call its run makes; any other outside
     /// caller cannot wait for an approval, and its run is refused with [`RuntimeError::NeedsApproval`].
     fn await_approval(&mut self, mut ticket: Ticket, risk: Risk) {
-        self.write_record(&mut ticket);
+        self.write_record(&mut ticket.unwritten);
         let run = ticket.ctx.run_id;
         // Asked only if the caller is still there to hear it: a gone caller's run is refused, not parked.
         let asked = match (ticket.ctx.caller.as_ref(), self.table.get(&ticket.ctx.action_id)) {
@@ -191,15 +188,13 @@ impl<A: Agent> ServerState<A> {
     /// or while it runs. A panic anywhere in the run becomes a `Critical` outcome, so its slot is always freed
     /// and its requester always answered.
     fn launch(&mut self, action: DynAction, ticket: Ticket) {
-        let Ticket { params, ctx, by, unwritten, .. } = ticket;
+        let Ticket { params, ctx, by, mut unwritten, .. } = ticket;
         let mut invoker: Option<Invoker> = match by {
             Requester::Outside(reply, _) => Some(reply),
             _ => None,
         };
         if invoker.as_ref().is_some_and(|reply| reply.is_closed()) {
-            if let Some(unwritten) = unwritten {
-                unwritten.write(&*self.shared.store);
-            }
+            self.write_record(&mut unwritten);
             self.shared.runner.cancelled(&ctx, "the caller gave up before the run started");
             return;
         }
@@ -361,10 +356,11 @@ impl<A: Agent> ServerState<A> {
         if !self.shared.events.is_listened() {
             return Some(unwritten);
         }
-        let queued = unwritten.record.history.first().map_or_else(chrono::Utc::now, |(_, at)| *at);
+        let at = unwritten.record.history.first().map_or_else(chrono::Utc::now, |(_, at)| *at);
         unwritten.write(&*self.shared.store);
         let kind = EventKind::ActionQueued { action: ctx.action_id.clone(), parent_run, depth: ctx.depth() };
-        self.shared.events.announce_at(queued, &self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+        let (agent, run, correlation) = (self.agent.id.clone(), Some(ctx.run_id), Some(ctx.correlation_id));
+        self.shared.events.publish(crate::events::Event { at, agent, run, correlation, kind });
         None
     }
 

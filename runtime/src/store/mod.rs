@@ -138,6 +138,13 @@ pub(crate) struct Unwritten {
 }
 
 impl Unwritten {
+    /// Writes a record that is not written yet, if there is one, and leaves `None` in its place.
+    pub fn write_pending(pending: &mut Option<Unwritten>, store: &dyn Store) {
+        if let Some(unwritten) = pending.take() {
+            unwritten.write(store);
+        }
+    }
+
     /// Writes the record, then its plan (both go to a durable store's writer in that order).
     pub fn write(self, store: &dyn Store) {
         let run = self.record.run;
