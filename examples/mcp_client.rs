@@ -94,7 +94,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         let action = format!("mcp.{name}.{tool}");
         match runtime.invoke(&agent, &action, params).await {
             Ok(outcome) => match outcome.error {
-                None => println!("{action} → {}", outcome.output_text),
+                None => println!("{action} → {}", outcome.output_text()),
                 Some(error) => println!("{action} → {:?}: {}", error.class, error.message),
             },
             Err(refused) => println!("{action} → refused: {refused}"),

@@ -39,7 +39,7 @@ impl Calculator {
         let (Some(report), Some(call)) = (signal.outcome(), signal.causation_id()) else { return vec![] };
         let answer = match report.error_message() {
             None => json!({"result": report.outcome.output}),
-            Some(_) => json!({"error": report.outcome.output_text}),
+            Some(_) => json!({"error": report.outcome.output_text()}),
         };
         vec![Effect::reply_to(call, answer)]
     }

@@ -122,7 +122,7 @@ impl Librarian {
             return Reaction::Keep(vec![]); // the outcome comes later
         }
         if report.action.as_str() == "memory.recall" {
-            let error = json!({"error": report.outcome.output_text});
+            let error = json!({"error": report.outcome.output_text()});
             return Reaction::Keep(
                 signal.causation_id().map(|call| Effect::reply_to(call, error)).into_iter().collect(),
             );

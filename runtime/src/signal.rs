@@ -294,7 +294,7 @@ impl Signal {
     /// fn answer(signal: &Signal) -> Option<String> {
     ///     let report = signal.outcome()?;
     ///     Some(match report.error_message() {
-    ///         None => report.outcome.output_text.clone(),
+    ///         None => report.outcome.output_text().into_owned(),
     ///         Some(error) => format!("{} failed: {error}", report.action),
     ///     })
     /// }

@@ -103,7 +103,7 @@ impl Clerk {
         let mut next = self.clone();
         let class = report.outcome.error.as_ref().map(|e| format!("{}: {:?}", report.action, e.class));
         match (signal.kind().as_str(), class) {
-            (kinds::ACTION_COMPLETED, _) => next.saved.push(report.outcome.output_text.clone()),
+            (kinds::ACTION_COMPLETED, _) => next.saved.push(report.outcome.output_text().into_owned()),
             (kinds::ACTION_BLOCKED, None) => next.awaiting.push(report.action.to_string()),
             (kinds::ACTION_FAILED, Some(class)) => next.failed.push(class),
             (_, Some(class)) => next.refused.push(class),

@@ -118,7 +118,7 @@ async fn an_invoked_run_passes_the_gate_and_its_outcome_goes_to_the_caller() {
     assert_eq!((outcome.status, outcome.output), (OutcomeStatus::Completed, json!("echoed")));
     let blocked = op.runtime.invoke(&agent, "desk.missing", json!({})).await.unwrap();
     assert_eq!(blocked.status, OutcomeStatus::Blocked);
-    assert!(blocked.output_text.contains("not registered"), "{}", blocked.output_text);
+    assert!(blocked.output_text().contains("not registered"), "{}", blocked.output_text());
     let refused = op.runtime.invoke(&agent, "desk.shred", json!({})).await.unwrap_err();
     let RuntimeError::NeedsApproval { run, risk, .. } = refused else { panic!("{refused:?}") };
     assert_eq!(risk, Risk::High);

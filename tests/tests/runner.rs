@@ -54,7 +54,7 @@ async fn a_completed_run_is_journaled_and_announced_in_order() {
     let ctx = queued(&h, &add, &params);
     let outcome = h.runner.execute(&add, params, ctx.clone()).await;
     assert_eq!((outcome.status, &outcome.output, outcome.attempts), (OutcomeStatus::Completed, &json!(42), 1));
-    assert_eq!(outcome.output_text, "42");
+    assert_eq!(outcome.output_text(), "42");
 
     let record = h.store.get(ctx.run_id).unwrap();
     let statuses: Vec<RunStatus> = record.history.iter().map(|(s, _)| *s).collect();

@@ -75,7 +75,7 @@ impl Agent for Rogue {
                 let mut reply = data.clone();
                 reply["kind"] = json!(signal.kind().as_str());
                 let mut next = self.clone();
-                next.seen.push(format!("{}:{}", signal.kind(), report.outcome.output_text));
+                next.seen.push(format!("{}:{}", signal.kind(), report.outcome.output_text()));
                 let effects = signal.causation_id().map(|to| Effect::reply_to(to, reply)).into_iter().collect();
                 Reaction::Update(next, effects)
             }

@@ -38,42 +38,138 @@ impl From<&ActionError> for OutcomeError {
 }
 
 /// What a run returned: status, output (JSON and text), error, artifacts, cost, latency and attempts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Its text for people and LLMs ([`Outcome::output_text`]) is made when someone reads it, from the output or
+/// the error, unless one was given ([`Outcome::with_output_text`]): most outcomes reach only their agent, which
+/// reads the output. Serialized, an outcome always carries its text, as `output_text`.
+#[derive(Debug, Clone)]
 pub struct Outcome {
     /// How the run ended.
     pub status: OutcomeStatus,
     /// The action's output (`null` unless completed).
     pub output: Value,
-    /// The output, or the error, as text for people and LLMs.
-    pub output_text: String,
+    /// The text, where it is not the one made from the output or the error.
+    text: Option<String>,
     /// Why it failed or is blocked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<OutcomeError>,
     /// Files the run produced.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<PathBuf>,
     /// What the run cost, in the action's own unit (tokens, cents), if it reports one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
     /// Wall time from the first attempt's start to the end.
-    #[serde(with = "duration_ms")]
-    #[schemars(with = "u64")]
     pub latency: Duration,
     /// How many attempts ran.
     pub attempts: u32,
 }
 
-impl Outcome {
-    /// A completed outcome; `output_text` is the output itself when it is a string, else compact JSON.
-    pub fn completed(output: Value, latency: Duration, attempts: u32) -> Self {
-        let output_text = match &output {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
+/// An outcome as it is read: the same fields, with its text always there (and its schema).
+#[derive(Deserialize, JsonSchema)]
+#[schemars(rename = "Outcome")]
+struct OutcomeForm {
+    /// How the run ended.
+    status: OutcomeStatus,
+    /// The action's output (`null` unless completed).
+    output: Value,
+    /// The output, or the error, as text for people and LLMs.
+    output_text: String,
+    /// Why it failed or is blocked.
+    #[serde(default)]
+    error: Option<OutcomeError>,
+    /// Files the run produced.
+    #[serde(default)]
+    artifacts: Vec<PathBuf>,
+    /// What the run cost, in the action's own unit (tokens, cents), if it reports one.
+    #[serde(default)]
+    cost: Option<f64>,
+    /// Wall time from the first attempt's start to the end.
+    #[serde(with = "duration_ms")]
+    #[schemars(with = "u64")]
+    latency: Duration,
+    /// How many attempts ran.
+    attempts: u32,
+}
+
+/// An outcome as it is written, borrowed field by field: nothing is copied but a text that has to be made.
+#[derive(Serialize)]
+struct OutcomeView<'a> {
+    status: OutcomeStatus,
+    output: &'a Value,
+    output_text: std::borrow::Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a OutcomeError>,
+    #[serde(skip_serializing_if = "<[PathBuf]>::is_empty")]
+    artifacts: &'a [PathBuf],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost: Option<f64>,
+    #[serde(with = "duration_ms")]
+    latency: Duration,
+    attempts: u32,
+}
+
+impl Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        OutcomeView {
+            status: self.status,
+            output: &self.output,
+            output_text: self.output_text(),
+            error: self.error.as_ref(),
+            artifacts: &self.artifacts,
+            cost: self.cost,
+            latency: self.latency,
+            attempts: self.attempts,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let form = OutcomeForm::deserialize(deserializer)?;
+        let outcome = Outcome {
+            status: form.status,
+            output: form.output,
+            text: None,
+            error: form.error,
+            artifacts: form.artifacts,
+            cost: form.cost,
+            latency: form.latency,
+            attempts: form.attempts,
         };
+        Ok(outcome.with_output_text(form.output_text))
+    }
+}
+
+impl JsonSchema for Outcome {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Outcome".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        OutcomeForm::json_schema(generator)
+    }
+}
+
+/// Two outcomes are equal when they read the same, their text included (given or made).
+impl PartialEq for Outcome {
+    fn eq(&self, other: &Self) -> bool {
+        self.status == other.status
+            && self.output == other.output
+            && self.error == other.error
+            && self.artifacts == other.artifacts
+            && self.cost == other.cost
+            && self.latency == other.latency
+            && self.attempts == other.attempts
+            && self.output_text() == other.output_text()
+    }
+}
+
+impl Outcome {
+    /// A completed outcome; its text is the output itself when that is a string, else compact JSON.
+    pub fn completed(output: Value, latency: Duration, attempts: u32) -> Self {
         Self {
             status: OutcomeStatus::Completed,
             output,
-            output_text,
+            text: None,
             error: None,
             artifacts: Vec::new(),
             cost: None,
@@ -87,7 +183,7 @@ impl Outcome {
         Self {
             status: OutcomeStatus::Blocked,
             output: Value::Null,
-            output_text,
+            text: Some(output_text),
             error: None,
             artifacts: Vec::new(),
             cost: None,
@@ -96,7 +192,8 @@ impl Outcome {
         }
     }
 
-    /// A failed outcome; a `Denied` error makes it `Blocked`, as the design says.
+    /// A failed outcome, whose text is the error's message; a `Denied` error makes it `Blocked`, as the design
+    /// says.
     pub fn failed(error: &ActionError, latency: Duration, attempts: u32) -> Self {
         let status = match error.class() {
             ErrorClass::Denied => OutcomeStatus::Blocked,
@@ -105,13 +202,58 @@ impl Outcome {
         Self {
             status,
             output: Value::Null,
-            output_text: error.to_string(),
+            text: None,
             error: Some(error.into()),
             artifacts: Vec::new(),
             cost: None,
             latency,
             attempts,
         }
+    }
+
+    /// The output, or the error, as text for people and LLMs: the text given with
+    /// [`Outcome::with_output_text`], else the error's message, else the output itself when it is a string,
+    /// else the output as compact JSON.
+    ///
+    /// ```
+    /// use agentry::action::Outcome;
+    /// use serde_json::json;
+    /// use std::time::Duration;
+    ///
+    /// let outcome = Outcome::completed(json!({"sum": 3}), Duration::ZERO, 1);
+    /// assert_eq!(outcome.output_text(), r#"{"sum":3}"#);
+    /// assert_eq!(Outcome::completed(json!("three"), Duration::ZERO, 1).output_text(), "three");
+    /// let told = outcome.with_output_text("three, as asked");
+    /// assert_eq!(told.output_text(), "three, as asked");
+    /// ```
+    pub fn output_text(&self) -> std::borrow::Cow<'_, str> {
+        use std::borrow::Cow;
+        match (&self.text, &self.error, &self.output) {
+            (Some(text), _, _) => Cow::Borrowed(text),
+            (None, Some(error), _) => Cow::Borrowed(&error.message),
+            (None, None, Value::String(text)) => Cow::Borrowed(text),
+            (None, None, output) => Cow::Owned(output.to_string()),
+        }
+    }
+
+    /// [`Outcome::output_text`], taking the outcome (a text it holds is moved, not copied).
+    pub fn into_output_text(self) -> String {
+        match self.text {
+            Some(text) => text,
+            None => self.output_text().into_owned(),
+        }
+    }
+
+    /// The same outcome with `text` as its text for people and LLMs, instead of the one made from its output or
+    /// error.
+    pub fn with_output_text(mut self, text: impl Into<String>) -> Self {
+        let text = text.into();
+        // A text that says what the made one would is not kept twice.
+        self.text = None;
+        if self.output_text() != text {
+            self.text = Some(text);
+        }
+        self
     }
 }
 
@@ -171,8 +313,12 @@ impl Outcome {
     pub fn into_json(self) -> Value {
         let mut map = Map::with_capacity(8);
         map.insert("status".to_owned(), Value::String(self.status.as_str().to_owned()));
+        let text = match &self.text {
+            Some(_) => None,
+            None => Some(self.output_text().into_owned()),
+        };
         map.insert("output".to_owned(), self.output);
-        map.insert("output_text".to_owned(), Value::String(self.output_text));
+        map.insert("output_text".to_owned(), Value::String(text.or(self.text).unwrap_or_default()));
         if let Some(error) = self.error {
             map.insert("error".to_owned(), json!({"class": error.class, "message": error.message}));
         }
@@ -214,26 +360,47 @@ mod tests {
         (
             status,
             output,
-            ".{0,8}",
+            prop::option::of(".{0,8}"),
             prop::option::of((class, ".{0,8}")),
             prop::collection::vec("[a-z/]{1,6}", 0..3),
             prop::option::of(prop_oneof![any::<f64>(), Just(f64::NAN)]),
             any::<u64>(),
             any::<u32>(),
         )
-            .prop_map(|(status, output, output_text, error, artifacts, cost, latency, attempts)| Outcome {
-                status,
-                output,
-                output_text,
-                error: error.map(|(class, message)| OutcomeError { class, message }),
-                artifacts: artifacts.into_iter().map(PathBuf::from).collect(),
-                cost,
-                latency: Duration::from_millis(latency),
-                attempts,
+            .prop_map(|(status, output, output_text, error, artifacts, cost, latency, attempts)| {
+                let outcome = Outcome {
+                    status,
+                    output,
+                    text: None,
+                    error: error.map(|(class, message)| OutcomeError { class, message }),
+                    artifacts: artifacts.into_iter().map(PathBuf::from).collect(),
+                    cost,
+                    latency: Duration::from_millis(latency),
+                    attempts,
+                };
+                // About half of them carry a text of their own.
+                match output_text {
+                    Some(text) => outcome.with_output_text(text),
+                    None => outcome,
+                }
             })
     }
 
     proptest! {
+        /// An outcome read back from its JSON is the same outcome, with the same text, whether its text was
+        /// given or made.
+        #[test]
+        fn an_outcome_reads_back_as_written(outcome in outcome()) {
+            let text = outcome.output_text().into_owned();
+            let json = serde_json::to_value(&outcome).expect("an outcome with UTF-8 paths serializes");
+            prop_assert_eq!(json["output_text"].as_str(), Some(text.as_str()));
+            let back: Outcome = serde_json::from_value(json).expect("reads back");
+            prop_assert_eq!(back.output_text(), text.as_str());
+            prop_assert_eq!(back.clone().into_output_text(), text);
+            let outcome = Outcome { cost: outcome.cost.filter(|cost| cost.is_finite()), ..outcome };
+            prop_assert_eq!(back, outcome);
+        }
+
         /// The hand-built JSON is exactly what serializing the outcome gives, key order included.
         #[test]
         fn into_json_is_the_serialization(outcome in outcome()) {

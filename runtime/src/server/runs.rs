@@ -268,7 +268,7 @@ impl<A: Agent> ServerState<A> {
         match by {
             Requester::Agent { .. } => self.tell_outcome(ids, outcome),
             Requester::Routine { reply, .. } => {
-                let error = refusal.unwrap_or_else(|| ActionError::critical(outcome.output_text));
+                let error = refusal.unwrap_or_else(|| ActionError::critical(outcome.into_output_text()));
                 let _ = reply.send(Err(error));
             }
             Requester::Outside(reply, _) => {

@@ -94,7 +94,7 @@ async fn read(runtime: &Runtime, agent: &AgentId, uri: &str) -> Result<Vec<Value
         }
         Err(other) => return Err(Refusal::Internal { message: other.to_string() }),
     };
-    match (outcome.status, outcome.error) {
+    match (outcome.status, outcome.error.clone()) {
         (OutcomeStatus::Completed, _) => Ok(offers::resource_contents(&resource, uri, &outcome.output)),
         (_, Some(error)) if error.class == ErrorClass::Denied && outcome.attempts == 0 => Err(Refusal::Refused {
             message: format!("reading `{uri}` was refused: {}", error.message),
@@ -107,7 +107,7 @@ async fn read(runtime: &Runtime, agent: &AgentId, uri: &str) -> Result<Vec<Value
         (_, error) => Err(Refusal::Internal {
             message: format!(
                 "reading `{uri}` failed: {}",
-                error.map_or_else(|| outcome.output_text.clone(), |e| e.message)
+                error.map_or_else(|| outcome.output_text().into_owned(), |e| e.message)
             ),
         }),
     }
@@ -159,9 +159,10 @@ async fn call(
             }
             // Structured content must be an object: any other output goes in one, as `result`, and says so.
             let wrapped = !outcome.output.is_object();
+            let text = outcome.output_text().into_owned();
             let structured = if wrapped { json!({ "result": outcome.output }) } else { outcome.output };
             Ok(ToolResult {
-                content: vec![text_block(outcome.output_text)],
+                content: vec![text_block(text)],
                 structured: Some(structured),
                 is_error: false,
                 error_class: None,
@@ -169,10 +170,13 @@ async fn call(
             })
         }
         OutcomeStatus::Blocked | OutcomeStatus::Failed => {
-            let error = outcome.error.unwrap_or(agentry::action::OutcomeError {
-                class: ErrorClass::Critical,
-                message: outcome.output_text.clone(),
-            });
+            let error = match outcome.error.clone() {
+                Some(error) => error,
+                None => agentry::action::OutcomeError {
+                    class: ErrorClass::Critical,
+                    message: outcome.output_text().into_owned(),
+                },
+            };
             // A refusal at the gate ran no attempt; a run that started and then was denied something (a nested
             // call, a path) is a failure like any other.
             if error.class == ErrorClass::Denied && outcome.attempts == 0 {

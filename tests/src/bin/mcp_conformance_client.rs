@@ -115,7 +115,7 @@ async fn run() -> Result<(), Box<dyn Error>> {
         let action = format!("mcp.{SERVER}.{tool}");
         match runtime.invoke(&agent, &action, params).await {
             Ok(outcome) => match outcome.error {
-                None => eprintln!("{action} → {}", outcome.output_text),
+                None => eprintln!("{action} → {}", outcome.output_text()),
                 Some(error) => failed.push(format!("{action} failed ({:?}): {}", error.class, error.message)),
             },
             Err(refused) => failed.push(format!("{action} was refused: {refused}")),
