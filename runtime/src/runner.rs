@@ -82,24 +82,28 @@ impl Runner {
         params: Value,
         ctx: ActionContext,
     ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
-        self.execute_unwritten(action, params, ctx, None)
+        self.clone().execute_unwritten(action.clone(), params, ctx, None)
     }
 
     /// [`Runner::execute_detailed`] for a run whose record is not journaled yet: the record is written once the
     /// run waits on anything, or once it ends (so a run that ends at its first poll is one write).
-    pub(crate) fn execute_unwritten<'a>(
-        &'a self,
-        action: &'a DynAction,
+    ///
+    /// The future owns everything it needs, each piece once: the run's context, params and record are moved
+    /// into its guard before the future is made, so its state (which a run's task, or the box a run polled in
+    /// place lives in, carries) holds no second copy of them.
+    pub(crate) fn execute_unwritten(
+        self,
+        action: DynAction,
         params: Value,
         ctx: ActionContext,
         unwritten: Option<Unwritten>,
-    ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
+    ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'static {
         let span = tracing::info_span!(
             "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
         );
-        let mut guard = CancelOnDrop { runner: self, run: RunInHand { ctx, unwritten }, ended: false };
+        let mut guard = CancelOnDrop { runner: self, run: RunInHand { ctx, params, unwritten }, ended: false };
         async move {
-            let ended = self.attempts(action, params, &mut guard.run).instrument(span).await;
+            let ended = guard.runner.attempts(&action, &mut guard.run).instrument(span).await;
             guard.disarm();
             ended
         }
@@ -129,20 +133,15 @@ impl Runner {
         }
     }
 
-    async fn attempts(
-        &self,
-        action: &DynAction,
-        mut params: Value,
-        run: &mut RunInHand,
-    ) -> (Outcome, Option<ActionError>) {
+    async fn attempts(&self, action: &DynAction, run: &mut RunInHand) -> (Outcome, Option<ActionError>) {
         let spec = action.spec();
         let started = Instant::now();
         // Params that match cost one check; others are coerced where that is safe, then checked again.
-        if let Err(err) = action.validate(&params) {
+        if let Err(err) = action.validate(&run.params) {
             let refused = match self.coerce {
                 true => {
-                    params = action.coerce(params);
-                    action.validate(&params).err()
+                    run.params = action.coerce(std::mem::take(&mut run.params));
+                    action.validate(&run.params).err()
                 }
                 false => Some(err),
             };
@@ -181,21 +180,23 @@ impl Runner {
             }
             // The params are copied only for an attempt another may follow.
             let attempt_params = if crate::action::may_retry_after(spec, attempt) {
-                params.clone()
+                run.params.clone()
             } else {
-                std::mem::take(&mut params)
+                std::mem::take(&mut run.params)
             };
             // The record is written as soon as the attempt waits on anything: from then on the run is going on
             // where others can see it.
-            let mut attempting = std::pin::pin!(run_attempt(action, attempt_params, run.ctx.clone()));
-            let result = std::future::poll_fn(|cx| {
-                let polled = attempting.as_mut().poll(cx);
-                if polled.is_pending() {
-                    self.write(&mut run.unwritten);
-                }
-                polled
-            })
-            .await
+            let result = {
+                let mut attempting = std::pin::pin!(run_attempt(action, attempt_params, run.ctx.clone()));
+                std::future::poll_fn(|cx| {
+                    let polled = attempting.as_mut().poll(cx);
+                    if polled.is_pending() {
+                        self.write(&mut run.unwritten);
+                    }
+                    polled
+                })
+                .await
+            }
             .and_then(|output| action.check_output(&output).map(|()| output));
             let err = match result {
                 Ok(output) => {
@@ -225,7 +226,8 @@ impl Runner {
             self.write(&mut run.unwritten);
             let ctx = &run.ctx;
             self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
-            tokio::time::sleep(backoff).await;
+            // Boxed: a retry is rare, and every run's future would otherwise keep room for its timer.
+            Box::pin(tokio::time::sleep(backoff)).await;
             attempt += 1;
         }
     }
@@ -254,28 +256,29 @@ impl Runner {
     }
 }
 
-/// A run being executed: its context, and its record while that is not journaled yet.
+/// A run being executed: its context, its params (kept for a retry), and its record while that is not
+/// journaled yet.
 struct RunInHand {
     ctx: ActionContext,
+    params: Value,
     unwritten: Option<Unwritten>,
 }
 
-/// Holds a run's context while it runs, and journals the run as cancelled if its future is dropped before it
-/// ends.
-struct CancelOnDrop<'a> {
-    runner: &'a Runner,
+/// Holds a run while it runs, and journals it as cancelled if its future is dropped before it ends.
+struct CancelOnDrop {
+    runner: Runner,
     run: RunInHand,
     ended: bool,
 }
 
-impl CancelOnDrop<'_> {
+impl CancelOnDrop {
     /// The run ended: nothing to journal on drop.
     fn disarm(&mut self) {
         self.ended = true;
     }
 }
 
-impl Drop for CancelOnDrop<'_> {
+impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         if !self.ended {
             self.runner.write(&mut self.run.unwritten);

@@ -198,15 +198,11 @@ impl<A: Agent> ServerState<A> {
             self.shared.runner.cancelled(&ctx, "the caller gave up before the run started");
             return;
         }
-        let runner = self.shared.runner.clone();
         let ids = RunIds::of(&ctx);
         let sink = ctx.sink.clone();
         // Boxed, so a task spawned for it stays small instead of carrying every attempt's state inline.
-        let mut execution = Box::pin(async move {
-            AssertUnwindSafe(runner.execute_unwritten(&action, params, ctx, unwritten).map(|(outcome, _)| outcome))
-                .catch_unwind()
-                .await
-        });
+        let run = self.shared.runner.clone().execute_unwritten(action, params, ctx, unwritten);
+        let mut execution = Box::pin(AssertUnwindSafe(run.map(|(outcome, _)| outcome)).catch_unwind());
         // The first poll's waker is never woken: a future that is still pending is polled again by its task at
         // once, and registers that task's waker then (every future must wake the waker of its latest poll).
         if let Poll::Ready(ended) = execution.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
@@ -313,7 +309,9 @@ impl<A: Agent> ServerState<A> {
         };
         let skill_state =
             skill.as_ref().and_then(|s| self.agent.skill_state(s)).cloned().unwrap_or(serde_json::Value::Null);
-        let mut stack = caller.map(|c| c.stack().to_vec()).unwrap_or_default();
+        let callers = caller.map_or(&[][..], |c| c.stack());
+        let mut stack = Vec::with_capacity(callers.len() + 1);
+        stack.extend_from_slice(callers);
         stack.push(Frame { action: action.clone(), run_id: run, state: serde_json::Value::Null });
         let job = caller.and_then(|c| c.link.as_ref()).and_then(|l| l.job);
         let services = self.services();
