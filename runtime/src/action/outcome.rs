@@ -310,15 +310,12 @@ impl Outcome {
     /// The outcome as the JSON its serialization gives, moving the output instead of copying it (every run's
     /// outcome reaches its agent as JSON). An artifact path that is not UTF-8 is written lossily rather than
     /// failing.
-    pub fn into_json(self) -> Value {
+    pub fn into_json(mut self) -> Value {
         let mut map = Map::with_capacity(8);
         map.insert("status".to_owned(), Value::String(self.status.as_str().to_owned()));
-        let text = match &self.text {
-            Some(_) => None,
-            None => Some(self.output_text().into_owned()),
-        };
+        let text = self.text.take().unwrap_or_else(|| self.output_text().into_owned());
         map.insert("output".to_owned(), self.output);
-        map.insert("output_text".to_owned(), Value::String(text.or(self.text).unwrap_or_default()));
+        map.insert("output_text".to_owned(), Value::String(text));
         if let Some(error) = self.error {
             map.insert("error".to_owned(), json!({"class": error.class, "message": error.message}));
         }
