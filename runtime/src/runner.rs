@@ -82,26 +82,24 @@ impl Runner {
         params: Value,
         ctx: ActionContext,
     ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
-        self.clone().execute_unwritten(action.clone(), params, ctx, None)
+        self.clone().execute_unwritten(action.clone(), Box::new(RunInHand { ctx, params, unwritten: None }))
     }
 
     /// [`Runner::execute_detailed`] for a run whose record is not journaled yet: the record is written once the
     /// run waits on anything, or once it ends (so a run that ends at its first poll is one write).
     ///
-    /// The future owns everything it needs, each piece once: the run's context, params and record are moved
-    /// into its guard before the future is made, so its state (which a run's task, or the box a run polled in
-    /// place lives in, carries) holds no second copy of them.
+    /// The future owns everything it needs: the run in its box (context, params and record), so its state
+    /// (which a run's task, or the box a run polled in place lives in, carries) holds a pointer to them.
     pub(crate) fn execute_unwritten(
         self,
         action: DynAction,
-        params: Value,
-        ctx: ActionContext,
-        unwritten: Option<Unwritten>,
+        run: Box<RunInHand>,
     ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'static {
+        let ctx = &run.ctx;
         let span = tracing::info_span!(
             "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
         );
-        let mut guard = CancelOnDrop { runner: self, run: RunInHand { ctx, params, unwritten }, ended: false };
+        let mut guard = CancelOnDrop { runner: self, run, ended: false };
         async move {
             let ended = guard.runner.attempts(&action, &mut guard.run).instrument(span).await;
             guard.disarm();
@@ -256,18 +254,18 @@ impl Runner {
     }
 }
 
-/// A run being executed: its context, its params (kept for a retry), and its record while that is not
-/// journaled yet.
-struct RunInHand {
-    ctx: ActionContext,
-    params: Value,
-    unwritten: Option<Unwritten>,
+/// A run on its way and being executed: its context, its params (kept for a retry), and its record while that
+/// is not journaled yet.
+pub(crate) struct RunInHand {
+    pub ctx: ActionContext,
+    pub params: Value,
+    pub unwritten: Option<Unwritten>,
 }
 
 /// Holds a run while it runs, and journals it as cancelled if its future is dropped before it ends.
 struct CancelOnDrop {
     runner: Runner,
-    run: RunInHand,
+    run: Box<RunInHand>,
     ended: bool,
 }
 

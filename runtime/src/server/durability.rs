@@ -331,7 +331,8 @@ impl<A: Agent> ServerState<A> {
                 let _ = me.cast(ServerMsg::ApprovalExpired(run));
             })
         });
-        let ticket = Ticket { params: plan.params, ctx, by, approved: false, cleared: None, unwritten: None };
+        let in_hand = Box::new(crate::runner::RunInHand { ctx, params: plan.params, unwritten: None });
+        let ticket = Ticket { run: in_hand, by, approved: false, cleared: None };
         self.work().awaiting.insert(run, Awaiting { ticket, expiry });
     }
 }

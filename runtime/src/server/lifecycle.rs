@@ -70,9 +70,9 @@ impl<A: Agent> ServerState<A> {
             if let Some(timer) = awaiting.expiry {
                 timer.abort();
             }
-            runs.push(awaiting.ticket.ctx);
+            runs.push(awaiting.ticket.run.ctx);
         }
-        runs.extend(underway.queue.drain(..).map(|ticket| ticket.ctx));
+        runs.extend(underway.queue.drain(..).map(|ticket| ticket.run.ctx));
         runs
     }
 

@@ -64,15 +64,14 @@ pub(crate) struct ServerArgs<A: Agent> {
 /// A run on its way: its params and context, who asked for it, and whether it was approved. Queued and
 /// approved runs keep no action: the gate looks it up again when they start.
 pub(crate) struct Ticket {
-    pub params: Value,
-    pub ctx: ActionContext,
+    /// Its context, params and unwritten record, in one box from its request to its end: a run is handed on
+    /// many times (gate, queue, runner), and each hand-over then moves a pointer, not the whole run.
+    pub run: Box<crate::runner::RunInHand>,
     pub by: Requester,
     pub approved: bool,
     /// The gate's last yes, while nothing it depends on has changed since: a queued run whose table and policy
     /// are as they were need not be looked up again.
     pub cleared: Option<Clearance>,
-    /// The run's record while it is not journaled yet (see [`crate::store::Unwritten`]).
-    pub unwritten: Option<crate::store::Unwritten>,
 }
 
 /// A gate decision and what it was taken against: the action table's and the policy's epochs.

@@ -12,6 +12,7 @@ use crate::events::EventKind;
 use crate::interpret::Origin;
 use crate::kinds::RunRef;
 use crate::messages::{Admitted, Invoker, Requester, RunRequest, ServerMsg};
+use crate::runner::RunInHand;
 use crate::store::{RunRecord, RunStatus, RunUpdate, Unwritten};
 use crate::table::{Gate, gate};
 use chrono::Utc;
@@ -31,7 +32,8 @@ impl<A: Agent> ServerState<A> {
             _ => None,
         };
         let unwritten = self.journal_queued(&ctx, &params, parent_run, &by);
-        self.through_gate(Ticket { params, ctx, by, approved: false, cleared: None, unwritten });
+        let run = Box::new(RunInHand { ctx, params, unwritten });
+        self.through_gate(Ticket { run, by, approved: false, cleared: None });
     }
 
     /// Journals a run's record if it is not written yet: when it is parked, refused, handed to a routine, or
@@ -52,7 +54,7 @@ impl<A: Agent> ServerState<A> {
         {
             return self.admit(cleared.action, ticket);
         }
-        match gate(&self.table, &self.policy, &self.agent.id, &ticket.ctx.action_id, taking_runs) {
+        match gate(&self.table, &self.policy, &self.agent.id, &ticket.run.ctx.action_id, taking_runs) {
             Gate::Refused(error) => self.refuse(ticket, error),
             Gate::NeedsApproval(_, risk) if !ticket.approved => self.await_approval(ticket, risk),
             Gate::NeedsApproval(action, _) | Gate::Pass(action) => self.admit(action, ticket),
@@ -65,8 +67,8 @@ impl<A: Agent> ServerState<A> {
         match ticket.by {
             Requester::Routine { reply, .. } => {
                 // It starts in its caller's task, which needs it journaled.
-                self.write_record(&mut ticket.unwritten);
-                let ctx = ticket.ctx;
+                self.write_record(&mut ticket.run.unwritten);
+                let ctx = ticket.run.ctx;
                 if let Err(Ok(refused)) = reply.send(Ok(Admitted { action, ctx })) {
                     self.shared
                         .runner
@@ -78,7 +80,7 @@ impl<A: Agent> ServerState<A> {
                     self.launch(action, Ticket { by, ..ticket });
                 } else {
                     let cleared = Clearance { table: self.table.epoch(), policy: self.policy_epoch, action };
-                    self.write_record(&mut ticket.unwritten);
+                    self.write_record(&mut ticket.run.unwritten);
                     self.work().queue.push_back(Ticket { by, cleared: Some(cleared), ..ticket });
                 }
             }
@@ -87,26 +89,26 @@ impl<A: Agent> ServerState<A> {
 
     /// Ends a run before it started: journaled as blocked and announced, and its requester told.
     fn refuse(&mut self, mut ticket: Ticket, error: ActionError) {
-        self.write_record(&mut ticket.unwritten);
-        let outcome = self.block(&ticket.ctx, &error);
-        self.answer(ticket.by, &RunIds::of(&ticket.ctx), outcome, Some(error));
+        self.write_record(&mut ticket.run.unwritten);
+        let outcome = self.block(&ticket.run.ctx, &error);
+        self.answer(ticket.by, &RunIds::of(&ticket.run.ctx), outcome, Some(error));
     }
 
     /// Parks a run until it is approved, denied or its approval expires. An outside caller who can elicit (an
     /// MCP client with a user) is asked to approve it, for itself or for a call its run makes; any other outside
     /// caller cannot wait for an approval, and its run is refused with [`RuntimeError::NeedsApproval`].
     fn await_approval(&mut self, mut ticket: Ticket, risk: Risk) {
-        self.write_record(&mut ticket.unwritten);
-        let run = ticket.ctx.run_id;
+        self.write_record(&mut ticket.run.unwritten);
+        let run = ticket.run.ctx.run_id;
         // Asked only if the caller is still there to hear it: a gone caller's run is refused, not parked.
-        let asked = match (ticket.ctx.caller.as_ref(), self.table.get(&ticket.ctx.action_id)) {
+        let asked = match (ticket.run.ctx.caller.as_ref(), self.table.get(&ticket.run.ctx.action_id)) {
             (Some(caller), Some(action)) if caller.can().elicit => {
                 let ask = ApprovalAsk {
                     agent: self.agent.id.clone(),
                     run,
                     spec: action.action.spec().clone(),
                     risk,
-                    params: ticket.params.clone(),
+                    params: ticket.run.params.clone(),
                 };
                 caller.send(CallerRequest::Approve(Box::new(ask)))
             }
@@ -116,19 +118,19 @@ impl<A: Agent> ServerState<A> {
             let error = ActionError::denied(format!(
                 "action `{}` needs approval at risk {risk:?}, and a run asked for from outside the agent cannot \
                  wait for one; expected the agent to run it itself, or a policy that does not ask",
-                ticket.ctx.action_id
+                ticket.run.ctx.action_id
             ));
-            self.block(&ticket.ctx, &error);
-            let action = ticket.ctx.action_id.clone();
+            self.block(&ticket.run.ctx, &error);
+            let action = ticket.run.ctx.action_id.clone();
             let _ = reply.send(Err(RuntimeError::NeedsApproval { agent: self.agent.id.clone(), action, risk, run }));
             return;
         }
         self.journal(run, RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() });
-        let kind = EventKind::ApprovalAsked { action: ticket.ctx.action_id.clone() };
-        self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.ctx.correlation_id), kind);
+        let kind = EventKind::ApprovalAsked { action: ticket.run.ctx.action_id.clone() };
+        self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.run.ctx.correlation_id), kind);
         if let Requester::Agent { .. } = ticket.by {
             let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
-            self.tell_outcome(&RunIds::of(&ticket.ctx), waiting);
+            self.tell_outcome(&RunIds::of(&ticket.run.ctx), waiting);
         }
         let expiry = self.policy.approval_timeout.map(|after| {
             let me = self.myself.clone();
@@ -149,8 +151,8 @@ impl<A: Agent> ServerState<A> {
         if let Some(timer) = expiry {
             timer.abort();
         }
-        let kind = EventKind::ApprovalGiven { action: ticket.ctx.action_id.clone(), approved: approve };
-        self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.ctx.correlation_id), kind);
+        let kind = EventKind::ApprovalGiven { action: ticket.run.ctx.action_id.clone(), approved: approve };
+        self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.run.ctx.correlation_id), kind);
         if approve {
             self.journal(run, RunUpdate { status: Some(RunStatus::Approved), ..RunUpdate::default() });
             self.through_gate(Ticket { approved: true, ..ticket });
@@ -164,8 +166,8 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn expire_approval(&mut self, run: Uuid) {
         let Some(Awaiting { ticket, .. }) = self.under().and_then(|u| u.awaiting.remove(&run)) else { return };
         let waited = self.policy.approval_timeout.unwrap_or_default();
-        let kind = EventKind::ApprovalExpired { action: ticket.ctx.action_id.clone() };
-        self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.ctx.correlation_id), kind);
+        let kind = EventKind::ApprovalExpired { action: ticket.run.ctx.action_id.clone() };
+        self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.run.ctx.correlation_id), kind);
         let error = ActionError::denied(format!(
             "the run waited for approval longer than its policy allows ({}ms); ask for it again",
             waited.as_millis()
@@ -188,20 +190,20 @@ impl<A: Agent> ServerState<A> {
     /// or while it runs. A panic anywhere in the run becomes a `Critical` outcome, so its slot is always freed
     /// and its requester always answered.
     fn launch(&mut self, action: DynAction, ticket: Ticket) {
-        let Ticket { params, ctx, by, mut unwritten, .. } = ticket;
+        let Ticket { mut run, by, .. } = ticket;
         let mut invoker: Option<Invoker> = match by {
             Requester::Outside(reply, _) => Some(reply),
             _ => None,
         };
         if invoker.as_ref().is_some_and(|reply| reply.is_closed()) {
-            self.write_record(&mut unwritten);
-            self.shared.runner.cancelled(&ctx, "the caller gave up before the run started");
+            self.write_record(&mut run.unwritten);
+            self.shared.runner.cancelled(&run.ctx, "the caller gave up before the run started");
             return;
         }
-        let ids = RunIds::of(&ctx);
-        let sink = ctx.sink.clone();
+        let ids = RunIds::of(&run.ctx);
+        let sink = run.ctx.sink.clone();
         // Boxed, so a task spawned for it stays small instead of carrying every attempt's state inline.
-        let run = self.shared.runner.clone().execute_unwritten(action, params, ctx, unwritten);
+        let run = self.shared.runner.clone().execute_unwritten(action, run);
         let mut execution = Box::pin(AssertUnwindSafe(run.map(|(outcome, _)| outcome)).catch_unwind());
         // The first poll's waker is never woken: a future that is still pending is polled again by its task at
         // once, and registers that task's waker then (every future must wake the waker of its latest poll).
