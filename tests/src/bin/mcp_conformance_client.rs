@@ -97,11 +97,13 @@ async fn run() -> Result<(), Box<dyn Error>> {
     let agent = AgentId::new("conformance-client")?;
     let user = runtime.spawn((), SpawnOptions { id: Some(agent.clone()), policy, ..SpawnOptions::default() }).await?;
     user.mount(client.skill().id(), Value::Null).await?;
-    // The operator: approves every run the agent asks approval for, and says so.
+    // The operator: approves every run the agent asks approval for, and says so. Every event goes to stderr,
+    // which the suite shows for a scenario that failed: how far its runs got.
     let mut events = runtime.events();
     let operator = user.clone();
     tokio::spawn(async move {
         while let Ok(event) = events.recv().await {
+            eprintln!("{} event {:?} (run {:?})", event.at.format("%H:%M:%S%.3f"), event.kind, event.run);
             if let (EventKind::ApprovalAsked { action }, Some(run)) = (&event.kind, event.run) {
                 eprintln!("approving {action} (run {run})");
                 if let Err(err) = operator.approve(run).await {
