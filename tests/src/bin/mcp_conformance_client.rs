@@ -102,7 +102,16 @@ async fn run() -> Result<(), Box<dyn Error>> {
     let mut events = runtime.events();
     let operator = user.clone();
     tokio::spawn(async move {
-        while let Ok(event) = events.recv().await {
+        loop {
+            let event = match events.recv().await {
+                Ok(event) => event,
+                // Events it missed are gone, but an approval asked later must still be given.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    eprintln!("the operator missed {missed} events");
+                    continue;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            };
             eprintln!("{} event {:?} (run {:?})", event.at.format("%H:%M:%S%.3f"), event.kind, event.run);
             if let (EventKind::ApprovalAsked { action }, Some(run)) = (&event.kind, event.run) {
                 eprintln!("approving {action} (run {run})");
