@@ -22,7 +22,7 @@ use agentry::signal::Signal;
 use agentry::skill::Skill;
 use agentry::store::{MemoryStore, RunRecord, RunStatus, RunUpdate, Store};
 use chrono::Utc;
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -265,4 +265,58 @@ fn per_run(c: &mut Criterion) {
 }
 
 criterion_group!(benches, actions, per_run);
-criterion_main!(benches);
+
+/// A fixed amount of work, to measure what it costs in all rather than how fast it goes: with `AGENTRY_FIXED`
+/// set to `agentry`, `agentry_sqlite` or `raw_tokio`, the binary runs `AGENTRY_FIXED_BATCHES` (default 100)
+/// batches of 1,000 actions of that kind, prints how long they took, and exits. Under
+/// `perf stat -e task-clock` (or `instructions:u`, where the machine counts them) that gives the CPU time of
+/// every thread per action: what a run costs the machine, which on two cores bounds the rate as much as the
+/// agent's own thread does. `AGENTRY_FIXED_BATCHES=0` measures the start-up alone.
+fn fixed_work(kind: &str, batches: u64) {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    let folder = tempfile::tempdir().expect("a folder");
+    let (runtime, agent) = match kind {
+        "agentry" => rt.block_on(pump()),
+        "agentry_sqlite" => {
+            let durable =
+                Runtime::builder().skill(noop_skill()).durable(folder.path()).expect("the journal opens").build();
+            rt.block_on(pump_on(durable))
+        }
+        "raw_tokio" => {
+            rt.block_on(async {
+                for _ in 0..batches {
+                    raw_tokio_batch(BATCH).await;
+                }
+            });
+            return;
+        }
+        other => {
+            eprintln!("AGENTRY_FIXED={other}: expected agentry, agentry_sqlite or raw_tokio");
+            std::process::exit(2);
+        }
+    };
+    let start = Instant::now();
+    rt.block_on(async {
+        for _ in 0..batches {
+            let go = Signal::new("go", json!({"n": BATCH, "action": "noop.run"})).expect("a valid kind");
+            agent.call(go, Duration::from_secs(60)).await.expect("the batch completes");
+        }
+    });
+    eprintln!("{kind}: {} actions in {:?}", batches * BATCH, start.elapsed());
+    rt.block_on(runtime.shutdown(Duration::from_secs(5)));
+}
+
+fn main() {
+    if let Ok(kind) = std::env::var("AGENTRY_FIXED") {
+        let batches = match std::env::var("AGENTRY_FIXED_BATCHES") {
+            Err(_) => 100,
+            Ok(n) => n.parse().unwrap_or_else(|_| {
+                eprintln!("AGENTRY_FIXED_BATCHES={n}: expected a number of batches");
+                std::process::exit(2);
+            }),
+        };
+        return fixed_work(&kind, batches);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
