@@ -82,7 +82,7 @@ pub type Stamp = (Uuid, DateTime<Utc>);
 /// fresh ids rather than ones derived from their cause and data). The simulator stamps them from its seeded
 /// generator and virtual clock instead.
 fn now() -> Stamp {
-    (Uuid::now_v7(), Utc::now())
+    (Uuid::now_v7(), crate::wall_clock::now())
 }
 
 /// A runtime-made signal: its source, its stamp, and the cause it follows, if any.

@@ -35,6 +35,7 @@ pub mod store;
 mod supervisor;
 pub mod table;
 pub mod tool;
+mod wall_clock;
 
 mod duration_ms;
 

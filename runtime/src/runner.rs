@@ -41,7 +41,7 @@ impl Runner {
     /// Journals a change to a run (to its record if that is not written yet) and announces it, both stamped
     /// with one reading of the clock.
     fn report(&self, run: &mut RunInHand, update: RunUpdate, kind: impl FnOnce(&ActionContext) -> EventKind) {
-        let now = Utc::now();
+        let now = crate::wall_clock::now();
         let ctx = &run.ctx;
         match run.unwritten.as_mut() {
             Some(unwritten) => unwritten.record.apply(update, now),

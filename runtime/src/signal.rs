@@ -380,7 +380,7 @@ impl SignalBuilder {
         let (id, time) = match (&self.stamp, &self.cause) {
             (Some(stamp), _) => *stamp,
             (None, Some(cause)) => (derived_id(cause, &kind, self.subject.as_deref(), self.data.json()), cause.time),
-            (None, None) => (Uuid::now_v7(), Utc::now()),
+            (None, None) => (Uuid::now_v7(), crate::wall_clock::now()),
         };
         let (correlation_id, causation_id) = match &self.cause {
             Some(cause) => (cause.correlation_id, Some(cause.id)),

@@ -94,7 +94,7 @@ impl RunRecord {
             params_digest: params_digest(params),
             correlation,
             parent_run: None,
-            history: history_from(RunStatus::Queued, Utc::now()),
+            history: history_from(RunStatus::Queued, crate::wall_clock::now()),
             attempts: 0,
             latency: None,
             cost: None,
