@@ -86,6 +86,12 @@ async fn pump_on(runtime: Runtime) -> (Runtime, AgentRef<Pump>) {
     (runtime, agent)
 }
 
+/// Asks the pump for one batch of `BATCH` runs of `action` and waits until all have come back.
+async fn one_batch(agent: &AgentRef<Pump>, action: &str) {
+    let go = Signal::new("go", json!({"n": BATCH, "action": action})).expect("a valid kind");
+    agent.call(go, Duration::from_secs(60)).await.expect("the batch completes");
+}
+
 async fn raw_tokio_batch(n: u64) {
     let (jobs, mut incoming) = mpsc::unbounded_channel::<Value>();
     let (results, mut done) = mpsc::unbounded_channel::<Value>();
@@ -166,8 +172,7 @@ fn actions(c: &mut Criterion) {
             async move {
                 let start = Instant::now();
                 for _ in 0..iters {
-                    let go = Signal::new("go", json!({"n": BATCH, "action": action})).expect("a valid kind");
-                    agent.call(go, Duration::from_secs(60)).await.expect("the batch completes");
+                    one_batch(&agent, action).await;
                 }
                 start.elapsed()
             }
@@ -298,8 +303,7 @@ fn fixed_work(kind: &str, batches: u64) {
     let start = Instant::now();
     rt.block_on(async {
         for _ in 0..batches {
-            let go = Signal::new("go", json!({"n": BATCH, "action": "noop.run"})).expect("a valid kind");
-            agent.call(go, Duration::from_secs(60)).await.expect("the batch completes");
+            one_batch(&agent, "noop.run").await;
         }
     });
     eprintln!("{kind}: {} actions in {:?}", batches * BATCH, start.elapsed());
