@@ -62,12 +62,16 @@ pub(crate) struct Recovered {
 }
 
 impl<A: Agent> ServerState<A> {
-    /// Numbers the input about to be stepped and logs it.
-    pub(super) fn log_input(&mut self, signal: &Signal) {
+    /// Numbers the input about to be stepped and logs it (by naming the run, when it is the outcome the journal
+    /// kept for run `kept`).
+    pub(super) fn log_input(&mut self, signal: &Signal, kept: Option<Uuid>) {
         self.seq += 1;
         self.step_runs = 0;
         if let Some(durable) = self.shared.store.durable() {
-            durable.append_input(&self.agent.id, self.seq, signal);
+            match kept {
+                Some(run) => durable.append_kept_outcome(&self.agent.id, self.seq, run, signal),
+                None => durable.append_input(&self.agent.id, self.seq, signal),
+            }
             self.since_snapshot += 1;
         }
     }
@@ -182,13 +186,24 @@ impl<A: Agent> ServerState<A> {
         }))
     }
 
-    /// Keeps an outcome signal until the agent consumed it.
-    pub(super) fn keep_outcome(&self, run: Uuid, signal: &Signal) {
+    /// Whether a run of `action` may be started again with the same key: its action (still mounted) has no side
+    /// effects, or idempotent ones.
+    fn safe_again(&self, action: &ActionId) -> bool {
+        self.table.get(action).is_some_and(|r| {
+            let spec = r.action.spec();
+            spec.idempotent || !spec.side_effects
+        })
+    }
+
+    /// Keeps an outcome signal of a run of `action` until the agent consumed it; whether it was kept.
+    pub(super) fn keep_outcome(&self, run: Uuid, action: &ActionId, signal: &Signal) -> bool {
         if let Some(durable) = self.shared.store.durable()
             && signal.outcome().is_some_and(|r| !r.awaiting_approval())
         {
-            durable.run_outcome(run, signal);
+            durable.run_outcome(run, signal, self.safe_again(action));
+            return true;
         }
+        false
     }
 
     /// Keeps an armed schedule.
@@ -259,7 +274,9 @@ impl<A: Agent> ServerState<A> {
                 && !run.delivered
                 && let Some(outcome) = run.outcome
             {
-                self.work().inbox.push_back(outcome);
+                // Read from the journal, where it is kept.
+                let kept = Some(run.record.run);
+                self.work().inbox.push_back(super::Inbound { signal: outcome, kept });
             }
             return;
         }
@@ -278,8 +295,7 @@ impl<A: Agent> ServerState<A> {
                 return;
             }
         };
-        let spec = self.table.get(&ids.action).map(|r| r.action.spec().clone());
-        let safe_again = spec.as_ref().is_some_and(|s| s.idempotent || !s.side_effects);
+        let safe_again = self.safe_again(&ids.action);
         let started = matches!(status, RunStatus::Running);
         if started && !safe_again {
             let error = self.interrupt(&ids, "it was running when the process stopped, and it has side effects");

@@ -95,7 +95,7 @@ impl<A: Agent> ServerState<A> {
         let Some(spawner) = self.shared.spawners.get(&agent).map(|s| s.clone()) else {
             let error = crate::error::RuntimeError::UnknownAgentType(agent);
             if let Some(signal) = crate::kinds::spawn_failed(&self.source, &id, &error.to_string()) {
-                self.work().inbox.push_back(signal);
+                self.work().inbox.push_back(super::Inbound { signal, kept: None });
             }
             return;
         };

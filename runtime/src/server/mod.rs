@@ -138,9 +138,16 @@ pub(crate) struct Underway {
     pub calls: HashMap<Uuid, RpcReplyPort<Value>>,
     pub schedules: HashMap<String, JoinHandle<()>>,
     /// Outcome signals for the agent, fed before the next message (see [`ServerState::settle`]).
-    pub inbox: VecDeque<Signal>,
+    pub inbox: VecDeque<Inbound>,
     /// Set once the server drains: new runs are refused, and these are told when the last run ends.
     pub draining: Option<Vec<tokio::sync::oneshot::Sender<()>>>,
+}
+
+/// An outcome signal waiting in the agent's inbox, with the run whose journaled outcome it is when the store
+/// keeps it ([`ServerState::keep_outcome`]): logged as an input, it is then named rather than written again.
+pub(crate) struct Inbound {
+    pub signal: Signal,
+    pub kept: Option<Uuid>,
 }
 
 impl Underway {
@@ -351,9 +358,14 @@ impl<A: Agent> ServerState<A> {
     /// state as it was (`step` applies nothing before every handler has returned), so restarting from the last
     /// good state means going on with it, within the restart policy.
     fn feed(&mut self, signal: Signal) {
+        self.feed_kept(signal, None);
+    }
+
+    /// [`ServerState::feed`] for a signal that may be the journaled outcome of run `kept`.
+    fn feed_kept(&mut self, signal: Signal, kept: Option<Uuid>) {
         let span = tracing::info_span!("signal", agent = %self.agent.id, kind = %signal.kind(), id = %signal.id());
         let _entered = span.enter();
-        self.log_input(&signal);
+        self.log_input(&signal, kept);
         let catalog = self.shared.catalog.snapshot();
         let result = catch_unwind(AssertUnwindSafe(|| step(&mut self.agent, &signal, &catalog)));
         match result {
@@ -372,8 +384,8 @@ impl<A: Agent> ServerState<A> {
             if self.exit != Exit::Unknown {
                 return;
             }
-            let Some(signal) = self.under().and_then(|u| u.inbox.pop_front()) else { return };
-            self.feed(signal);
+            let Some(Inbound { signal, kept }) = self.under().and_then(|u| u.inbox.pop_front()) else { return };
+            self.feed_kept(signal, kept);
             self.conclude_ended();
         }
         if self.underway.as_ref().is_some_and(|u| !u.inbox.is_empty()) {
@@ -446,7 +458,8 @@ mod tests {
         let mut underway = Underway::default();
         assert!(underway.is_idle());
 
-        underway.inbox.push_back(Signal::new("ping", Value::Null).expect("a signal"));
+        let signal = Signal::new("ping", Value::Null).expect("a signal");
+        underway.inbox.push_back(super::Inbound { signal, kept: None });
         assert!(!underway.is_idle(), "an outcome not yet fed keeps the server busy");
         underway.inbox.clear();
 

@@ -279,8 +279,8 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn tell_outcome(&mut self, ids: &RunIds, outcome: Outcome) {
         let run = RunRef { run: ids.run, action: &ids.action, correlation: ids.correlation, causation: ids.causation };
         if let Some(signal) = crate::kinds::action_outcome(&self.source, run, outcome) {
-            self.keep_outcome(ids.run, &signal);
-            self.work().inbox.push_back(signal);
+            let kept = self.keep_outcome(ids.run, &ids.action, &signal).then_some(ids.run);
+            self.work().inbox.push_back(super::Inbound { signal, kept });
         }
     }
 

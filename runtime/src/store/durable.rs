@@ -163,8 +163,19 @@ pub trait Durable: Send + Sync + 'static {
     fn schedule_cleared(&self, agent: &AgentId, key: &str);
     /// Keeps with a journaled run what starting it again needs.
     fn run_planned(&self, run: Uuid, plan: &RunPlan);
-    /// Keeps the outcome signal of an ended run, for its agent (not yet consumed).
-    fn run_outcome(&self, run: Uuid, outcome: &Signal);
+    /// Keeps the outcome signal of an ended run, for its agent (not yet consumed). `safe_again` says whether
+    /// starting the run again is safe (its action has no side effects, or idempotent ones): a store may then
+    /// make the run's end durable a little later, while the agent has not consumed the outcome, since a crash
+    /// before that re-runs it with the same key; a run that is not safe to start again is kept with the next
+    /// commit.
+    fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool);
+    /// Logs as input `seq` the outcome signal kept for `run` ([`Durable::run_outcome`]): the agent consumed it.
+    /// A store that still holds the signal as it kept it can log it from there, without encoding it again; by
+    /// default it is logged like any input.
+    fn append_kept_outcome(&self, agent: &AgentId, seq: u64, run: Uuid, signal: &Signal) {
+        let _ = run;
+        self.append_input(agent, seq, signal);
+    }
 
     /// The agents to bring back, a page at a time in the order of their ids: at most `limit` of those whose id
     /// comes after `after` (from the first with `None`). A recovery of millions of sleepers holds one page.

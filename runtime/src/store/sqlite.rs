@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
+use std::time::Instant;
 use uuid::Uuid;
 
 /// Marks a SQLite file as an agentry journal (`PRAGMA application_id`): "AGTY".
@@ -40,6 +41,10 @@ const GATHER_BELOW: usize = 256;
 const GATHER_FOR: std::time::Duration = std::time::Duration::from_micros(500);
 /// While it gathers, the writer sleeps this long at a time and then takes what came.
 const GATHER_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
+/// How long an ended run whose outcome the agent has not consumed yet may wait to be written, and how many may
+/// wait at once (see [`Runs`]).
+const HOLD_FOR: std::time::Duration = std::time::Duration::from_millis(10);
+const HELD_MOST: usize = BATCH;
 /// The page size of a new file, in bytes.
 const PAGE_SIZE: i64 = 16 * 1024;
 /// How much log the writer lets grow before it copies the log's pages back into the database file.
@@ -126,13 +131,18 @@ pub struct SqliteOptions {
 
 /// What the writer thread is asked to do.
 enum Op {
-    Run(Box<RunRow>),
+    /// Carried inline, like every write of the run path: a box made by the sending thread and freed by the
+    /// writer costs both threads the allocator's slow path.
+    Run(RunRow),
     /// A run's plan: its idempotency key and the plan's JSON.
-    Plan(Uuid, Box<(String, String)>),
-    /// An ended run's outcome signal, as JSON.
-    Outcome(Uuid, String),
+    Plan(Uuid, String, String),
+    /// An ended run's outcome signal, as JSON, and whether the run is safe to start again (then its end may be
+    /// held back a little: see [`Runs`]).
+    Outcome(Uuid, String, bool),
     /// An input as JSON, and the run whose outcome it is, if it is one the agent was given.
     Input(AgentId, u64, String, Option<Uuid>),
+    /// An input that is the outcome kept for a run (by [`Op::Outcome`]): logged from that.
+    KeptInput(AgentId, u64, Uuid),
     Snapshot(Box<Snapshot>),
     Alive(Box<AgentRecord>),
     Spawned(Box<AgentRecord>, Box<Snapshot>),
@@ -193,6 +203,15 @@ impl Texts {
         String::from_utf8(bytes).unwrap_or_default()
     }
 
+    /// A copy of `text`, in a buffer from the pool.
+    fn copy(&self, text: &str) -> String {
+        let spare = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+        let mut copy = spare.unwrap_or_default();
+        copy.clear();
+        copy.push_str(text);
+        copy
+    }
+
     /// Takes written buffers back.
     fn give_back(&self, spent: &mut Vec<String>) {
         let mut pool = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -204,10 +223,12 @@ impl Texts {
     }
 }
 
-/// Who waits for a flush: a task, or a thread that blocks (a read).
+/// Who waits for a flush: a task, a thread that blocks (a read), or nobody (the writer itself, writing what it
+/// held back).
 enum Waiter {
     Task(tokio::sync::oneshot::Sender<()>),
     Thread(mpsc::SyncSender<()>),
+    Nobody,
 }
 
 impl Waiter {
@@ -219,6 +240,7 @@ impl Waiter {
             Waiter::Thread(done) => {
                 let _ = done.send(());
             }
+            Waiter::Nobody => {}
         }
     }
 }
@@ -460,8 +482,20 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
     // Kept from batch to batch, so a batch does not grow a new vector each time.
     let mut batch: Vec<Op> = Vec::with_capacity(BATCH);
     let mut spent: Vec<String> = Vec::with_capacity(BATCH);
-    while let Ok(first) = queue.recv() {
-        batch.push(first);
+    let mut runs = Runs::default();
+    loop {
+        // With ended runs held back, the writer wakes to write them once they have waited their time.
+        let first = match runs.held_until() {
+            None => queue.recv().map(Some).map_err(|_| ()),
+            Some(until) => match queue.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(op) => Ok(Some(op)),
+                // Time to write those whose time is up: a batch of no writes does that.
+                Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+                Err(mpsc::RecvTimeoutError::Disconnected) => Err(()),
+            },
+        };
+        let Ok(first) = first else { break };
+        batch.extend(first);
         let gather = |batch: &mut Vec<Op>| {
             while batch.len() < BATCH
                 && let Ok(op) = queue.try_recv()
@@ -476,80 +510,157 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
         // at once, or one slice after the one waiting arrives.
         let awaited = |op: &Op| matches!(op, Op::Flush(_));
         if batch.len() < GATHER_BELOW && !batch.iter().any(awaited) {
-            let until = std::time::Instant::now() + GATHER_FOR;
+            let until = Instant::now() + GATHER_FOR;
             loop {
                 std::thread::sleep(GATHER_SLICE);
                 let before = batch.len();
                 gather(&mut batch);
                 let waited_on = batch[before..].iter().any(awaited);
-                if waited_on || batch.len() >= GATHER_BELOW || std::time::Instant::now() >= until {
+                if waited_on || batch.len() >= GATHER_BELOW || Instant::now() >= until {
                     break;
                 }
             }
         }
-        let mut flushed = Vec::new();
-        let writes = batch.iter().filter(|op| !matches!(op, Op::Flush(_))).count() as u64;
-        let outcome = (|| -> rusqlite::Result<()> {
-            let tx = db.transaction()?;
-            let mut runs = Runs::default();
+        commit(&mut db, &mut batch, &mut runs, &mut spent, keep_inputs, committed);
+        texts.give_back(&mut spent);
+    }
+    // The last writes: nothing is held back any more.
+    batch.push(Op::Flush(Waiter::Nobody));
+    commit(&mut db, &mut batch, &mut runs, &mut spent, keep_inputs, committed);
+}
+
+/// Applies `batch` in one transaction, then answers its flushes. A flush anywhere in it writes every run held
+/// back; without one, ended runs whose outcome the agent has not consumed yet may be held back for the next.
+fn commit(
+    db: &mut Connection,
+    batch: &mut Vec<Op>,
+    runs: &mut Runs,
+    spent: &mut Vec<String>,
+    keep_inputs: bool,
+    committed: &AtomicU64,
+) {
+    let mut flushed = Vec::new();
+    let writes = batch.iter().filter(|op| !matches!(op, Op::Flush(_))).count() as u64;
+    let held_before = runs.held_writes();
+    let outcome = (|| -> rusqlite::Result<()> {
+        let tx = db.transaction()?;
+        {
+            let mut input =
+                tx.prepare_cached("INSERT OR REPLACE INTO inputs (agent, seq, signal) VALUES (?1, ?2, ?3)")?;
+            let seq = |seq: u64| i64::try_from(seq).unwrap_or(i64::MAX);
             for op in batch.drain(..) {
                 match op {
                     Op::Flush(done) => flushed.push(done),
                     Op::Run(record) => {
                         let run = record.run;
-                        runs.entry(run).record = Some(record);
+                        let pending = runs.entry(run);
+                        pending.record = Some(record);
+                        pending.writes += 1;
                     }
-                    Op::Plan(run, plan) => runs.entry(run).plan = Some(plan),
-                    Op::Outcome(run, outcome) => {
+                    Op::Plan(run, key, plan) => {
+                        let pending = runs.entry(run);
+                        pending.plan = Some((key, plan));
+                        pending.writes += 1;
+                    }
+                    Op::Outcome(run, outcome, safe_again) => {
                         let pending = runs.entry(run);
                         pending.outcome = Some(outcome);
+                        pending.holdable = safe_again;
                         pending.delivered = false;
+                        pending.writes += 1;
                     }
-                    Op::Input(agent, seq, signal, given) => {
+                    Op::Input(agent, number, signal, given) => {
                         // An outcome signal consumed: the agent was given it.
                         if let Some(run) = given {
-                            runs.delivered(&tx, run, &mut spent)?;
+                            runs.delivered(&tx, run, spent)?;
                         }
-                        tx.prepare_cached("INSERT OR REPLACE INTO inputs (agent, seq, signal) VALUES (?1, ?2, ?3)")?
-                            .execute(params![agent.as_str(), i64::try_from(seq).unwrap_or(i64::MAX), signal])?;
+                        input.execute(params![agent.as_str(), seq(number), signal])?;
                         spent.push(signal);
                     }
+                    Op::KeptInput(agent, number, run) => match runs.consumed(run) {
+                        // Kept in this batch or held back: logged from there, and never written with the run.
+                        Some(signal) => {
+                            input.execute(params![agent.as_str(), seq(number), signal])?;
+                            spent.push(signal);
+                        }
+                        None => {
+                            let copied = tx
+                                .prepare_cached(
+                                    "INSERT OR REPLACE INTO inputs (agent, seq, signal) SELECT ?1, ?2, outcome \
+                                     FROM runs WHERE run = ?3 AND outcome IS NOT NULL",
+                                )?
+                                .execute(params![agent.as_str(), seq(number), run.to_string()])?;
+                            if copied == 0 {
+                                // Only when the batch that kept the outcome failed, which was logged then.
+                                tracing::error!(agent = %agent, seq = number, %run, "a consumed outcome is not in the journal; the input is not logged");
+                            }
+                            tx.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1")?
+                                .execute([run.to_string()])?;
+                        }
+                    },
                     write => apply(&tx, write, keep_inputs)?,
                 }
             }
-            runs.write(&tx, &mut spent)?;
-            tx.commit()
-        })();
-        // A batch that failed leaves what it did not get to in `batch`: dropped with it.
-        batch.clear();
-        texts.give_back(&mut spent);
-        // Counted either way: a batch that failed is not retried, and reads must not wait for it for ever.
-        committed.fetch_add(writes, Ordering::SeqCst);
-        match outcome {
-            // Dropping the senders tells the waiters the batch is not durable.
-            Err(err) => tracing::error!(%err, "the journal could not commit a batch of writes"),
-            Ok(()) => flushed.into_iter().for_each(Waiter::tell),
         }
+        runs.write(&tx, spent, !flushed.is_empty())?;
+        tx.commit()
+    })();
+    // A batch that failed leaves what it did not get to in `batch`: dropped with it, like the runs it held.
+    batch.clear();
+    if outcome.is_err() {
+        runs.forget(spent);
+    }
+    // Counted either way: a batch that failed is not retried, and reads must not wait for it for ever. Writes
+    // held back count once they are written.
+    committed.fetch_add(writes + held_before - runs.held_writes(), Ordering::SeqCst);
+    match outcome {
+        // Dropping the senders tells the waiters the batch is not durable.
+        Err(err) => tracing::error!(%err, "the journal could not commit a batch of writes"),
+        Ok(()) => flushed.into_iter().for_each(Waiter::tell),
     }
 }
 
-/// What one batch changes in the `runs` table, per run, coalesced: a run queued, started and ended within one
-/// batch (the usual case under load) is one row write instead of five.
+/// What the `runs` table is to get, per run, coalesced: a run queued, started and ended within one batch (the
+/// usual case under load) is one row write instead of five. An ended run whose outcome the agent has not
+/// consumed yet is held back for up to [`HOLD_FOR`] (unless someone waits for a flush): the agent usually
+/// consumes it within a few batches, and the run is then written once, marked delivered and without the
+/// outcome (which its input log entry holds), instead of written and then updated.
 #[derive(Default)]
 struct Runs {
     pending: std::collections::HashMap<Uuid, PendingRun>,
     /// The runs in the order they first appeared, so rows keep the order runs were recorded in.
     order: Vec<Uuid>,
+    /// The runs held back from the last batch, in order, when the first of them must be written, and how many
+    /// writes they stand for.
+    held: Vec<Uuid>,
+    held_until: Option<Instant>,
+    held_writes: u64,
 }
 
 #[derive(Default)]
 struct PendingRun {
-    record: Option<Box<RunRow>>,
+    record: Option<RunRow>,
     /// The plan's key and JSON.
-    plan: Option<Box<(String, String)>>,
+    plan: Option<(String, String)>,
     /// The outcome signal's JSON.
     outcome: Option<String>,
     delivered: bool,
+    /// Whether its end may be held back (the run is safe to start again), and until when it is.
+    holdable: bool,
+    hold_until: Option<Instant>,
+    /// How many writes it stands for (counted committed once it is written).
+    writes: u64,
+}
+
+impl PendingRun {
+    /// An ended run, safe to start again, whose outcome the agent has not consumed yet, that may still wait.
+    fn may_wait(&self, now: Instant) -> bool {
+        self.holdable
+            && self.record.as_ref().is_some_and(|r| r.ended)
+            && self.outcome.is_some()
+            && !self.delivered
+            && self.hold_until.is_none_or(|until| until > now)
+    }
 }
 
 impl Runs {
@@ -560,11 +671,24 @@ impl Runs {
         })
     }
 
+    /// When the runs held back must be written, if any are.
+    fn held_until(&self) -> Option<Instant> {
+        self.held_until
+    }
+
+    /// How many writes the runs held back stand for.
+    fn held_writes(&self) -> u64 {
+        self.held_writes
+    }
+
     /// The agent consumed the outcome of `run`: marked now, or with its pending outcome.
     fn delivered(&mut self, db: &Connection, run: Uuid, spent: &mut Vec<String>) -> rusqlite::Result<()> {
         match self.pending.get_mut(&run) {
             // Consumed in the same batch it was kept in: it need not be written at all.
-            Some(pending) if pending.outcome.is_some() => spent.extend(pending.outcome.take()),
+            Some(pending) if pending.outcome.is_some() => {
+                spent.extend(pending.outcome.take());
+                pending.delivered = true;
+            }
             _ => {
                 db.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1 AND outcome IS NOT NULL")?
                     .execute([run.to_string()])?;
@@ -573,50 +697,103 @@ impl Runs {
         Ok(())
     }
 
-    /// Writes what is pending, in order, and forgets it.
-    fn write(&mut self, db: &Connection, spent: &mut Vec<String>) -> rusqlite::Result<()> {
+    /// The agent consumed the outcome of `run`: its JSON, if it is still pending here (then the run is marked
+    /// delivered and written without it).
+    fn consumed(&mut self, run: Uuid) -> Option<String> {
+        let pending = self.pending.get_mut(&run)?;
+        let outcome = pending.outcome.take()?;
+        pending.delivered = true;
+        Some(outcome)
+    }
+
+    /// Writes what is pending, in order, and forgets it; unless `all`, ended runs not yet delivered may be held
+    /// back, each for [`HOLD_FOR`] at most, [`HELD_MOST`] at a time.
+    fn write(&mut self, db: &Connection, spent: &mut Vec<String>, all: bool) -> rusqlite::Result<()> {
+        let now = Instant::now();
+        let mut held = std::mem::take(&mut self.held);
+        held.clear();
+        self.held_writes = 0;
+        self.held_until = None;
+        let mut statement = None;
         for run in self.order.drain(..) {
-            let Some(pending) = self.pending.remove(&run) else { continue };
-            let (key, plan) = pending.plan.map(|plan| *plan).unzip();
-            let outcome = pending.outcome;
-            match pending.record {
-                Some(row) => {
-                    db.prepare_cached(
-                        "INSERT INTO runs (run, agent, action, status, recorded, final, record, key, plan, outcome, \
-                         delivered) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT(run) DO UPDATE \
-                         SET status = excluded.status, final = excluded.final, record = excluded.record, \
-                         key = COALESCE(excluded.key, runs.key), plan = COALESCE(excluded.plan, runs.plan), \
-                         outcome = COALESCE(excluded.outcome, runs.outcome), delivered = CASE WHEN excluded.outcome \
-                         IS NOT NULL THEN excluded.delivered ELSE runs.delivered END",
-                    )?
-                    .execute(params![
-                        run.to_string(),
-                        row.agent.as_str(),
-                        row.action.as_str(),
-                        json(&row.status),
-                        row.recorded,
-                        row.ended,
-                        row.record,
-                        key,
-                        plan,
-                        outcome,
-                        pending.delivered,
-                    ])?;
-                    spent.push(row.record);
-                }
-                None => {
-                    db.prepare_cached(
-                        "UPDATE runs SET key = COALESCE(?2, key), plan = COALESCE(?3, plan), \
-                         outcome = COALESCE(?4, outcome), \
-                         delivered = CASE WHEN ?4 IS NOT NULL THEN ?5 ELSE delivered END WHERE run = ?1",
-                    )?
-                    .execute(params![run.to_string(), key, plan, outcome, pending.delivered])?;
-                }
+            let Some(pending) = self.pending.get_mut(&run) else { continue };
+            if !all && held.len() < HELD_MOST && pending.may_wait(now) {
+                let until = *pending.hold_until.get_or_insert(now + HOLD_FOR);
+                self.held_until = Some(self.held_until.map_or(until, |first| first.min(until)));
+                self.held_writes += pending.writes;
+                held.push(run);
+                continue;
             }
-            spent.extend(key.into_iter().chain(plan).chain(outcome));
+            let Some(pending) = self.pending.remove(&run) else { continue };
+            write_run(db, &mut statement, run, pending, spent)?;
         }
+        self.order.extend(held.iter().copied());
+        self.held = held;
         Ok(())
     }
+
+    /// Drops everything pending (its batch failed), handing its texts back.
+    fn forget(&mut self, spent: &mut Vec<String>) {
+        for (_, pending) in self.pending.drain() {
+            let (key, plan) = pending.plan.unzip();
+            spent.extend(pending.record.map(|r| r.record).into_iter().chain(key).chain(plan).chain(pending.outcome));
+        }
+        self.order.clear();
+        self.held.clear();
+        self.held_until = None;
+        self.held_writes = 0;
+    }
+}
+
+/// Writes one run's pending changes: its row, or the columns that changed when only they did.
+fn write_run<'db>(
+    db: &'db Connection,
+    upsert: &mut Option<rusqlite::CachedStatement<'db>>,
+    run: Uuid,
+    pending: PendingRun,
+    spent: &mut Vec<String>,
+) -> rusqlite::Result<()> {
+    let (key, plan) = pending.plan.unzip();
+    let outcome = pending.outcome;
+    match pending.record {
+        Some(row) => {
+            let statement = match upsert {
+                Some(statement) => statement,
+                None => upsert.insert(db.prepare_cached(
+                    "INSERT INTO runs (run, agent, action, status, recorded, final, record, key, plan, outcome, \
+                     delivered) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT(run) DO UPDATE \
+                     SET status = excluded.status, final = excluded.final, record = excluded.record, \
+                     key = COALESCE(excluded.key, runs.key), plan = COALESCE(excluded.plan, runs.plan), \
+                     outcome = COALESCE(excluded.outcome, runs.outcome), delivered = CASE WHEN excluded.outcome \
+                     IS NOT NULL OR excluded.delivered THEN excluded.delivered ELSE runs.delivered END",
+                )?),
+            };
+            statement.execute(params![
+                run.to_string(),
+                row.agent.as_str(),
+                row.action.as_str(),
+                json(&row.status),
+                row.recorded,
+                row.ended,
+                row.record,
+                key,
+                plan,
+                outcome,
+                pending.delivered,
+            ])?;
+            spent.push(row.record);
+        }
+        None => {
+            db.prepare_cached(
+                "UPDATE runs SET key = COALESCE(?2, key), plan = COALESCE(?3, plan), \
+                 outcome = COALESCE(?4, outcome), \
+                 delivered = CASE WHEN ?4 IS NOT NULL OR ?5 THEN ?5 ELSE delivered END WHERE run = ?1",
+            )?
+            .execute(params![run.to_string(), key, plan, outcome, pending.delivered])?;
+        }
+    }
+    spent.extend(key.into_iter().chain(plan).chain(outcome));
+    Ok(())
 }
 
 fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
@@ -658,7 +835,7 @@ fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
                 .execute(params![refusal.agent.as_str(), json(&refusal)])?;
         }
         // The writer handles these itself.
-        Op::Flush(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) | Op::Input(..) => {}
+        Op::Flush(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) | Op::Input(..) | Op::KeptInput(..) => {}
     }
     Ok(())
 }
@@ -698,13 +875,13 @@ fn decoded<T: serde::de::DeserializeOwned>(
 impl Store for SqliteStore {
     fn record(&self, record: RunRecord) -> Result<(), StoreError> {
         self.memory.record(record.clone())?;
-        self.send(Op::Run(Box::new(RunRow::of(&record, &self.texts))));
+        self.send(Op::Run(RunRow::of(&record, &self.texts)));
         Ok(())
     }
 
     fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
         self.memory.update_then(run, update, at, |record| {
-            self.send(Op::Run(Box::new(RunRow::of(record, &self.texts))));
+            self.send(Op::Run(RunRow::of(record, &self.texts)));
         })
     }
 
@@ -824,11 +1001,15 @@ impl Durable for SqliteStore {
     }
 
     fn run_planned(&self, run: Uuid, plan: &RunPlan) {
-        self.send(Op::Plan(run, Box::new((plan.key.clone(), self.texts.json(plan)))));
+        self.send(Op::Plan(run, self.texts.copy(&plan.key), self.texts.json(plan)));
     }
 
-    fn run_outcome(&self, run: Uuid, outcome: &Signal) {
-        self.send(Op::Outcome(run, self.texts.json(outcome)));
+    fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool) {
+        self.send(Op::Outcome(run, self.texts.json(outcome), safe_again));
+    }
+
+    fn append_kept_outcome(&self, agent: &AgentId, seq: u64, run: Uuid, _signal: &Signal) {
+        self.send(Op::KeptInput(agent.clone(), seq, run));
     }
 
     fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
@@ -1209,5 +1390,151 @@ mod tests {
             }
             let _ = store.revivals(&[agent("a1000")]);
         }
+    }
+
+    /// A journal file with the schema, and what the writer keeps between batches.
+    struct Writer {
+        _folder: tempfile::TempDir,
+        db: Connection,
+        runs: Runs,
+        committed: AtomicU64,
+    }
+
+    impl Writer {
+        fn new() -> Self {
+            let folder = tempfile::tempdir().unwrap();
+            let db = Connection::open(folder.path().join("journal.db")).unwrap();
+            db.execute_batch(SCHEMA).unwrap();
+            Self { _folder: folder, db, runs: Runs::default(), committed: AtomicU64::new(0) }
+        }
+
+        fn commit(&mut self, ops: Vec<Op>) {
+            let (mut batch, mut spent) = (ops, Vec::new());
+            commit(&mut self.db, &mut batch, &mut self.runs, &mut spent, false, &self.committed);
+        }
+
+        fn committed(&self) -> u64 {
+            self.committed.load(Ordering::SeqCst)
+        }
+
+        /// The run's row, if written: whether it ended, its outcome and whether it was delivered.
+        fn row(&self, run: Uuid) -> Option<(bool, Option<String>, bool)> {
+            self.db
+                .query_row("SELECT final, outcome, delivered FROM runs WHERE run = ?1", [run.to_string()], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
+                .unwrap()
+        }
+
+        fn input(&self, agent: &AgentId, seq: u64) -> Option<String> {
+            self.db
+                .query_row(
+                    "SELECT signal FROM inputs WHERE agent = ?1 AND seq = ?2",
+                    params![agent.as_str(), seq],
+                    |r| r.get(0),
+                )
+                .optional()
+                .unwrap()
+        }
+    }
+
+    /// The writes of a run of `me` that ended at once, with its outcome (`safe_again` or not).
+    fn ended_run(me: &AgentId, safe_again: bool) -> (Uuid, Vec<Op>) {
+        let run = Uuid::now_v7();
+        let mut record = RunRecord::queued(run, me.clone(), ActionId::new("x.y").unwrap(), &json!({}), run);
+        record.apply(RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() }, Utc::now());
+        let row = RunRow::of(&record, &Texts::default());
+        let outcome = format!(r#"{{"outcome of":"{run}"}}"#);
+        let plan = (format!("{me}/1/0"), "{}".to_owned());
+        (run, vec![Op::Run(row), Op::Plan(run, plan.0, plan.1), Op::Outcome(run, outcome, safe_again)])
+    }
+
+    #[test]
+    fn an_ended_run_waits_for_its_outcome_to_be_consumed_and_is_then_written_once_without_it() {
+        let mut writer = Writer::new();
+        let me = agent("me");
+        let (run, mut ops) = ended_run(&me, true);
+        ops.push(Op::Input(agent("other"), 1, "{}".to_owned(), None));
+        writer.commit(ops);
+        assert_eq!(writer.row(run), None, "held back while the agent has not consumed the outcome");
+        assert_eq!(writer.committed(), 1, "what is held back does not count as committed");
+
+        writer.commit(vec![Op::KeptInput(me.clone(), 1, run)]);
+        assert_eq!(writer.row(run), Some((true, None, true)), "written once, delivered, its outcome in the log");
+        assert_eq!(writer.input(&me, 1), Some(format!(r#"{{"outcome of":"{run}"}}"#)));
+        assert_eq!(writer.committed(), 5, "every write counted once written");
+    }
+
+    #[test]
+    fn a_run_not_safe_to_start_again_is_written_at_once_and_its_outcome_copied_to_the_log_when_consumed() {
+        let mut writer = Writer::new();
+        let me = agent("me");
+        let (run, ops) = ended_run(&me, false);
+        writer.commit(ops);
+        let outcome = format!(r#"{{"outcome of":"{run}"}}"#);
+        assert_eq!(writer.row(run), Some((true, Some(outcome.clone()), false)));
+        assert_eq!(writer.committed(), 3);
+
+        writer.commit(vec![Op::KeptInput(me.clone(), 1, run)]);
+        assert_eq!(writer.input(&me, 1), Some(outcome.clone()), "the input is the outcome as it was kept");
+        assert_eq!(writer.row(run), Some((true, Some(outcome), true)), "and the run is marked delivered");
+    }
+
+    #[test]
+    fn a_flush_or_the_end_of_the_wait_writes_what_was_held_back() {
+        let mut writer = Writer::new();
+        let me = agent("me");
+        let (flushed, ops) = ended_run(&me, true);
+        writer.commit(ops);
+        assert_eq!(writer.row(flushed), None);
+        writer.commit(vec![Op::Flush(Waiter::Nobody)]);
+        let outcome = Some(format!(r#"{{"outcome of":"{flushed}"}}"#));
+        assert_eq!(writer.row(flushed), Some((true, outcome, false)), "someone waits: written, to be delivered");
+        assert_eq!(writer.committed(), 3);
+
+        let (late, ops) = ended_run(&me, true);
+        writer.commit(ops);
+        assert!(writer.runs.held_until().is_some_and(|until| until <= Instant::now() + HOLD_FOR));
+        writer.commit(Vec::new());
+        assert_eq!(writer.row(late), None, "a batch of nothing before its time writes nothing");
+        for pending in writer.runs.pending.values_mut() {
+            pending.hold_until = Some(Instant::now());
+        }
+        writer.commit(Vec::new());
+        assert!(writer.row(late).is_some_and(|(_, outcome, _)| outcome.is_some()), "its time is up: written");
+        assert_eq!((writer.runs.held_until(), writer.committed()), (None, 6));
+    }
+
+    #[test]
+    fn the_writer_writes_what_it_held_back_when_its_time_is_up_and_when_the_store_closes() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("journal.db");
+        let me = agent("me");
+        let written = |run: Uuid| -> bool {
+            let raw = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+            raw.query_row("SELECT count(*) FROM runs WHERE run = ?1", [run.to_string()], |r| r.get::<_, i64>(0))
+                .unwrap()
+                == 1
+        };
+        let ended = |store: &SqliteStore| {
+            let run = Uuid::now_v7();
+            store.record(RunRecord::queued(run, me.clone(), ActionId::new("x.y").unwrap(), &json!({}), run)).unwrap();
+            let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
+            store.update(run, done, Utc::now()).unwrap();
+            store.run_outcome(run, &Signal::new("action.completed", json!({})).unwrap(), true);
+            run
+        };
+        let store = SqliteStore::open(&path).unwrap();
+        let first = ended(&store);
+        // Nothing else is written: the writer wakes by itself. (Watching the file; it gives up after 10 s.)
+        let start = Instant::now();
+        while !written(first) {
+            assert!(start.elapsed() < std::time::Duration::from_secs(10), "the held run was never written");
+            std::thread::yield_now();
+        }
+        let last = ended(&store);
+        drop(store);
+        assert!(written(last), "closing the store writes what it held back");
     }
 }
