@@ -191,12 +191,15 @@ struct Texts(Mutex<Vec<String>>);
 /// How many spare buffers the pool keeps, and the largest it keeps (a rare huge row is not kept for ever).
 const TEXTS_KEPT: usize = BATCH;
 const TEXT_KEPT_BYTES: usize = 4 * 1024;
+/// The room a new buffer starts with: a run's record or outcome signal is 400-500 bytes of JSON.
+const TEXT_STARTS_AT: usize = 512;
 
 impl Texts {
     /// `value` as JSON, in a buffer from the pool.
     fn json<T: serde::Serialize>(&self, value: &T) -> String {
         let spare = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-        let mut bytes = spare.map(String::into_bytes).unwrap_or_default();
+        // A new buffer starts big enough for a usual row, rather than growing to it a doubling at a time.
+        let mut bytes = spare.map_or_else(|| Vec::with_capacity(TEXT_STARTS_AT), String::into_bytes);
         bytes.clear();
         // The stored types serialize to JSON without fail (plain data, string keys), and JSON is UTF-8.
         let _ = serde_json::to_writer(&mut bytes, value);
