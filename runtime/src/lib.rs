@@ -34,6 +34,7 @@ mod sleep;
 pub mod store;
 mod supervisor;
 pub mod table;
+mod time_text;
 pub mod tool;
 mod wall_clock;
 

@@ -116,6 +116,7 @@ pub struct Signal {
     source: Arc<str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     subject: Option<String>,
+    #[serde(serialize_with = "crate::time_text::serialize")]
     time: DateTime<Utc>,
     #[serde(default)]
     #[schemars(with = "Value")]

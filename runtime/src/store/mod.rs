@@ -72,6 +72,7 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run: Option<Uuid>,
     /// Every status the run has had, with when, oldest first.
+    #[serde(serialize_with = "crate::time_text::serialize_stamped")]
     pub history: Vec<(RunStatus, DateTime<Utc>)>,
     /// Attempts so far.
     pub attempts: u32,
