@@ -9,7 +9,7 @@ use agentry::agent::{AgentState, step};
 use agentry::id::AgentId;
 use agentry::signal::Signal;
 use agentry::skill::Catalog;
-use agentry::store::{RunRecord, RunStatus};
+use agentry::store::{RunRecord, RunStatus, SqliteStore, Store};
 use agentry_tests::durable::{LINES, Worker, ledger, lines as ledger_lines};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -77,16 +77,11 @@ fn journal(dir: &Path) -> Vec<(RunRecord, Option<String>)> {
     rows.collect()
 }
 
-/// Every input logged for an agent, in order.
+/// Every input logged for an agent, in order, as the journal reads them back to bring the agent back.
 fn inputs(dir: &Path, agent: &str) -> Vec<(u64, Signal)> {
-    let db = rusqlite::Connection::open(dir.join("journal.db")).expect("the journal opens");
-    let mut statement = db.prepare("SELECT seq, signal FROM inputs WHERE agent = ?1 ORDER BY seq").expect("a query");
-    let rows =
-        statement.query_map([agent], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).expect("rows").map(|row| {
-            let (seq, signal) = row.expect("a row");
-            (u64::try_from(seq).expect("positive"), serde_json::from_str(&signal).expect("a signal"))
-        });
-    rows.collect()
+    let store = SqliteStore::open(dir.join("journal.db")).expect("the journal opens");
+    let durable = store.durable().expect("a journal that keeps inputs");
+    durable.inputs_after(&AgentId::new(agent).expect("an id"), 0).expect("the inputs read back")
 }
 
 /// The agent's latest snapshot's domain state.

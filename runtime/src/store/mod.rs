@@ -1,6 +1,7 @@
 //! The execution journal: a record of every action run, queryable by agent, action and status.
 
 mod durable;
+mod input_log;
 mod memory;
 mod sqlite;
 

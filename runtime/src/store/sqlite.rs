@@ -12,6 +12,7 @@
 //! answers `get` for runs going on and the 4,096 that ended last without reading the file.
 
 use super::durable::{AgentRecord, AliveAgent, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};
+use super::input_log::{self, InputBatches};
 use super::{MemoryStore, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use crate::signal::Signal;
@@ -27,8 +28,9 @@ use uuid::Uuid;
 /// Marks a SQLite file as an agentry journal (`PRAGMA application_id`): "AGTY".
 const APPLICATION_ID: i64 = 0x4147_5459;
 /// The schema's version (`PRAGMA user_version`). Version 2 lists agents from columns of their own (type, asleep,
-/// parent) instead of their records; a version 1 file is brought up to it on open.
-const VERSION: i64 = 2;
+/// parent) instead of their records; a version 1 file is brought up to it on open. Version 3 logs inputs a
+/// commit at a time (`input_batches`); a version 2 file's inputs, one a row, are still read and cleared.
+const VERSION: i64 = 3;
 /// How many ended runs the in-memory mirror keeps for `get` (older ones are read from the file).
 const MIRROR_KEEPS: usize = 4096;
 /// The most writes waiting for the writer. A thread that writes faster than the disk takes them waits when
@@ -78,12 +80,22 @@ CREATE TABLE IF NOT EXISTS refusals (
     refusal TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS refusals_agent ON refusals(agent);
+-- Inputs one a row: what journals before version 3 wrote. They are still read and cleared.
 CREATE TABLE IF NOT EXISTS inputs (
     agent  TEXT NOT NULL,
     seq    INTEGER NOT NULL,
     signal TEXT NOT NULL,
     PRIMARY KEY (agent, seq)
 ) WITHOUT ROWID;
+-- An agent's inputs from one commit, numbered first_seq..=last_seq (see input_log.rs for the body).
+CREATE TABLE IF NOT EXISTS input_batches (
+    place     INTEGER PRIMARY KEY,
+    agent     TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq  INTEGER NOT NULL,
+    body      BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS input_batches_agent ON input_batches(agent, last_seq);
 CREATE TABLE IF NOT EXISTS snapshots (
     agent    TEXT PRIMARY KEY,
     snapshot TEXT NOT NULL
@@ -486,6 +498,7 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
     let mut batch: Vec<Op> = Vec::with_capacity(BATCH);
     let mut spent: Vec<String> = Vec::with_capacity(BATCH);
     let mut runs = Runs::default();
+    let mut inputs = InputBatches::default();
     loop {
         // With ended runs held back, the writer wakes to write them once they have waited their time.
         let first = match runs.held_until() {
@@ -524,12 +537,12 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
                 }
             }
         }
-        commit(&mut db, &mut batch, &mut runs, &mut spent, keep_inputs, committed);
+        commit(&mut db, &mut batch, (&mut runs, &mut inputs), &mut spent, keep_inputs, committed);
         texts.give_back(&mut spent);
     }
     // The last writes: nothing is held back any more.
     batch.push(Op::Flush(Waiter::Nobody));
-    commit(&mut db, &mut batch, &mut runs, &mut spent, keep_inputs, committed);
+    commit(&mut db, &mut batch, (&mut runs, &mut inputs), &mut spent, keep_inputs, committed);
 }
 
 /// Applies `batch` in one transaction, then answers its flushes. A flush anywhere in it writes every run held
@@ -537,7 +550,7 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
 fn commit(
     db: &mut Connection,
     batch: &mut Vec<Op>,
-    runs: &mut Runs,
+    (runs, inputs): (&mut Runs, &mut InputBatches),
     spent: &mut Vec<String>,
     keep_inputs: bool,
     committed: &AtomicU64,
@@ -548,9 +561,6 @@ fn commit(
     let outcome = (|| -> rusqlite::Result<()> {
         let tx = db.transaction()?;
         {
-            let mut input =
-                tx.prepare_cached("INSERT OR REPLACE INTO inputs (agent, seq, signal) VALUES (?1, ?2, ?3)")?;
-            let seq = |seq: u64| i64::try_from(seq).unwrap_or(i64::MAX);
             for op in batch.drain(..) {
                 match op {
                     Op::Flush(done) => flushed.push(done),
@@ -577,34 +587,37 @@ fn commit(
                         if let Some(run) = given {
                             runs.delivered(&tx, run, spent)?;
                         }
-                        input.execute(params![agent.as_str(), seq(number), signal])?;
+                        inputs.add(&tx, &agent, number, &signal)?;
                         spent.push(signal);
                     }
                     Op::KeptInput(agent, number, run) => match runs.consumed(run) {
                         // Kept in this batch or held back: logged from there, and never written with the run.
                         Some(signal) => {
-                            input.execute(params![agent.as_str(), seq(number), signal])?;
+                            inputs.add(&tx, &agent, number, &signal)?;
                             spent.push(signal);
                         }
                         None => {
-                            let copied = tx
-                                .prepare_cached(
-                                    "INSERT OR REPLACE INTO inputs (agent, seq, signal) SELECT ?1, ?2, outcome \
-                                     FROM runs WHERE run = ?3 AND outcome IS NOT NULL",
-                                )?
-                                .execute(params![agent.as_str(), seq(number), run.to_string()])?;
-                            if copied == 0 {
+                            let kept: Option<String> = tx
+                                .prepare_cached("SELECT outcome FROM runs WHERE run = ?1 AND outcome IS NOT NULL")?
+                                .query_row([run.to_string()], |r| r.get(0))
+                                .optional()?;
+                            match kept {
+                                Some(signal) => inputs.add(&tx, &agent, number, &signal)?,
                                 // Only when the batch that kept the outcome failed, which was logged then.
-                                tracing::error!(agent = %agent, seq = number, %run, "a consumed outcome is not in the journal; the input is not logged");
+                                None => tracing::error!(
+                                    agent = %agent, seq = number, %run,
+                                    "a consumed outcome is not in the journal; the input is not logged"
+                                ),
                             }
                             tx.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1")?
                                 .execute([run.to_string()])?;
                         }
                     },
-                    write => apply(&tx, write, keep_inputs)?,
+                    write => apply(&tx, write, inputs, keep_inputs)?,
                 }
             }
         }
+        inputs.write_all(&tx)?;
         runs.write(&tx, spent, !flushed.is_empty())?;
         tx.commit()
     })();
@@ -612,6 +625,7 @@ fn commit(
     batch.clear();
     if outcome.is_err() {
         runs.forget(spent);
+        inputs.forget();
     }
     // Counted either way: a batch that failed is not retried, and reads must not wait for it for ever. Writes
     // held back count once they are written.
@@ -799,13 +813,14 @@ fn write_run<'db>(
     Ok(())
 }
 
-fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
+/// Applies a write that is not part of a run. One that clears an agent's inputs first writes those gathered
+/// in this commit, so it clears them too.
+fn apply(db: &Connection, op: Op, inputs: &mut InputBatches, keep_inputs: bool) -> rusqlite::Result<()> {
     match op {
         Op::Spawned(record, initial) => {
-            for table in ["inputs", "schedules"] {
-                db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?
-                    .execute([record.agent.as_str()])?;
-            }
+            inputs.write_agent(db, &record.agent)?;
+            input_log::clear(db, &record.agent, None)?;
+            db.prepare_cached("DELETE FROM schedules WHERE agent = ?1")?.execute([record.agent.as_str()])?;
             db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
                 .execute(params![initial.agent.as_str(), json(&initial)])?;
             keep_agent(db, &record)?;
@@ -815,13 +830,15 @@ fn apply(db: &Connection, op: Op, keep_inputs: bool) -> rusqlite::Result<()> {
                 .execute(params![snapshot.agent.as_str(), json(&snapshot)])?;
             // The inputs folded into it are no longer needed to bring the agent back.
             if !keep_inputs {
-                db.prepare_cached("DELETE FROM inputs WHERE agent = ?1 AND seq <= ?2")?
-                    .execute(params![snapshot.agent.as_str(), i64::try_from(snapshot.seq).unwrap_or(i64::MAX)])?;
+                inputs.write_agent(db, &snapshot.agent)?;
+                input_log::clear(db, &snapshot.agent, Some(snapshot.seq))?;
             }
         }
         Op::Alive(record) => keep_agent(db, &record)?,
         Op::Ended(agent) => {
-            for table in ["agents", "inputs", "snapshots", "schedules"] {
+            inputs.write_agent(db, &agent)?;
+            input_log::clear(db, &agent, None)?;
+            for table in ["agents", "snapshots", "schedules"] {
                 db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?.execute([agent.as_str()])?;
             }
         }
@@ -1082,19 +1099,7 @@ fn snapshot(db: &Connection, agent: &AgentId) -> Result<Option<Snapshot>, StoreE
 }
 
 fn inputs_after(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<(u64, Signal)>, StoreError> {
-    let after = i64::try_from(after).unwrap_or(i64::MAX);
-    let mut statement = db
-        .prepare_cached("SELECT seq, signal FROM inputs WHERE agent = ?1 AND seq > ?2 ORDER BY seq")
-        .map_err(database)?;
-    let rows = statement
-        .query_map(params![agent.as_str(), after], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-        .map_err(database)?;
-    let mut inputs = Vec::new();
-    for row in rows {
-        let (seq, text) = row.map_err(database)?;
-        inputs.push((u64::try_from(seq).unwrap_or_default(), decode("input", &text)?));
-    }
-    Ok(inputs)
+    input_log::after(db, agent, after)
 }
 
 fn schedules(db: &Connection, agent: &AgentId) -> Result<Vec<ScheduleRecord>, StoreError> {
@@ -1413,7 +1418,8 @@ mod tests {
 
         fn commit(&mut self, ops: Vec<Op>) {
             let (mut batch, mut spent) = (ops, Vec::new());
-            commit(&mut self.db, &mut batch, &mut self.runs, &mut spent, false, &self.committed);
+            let mut inputs = InputBatches::default();
+            commit(&mut self.db, &mut batch, (&mut self.runs, &mut inputs), &mut spent, false, &self.committed);
         }
 
         fn committed(&self) -> u64 {
@@ -1430,34 +1436,33 @@ mod tests {
                 .unwrap()
         }
 
-        fn input(&self, agent: &AgentId, seq: u64) -> Option<String> {
-            self.db
-                .query_row(
-                    "SELECT signal FROM inputs WHERE agent = ?1 AND seq = ?2",
-                    params![agent.as_str(), seq],
-                    |r| r.get(0),
-                )
-                .optional()
-                .unwrap()
+        fn input(&self, agent: &AgentId, seq: u64) -> Option<Signal> {
+            inputs_after(&self.db, agent, seq - 1).unwrap().into_iter().find(|(s, _)| *s == seq).map(|(_, x)| x)
         }
     }
 
+    /// An outcome signal's JSON, told apart by its run.
+    fn outcome_of(run: Uuid) -> String {
+        json(&Signal::new("action.completed", json!({ "run": run })).unwrap())
+    }
+
     /// The writes of a run of `me` that ended at once, with its outcome (`safe_again` or not).
-    fn ended_run(me: &AgentId, safe_again: bool) -> (Uuid, Vec<Op>) {
+    fn ended_run(me: &AgentId, safe_again: bool) -> (Uuid, String, Vec<Op>) {
         let run = Uuid::now_v7();
         let mut record = RunRecord::queued(run, me.clone(), ActionId::new("x.y").unwrap(), &json!({}), run);
         record.apply(RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() }, Utc::now());
         let row = RunRow::of(&record, &Texts::default());
-        let outcome = format!(r#"{{"outcome of":"{run}"}}"#);
+        let outcome = outcome_of(run);
         let plan = (format!("{me}/1/0"), "{}".to_owned());
-        (run, vec![Op::Run(row), Op::Plan(run, plan.0, plan.1), Op::Outcome(run, outcome, safe_again)])
+        let ops = vec![Op::Run(row), Op::Plan(run, plan.0, plan.1), Op::Outcome(run, outcome.clone(), safe_again)];
+        (run, outcome, ops)
     }
 
     #[test]
     fn an_ended_run_waits_for_its_outcome_to_be_consumed_and_is_then_written_once_without_it() {
         let mut writer = Writer::new();
         let me = agent("me");
-        let (run, mut ops) = ended_run(&me, true);
+        let (run, outcome, mut ops) = ended_run(&me, true);
         ops.push(Op::Input(agent("other"), 1, "{}".to_owned(), None));
         writer.commit(ops);
         assert_eq!(writer.row(run), None, "held back while the agent has not consumed the outcome");
@@ -1465,7 +1470,7 @@ mod tests {
 
         writer.commit(vec![Op::KeptInput(me.clone(), 1, run)]);
         assert_eq!(writer.row(run), Some((true, None, true)), "written once, delivered, its outcome in the log");
-        assert_eq!(writer.input(&me, 1), Some(format!(r#"{{"outcome of":"{run}"}}"#)));
+        assert_eq!(writer.input(&me, 1), Some(decode("input", &outcome).unwrap()));
         assert_eq!(writer.committed(), 5, "every write counted once written");
     }
 
@@ -1473,14 +1478,14 @@ mod tests {
     fn a_run_not_safe_to_start_again_is_written_at_once_and_its_outcome_copied_to_the_log_when_consumed() {
         let mut writer = Writer::new();
         let me = agent("me");
-        let (run, ops) = ended_run(&me, false);
+        let (run, outcome, ops) = ended_run(&me, false);
         writer.commit(ops);
-        let outcome = format!(r#"{{"outcome of":"{run}"}}"#);
         assert_eq!(writer.row(run), Some((true, Some(outcome.clone()), false)));
         assert_eq!(writer.committed(), 3);
 
         writer.commit(vec![Op::KeptInput(me.clone(), 1, run)]);
-        assert_eq!(writer.input(&me, 1), Some(outcome.clone()), "the input is the outcome as it was kept");
+        let input = writer.input(&me, 1);
+        assert_eq!(input, Some(decode("input", &outcome).unwrap()), "the input is the outcome as it was kept");
         assert_eq!(writer.row(run), Some((true, Some(outcome), true)), "and the run is marked delivered");
     }
 
@@ -1488,15 +1493,14 @@ mod tests {
     fn a_flush_or_the_end_of_the_wait_writes_what_was_held_back() {
         let mut writer = Writer::new();
         let me = agent("me");
-        let (flushed, ops) = ended_run(&me, true);
+        let (flushed, outcome, ops) = ended_run(&me, true);
         writer.commit(ops);
         assert_eq!(writer.row(flushed), None);
         writer.commit(vec![Op::Flush(Waiter::Nobody)]);
-        let outcome = Some(format!(r#"{{"outcome of":"{flushed}"}}"#));
-        assert_eq!(writer.row(flushed), Some((true, outcome, false)), "someone waits: written, to be delivered");
+        assert_eq!(writer.row(flushed), Some((true, Some(outcome), false)), "someone waits: written, to be delivered");
         assert_eq!(writer.committed(), 3);
 
-        let (late, ops) = ended_run(&me, true);
+        let (late, _, ops) = ended_run(&me, true);
         writer.commit(ops);
         assert!(writer.runs.held_until().is_some_and(|until| until <= Instant::now() + HOLD_FOR));
         writer.commit(Vec::new());
@@ -1539,5 +1543,29 @@ mod tests {
         let last = ended(&store);
         drop(store);
         assert!(written(last), "closing the store writes what it held back");
+    }
+
+    #[test]
+    fn a_version_2_journal_opens_and_its_inputs_are_read_with_those_logged_after() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("journal.db");
+        let me = agent("me");
+        let logged: Vec<(u64, Signal)> = (1..=3).map(|seq| (seq, Signal::new("tick", json!(seq)).unwrap())).collect();
+        drop(SqliteStore::open(&path).unwrap());
+        {
+            let db = Connection::open(&path).unwrap();
+            db.execute_batch("DROP TABLE input_batches; PRAGMA user_version = 2;").unwrap();
+            for (seq, signal) in &logged[..2] {
+                db.execute("INSERT INTO inputs VALUES ('me', ?1, ?2)", params![*seq as i64, json(signal)]).unwrap();
+            }
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        store.append_input(&me, 3, &logged[2].1);
+        assert_eq!(store.inputs_after(&me, 0).unwrap(), logged, "the old rows and the new batch, in order");
+        store.save_snapshot(snapshot_at(&me, 3));
+        assert!(store.inputs_after(&me, 0).unwrap().is_empty(), "a snapshot clears both");
+        drop(store);
+        let version: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, VERSION);
     }
 }
