@@ -12,7 +12,6 @@ use super::StoreError;
 use crate::id::AgentId;
 use crate::signal::Signal;
 use rusqlite::{Connection, params};
-use std::collections::BTreeMap;
 
 /// An input's number as SQLite keeps it.
 fn number(seq: u64) -> i64 {
@@ -102,7 +101,7 @@ pub(super) fn clear(db: &Connection, agent: &AgentId, upto: Option<u64>) -> rusq
 /// journal written both one input a row and in batches could), the later is kept.
 pub(super) fn after(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<(u64, Signal)>, StoreError> {
     let database = |err: rusqlite::Error| StoreError::Database(err.to_string());
-    let mut found: BTreeMap<u64, Signal> = BTreeMap::new();
+    let mut found: Vec<(u64, Signal)> = Vec::new();
     let mut legacy = db
         .prepare_cached("SELECT seq, signal FROM inputs WHERE agent = ?1 AND seq > ?2 ORDER BY seq")
         .map_err(database)?;
@@ -111,43 +110,76 @@ pub(super) fn after(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<
         .map_err(database)?;
     for row in rows {
         let (seq, text) = row.map_err(database)?;
-        found.insert(u64::try_from(seq).unwrap_or_default(), decode_input(text.as_bytes())?);
+        found.push((u64::try_from(seq).unwrap_or_default(), decode_input(text.as_bytes())?));
     }
     let mut batches = db
         .prepare_cached("SELECT body FROM input_batches WHERE agent = ?1 AND last_seq > ?2 ORDER BY place")
         .map_err(database)?;
-    let bodies =
-        batches.query_map(params![agent.as_str(), number(after)], |r| r.get::<_, Vec<u8>>(0)).map_err(database)?;
-    for body in bodies {
-        for (seq, json) in entries(&body.map_err(database)?)? {
+    let mut bodies = batches.query(params![agent.as_str(), number(after)]).map_err(database)?;
+    while let Some(row) = bodies.next().map_err(database)? {
+        let body = row.get_ref(0).map_err(database)?.as_blob().map_err(|e| StoreError::Decode {
+            what: "input batch",
+            message: format!("{e}; expected the batch's inputs as a blob"),
+        })?;
+        for entry in entries(body) {
+            let (seq, json) = entry?;
             if seq > after {
-                found.insert(seq, decode_input(json)?);
+                found.push((seq, decode_input(json)?));
             }
         }
     }
-    Ok(found.into_iter().collect())
+    // Logged in order, read in order: sorted already, unless a number was logged twice.
+    if !found.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+        // A stable sort keeps a number's entries in the order they were logged; the last of each is kept.
+        found.sort_by_key(|(seq, _)| *seq);
+        let mut kept: Vec<(u64, Signal)> = Vec::with_capacity(found.len());
+        for entry in found {
+            match kept.last_mut() {
+                Some(last) if last.0 == entry.0 => *last = entry,
+                _ => kept.push(entry),
+            }
+        }
+        found = kept;
+    }
+    Ok(found)
 }
 
 fn decode_input(json: &[u8]) -> Result<Signal, StoreError> {
-    serde_json::from_slice(json).map_err(|e| StoreError::Decode { what: "input", message: e.to_string() })
+    let decode = |message: String| StoreError::Decode { what: "input", message };
+    // Checked as text once, then read as text: faster than reading bytes, which checks each string on its own.
+    let text = std::str::from_utf8(json).map_err(|e| decode(e.to_string()))?;
+    serde_json::from_str(text).map_err(|e| decode(e.to_string()))
 }
 
-/// The inputs in a batch's body: each one's number and JSON.
-fn entries(mut body: &[u8]) -> Result<Vec<(u64, &[u8])>, StoreError> {
+/// The inputs in a batch's body, in order: each one's number and JSON.
+fn entries(mut body: &[u8]) -> impl Iterator<Item = Result<(u64, &[u8]), StoreError>> {
     let cut = |what: &str| StoreError::Decode {
         what: "input batch",
         message: format!("the batch ends in the middle of an input's {what}; expected number, length and JSON"),
     };
-    let mut found = Vec::new();
-    while !body.is_empty() {
-        let (seq, rest) = body.split_first_chunk::<8>().ok_or_else(|| cut("number"))?;
-        let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(|| cut("length"))?;
-        let len = u32::from_le_bytes(*len) as usize;
-        let json = rest.get(..len).ok_or_else(|| cut("JSON"))?;
-        found.push((u64::from_le_bytes(*seq), json));
-        body = &rest[len..];
-    }
-    Ok(found)
+    std::iter::from_fn(move || {
+        if body.is_empty() {
+            return None;
+        }
+        let entry = (|| {
+            let (seq, rest) = body.split_first_chunk::<8>().ok_or_else(|| cut("number"))?;
+            let (len, rest) = rest.split_first_chunk::<4>().ok_or_else(|| cut("length"))?;
+            let len = u32::from_le_bytes(*len) as usize;
+            let json = rest.get(..len).ok_or_else(|| cut("JSON"))?;
+            Ok((u64::from_le_bytes(*seq), json, &rest[len..]))
+        })();
+        Some(match entry {
+            Ok((seq, json, rest)) => {
+                body = rest;
+                Ok((seq, json))
+            }
+            Err(err) => {
+                // Nothing more is read from a damaged body.
+                body = &[];
+                Err(err)
+            }
+        })
+    })
 }
 
 #[cfg(test)]
@@ -248,6 +280,20 @@ mod tests {
         assert_eq!(after(&db, &me, 0).unwrap(), logged, "the rows of both kinds, in order");
         clear(&db, &me, None).unwrap();
         assert!(after(&db, &me, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_number_logged_twice_reads_back_once_as_logged_last() {
+        let db = journal();
+        let me = AgentId::new("me").unwrap();
+        let (old, new, other) = (signal(1), signal(1), signal(2));
+        db.execute("INSERT INTO inputs VALUES ('me', 1, ?1)", [serde_json::to_string(&old).unwrap()]).unwrap();
+        let mut batches = InputBatches::default();
+        for (seq, input) in [(1, &new), (2, &other)] {
+            batches.add(&db, &me, seq, &serde_json::to_string(input).unwrap()).unwrap();
+        }
+        batches.write_all(&db).unwrap();
+        assert_eq!(after(&db, &me, 0).unwrap(), [(1, new), (2, other)].to_vec());
     }
 
     #[test]
