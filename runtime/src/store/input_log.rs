@@ -12,6 +12,13 @@ use super::StoreError;
 use crate::id::AgentId;
 use crate::signal::Signal;
 use rusqlite::{Connection, params};
+use std::collections::HashMap;
+
+/// The most bytes one row's body holds, well under SQLite's limit on a value (1 GB): an input that would take a
+/// row past it starts a new one (an input larger than that has a row of its own).
+const BODY_MOST: usize = 64 * 1024 * 1024;
+/// The bytes before each input's JSON in a body: its number and its length.
+const ENTRY_HEAD: usize = 12;
 
 /// An input's number as SQLite keeps it.
 fn number(seq: u64) -> i64 {
@@ -21,64 +28,76 @@ fn number(seq: u64) -> i64 {
 /// The inputs the writer is gathering in the current commit, an agent at a time.
 #[derive(Default)]
 pub(super) struct InputBatches {
-    /// Per agent with inputs in this commit: its first and last number and the body so far.
-    gathering: Vec<(AgentId, u64, u64, Vec<u8>)>,
+    /// Per agent with inputs in this commit: its row so far.
+    gathering: HashMap<AgentId, Gathered>,
     /// Bodies written, kept for the next commit.
     spare: Vec<Vec<u8>>,
 }
 
+/// One row being gathered: the first and last input's numbers and the body.
+struct Gathered {
+    first: u64,
+    last: u64,
+    body: Vec<u8>,
+}
+
 impl InputBatches {
-    /// Adds input `seq` of `agent`, as JSON. An input that does not follow the agent's last one here starts a
-    /// new row (the one gathered so far is written first).
+    /// Adds input `seq` of `agent`, as JSON. An input that does not follow the agent's last one here, or that
+    /// would take its row past [`BODY_MOST`], starts a new row (the one gathered so far is written first).
     pub(super) fn add(&mut self, db: &Connection, agent: &AgentId, seq: u64, json: &str) -> rusqlite::Result<()> {
-        let found = self.gathering.iter().position(|(a, ..)| a == agent);
-        if let Some(index) = found.filter(|&index| self.gathering[index].2.checked_add(1) != Some(seq)) {
-            self.write_one(db, index)?;
+        // An entry gives its length in 4 bytes (and SQLite refuses a value over 1 GB anyway).
+        let len = u32::try_from(json.len()).map_err(|_| {
+            let refused = format!("an input of {} bytes of JSON; expected less than 4 GiB", json.len());
+            rusqlite::Error::ToSqlConversionFailure(refused.into())
+        })?;
+        let entry = ENTRY_HEAD + json.len();
+        let ends_row = |row: &Gathered| {
+            row.last.checked_add(1) != Some(seq) || (!row.body.is_empty() && row.body.len() + entry > BODY_MOST)
+        };
+        if self.gathering.get(agent).is_some_and(ends_row) {
+            self.write_agent(db, agent)?;
         }
-        let index = match self.gathering.iter().position(|(a, ..)| a == agent) {
-            Some(index) => index,
+        let row = match self.gathering.get_mut(agent) {
+            Some(row) => row,
             None => {
                 let body = self.spare.pop().unwrap_or_default();
-                self.gathering.push((agent.clone(), seq, seq, body));
-                self.gathering.len() - 1
+                self.gathering.entry(agent.clone()).or_insert(Gathered { first: seq, last: seq, body })
             }
         };
-        let (_, _, last, body) = &mut self.gathering[index];
-        *last = seq;
-        body.extend_from_slice(&seq.to_le_bytes());
-        // A JSON text over 4 GiB is not an input anything makes; it is cut to the length kept.
-        let len = u32::try_from(json.len()).unwrap_or(u32::MAX);
-        body.extend_from_slice(&len.to_le_bytes());
-        body.extend_from_slice(&json.as_bytes()[..len as usize]);
+        row.last = seq;
+        row.body.extend_from_slice(&seq.to_le_bytes());
+        row.body.extend_from_slice(&len.to_le_bytes());
+        row.body.extend_from_slice(json.as_bytes());
         Ok(())
     }
 
     /// Writes what is gathered for `agent` (before a write that clears its inputs).
     pub(super) fn write_agent(&mut self, db: &Connection, agent: &AgentId) -> rusqlite::Result<()> {
-        match self.gathering.iter().position(|(a, ..)| a == agent) {
-            Some(index) => self.write_one(db, index),
+        match self.gathering.remove(agent) {
+            Some(row) => self.write_row(db, agent, row),
             None => Ok(()),
         }
     }
 
     /// Writes everything gathered.
     pub(super) fn write_all(&mut self, db: &Connection) -> rusqlite::Result<()> {
-        while !self.gathering.is_empty() {
-            self.write_one(db, self.gathering.len() - 1)?;
-        }
-        Ok(())
+        // Taken out and put back, so the map keeps its room from commit to commit.
+        let mut gathering = std::mem::take(&mut self.gathering);
+        let written = gathering.drain().try_for_each(|(agent, row)| self.write_row(db, &agent, row));
+        self.gathering = gathering;
+        written
     }
 
     /// Drops what is gathered (its commit failed).
     pub(super) fn forget(&mut self) {
-        for (.., mut body) in self.gathering.drain(..) {
-            body.clear();
-            self.spare.push(body);
+        for (_, mut row) in self.gathering.drain() {
+            row.body.clear();
+            self.spare.push(row.body);
         }
     }
 
-    fn write_one(&mut self, db: &Connection, index: usize) -> rusqlite::Result<()> {
-        let (agent, first, last, mut body) = self.gathering.swap_remove(index);
+    fn write_row(&mut self, db: &Connection, agent: &AgentId, row: Gathered) -> rusqlite::Result<()> {
+        let Gathered { first, last, mut body } = row;
         db.prepare_cached("INSERT INTO input_batches (agent, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4)")?
             .execute(params![agent.as_str(), number(first), number(last), body])?;
         body.clear();
@@ -280,6 +299,27 @@ mod tests {
         assert_eq!(after(&db, &me, 0).unwrap(), logged, "the rows of both kinds, in order");
         clear(&db, &me, None).unwrap();
         assert!(after(&db, &me, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_row_holds_at_most_its_limit_and_a_larger_input_has_a_row_of_its_own() {
+        let db = journal();
+        let me = AgentId::new("me").unwrap();
+        let mut batches = InputBatches::default();
+        // Three inputs of a third of the limit each: two fit in a row, the third starts another.
+        let big = serde_json::to_string(&Signal::new("big", json!("x".repeat(BODY_MOST / 3))).unwrap()).unwrap();
+        for seq in 1..=3 {
+            batches.add(&db, &me, seq, &big).unwrap();
+        }
+        batches.write_all(&db).unwrap();
+        assert_eq!(rows(&db), [("me".to_owned(), 1, 2), ("me".to_owned(), 3, 3)]);
+        assert_eq!(after(&db, &me, 0).unwrap().len(), 3);
+        let huge = serde_json::to_string(&Signal::new("huge", json!("x".repeat(BODY_MOST))).unwrap()).unwrap();
+        batches.add(&db, &me, 4, &huge).unwrap();
+        batches.add(&db, &me, 5, &big).unwrap();
+        batches.write_all(&db).unwrap();
+        assert_eq!(&rows(&db)[2..], [("me".to_owned(), 4, 4), ("me".to_owned(), 5, 5)]);
+        assert_eq!(after(&db, &me, 3).unwrap().len(), 2);
     }
 
     #[test]
