@@ -560,61 +560,59 @@ fn commit(
     let held_before = runs.held_writes();
     let outcome = (|| -> rusqlite::Result<()> {
         let tx = db.transaction()?;
-        {
-            for op in batch.drain(..) {
-                match op {
-                    Op::Flush(done) => flushed.push(done),
-                    Op::Run(record) => {
-                        let run = record.run;
-                        let pending = runs.entry(run);
-                        pending.record = Some(record);
-                        pending.writes += 1;
+        for op in batch.drain(..) {
+            match op {
+                Op::Flush(done) => flushed.push(done),
+                Op::Run(record) => {
+                    let run = record.run;
+                    let pending = runs.entry(run);
+                    pending.record = Some(record);
+                    pending.writes += 1;
+                }
+                Op::Plan(run, key, plan) => {
+                    let pending = runs.entry(run);
+                    pending.plan = Some((key, plan));
+                    pending.writes += 1;
+                }
+                Op::Outcome(run, outcome, safe_again) => {
+                    let pending = runs.entry(run);
+                    pending.outcome = Some(outcome);
+                    pending.holdable = safe_again;
+                    pending.delivered = false;
+                    pending.writes += 1;
+                }
+                Op::Input(agent, number, signal, given) => {
+                    // An outcome signal consumed: the agent was given it.
+                    if let Some(run) = given {
+                        runs.delivered(&tx, run, spent)?;
                     }
-                    Op::Plan(run, key, plan) => {
-                        let pending = runs.entry(run);
-                        pending.plan = Some((key, plan));
-                        pending.writes += 1;
-                    }
-                    Op::Outcome(run, outcome, safe_again) => {
-                        let pending = runs.entry(run);
-                        pending.outcome = Some(outcome);
-                        pending.holdable = safe_again;
-                        pending.delivered = false;
-                        pending.writes += 1;
-                    }
-                    Op::Input(agent, number, signal, given) => {
-                        // An outcome signal consumed: the agent was given it.
-                        if let Some(run) = given {
-                            runs.delivered(&tx, run, spent)?;
-                        }
+                    inputs.add(&tx, &agent, number, &signal)?;
+                    spent.push(signal);
+                }
+                Op::KeptInput(agent, number, run) => match runs.consumed(run) {
+                    // Kept in this batch or held back: logged from there, and never written with the run.
+                    Some(signal) => {
                         inputs.add(&tx, &agent, number, &signal)?;
                         spent.push(signal);
                     }
-                    Op::KeptInput(agent, number, run) => match runs.consumed(run) {
-                        // Kept in this batch or held back: logged from there, and never written with the run.
-                        Some(signal) => {
-                            inputs.add(&tx, &agent, number, &signal)?;
-                            spent.push(signal);
+                    None => {
+                        let kept: Option<String> = tx
+                            .prepare_cached("SELECT outcome FROM runs WHERE run = ?1 AND outcome IS NOT NULL")?
+                            .query_row([run.to_string()], |r| r.get(0))
+                            .optional()?;
+                        match kept {
+                            Some(signal) => inputs.add(&tx, &agent, number, &signal)?,
+                            // Only when the batch that kept the outcome failed, which was logged then.
+                            None => tracing::error!(
+                                agent = %agent, seq = number, %run,
+                                "a consumed outcome is not in the journal; the input is not logged"
+                            ),
                         }
-                        None => {
-                            let kept: Option<String> = tx
-                                .prepare_cached("SELECT outcome FROM runs WHERE run = ?1 AND outcome IS NOT NULL")?
-                                .query_row([run.to_string()], |r| r.get(0))
-                                .optional()?;
-                            match kept {
-                                Some(signal) => inputs.add(&tx, &agent, number, &signal)?,
-                                // Only when the batch that kept the outcome failed, which was logged then.
-                                None => tracing::error!(
-                                    agent = %agent, seq = number, %run,
-                                    "a consumed outcome is not in the journal; the input is not logged"
-                                ),
-                            }
-                            tx.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1")?
-                                .execute([run.to_string()])?;
-                        }
-                    },
-                    write => apply(&tx, write, inputs, keep_inputs)?,
-                }
+                        tx.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1")?
+                            .execute([run.to_string()])?;
+                    }
+                },
+                write => apply(&tx, write, inputs, keep_inputs)?,
             }
         }
         inputs.write_all(&tx)?;
