@@ -210,6 +210,31 @@ async fn an_approval_asked_before_a_crash_is_given_after_it_and_the_run_happens_
     assert_eq!(record.0.status(), RunStatus::Completed);
 }
 
+/// The attack on holding ended runs back: a snapshot folds in the input that asked for a run whose outcome the
+/// agent has not consumed, and the process dies the moment the snapshot is committed. A recovery from that
+/// snapshot will not ask for the run again, so the run and its outcome must be in the same commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_past_a_run_whose_outcome_waits_is_never_durable_without_the_run() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let dir = folder.path();
+    let (mut child, mut lines) = start(dir, &["snapshot-abort"]);
+    let line = expect(&mut lines, "snapshotted").await;
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await.expect("it ends").expect("status");
+    assert!(!status.success(), "the process died: {status}");
+    let run: uuid::Uuid = line.trim_start_matches("snapshotted ").parse().expect("a run id");
+    let store = SqliteStore::open(dir.join("journal.db")).expect("the journal opens");
+    let durable = store.durable().expect("a durable journal");
+    let revivals = durable.revivals(&[AgentId::new("w0").expect("an id")]).expect("the journal reads");
+    let revival = revivals.into_iter().next().expect("one revival").expect("w0 reads back");
+    assert_eq!(revival.snapshot.map(|s| s.seq), Some(1), "the snapshot past the input is durable");
+    let kept = revival.runs.iter().find(|r| r.record.run == run);
+    assert!(
+        kept.is_some_and(|r| r.outcome.is_some() && !r.delivered && r.record.status().is_final()),
+        "the run ended with its outcome kept for the agent, so the recovery gives it: {:?}",
+        revival.runs
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted() {
     let folder = tempfile::tempdir().expect("a folder");

@@ -612,6 +612,13 @@ fn commit(
                             .execute([run.to_string()])?;
                     }
                 },
+                Op::Snapshot(snapshot) => {
+                    // The snapshot folds in the inputs that asked for the agent's ended runs whose outcomes it
+                    // has not consumed yet: a recovery from it finds those outcomes only with their runs, so
+                    // the runs are written with it.
+                    runs.release(&snapshot.agent);
+                    apply(&tx, Op::Snapshot(snapshot), inputs, keep_inputs)?;
+                }
                 write => apply(&tx, write, inputs, keep_inputs)?,
             }
         }
@@ -637,9 +644,12 @@ fn commit(
 
 /// What the `runs` table is to get, per run, coalesced: a run queued, started and ended within one batch (the
 /// usual case under load) is one row write instead of five. An ended run whose outcome the agent has not
-/// consumed yet is held back for up to [`HOLD_FOR`] (unless someone waits for a flush): the agent usually
-/// consumes it within a few batches, and the run is then written once, marked delivered and without the
-/// outcome (which its input log entry holds), instead of written and then updated.
+/// consumed yet is held back for up to [`HOLD_FOR`]: the agent usually consumes it within a few batches, and
+/// the run is then written once, marked delivered and without the outcome (which its input log entry holds),
+/// instead of written and then updated. Holding a run back breaks the rule that a commit includes every write
+/// sent before it, so it is done only where nothing committed later depends on the run: never for a run that is
+/// not safe to start again, and never past a flush (someone waits for everything sent) or a snapshot of its
+/// agent (which folds in the input that asked for the run, so a recovery from it could no longer ask again).
 #[derive(Default)]
 struct Runs {
     pending: std::collections::HashMap<Uuid, PendingRun>,
@@ -684,6 +694,15 @@ impl Runs {
             self.order.push(run);
             PendingRun::default()
         })
+    }
+
+    /// `agent`'s ended runs held back, or pending in this batch, are written with it, outcome and all.
+    fn release(&mut self, agent: &AgentId) {
+        for pending in self.pending.values_mut() {
+            if pending.record.as_ref().is_some_and(|row| &row.agent == agent) {
+                pending.holdable = false;
+            }
+        }
     }
 
     /// When the runs held back must be written, if any are.
@@ -1509,6 +1528,27 @@ mod tests {
         writer.commit(Vec::new());
         assert!(writer.row(late).is_some_and(|(_, outcome, _)| outcome.is_some()), "its time is up: written");
         assert_eq!((writer.runs.held_until(), writer.committed()), (None, 6));
+    }
+
+    #[test]
+    fn a_snapshot_of_its_agent_writes_an_ended_run_held_back_with_its_outcome() {
+        let mut writer = Writer::new();
+        let (me, other) = (agent("me"), agent("other"));
+        let (held, outcome, ops) = ended_run(&me, true);
+        writer.commit(ops);
+        writer.commit(vec![Op::Snapshot(Box::new(snapshot_at(&other, 5)))]);
+        assert_eq!(writer.row(held), None, "another agent's snapshot does not need it");
+        writer.commit(vec![Op::Snapshot(Box::new(snapshot_at(&me, 1)))]);
+        assert_eq!(writer.row(held), Some((true, Some(outcome), false)), "committed with the snapshot");
+
+        // The same when the run and the snapshot are in one batch; a run that ends after it may still wait.
+        let (before, outcome, mut ops) = ended_run(&me, true);
+        ops.push(Op::Snapshot(Box::new(snapshot_at(&me, 2))));
+        let (after, _, later) = ended_run(&me, true);
+        ops.extend(later);
+        writer.commit(ops);
+        assert_eq!(writer.row(before), Some((true, Some(outcome), false)));
+        assert_eq!(writer.row(after), None);
     }
 
     #[test]
