@@ -195,12 +195,15 @@ impl<A: Agent> ServerState<A> {
         })
     }
 
-    /// Keeps an outcome signal of a run of `action` until the agent consumed it; whether it was kept.
-    pub(super) fn keep_outcome(&self, run: Uuid, action: &ActionId, signal: &Signal) -> bool {
+    /// Keeps an outcome signal of a run of `action` until the agent consumed it; whether it was kept. The store
+    /// may journal the run's end late (until the agent consumes the outcome) only if `may_wait` (nothing the run
+    /// asked for was done yet: no effects) and the run is safe to start again, since a crash before that end is
+    /// durable starts the run again.
+    pub(super) fn keep_outcome(&self, run: Uuid, action: &ActionId, signal: &Signal, may_wait: bool) -> bool {
         if let Some(durable) = self.shared.store.durable()
             && signal.outcome().is_some_and(|r| !r.awaiting_approval())
         {
-            durable.run_outcome(run, signal, self.safe_again(action));
+            durable.run_outcome(run, signal, may_wait && self.safe_again(action));
             return true;
         }
         false
@@ -299,7 +302,7 @@ impl<A: Agent> ServerState<A> {
         let started = matches!(status, RunStatus::Running);
         if started && !safe_again {
             let error = self.interrupt(&ids, "it was running when the process stopped, and it has side effects");
-            self.tell_outcome(&ids, Outcome::failed(&error, Duration::ZERO, 0));
+            self.tell_outcome(&ids, Outcome::failed(&error, Duration::ZERO, 0), false);
             return;
         }
         // Not started yet, or safe to run again: run again, with the same key.

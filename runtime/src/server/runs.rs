@@ -91,7 +91,7 @@ impl<A: Agent> ServerState<A> {
     fn refuse(&mut self, mut ticket: Ticket, error: ActionError) {
         self.write_record(&mut ticket.run.unwritten);
         let outcome = self.block(&ticket.run.ctx, &error);
-        self.answer(ticket.by, &RunIds::of(&ticket.run.ctx), outcome, Some(error));
+        self.answer(ticket.by, &RunIds::of(&ticket.run.ctx), outcome, Some(error), false);
     }
 
     /// Parks a run until it is approved, denied or its approval expires. An outside caller who can elicit (an
@@ -130,7 +130,7 @@ impl<A: Agent> ServerState<A> {
         self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.run.ctx.correlation_id), kind);
         if let Requester::Agent { .. } = ticket.by {
             let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
-            self.tell_outcome(&RunIds::of(&ticket.run.ctx), waiting);
+            self.tell_outcome(&RunIds::of(&ticket.run.ctx), waiting, false);
         }
         let expiry = self.policy.approval_timeout.map(|after| {
             let me = self.myself.clone();
@@ -249,22 +249,27 @@ impl<A: Agent> ServerState<A> {
     /// A run ended: what it asked for is interpreted (if it completed), and its requester gets the outcome.
     fn conclude(&mut self, ended: Ended) {
         let Ended { ids, sink, outcome, invoker } = ended;
+        // A run whose effects were interpreted is never started again behind the agent's back: its end is
+        // journaled with the next commit, not held back until its outcome is consumed.
+        let mut quiet = true;
         if outcome.status == OutcomeStatus::Completed {
             let effects = std::mem::take(&mut crate::action::RunSink::lock(&sink).effects);
+            quiet = effects.is_empty();
             self.interpret(effects, Origin::Run);
         }
         let by = match invoker {
             Some(reply) => Requester::Outside(reply, None),
             None => Requester::Agent { correlation: Some(ids.correlation), cause: ids.causation },
         };
-        self.answer(by, &ids, outcome, None);
+        self.answer(by, &ids, outcome, None, quiet);
     }
 
     /// The one route back to a requester: the agent gets an outcome signal in its inbox (fed before the next
     /// message), a routine's call gets the error that refused it, an outside caller the outcome.
-    fn answer(&mut self, by: Requester, ids: &RunIds, outcome: Outcome, refusal: Option<ActionError>) {
+    /// `may_wait`: whether the run's end may be journaled late (see [`ServerState::keep_outcome`]).
+    fn answer(&mut self, by: Requester, ids: &RunIds, outcome: Outcome, refusal: Option<ActionError>, may_wait: bool) {
         match by {
-            Requester::Agent { .. } => self.tell_outcome(ids, outcome),
+            Requester::Agent { .. } => self.tell_outcome(ids, outcome, may_wait),
             Requester::Routine { reply, .. } => {
                 let error = refusal.unwrap_or_else(|| ActionError::critical(outcome.into_output_text()));
                 let _ = reply.send(Err(error));
@@ -275,11 +280,12 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Puts the outcome signal of one of the agent's runs in its inbox.
-    pub(super) fn tell_outcome(&mut self, ids: &RunIds, outcome: Outcome) {
+    /// Puts the outcome signal of one of the agent's runs in its inbox (`may_wait`: see
+    /// [`ServerState::keep_outcome`]).
+    pub(super) fn tell_outcome(&mut self, ids: &RunIds, outcome: Outcome, may_wait: bool) {
         let run = RunRef { run: ids.run, action: &ids.action, correlation: ids.correlation, causation: ids.causation };
         if let Some(signal) = crate::kinds::action_outcome(&self.source, run, outcome) {
-            let kept = self.keep_outcome(ids.run, &ids.action, &signal).then_some(ids.run);
+            let kept = self.keep_outcome(ids.run, &ids.action, &signal, may_wait).then_some(ids.run);
             self.work().inbox.push_back(super::Inbound { signal, kept });
         }
     }

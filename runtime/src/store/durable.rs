@@ -164,10 +164,11 @@ pub trait Durable: Send + Sync + 'static {
     /// Keeps with a journaled run what starting it again needs.
     fn run_planned(&self, run: Uuid, plan: &RunPlan);
     /// Keeps the outcome signal of an ended run, for its agent (not yet consumed). `safe_again` says whether
-    /// starting the run again is safe (its action has no side effects, or idempotent ones): a store may then
-    /// make the run's end durable a little later, while the agent has not consumed the outcome, since a crash
-    /// before that re-runs it with the same key; a run that is not safe to start again is kept with the next
-    /// commit.
+    /// starting the run again after a crash is safe: its action has no side effects (or idempotent ones) and
+    /// nothing the run asked for (its effects) was done. A store may then make the run's end durable a little
+    /// later, while the agent has not consumed the outcome, since a crash before that starts the run again with
+    /// the same key; but never after a later snapshot of its agent is durable (the snapshot folds in the input
+    /// that asked for the run). A run that is not safe to start again is kept with the next commit.
     fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool);
     /// Logs as input `seq` the outcome signal kept for `run` ([`Durable::run_outcome`]): the agent consumed it.
     /// A store that still holds the signal as it kept it can log it from there, without encoding it again; by

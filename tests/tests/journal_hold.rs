@@ -1,0 +1,179 @@
+//! Which ended runs the journal may write late. A run's end may wait for the agent to consume its outcome only
+//! if a crash before it is durable can safely start the run again: its action has no side effects (or
+//! idempotent ones) and nothing the run asked for was done yet. A run whose effects were interpreted must be
+//! journaled ended with the next commit, or a crash would run it, and its effects, a second time.
+//!
+//! The store here is the real SQLite journal, wrapped to note what the server tells it about each outcome.
+
+use agentry::action::{ActionSpec, DynAction};
+use agentry::agent::{Agent, Reaction};
+use agentry::effect::{Effect, Target};
+use agentry::id::{ActionId, AgentId, SkillId};
+use agentry::runtime::{Runtime, SpawnOptions};
+use agentry::signal::Signal;
+use agentry::skill::Skill;
+use agentry::store::{
+    AgentRecord, AliveAgent, Durable, Flushed, Refusal, Revival, RunPlan, RunQuery, RunRecord, RunUpdate,
+    ScheduleRecord, Snapshot, SqliteStore, Store, StoreError,
+};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// The SQLite journal, noting for each kept outcome its action and whether its run may be journaled late.
+struct Noting {
+    journal: SqliteStore,
+    kept: Mutex<Vec<(ActionId, bool)>>,
+}
+
+impl Store for Noting {
+    fn record(&self, record: RunRecord) -> Result<(), StoreError> {
+        self.journal.record(record)
+    }
+    fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.journal.update(run, update, at)
+    }
+    fn get(&self, run: Uuid) -> Option<RunRecord> {
+        self.journal.get(run)
+    }
+    fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
+        self.journal.query(query)
+    }
+    fn refused(&self, refusal: Refusal) {
+        self.journal.refused(refusal);
+    }
+    fn refusals(&self, agent: &AgentId) -> Vec<Refusal> {
+        self.journal.refusals(agent)
+    }
+    fn durable(&self) -> Option<&dyn Durable> {
+        Some(self)
+    }
+}
+
+impl Durable for Noting {
+    fn flushed(&self) -> Flushed {
+        self.journal.flushed()
+    }
+    fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal) {
+        self.journal.append_input(agent, seq, signal);
+    }
+    fn append_kept_outcome(&self, agent: &AgentId, seq: u64, run: Uuid, signal: &Signal) {
+        self.journal.append_kept_outcome(agent, seq, run, signal);
+    }
+    fn save_snapshot(&self, snapshot: Snapshot) {
+        self.journal.save_snapshot(snapshot);
+    }
+    fn agent_spawned(&self, record: AgentRecord, initial: Snapshot) {
+        self.journal.agent_spawned(record, initial);
+    }
+    fn agent_alive(&self, record: AgentRecord) {
+        self.journal.agent_alive(record);
+    }
+    fn agent_ended(&self, agent: &AgentId) {
+        self.journal.agent_ended(agent);
+    }
+    fn schedule_armed(&self, schedule: ScheduleRecord) {
+        self.journal.schedule_armed(schedule);
+    }
+    fn schedule_cleared(&self, agent: &AgentId, key: &str) {
+        self.journal.schedule_cleared(agent, key);
+    }
+    fn run_planned(&self, run: Uuid, plan: &RunPlan) {
+        self.journal.run_planned(run, plan);
+    }
+    fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool) {
+        if let Some(report) = outcome.outcome() {
+            self.kept.lock().expect("not poisoned").push((report.action.clone(), safe_again));
+        }
+        self.journal.run_outcome(run, outcome, safe_again);
+    }
+    fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
+        self.journal.alive(after, limit)
+    }
+    fn agent(&self, agent: &AgentId) -> Result<Option<AgentRecord>, StoreError> {
+        self.journal.agent(agent)
+    }
+    fn snapshot(&self, agent: &AgentId) -> Result<Option<Snapshot>, StoreError> {
+        self.journal.snapshot(agent)
+    }
+    fn inputs_after(&self, agent: &AgentId, after: u64) -> Result<Vec<(u64, Signal)>, StoreError> {
+        self.journal.inputs_after(agent, after)
+    }
+    fn schedules(&self, agent: &AgentId) -> Result<Vec<ScheduleRecord>, StoreError> {
+        self.journal.schedules(agent)
+    }
+    fn revivals(&self, agents: &[AgentId]) -> Result<Vec<Result<Revival, StoreError>>, StoreError> {
+        self.journal.revivals(agents)
+    }
+}
+
+/// Asks for one run of each action named in `go`, and answers the call once every outcome and echo came back.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Asker {
+    waiting: u64,
+    caller: Option<Uuid>,
+}
+
+impl Agent for Asker {
+    fn name() -> &'static str {
+        "asker"
+    }
+
+    fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+        let (waiting, effects) = match signal.kind().as_str() {
+            "go" => {
+                let actions = signal.data().as_array().cloned().unwrap_or_default();
+                let runs: Vec<Effect> = actions
+                    .iter()
+                    .filter_map(|a| a.as_str().and_then(|a| ActionId::new(a).ok()))
+                    .map(|action| Effect::run(action, json!({})))
+                    .collect();
+                // Each run's outcome, and the echo the emitting one asks for.
+                (runs.len() as u64 + 1, runs)
+            }
+            "action.completed" | "action.failed" | "echo" => (self.waiting.saturating_sub(1), Vec::new()),
+            _ => return Reaction::Ignore,
+        };
+        let caller = if signal.kind().as_str() == "go" { Some(signal.id()) } else { self.caller };
+        let mut effects = effects;
+        if waiting == 0
+            && let Some(caller) = caller
+        {
+            effects.push(Effect::reply_to(caller, json!("done")));
+        }
+        Reaction::Update(Asker { waiting, caller: caller.filter(|_| waiting > 0) }, effects)
+    }
+}
+
+fn skill() -> Skill {
+    let spec = |id: &str| ActionSpec::new(id, "For the test.").expect("a valid id");
+    let quiet = DynAction::new(spec("fx.quiet"), |_, _| Box::pin(async { Ok(Value::Null) })).expect("an action");
+    let emits = DynAction::new(spec("fx.emits"), |_, ctx| {
+        let echo = Signal::new("echo", Value::Null).expect("a kind");
+        let asked = ctx.effect(Effect::emit(echo, Target::Agent(ctx.agent_id.clone())));
+        Box::pin(async move { asked.map(|()| Value::Null) })
+    })
+    .expect("an action");
+    Skill::builder("fx", "1.0.0").dyn_action(quiet).dyn_action(emits).build().expect("a skill")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_effects_were_done_is_journaled_ended_at_once_and_a_quiet_one_may_wait() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let journal = SqliteStore::open(folder.path().join("journal.db")).expect("the journal opens");
+    let noting = Arc::new(Noting { journal, kept: Mutex::new(Vec::new()) });
+    let runtime = Runtime::builder().skill(skill()).agent::<Asker>().expect("registered").store(noting.clone()).build();
+    let agent = runtime.spawn(Asker::default(), SpawnOptions::default()).await.expect("it starts");
+    agent.mount(&SkillId::new("fx").expect("an id"), Value::Null).await.expect("mounted");
+    let go = Signal::new("go", json!(["fx.quiet", "fx.emits"])).expect("a kind");
+    agent.call(go, Duration::from_secs(30)).await.expect("both runs came back, and the echo");
+    let mut kept = noting.kept.lock().expect("not poisoned").clone();
+    kept.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+    let expected =
+        [(ActionId::new("fx.emits").expect("an id"), false), (ActionId::new("fx.quiet").expect("an id"), true)];
+    assert_eq!(kept, expected, "only the run with nothing done may be journaled late");
+    runtime.shutdown(Duration::from_secs(5)).await;
+}
