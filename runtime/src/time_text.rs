@@ -31,9 +31,9 @@ struct Stamp<'a>(&'a DateTime<Utc>);
 impl Serialize for Stamp<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut text = [0u8; LONGEST];
-        match write(self.0, &mut text) {
-            // Only ASCII digits and separators are written.
-            Some(len) => serializer.serialize_str(std::str::from_utf8(&text[..len]).unwrap_or_default()),
+        // Only ASCII digits and separators are written, so the text always reads as UTF-8.
+        match write(self.0, &mut text).and_then(|len| std::str::from_utf8(&text[..len]).ok()) {
+            Some(text) => serializer.serialize_str(text),
             None => self.0.serialize(serializer),
         }
     }
