@@ -7,7 +7,9 @@
 //! batch to commit) rather than fill the memory. Reads use
 //! a second connection of their own, so a read does not wait behind a batch of writes: the store counts the
 //! writes sent and the writes committed, and a read that finds some not committed yet waits for them first,
-//! so it still sees every write made before it. Run records are also kept in a [`MemoryStore`],
+//! so it still sees every write made before it. One exception to "in order": an ended run whose outcome the
+//! agent has not consumed yet may be written a few commits later, when that is safe (see `Runs` below). Run
+//! records are also kept in a [`MemoryStore`],
 //! which checks each write (a duplicate run, an update to an ended one) as the in-memory journal does and
 //! answers `get` for runs going on and the 4,096 that ended last without reading the file.
 
