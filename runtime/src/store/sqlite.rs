@@ -565,12 +565,7 @@ fn commit(
         for op in batch.drain(..) {
             match op {
                 Op::Flush(done) => flushed.push(done),
-                Op::Run(record) => {
-                    let run = record.run;
-                    let pending = runs.entry(run);
-                    pending.record = Some(record);
-                    pending.writes += 1;
-                }
+                Op::Run(record) => runs.record(record),
                 Op::Plan(run, key, plan) => {
                     let pending = runs.entry(run);
                     pending.plan = Some((key, plan));
@@ -662,6 +657,9 @@ struct Runs {
     held: Vec<Uuid>,
     held_until: Option<Instant>,
     held_writes: u64,
+    /// The pending runs with a record, by agent, so a snapshot finds its agent's runs without a scan of all.
+    /// (It may name runs written since; those are no longer pending and are passed over.)
+    by_agent: std::collections::HashMap<AgentId, Vec<Uuid>>,
 }
 
 #[derive(Default)]
@@ -700,10 +698,22 @@ impl Runs {
 
     /// `agent`'s ended runs held back, or pending in this batch, are written with it, outcome and all.
     fn release(&mut self, agent: &AgentId) {
-        for pending in self.pending.values_mut() {
-            if pending.record.as_ref().is_some_and(|row| &row.agent == agent) {
+        for run in self.by_agent.get(agent).into_iter().flatten() {
+            if let Some(pending) = self.pending.get_mut(run) {
                 pending.holdable = false;
             }
+        }
+    }
+
+    /// A run's record, as it is now.
+    fn record(&mut self, row: RunRow) {
+        let (run, agent) = (row.run, row.agent.clone());
+        let pending = self.entry(run);
+        let first = pending.record.is_none();
+        pending.record = Some(row);
+        pending.writes += 1;
+        if first {
+            self.by_agent.entry(agent).or_default().push(run);
         }
     }
 
@@ -764,6 +774,13 @@ impl Runs {
             write_run(db, &mut statement, run, pending, spent)?;
         }
         self.order.extend(held.iter().copied());
+        // Only the runs held back are pending now.
+        self.by_agent.clear();
+        for run in &held {
+            if let Some(row) = self.pending.get(run).and_then(|p| p.record.as_ref()) {
+                self.by_agent.entry(row.agent.clone()).or_default().push(*run);
+            }
+        }
         self.held = held;
         Ok(())
     }
@@ -776,6 +793,7 @@ impl Runs {
         }
         self.order.clear();
         self.held.clear();
+        self.by_agent.clear();
         self.held_until = None;
         self.held_writes = 0;
     }
