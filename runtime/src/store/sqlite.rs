@@ -605,8 +605,7 @@ fn commit(
                                 "a consumed outcome is not in the journal; the input is not logged"
                             ),
                         }
-                        tx.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1")?
-                            .execute([run.to_string()])?;
+                        mark_delivered(&tx, run)?;
                     }
                 },
                 Op::Snapshot(snapshot) => {
@@ -650,11 +649,10 @@ fn commit(
 #[derive(Default)]
 struct Runs {
     pending: std::collections::HashMap<Uuid, PendingRun>,
-    /// The runs in the order they first appeared, so rows keep the order runs were recorded in.
+    /// The runs in the order they first appeared, so rows keep the order runs were recorded in. Between
+    /// batches, the runs held back.
     order: Vec<Uuid>,
-    /// The runs held back from the last batch, in order, when the first of them must be written, and how many
-    /// writes they stand for.
-    held: Vec<Uuid>,
+    /// When the first run held back must be written, and how many writes the runs held back stand for.
     held_until: Option<Instant>,
     held_writes: u64,
     /// The pending runs with a record, by agent, so a snapshot finds its agent's runs without a scan of all.
@@ -727,18 +725,12 @@ impl Runs {
         self.held_writes
     }
 
-    /// The agent consumed the outcome of `run`: marked now, or with its pending outcome.
+    /// The agent consumed the outcome of `run`: marked with its pending outcome, or in the file.
     fn delivered(&mut self, db: &Connection, run: Uuid, spent: &mut Vec<String>) -> rusqlite::Result<()> {
-        match self.pending.get_mut(&run) {
-            // Consumed in the same batch it was kept in: it need not be written at all.
-            Some(pending) if pending.outcome.is_some() => {
-                spent.extend(pending.outcome.take());
-                pending.delivered = true;
-            }
-            _ => {
-                db.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1 AND outcome IS NOT NULL")?
-                    .execute([run.to_string()])?;
-            }
+        match self.consumed(run) {
+            // Consumed while still pending here: it need not be written at all.
+            Some(outcome) => spent.push(outcome),
+            None => mark_delivered(db, run)?,
         }
         Ok(())
     }
@@ -756,32 +748,26 @@ impl Runs {
     /// back, each for [`HOLD_FOR`] at most, [`HELD_MOST`] at a time.
     fn write(&mut self, db: &Connection, spent: &mut Vec<String>, all: bool) -> rusqlite::Result<()> {
         let now = Instant::now();
-        let mut held = std::mem::take(&mut self.held);
-        held.clear();
         self.held_writes = 0;
         self.held_until = None;
+        // Only the runs held back stay pending: they make the new order and the new index by agent.
+        self.by_agent.clear();
         let mut statement = None;
-        for run in self.order.drain(..) {
+        for run in std::mem::take(&mut self.order) {
             let Some(pending) = self.pending.get_mut(&run) else { continue };
-            if !all && held.len() < HELD_MOST && pending.may_wait(now) {
+            if !all && self.order.len() < HELD_MOST && pending.may_wait(now) {
                 let until = *pending.hold_until.get_or_insert(now + HOLD_FOR);
                 self.held_until = Some(self.held_until.map_or(until, |first| first.min(until)));
                 self.held_writes += pending.writes;
-                held.push(run);
+                if let Some(row) = &pending.record {
+                    self.by_agent.entry(row.agent.clone()).or_default().push(run);
+                }
+                self.order.push(run);
                 continue;
             }
             let Some(pending) = self.pending.remove(&run) else { continue };
             write_run(db, &mut statement, run, pending, spent)?;
         }
-        self.order.extend(held.iter().copied());
-        // Only the runs held back are pending now.
-        self.by_agent.clear();
-        for run in &held {
-            if let Some(row) = self.pending.get(run).and_then(|p| p.record.as_ref()) {
-                self.by_agent.entry(row.agent.clone()).or_default().push(*run);
-            }
-        }
-        self.held = held;
         Ok(())
     }
 
@@ -792,11 +778,17 @@ impl Runs {
             spent.extend(pending.record.map(|r| r.record).into_iter().chain(key).chain(plan).chain(pending.outcome));
         }
         self.order.clear();
-        self.held.clear();
         self.by_agent.clear();
         self.held_until = None;
         self.held_writes = 0;
     }
+}
+
+/// Marks a run written earlier as delivered: the agent consumed its outcome.
+fn mark_delivered(db: &Connection, run: Uuid) -> rusqlite::Result<()> {
+    db.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1 AND outcome IS NOT NULL")?
+        .execute([run.to_string()])?;
+    Ok(())
 }
 
 /// Writes one run's pending changes: its row, or the columns that changed when only they did.
