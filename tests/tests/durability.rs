@@ -9,7 +9,7 @@ use agentry::agent::{AgentState, step};
 use agentry::id::AgentId;
 use agentry::signal::Signal;
 use agentry::skill::Catalog;
-use agentry::store::{RunRecord, RunStatus, SqliteStore, Store};
+use agentry::store::{RunQuery, RunRecord, RunStatus, SqliteStore, Store};
 use agentry_tests::durable::{LINES, Worker, ledger, lines as ledger_lines};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,18 +63,10 @@ async fn run_to_end(dir: &Path, args: &[&str], prefix: &str) -> String {
     line
 }
 
-/// Every run in the journal: its record, idempotency key and whether it has a kept outcome.
+/// Every run in the journal, in the order written: its record and idempotency key.
 fn journal(dir: &Path) -> Vec<(RunRecord, Option<String>)> {
-    let db = rusqlite::Connection::open(dir.join("journal.db")).expect("the journal opens");
-    let mut statement = db.prepare("SELECT record, key FROM runs ORDER BY place").expect("a query");
-    let rows = statement
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)))
-        .expect("rows")
-        .map(|row| {
-            let (record, key) = row.expect("a row");
-            (serde_json::from_str::<RunRecord>(&record).expect("a run record"), key)
-        });
-    rows.collect()
+    let store = SqliteStore::open(dir.join("journal.db")).expect("the journal opens");
+    store.keyed_runs(&RunQuery::default()).expect("the journal reads")
 }
 
 /// Every input logged for an agent, in order, as the journal reads them back to bring the agent back.

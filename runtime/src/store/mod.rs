@@ -3,6 +3,7 @@
 mod durable;
 mod input_log;
 mod memory;
+mod run_log;
 mod sqlite;
 
 pub use durable::{AgentRecord, AliveAgent, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};

@@ -13,8 +13,9 @@
 //! which checks each write (a duplicate run, an update to an ended one) as the in-memory journal does and
 //! answers `get` for runs going on and the 4,096 that ended last without reading the file.
 
-use super::durable::{AgentRecord, AliveAgent, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};
+use super::durable::{AgentRecord, AliveAgent, Durable, Flushed, Revival, RunPlan, ScheduleRecord, Snapshot};
 use super::input_log::{self, InputBatches};
+use super::run_log::{self, RunBatches, Settled};
 use super::{MemoryStore, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use crate::signal::Signal;
@@ -32,7 +33,9 @@ const APPLICATION_ID: i64 = 0x4147_5459;
 /// The schema's version (`PRAGMA user_version`). Version 2 lists agents from columns of their own (type, asleep,
 /// parent) instead of their records; a version 1 file is brought up to it on open. Version 3 logs inputs a
 /// commit at a time (`input_batches`); a version 2 file's inputs, one a row, are still read and cleared.
-const VERSION: i64 = 3;
+/// Version 4 writes ended runs an agent and a commit at a time (`run_batches`, see `run_log.rs`); a version 3
+/// file's runs stay where they are and are read beside them.
+const VERSION: i64 = 4;
 /// How many ended runs the in-memory mirror keeps for `get` (older ones are read from the file).
 const MIRROR_KEEPS: usize = 4096;
 /// The most writes waiting for the writer. A thread that writes faster than the disk takes them waits when
@@ -368,6 +371,7 @@ impl SqliteStore {
         let page_size: i64 = db.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(corrupt)?;
         db.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_BYTES / page_size.max(512)).map_err(corrupt)?;
         db.execute_batch(SCHEMA).map_err(corrupt)?;
+        db.execute_batch(run_log::SCHEMA).map_err(corrupt)?;
         list_agents_from_columns(&db).map_err(corrupt)?;
         db.pragma_update(None, "application_id", APPLICATION_ID).map_err(corrupt)?;
         db.pragma_update(None, "user_version", VERSION).map_err(corrupt)?;
@@ -414,6 +418,21 @@ impl SqliteStore {
     /// Where the file is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The runs matching `query`, in the order they were written, each with its idempotency key (`None` for a
+    /// run journaled without a plan): for an audit of side effects against the keys they were sent with.
+    /// [`Store::query`] gives the same records without their keys.
+    ///
+    /// ```
+    /// use agentry::store::{RunQuery, SqliteStore};
+    /// let folder = tempfile::tempdir()?;
+    /// let store = SqliteStore::open(folder.path().join("journal.db"))?;
+    /// assert!(store.keyed_runs(&RunQuery::default())?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn keyed_runs(&self, query: &RunQuery) -> Result<Vec<(RunRecord, Option<String>)>, StoreError> {
+        self.read(|db| run_log::query(db, query))
     }
 
     /// Queues a write; waits while the queue is full.
@@ -500,6 +519,9 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
     let mut batch: Vec<Op> = Vec::with_capacity(BATCH);
     let mut spent: Vec<String> = Vec::with_capacity(BATCH);
     let mut runs = Runs::default();
+    if let Err(err) = runs.load(&db) {
+        tracing::error!(%err, "the journal's writer could not read where its runs stand");
+    }
     let mut inputs = InputBatches::default();
     loop {
         // With ended runs held back, the writer wakes to write them once they have waited their time.
@@ -627,6 +649,10 @@ fn commit(
     if outcome.is_err() {
         runs.forget(spent);
         inputs.forget();
+        // The runs it wrote as going on may not be in the file: read again which are.
+        if let Err(err) = runs.load(db) {
+            tracing::error!(%err, "the journal's writer could not read where its runs stand");
+        }
     }
     // Counted either way: a batch that failed is not retried, and reads must not wait for it for ever. Writes
     // held back count once they are written.
@@ -658,6 +684,13 @@ struct Runs {
     /// The pending runs with a record, by agent, so a snapshot finds its agent's runs without a scan of all.
     /// (It may name runs written since; those are no longer pending and are passed over.)
     by_agent: std::collections::HashMap<AgentId, Vec<Uuid>>,
+    /// The runs with a row in `runs` that had not ended: their end must update that row, so they never join
+    /// a batch of ended runs.
+    open: std::collections::HashSet<Uuid>,
+    /// The place the next run written takes (one order for `runs` and `run_batches`).
+    next_place: i64,
+    /// The ended runs of this commit gathered into rows of `run_batches`.
+    batches: RunBatches,
 }
 
 #[derive(Default)]
@@ -687,6 +720,20 @@ impl PendingRun {
 }
 
 impl Runs {
+    /// Reads from the file which runs have a row that had not ended, and where the numbering goes on.
+    fn load(&mut self, db: &Connection) -> rusqlite::Result<()> {
+        self.next_place = self.next_place.max(run_log::next_place(db)?);
+        let mut statement = db.prepare("SELECT run FROM runs WHERE final = 0")?;
+        let open = statement.query_map([], |r| r.get::<_, String>(0))?;
+        self.open.clear();
+        for run in open {
+            if let Ok(run) = Uuid::parse_str(&run?) {
+                self.open.insert(run);
+            }
+        }
+        Ok(())
+    }
+
     fn entry(&mut self, run: Uuid) -> &mut PendingRun {
         self.pending.entry(run).or_insert_with(|| {
             self.order.push(run);
@@ -766,9 +813,47 @@ impl Runs {
                 continue;
             }
             let Some(pending) = self.pending.remove(&run) else { continue };
-            write_run(db, &mut statement, run, pending, spent)?;
+            let place = self.next_place;
+            self.next_place += 1;
+            if self.settled(run, &pending)
+                && let (Some(row), plan) = (&pending.record, &pending.plan)
+            {
+                let settled = Settled {
+                    place,
+                    run,
+                    agent: &row.agent,
+                    action: &row.action,
+                    status: row.status,
+                    recorded: row.recorded,
+                    record: &row.record,
+                    key: plan.as_ref().map(|(key, _)| key.as_str()),
+                    plan: plan.as_ref().map(|(_, plan)| plan.as_str()),
+                };
+                if self.batches.add(db, &settled)? {
+                    let (key, plan) = pending.plan.unzip();
+                    spent.extend(pending.record.map(|r| r.record).into_iter().chain(key).chain(plan));
+                    continue;
+                }
+            }
+            if let Some(row) = &pending.record {
+                if row.ended {
+                    self.open.remove(&run);
+                } else {
+                    self.open.insert(run);
+                }
+            }
+            write_run(db, &mut statement, place, run, pending, spent)?;
         }
-        Ok(())
+        self.batches.write_all(db)
+    }
+
+    /// Whether `run` has nothing more to be written about it and no row to update, so it may join a batch: it
+    /// ended, the agent consumed its outcome here, and it never had a row in `runs`.
+    fn settled(&self, run: Uuid, pending: &PendingRun) -> bool {
+        pending.delivered
+            && pending.outcome.is_none()
+            && pending.record.as_ref().is_some_and(|row| row.ended)
+            && !self.open.contains(&run)
     }
 
     /// Drops everything pending (its batch failed), handing its texts back.
@@ -779,6 +864,7 @@ impl Runs {
         }
         self.order.clear();
         self.by_agent.clear();
+        self.batches.forget();
         self.held_until = None;
         self.held_writes = 0;
     }
@@ -795,6 +881,7 @@ fn mark_delivered(db: &Connection, run: Uuid) -> rusqlite::Result<()> {
 fn write_run<'db>(
     db: &'db Connection,
     upsert: &mut Option<rusqlite::CachedStatement<'db>>,
+    place: i64,
     run: Uuid,
     pending: PendingRun,
     spent: &mut Vec<String>,
@@ -807,7 +894,8 @@ fn write_run<'db>(
                 Some(statement) => statement,
                 None => upsert.insert(db.prepare_cached(
                     "INSERT INTO runs (run, agent, action, status, recorded, final, record, key, plan, outcome, \
-                     delivered) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT(run) DO UPDATE \
+                     delivered, place) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+                     ON CONFLICT(run) DO UPDATE \
                      SET status = excluded.status, final = excluded.final, record = excluded.record, \
                      key = COALESCE(excluded.key, runs.key), plan = COALESCE(excluded.plan, runs.plan), \
                      outcome = COALESCE(excluded.outcome, runs.outcome), delivered = CASE WHEN excluded.outcome \
@@ -826,6 +914,7 @@ fn write_run<'db>(
                 plan,
                 outcome,
                 pending.delivered,
+                place,
             ])?;
             spent.push(row.record);
         }
@@ -943,7 +1032,10 @@ impl Store for SqliteStore {
                 .query_row("SELECT record FROM runs WHERE run = ?1", [run.to_string()], |r| r.get(0))
                 .optional()
                 .map_err(database)?;
-            text.map(|t| decode::<RunRecord>("run record", &t)).transpose()
+            match text {
+                Some(text) => decode::<RunRecord>("run record", &text).map(Some),
+                None => Ok(run_log::find(db, run)?.map(|(record, _)| record)),
+            }
         });
         found.unwrap_or_else(|err| {
             tracing::warn!(%err, %run, "a run could not be read from the journal");
@@ -952,43 +1044,7 @@ impl Store for SqliteStore {
     }
 
     fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
-        let found = self.read(|db| {
-            let mut sql = String::from("SELECT record FROM runs WHERE 1 = 1");
-            let mut values: Vec<rusqlite::types::Value> = Vec::new();
-            let mut bind = |condition: &str, value: rusqlite::types::Value| {
-                values.push(value);
-                sql.push_str(&format!(" AND {condition} ?{}", values.len()));
-            };
-            if let Some(agent) = &query.agent {
-                bind("agent =", agent.as_str().to_owned().into());
-            }
-            if let Some(action) = &query.action {
-                bind("action =", action.as_str().to_owned().into());
-            }
-            if let Some(status) = query.status {
-                bind("status =", json(&status).into());
-            }
-            if let Some(since) = query.since {
-                bind("recorded >=", since.timestamp_millis().into());
-            }
-            if let Some(until) = query.until {
-                bind("recorded <", until.timestamp_millis().into());
-            }
-            let limit = query.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
-            sql.push_str(&format!(" ORDER BY place LIMIT {limit} OFFSET {}", query.offset));
-            let mut statement = db.prepare(&sql).map_err(database)?;
-            let rows = statement.query_map(rusqlite::params_from_iter(values), |r| r.get::<_, String>(0));
-            let mut found = Vec::new();
-            for text in rows.map_err(database)? {
-                let record: RunRecord = decode("run record", &text.map_err(database)?)?;
-                // Times are kept to the millisecond: the exact bounds are checked on the record.
-                if query.matches(&record) {
-                    found.push(record);
-                }
-            }
-            Ok(found)
-        });
-        found.unwrap_or_else(|err| {
+        self.keyed_runs(query).map(|runs| runs.into_iter().map(|(record, _)| record).collect()).unwrap_or_else(|err| {
             tracing::warn!(%err, "the journal could not be queried");
             Vec::new()
         })
@@ -1143,36 +1199,13 @@ fn revival(db: &Connection, agent: &AgentId) -> Result<Revival, StoreError> {
     let after = snapshot.as_ref().map_or(0, |s| s.seq);
     let inputs = inputs_after(db, agent, after)?;
     let schedules = schedules(db, agent)?;
-    let mut statement = db
-        .prepare_cached(
-            "SELECT record, plan, outcome, delivered FROM runs WHERE agent = ?1 AND (final = 0 \
-             OR (outcome IS NOT NULL AND delivered = 0) OR (key IS NOT NULL \
-             AND substr(key, 1, length(?1) + 1) = ?1 || '/' AND CAST(substr(key, length(?1) + 2) AS INTEGER) > ?2)) \
-             ORDER BY place",
-        )
-        .map_err(database)?;
-    let rows = statement
-        .query_map(params![agent.as_str(), i64::try_from(after).unwrap_or(i64::MAX)], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, Option<String>>(1)?,
-                r.get::<_, Option<String>>(2)?,
-                r.get::<_, bool>(3)?,
-            ))
-        })
-        .map_err(database)?;
-    let mut runs = Vec::new();
-    for row in rows {
-        let (record, plan, outcome, delivered) = row.map_err(database)?;
-        runs.push(KeyedRun {
-            record: decode("run record", &record)?,
-            plan: plan.map(|p| decode("run plan", &p)).transpose()?,
-            outcome: outcome.map(|o| decode("outcome signal", &o)).transpose()?,
-            delivered,
-        });
-    }
+    let runs = run_log::revival_runs(db, agent, after)?;
     Ok(Revival { record, snapshot, inputs, schedules, runs })
 }
+
+#[cfg(test)]
+#[path = "sqlite_runs_tests.rs"]
+mod runs_tests;
 
 #[cfg(test)]
 mod tests {
@@ -1430,22 +1463,25 @@ mod tests {
     }
 
     /// A journal file with the schema, and what the writer keeps between batches.
-    struct Writer {
+    pub(super) struct Writer {
         _folder: tempfile::TempDir,
-        db: Connection,
+        pub(super) db: Connection,
         runs: Runs,
         committed: AtomicU64,
     }
 
     impl Writer {
-        fn new() -> Self {
+        pub(super) fn new() -> Self {
             let folder = tempfile::tempdir().unwrap();
             let db = Connection::open(folder.path().join("journal.db")).unwrap();
             db.execute_batch(SCHEMA).unwrap();
-            Self { _folder: folder, db, runs: Runs::default(), committed: AtomicU64::new(0) }
+            db.execute_batch(run_log::SCHEMA).unwrap();
+            let mut runs = Runs::default();
+            runs.load(&db).unwrap();
+            Self { _folder: folder, db, runs, committed: AtomicU64::new(0) }
         }
 
-        fn commit(&mut self, ops: Vec<Op>) {
+        pub(super) fn commit(&mut self, ops: Vec<Op>) {
             let (mut batch, mut spent) = (ops, Vec::new());
             let mut inputs = InputBatches::default();
             commit(&mut self.db, &mut batch, (&mut self.runs, &mut inputs), &mut spent, false, &self.committed);
@@ -1455,14 +1491,17 @@ mod tests {
             self.committed.load(Ordering::SeqCst)
         }
 
-        /// The run's row, if written: whether it ended, its outcome and whether it was delivered.
+        /// The run's row, if written: whether it ended, its outcome and whether it was delivered. A run in a
+        /// batch of ended runs ended, and its outcome was delivered.
         fn row(&self, run: Uuid) -> Option<(bool, Option<String>, bool)> {
-            self.db
+            let row = self
+                .db
                 .query_row("SELECT final, outcome, delivered FROM runs WHERE run = ?1", [run.to_string()], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?))
                 })
                 .optional()
-                .unwrap()
+                .unwrap();
+            row.or_else(|| run_log::find(&self.db, run).unwrap().map(|_| (true, None, true)))
         }
 
         fn input(&self, agent: &AgentId, seq: u64) -> Option<Signal> {
@@ -1593,6 +1632,60 @@ mod tests {
         let last = ended(&store);
         drop(store);
         assert!(written(last), "closing the store writes what it held back");
+    }
+
+    #[test]
+    fn a_version_3_journal_opens_and_its_runs_are_read_in_order_beside_those_written_in_batches() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("journal.db");
+        let me = agent("me");
+        let ended = |run: Uuid| {
+            let mut record = RunRecord::queued(run, me.clone(), ActionId::new("x.y").unwrap(), &json!({}), run);
+            record.apply(RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() }, Utc::now());
+            record
+        };
+        let old = ended(Uuid::now_v7());
+        drop(SqliteStore::open(&path).unwrap());
+        {
+            // What version 3 wrote: every run a row of `runs`, and no batches.
+            let db = Connection::open(&path).unwrap();
+            db.execute_batch("DROP TABLE run_batches; DROP TABLE run_batch_actions; PRAGMA user_version = 3;").unwrap();
+            db.execute(
+                "INSERT INTO runs (run, agent, action, status, recorded, final, record, key, delivered) \
+                 VALUES (?1, 'me', 'x.y', '\"completed\"', 0, 1, ?2, 'me/1/0', 1)",
+                params![old.run.to_string(), json(&old)],
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let new: Vec<RunRecord> = (0..3).map(|_| ended(Uuid::now_v7())).collect();
+        for (n, record) in new.iter().enumerate() {
+            let seq = n as u64 + 2;
+            store.record(record.clone()).unwrap();
+            let plan = RunPlan {
+                key: format!("me/{seq}/0"),
+                params: json!({}),
+                by_agent: true,
+                cause: None,
+                correlation: record.run,
+            };
+            store.run_planned(record.run, &plan);
+            let outcome = Signal::new("action.completed", json!({ "run": record.run })).unwrap();
+            store.run_outcome(record.run, &outcome, true);
+            store.append_kept_outcome(&me, seq, record.run, &outcome);
+        }
+        let keyed = store.keyed_runs(&RunQuery::default()).unwrap();
+        let expected: Vec<(RunRecord, Option<String>)> = std::iter::once((old.clone(), Some("me/1/0".to_owned())))
+            .chain(new.iter().enumerate().map(|(n, r)| (r.clone(), Some(format!("me/{}/0", n + 2)))))
+            .collect();
+        assert_eq!(keyed, expected, "the old row first, then the new ones, each with its key");
+        drop(store);
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.get(old.run), Some(old), "an old run is found by its id");
+        assert_eq!(store.get(new[1].run).as_ref(), Some(&new[1]), "so is a new one, read from the file");
+        drop(store);
+        let version: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, VERSION);
     }
 
     #[test]

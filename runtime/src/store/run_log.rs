@@ -1,0 +1,564 @@
+//! Ended runs in the SQLite journal, a batch at a time, and every read of run records (from both places runs
+//! are kept).
+//!
+//! A run that ends is usually written once: ended, its outcome already consumed by its agent (see `Runs` in
+//! `sqlite.rs`). Nothing changes it after that, so the writer puts such runs of one agent from one commit into
+//! one row of `run_batches` rather than a row each in `runs`: a commit of a thousand runs writes one row and a
+//! few index entries instead of a thousand rows with five index entries each. Every other run (one written
+//! while it was going on, one whose outcome waits for its agent, one whose id is not time-ordered) keeps its
+//! row in `runs`, where later writes update it.
+//!
+//! Runs in both tables share one order, their `place`: the writer numbers every run it writes, and a query
+//! merges the two tables by that number. A batch row is found
+//! - by agent (and by the largest input number among its runs' keys, which a recovery needs),
+//! - by action, through `run_batch_actions` (one entry per action in the row),
+//! - by time, through the earliest and latest time its runs were recorded,
+//! - by run id: run ids are time-ordered (UUID v7), and a row holds only runs whose ids lie within
+//!   [`SPAN_MS`] of each other, so the rows that may hold a run are those whose first id lies within that span
+//!   before it.
+//!
+//! Its status filter is a bit per status present. Each row's runs are then read and checked one by one.
+//!
+//! A row's body is its runs one after another, each as its place (8 bytes, little-endian), its id (16 bytes),
+//! its idempotency key, its plan's JSON and its record's JSON, each of the last three as a length (4 bytes,
+//! little-endian; `u32::MAX` for none) and the bytes.
+
+use super::durable::{KeyedRun, RunPlan};
+use super::{RunQuery, RunRecord, RunStatus, StoreError};
+use crate::id::{ActionId, AgentId};
+use rusqlite::{Connection, params};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use uuid::Uuid;
+
+/// The most time, in milliseconds, between the ids of the first and the last run of one row.
+pub(super) const SPAN_MS: u64 = 1_000;
+/// The most bytes one row's body holds, well under SQLite's limit on a value (1 GB).
+const BODY_MOST: usize = 64 * 1024 * 1024;
+/// A length that stands for "none".
+const NONE: u32 = u32::MAX;
+
+/// The tables and indexes this module keeps (part of the journal's schema).
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS run_batches (
+    place     INTEGER PRIMARY KEY, -- the place of its first run
+    last      INTEGER NOT NULL,    -- the place of its last
+    agent     TEXT NOT NULL,
+    last_seq  INTEGER NOT NULL,    -- the largest input number in its runs' keys (-1: none)
+    first_run BLOB NOT NULL,       -- its smallest and largest run ids
+    last_run  BLOB NOT NULL,
+    since     INTEGER NOT NULL,    -- the earliest and latest time its runs were recorded (ms)
+    until     INTEGER NOT NULL,
+    statuses  INTEGER NOT NULL,    -- a bit per status present
+    body      BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_batches_agent ON run_batches(agent, last_seq);
+CREATE INDEX IF NOT EXISTS run_batches_run ON run_batches(first_run);
+CREATE INDEX IF NOT EXISTS run_batches_until ON run_batches(until);
+CREATE TABLE IF NOT EXISTS run_batch_actions (
+    action TEXT NOT NULL,
+    batch  INTEGER NOT NULL,
+    PRIMARY KEY (action, batch)
+) WITHOUT ROWID;
+";
+
+fn database(err: rusqlite::Error) -> StoreError {
+    StoreError::Database(err.to_string())
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: &'static str, json: &[u8]) -> Result<T, StoreError> {
+    let text = std::str::from_utf8(json).map_err(|e| StoreError::Decode { what, message: e.to_string() })?;
+    serde_json::from_str(text).map_err(|e| StoreError::Decode { what, message: e.to_string() })
+}
+
+/// The bit that stands for `status` in a row's `statuses`.
+pub(super) fn status_bit(status: RunStatus) -> i64 {
+    1 << match status {
+        RunStatus::Queued => 0,
+        RunStatus::AwaitingApproval => 1,
+        RunStatus::Approved => 2,
+        RunStatus::Running => 3,
+        RunStatus::Completed => 4,
+        RunStatus::Failed => 5,
+        RunStatus::Blocked => 6,
+    }
+}
+
+/// The input number in `key`, if it is the key of a run `agent` asked for in its handling of that input
+/// (`<agent>/<input>/<n>`): what a recovery compares with its snapshot's number. The same rule as the one the
+/// recovery's query applies to `runs` (the digits after `<agent>/`).
+pub(super) fn key_seq(agent: &str, key: &str) -> Option<u64> {
+    let rest = key.strip_prefix(agent)?.strip_prefix('/')?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest[..digits].parse().ok()
+}
+
+/// A number as SQLite keeps it.
+fn number(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The milliseconds a time-ordered (v7) id was made at; `None` for any other id.
+fn id_ms(run: Uuid) -> Option<u64> {
+    let b = run.as_bytes();
+    (run.get_version_num() == 7).then(|| u64::from_be_bytes([0, 0, b[0], b[1], b[2], b[3], b[4], b[5]]))
+}
+
+/// The smallest v7 id made at `ms`.
+fn first_id_at(ms: u64) -> Uuid {
+    let mut bytes = [0u8; 16];
+    bytes[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
+    Uuid::from_bytes(bytes)
+}
+
+/// A run ready to join a batch: ended, its outcome consumed, with nothing more to be written about it.
+pub(super) struct Settled<'a> {
+    pub place: i64,
+    pub run: Uuid,
+    pub agent: &'a AgentId,
+    pub action: &'a ActionId,
+    pub status: RunStatus,
+    /// When it was recorded, in milliseconds since the epoch.
+    pub recorded: i64,
+    pub record: &'a str,
+    pub key: Option<&'a str>,
+    pub plan: Option<&'a str>,
+}
+
+/// The ended runs the writer is gathering in the current commit, an agent at a time.
+#[derive(Default)]
+pub(super) struct RunBatches {
+    gathering: HashMap<AgentId, Gathered>,
+    /// Bodies written, kept for the next commit.
+    spare: Vec<Vec<u8>>,
+}
+
+/// One row being gathered.
+struct Gathered {
+    first: i64,
+    last: i64,
+    last_seq: i64,
+    first_run: Uuid,
+    last_run: Uuid,
+    /// The milliseconds of its earliest and latest run id.
+    ids_from: u64,
+    ids_to: u64,
+    since: i64,
+    until: i64,
+    statuses: i64,
+    actions: Vec<ActionId>,
+    body: Vec<u8>,
+}
+
+impl RunBatches {
+    /// Adds a settled run to its agent's row, or returns `false` if it cannot join one (its id is not
+    /// time-ordered): it is then written alone. A run whose id would take its row past [`SPAN_MS`], or whose
+    /// entry would take it past [`BODY_MOST`], starts a new row (the one gathered so far is written first).
+    pub(super) fn add(&mut self, db: &Connection, run: &Settled<'_>) -> rusqlite::Result<bool> {
+        let Some(ms) = id_ms(run.run) else { return Ok(false) };
+        let record_len = length(run.record)?;
+        let key_len = run.key.map_or(Ok(NONE), length)?;
+        let plan_len = run.plan.map_or(Ok(NONE), length)?;
+        let entry = 24 + 12 + run.record.len() + run.key.map_or(0, str::len) + run.plan.map_or(0, str::len);
+        let ends_row =
+            |row: &Gathered| row.ids_to.max(ms) - row.ids_from.min(ms) > SPAN_MS || row.body.len() + entry > BODY_MOST;
+        if self.gathering.get(run.agent).is_some_and(ends_row) {
+            self.write_agent(db, run.agent)?;
+        }
+        let row = match self.gathering.get_mut(run.agent) {
+            Some(row) => row,
+            None => {
+                let body = self.spare.pop().unwrap_or_default();
+                self.gathering.entry(run.agent.clone()).or_insert(Gathered {
+                    first: run.place,
+                    last: run.place,
+                    last_seq: -1,
+                    first_run: run.run,
+                    last_run: run.run,
+                    ids_from: ms,
+                    ids_to: ms,
+                    since: run.recorded,
+                    until: run.recorded,
+                    statuses: 0,
+                    actions: Vec::new(),
+                    body,
+                })
+            }
+        };
+        row.last = run.place;
+        if let Some(seq) = run.key.and_then(|key| key_seq(run.agent.as_str(), key)) {
+            row.last_seq = row.last_seq.max(number(seq));
+        }
+        row.first_run = row.first_run.min(run.run);
+        row.last_run = row.last_run.max(run.run);
+        row.ids_from = row.ids_from.min(ms);
+        row.ids_to = row.ids_to.max(ms);
+        row.since = row.since.min(run.recorded);
+        row.until = row.until.max(run.recorded);
+        row.statuses |= status_bit(run.status);
+        if !row.actions.contains(run.action) {
+            row.actions.push(run.action.clone());
+        }
+        row.body.extend_from_slice(&run.place.to_le_bytes());
+        row.body.extend_from_slice(run.run.as_bytes());
+        for (len, text) in [(key_len, run.key), (plan_len, run.plan), (record_len, Some(run.record))] {
+            row.body.extend_from_slice(&len.to_le_bytes());
+            row.body.extend_from_slice(text.unwrap_or_default().as_bytes());
+        }
+        Ok(true)
+    }
+
+    fn write_agent(&mut self, db: &Connection, agent: &AgentId) -> rusqlite::Result<()> {
+        match self.gathering.remove(agent) {
+            Some(row) => self.write_row(db, agent, row),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes everything gathered.
+    pub(super) fn write_all(&mut self, db: &Connection) -> rusqlite::Result<()> {
+        // Taken out and put back, so the map keeps its room from commit to commit.
+        let mut gathering = std::mem::take(&mut self.gathering);
+        let written = gathering.drain().try_for_each(|(agent, row)| self.write_row(db, &agent, row));
+        self.gathering = gathering;
+        written
+    }
+
+    /// Drops what is gathered (its commit failed).
+    pub(super) fn forget(&mut self) {
+        for (_, mut row) in self.gathering.drain() {
+            row.body.clear();
+            self.spare.push(row.body);
+        }
+    }
+
+    fn write_row(&mut self, db: &Connection, agent: &AgentId, row: Gathered) -> rusqlite::Result<()> {
+        let Gathered { first, last, last_seq, first_run, last_run, since, until, statuses, actions, mut body, .. } =
+            row;
+        db.prepare_cached(
+            "INSERT INTO run_batches (place, last, agent, last_seq, first_run, last_run, since, until, statuses, \
+             body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )?
+        .execute(params![
+            first,
+            last,
+            agent.as_str(),
+            last_seq,
+            &first_run.as_bytes()[..],
+            &last_run.as_bytes()[..],
+            since,
+            until,
+            statuses,
+            body
+        ])?;
+        let mut listed = db.prepare_cached("INSERT INTO run_batch_actions (action, batch) VALUES (?1, ?2)")?;
+        for action in actions {
+            listed.execute(params![action.as_str(), first])?;
+        }
+        body.clear();
+        self.spare.push(body);
+        Ok(())
+    }
+}
+
+/// A text's length as an entry gives it (4 bytes; SQLite refuses a value over 1 GB anyway).
+fn length(text: &str) -> rusqlite::Result<u32> {
+    u32::try_from(text.len()).ok().filter(|len| *len != NONE).ok_or_else(|| {
+        let refused = format!("a run's text of {} bytes; expected less than 4 GiB", text.len());
+        rusqlite::Error::ToSqlConversionFailure(refused.into())
+    })
+}
+
+/// One run of a row's body.
+pub(super) struct Entry<'a> {
+    pub place: i64,
+    pub run: Uuid,
+    pub key: Option<&'a str>,
+    pub plan: Option<&'a [u8]>,
+    pub record: &'a [u8],
+}
+
+/// The runs in a row's body, in order.
+pub(super) fn entries(mut body: &[u8]) -> impl Iterator<Item = Result<Entry<'_>, StoreError>> {
+    let cut = |what: &str| StoreError::Decode {
+        what: "run batch",
+        message: format!("the batch ends in the middle of a run's {what}; expected place, id, key, plan and record"),
+    };
+    std::iter::from_fn(move || {
+        if body.is_empty() {
+            return None;
+        }
+        let entry = (|| {
+            let (place, rest) = body.split_first_chunk::<8>().ok_or_else(|| cut("place"))?;
+            let (run, mut rest) = rest.split_first_chunk::<16>().ok_or_else(|| cut("id"))?;
+            let key = text(&mut rest).ok_or_else(|| cut("key"))?;
+            let plan = text(&mut rest).ok_or_else(|| cut("plan"))?;
+            let record = text(&mut rest).flatten().ok_or_else(|| cut("record"))?;
+            let key = key
+                .map(|k| std::str::from_utf8(k))
+                .transpose()
+                .map_err(|e| StoreError::Decode { what: "run batch", message: format!("a key: {e}") })?;
+            let entry = Entry { place: i64::from_le_bytes(*place), run: Uuid::from_bytes(*run), key, plan, record };
+            Ok((entry, rest))
+        })();
+        Some(match entry {
+            Ok((entry, rest)) => {
+                body = rest;
+                Ok(entry)
+            }
+            Err(err) => {
+                // Nothing more is read from a damaged body.
+                body = &[];
+                Err(err)
+            }
+        })
+    })
+}
+
+/// The next text of an entry: `None` if the body is cut short, `Some(None)` for a text that is not there.
+fn text<'a>(rest: &mut &'a [u8]) -> Option<Option<&'a [u8]>> {
+    let (len, after) = rest.split_first_chunk::<4>()?;
+    let len = u32::from_le_bytes(*len);
+    if len == NONE {
+        *rest = after;
+        return Some(None);
+    }
+    let bytes = after.get(..len as usize)?;
+    *rest = &after[len as usize..];
+    Some(Some(bytes))
+}
+
+fn blob<'a>(row: &'a rusqlite::Row<'_>, column: usize) -> Result<&'a [u8], StoreError> {
+    row.get_ref(column).map_err(database)?.as_blob().map_err(|e| StoreError::Decode {
+        what: "run batch",
+        message: format!("{e}; expected the batch's runs as a blob"),
+    })
+}
+
+/// The batched run `run`, if one is: its record and idempotency key.
+pub(super) fn find(db: &Connection, run: Uuid) -> Result<Option<(RunRecord, Option<String>)>, StoreError> {
+    let Some(ms) = id_ms(run) else { return Ok(None) };
+    let from = first_id_at(ms.saturating_sub(SPAN_MS));
+    let mut statement = db
+        .prepare_cached(
+            "SELECT body FROM run_batches WHERE first_run BETWEEN ?1 AND ?2 AND last_run >= ?2 ORDER BY place",
+        )
+        .map_err(database)?;
+    let mut rows = statement.query(params![&from.as_bytes()[..], &run.as_bytes()[..]]).map_err(database)?;
+    while let Some(row) = rows.next().map_err(database)? {
+        for entry in entries(blob(row, 0)?) {
+            let entry = entry?;
+            if entry.run == run {
+                return Ok(Some((decode("run record", entry.record)?, entry.key.map(str::to_owned))));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// A run read back, ordered by its place alone.
+struct Placed(i64, RunRecord, Option<String>);
+
+impl PartialEq for Placed {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+impl Eq for Placed {}
+impl PartialOrd for Placed {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Placed {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&other.0)
+    }
+}
+
+/// The runs matching `query`, in the order they were written (by place), each with its idempotency key, from
+/// `runs` and `run_batches` both. Rows are read only as far as the page needs.
+pub(super) fn query(db: &Connection, query: &RunQuery) -> Result<Vec<(RunRecord, Option<String>)>, StoreError> {
+    let mut table_sql = String::from("SELECT place, record, key FROM runs WHERE 1 = 1");
+    let mut batch_sql = String::from("SELECT place, body FROM run_batches WHERE 1 = 1");
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    // Each condition names its own value (`#`), so each statement binds only the values it names.
+    let mut both = |table: &str, batch: &str, value: rusqlite::types::Value| {
+        condition(&mut table_sql, &mut values, table, value.clone());
+        condition(&mut batch_sql, &mut values, batch, value);
+    };
+    if let Some(agent) = &query.agent {
+        both("agent = #", "agent = #", agent.as_str().to_owned().into());
+    }
+    if let Some(action) = &query.action {
+        let action = action.as_str().to_owned();
+        both("action = #", "place IN (SELECT batch FROM run_batch_actions WHERE action = #)", action.into());
+    }
+    // Times are kept to the millisecond, rounded down: the exact bounds are checked on each record.
+    if let Some(since) = query.since {
+        both("recorded >= #", "until >= #", since.timestamp_millis().into());
+    }
+    if let Some(until) = query.until {
+        both("recorded <= #", "since <= #", until.timestamp_millis().into());
+    }
+    if let Some(status) = query.status {
+        let named = serde_json::to_string(&status).unwrap_or_default();
+        condition(&mut table_sql, &mut values, "status = #", named.into());
+        condition(&mut batch_sql, &mut values, "statuses & # != 0", status_bit(status).into());
+    }
+    table_sql.push_str(" ORDER BY place");
+    batch_sql.push_str(" ORDER BY place");
+    let mut table = db.prepare(&table_sql).map_err(database)?;
+    let mut batches = db.prepare(&batch_sql).map_err(database)?;
+    // Each statement binds only the values it names; the rest are left unbound (NULL) and unused.
+    let mut table_rows = bind_named(&mut table, &values)?;
+    let mut batch_rows = bind_named(&mut batches, &values)?;
+
+    let wanted = query.limit.unwrap_or(usize::MAX);
+    let mut found = Vec::new();
+    let mut skipped = 0;
+    // The next run from `runs`, the runs read from batch rows and not yet taken, and the next batch row's
+    // first place: a run is taken only once no row still unread can hold one placed before it.
+    let mut next_table = next_table_run(&mut table_rows, query)?;
+    let mut heap: BinaryHeap<Reverse<Placed>> = BinaryHeap::new();
+    let mut next_batch = batch_rows.next().map_err(database)?;
+    while found.len() < wanted {
+        let smallest = [next_table.as_ref().map(|p| p.0), heap.peek().map(|p| p.0.0)].into_iter().flatten().min();
+        if let Some(row) = next_batch
+            && smallest.is_none_or(|place| row.get::<_, i64>(0).is_ok_and(|first| first <= place))
+        {
+            for entry in entries(blob(row, 1)?) {
+                let entry = entry?;
+                let record: RunRecord = decode("run record", entry.record)?;
+                if query.matches(&record) {
+                    heap.push(Reverse(Placed(entry.place, record, entry.key.map(str::to_owned))));
+                }
+            }
+            next_batch = batch_rows.next().map_err(database)?;
+            continue;
+        }
+        let from_table = match (&next_table, heap.peek()) {
+            (Some(t), Some(h)) => t.0 < h.0.0,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let taken = if from_table {
+            let taken = next_table.take();
+            next_table = next_table_run(&mut table_rows, query)?;
+            taken
+        } else {
+            heap.pop().map(|Reverse(p)| p)
+        };
+        if let Some(Placed(_, record, key)) = taken {
+            if skipped < query.offset {
+                skipped += 1;
+            } else {
+                found.push((record, key));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Adds `condition` to `sql`, its `#` standing for `value`'s number in `values`.
+fn condition(
+    sql: &mut String,
+    values: &mut Vec<rusqlite::types::Value>,
+    condition: &str,
+    value: rusqlite::types::Value,
+) {
+    values.push(value);
+    sql.push_str(" AND ");
+    sql.push_str(&condition.replace('#', &format!("?{}", values.len())));
+}
+
+/// Binds the values a statement names (`?n`) and starts it.
+fn bind_named<'s>(
+    statement: &'s mut rusqlite::Statement<'_>,
+    values: &[rusqlite::types::Value],
+) -> Result<rusqlite::Rows<'s>, StoreError> {
+    for (i, value) in values.iter().enumerate() {
+        let name = format!("?{}", i + 1);
+        if let Some(index) = statement.parameter_index(&name).map_err(database)? {
+            statement.raw_bind_parameter(index, value).map_err(database)?;
+        }
+    }
+    Ok(statement.raw_query())
+}
+
+/// The next run from `runs` that matches `query` exactly.
+fn next_table_run(rows: &mut rusqlite::Rows<'_>, query: &RunQuery) -> Result<Option<Placed>, StoreError> {
+    while let Some(row) = rows.next().map_err(database)? {
+        let place: i64 = row.get(0).map_err(database)?;
+        let text: String = row.get(1).map_err(database)?;
+        let record: RunRecord = decode("run record", text.as_bytes())?;
+        if query.matches(&record) {
+            return Ok(Some(Placed(place, record, row.get(2).map_err(database)?)));
+        }
+    }
+    Ok(None)
+}
+
+/// `agent`'s runs a recovery needs, in order: from `runs`, those that had not ended, whose outcome the agent
+/// has not consumed, or that inputs after `after` asked for; from `run_batches` (all ended and consumed), those
+/// that inputs after `after` asked for (a replay of those inputs asks for them again, and must find them).
+pub(super) fn revival_runs(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<KeyedRun>, StoreError> {
+    let mut placed: Vec<(i64, KeyedRun)> = Vec::new();
+    let mut statement = db
+        .prepare_cached(
+            "SELECT place, record, plan, outcome, delivered FROM runs WHERE agent = ?1 AND (final = 0 \
+             OR (outcome IS NOT NULL AND delivered = 0) OR (key IS NOT NULL \
+             AND substr(key, 1, length(?1) + 1) = ?1 || '/' AND CAST(substr(key, length(?1) + 2) AS INTEGER) > ?2)) \
+             ORDER BY place",
+        )
+        .map_err(database)?;
+    let mut rows = statement.query(params![agent.as_str(), number(after)]).map_err(database)?;
+    while let Some(row) = rows.next().map_err(database)? {
+        let text = |i: usize| row.get::<_, Option<String>>(i).map_err(database);
+        let record = text(1)?.unwrap_or_default();
+        placed.push((
+            row.get(0).map_err(database)?,
+            KeyedRun {
+                record: decode("run record", record.as_bytes())?,
+                plan: text(2)?.map(|p| decode("run plan", p.as_bytes())).transpose()?,
+                outcome: text(3)?.map(|o| decode("outcome signal", o.as_bytes())).transpose()?,
+                delivered: row.get(4).map_err(database)?,
+            },
+        ));
+    }
+    let in_table = placed.len();
+    let mut statement = db
+        .prepare_cached("SELECT body FROM run_batches WHERE agent = ?1 AND last_seq > ?2 ORDER BY place")
+        .map_err(database)?;
+    let mut rows = statement.query(params![agent.as_str(), number(after)]).map_err(database)?;
+    while let Some(row) = rows.next().map_err(database)? {
+        for entry in entries(blob(row, 0)?) {
+            let entry = entry?;
+            if entry.key.and_then(|key| key_seq(agent.as_str(), key)).is_some_and(|seq| seq > after) {
+                placed.push((
+                    entry.place,
+                    KeyedRun {
+                        record: decode("run record", entry.record)?,
+                        plan: entry.plan.map(|p| decode::<RunPlan>("run plan", p)).transpose()?,
+                        outcome: None,
+                        delivered: true,
+                    },
+                ));
+            }
+        }
+    }
+    if placed.len() > in_table {
+        placed.sort_by_key(|(place, _)| *place);
+    }
+    Ok(placed.into_iter().map(|(_, run)| run).collect())
+}
+
+/// The place after every run's, in both tables: where the writer numbers on from.
+pub(super) fn next_place(db: &Connection) -> rusqlite::Result<i64> {
+    db.query_row(
+        "SELECT max(coalesce((SELECT max(place) FROM runs), 0), coalesce((SELECT max(last) FROM run_batches), 0)) + 1",
+        [],
+        |r| r.get(0),
+    )
+}
