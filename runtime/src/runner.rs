@@ -82,11 +82,18 @@ impl Runner {
         params: Value,
         ctx: ActionContext,
     ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
-        self.clone().execute_unwritten(action.clone(), Box::new(RunInHand { ctx, params, unwritten: None }))
+        let store = self.store.clone();
+        self.clone().execute_unwritten(action.clone(), Box::new(RunInHand { ctx, params, unwritten: None })).map(
+            move |(outcome, error, mut unwritten)| {
+                Unwritten::write_pending(&mut unwritten, &*store);
+                (outcome, error)
+            },
+        )
     }
 
     /// [`Runner::execute_detailed`] for a run whose record is not journaled yet: the record is written once the
-    /// run waits on anything, or once it ends (so a run that ends at its first poll is one write).
+    /// run waits on anything; if it never does, it is handed back with the outcome, ended, for the caller to
+    /// write (so a run that ends at its first poll is one write, made beside its outcome).
     ///
     /// The future owns everything it needs: the run in its box (context, params and record), so its state
     /// (which a run's task, or the box a run polled in place lives in, carries) holds a pointer to them.
@@ -94,16 +101,16 @@ impl Runner {
         self,
         action: DynAction,
         run: Box<RunInHand>,
-    ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'static {
+    ) -> impl Future<Output = (Outcome, Option<ActionError>, Option<Unwritten>)> + Send + 'static {
         let ctx = &run.ctx;
         let span = tracing::info_span!(
             "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
         );
         let mut guard = CancelOnDrop { runner: self, run, ended: false };
         async move {
-            let ended = guard.runner.attempts(&action, &mut guard.run).instrument(span).await;
+            let (outcome, error) = guard.runner.attempts(&action, &mut guard.run).instrument(span).await;
             guard.disarm();
-            ended
+            (outcome, error, guard.run.unwritten.take())
         }
     }
 
@@ -230,7 +237,7 @@ impl Runner {
         }
     }
 
-    /// Journals (and writes, if it was not yet) and announces how a run ended.
+    /// Journals and announces how a run ended (a record not written yet is handed back with the outcome).
     fn finish(&self, run: &mut RunInHand, outcome: Outcome) -> Outcome {
         let update = RunUpdate {
             status: Some(outcome.status.into()),
@@ -249,7 +256,6 @@ impl Runner {
             }
         };
         self.report(run, update, kind);
-        self.write(&mut run.unwritten);
         outcome
     }
 }

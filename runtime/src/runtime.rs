@@ -163,7 +163,9 @@ impl RuntimeBuilder {
     }
 
     /// With a durable store: how many inputs an agent handles between two snapshots of its state (at least 1;
-    /// default [`DEFAULT_SNAPSHOT_EVERY`]). Fewer means a faster recovery and more writes.
+    /// default [`DEFAULT_SNAPSHOT_EVERY`]). Fewer means a faster recovery and more writes. A snapshot due while
+    /// outcomes wait in the agent's inbox waits for them to be consumed, up to ten times as many inputs (a
+    /// snapshot makes the journal write each waiting outcome twice: with it, and once consumed).
     pub fn snapshot_every(mut self, inputs: u64) -> Self {
         self.snapshot_every = inputs.max(1);
         self

@@ -3,7 +3,10 @@
 //! idempotent ones) and nothing the run asked for was done yet. A run whose effects were interpreted must be
 //! journaled ended with the next commit, or a crash would run it, and its effects, a second time.
 //!
-//! The store here is the real SQLite journal, wrapped to note what the server tells it about each outcome.
+//! A run that ends at its first poll reaches the journal once, its end beside its outcome, so the journal can
+//! write the two together.
+//!
+//! The store here is the real SQLite journal, wrapped to note what the server tells it.
 
 use agentry::action::{ActionSpec, DynAction};
 use agentry::agent::{Agent, Reaction};
@@ -23,17 +26,33 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
-/// The SQLite journal, noting for each kept outcome its action and whether its run may be journaled late.
+/// The SQLite journal, noting for each kept outcome its action and whether its run may be journaled late, and
+/// every write about a run, in order.
 struct Noting {
     journal: SqliteStore,
     kept: Mutex<Vec<(ActionId, bool)>>,
+    writes: Mutex<Vec<(&'static str, Uuid)>>,
+    /// The input number of each snapshot saved.
+    snapshots: Mutex<Vec<u64>>,
+}
+
+impl Noting {
+    fn new(journal: SqliteStore) -> Self {
+        Self { journal, kept: Mutex::default(), writes: Mutex::default(), snapshots: Mutex::default() }
+    }
+
+    fn note(&self, write: &'static str, run: Uuid) {
+        self.writes.lock().expect("not poisoned").push((write, run));
+    }
 }
 
 impl Store for Noting {
     fn record(&self, record: RunRecord) -> Result<(), StoreError> {
+        self.note(if record.status().is_final() { "ended" } else { "record" }, record.run);
         self.journal.record(record)
     }
     fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.note("update", run);
         self.journal.update(run, update, at)
     }
     fn get(&self, run: Uuid) -> Option<RunRecord> {
@@ -64,6 +83,7 @@ impl Durable for Noting {
         self.journal.append_kept_outcome(agent, seq, run, signal);
     }
     fn save_snapshot(&self, snapshot: Snapshot) {
+        self.snapshots.lock().expect("not poisoned").push(snapshot.seq);
         self.journal.save_snapshot(snapshot);
     }
     fn agent_spawned(&self, record: AgentRecord, initial: Snapshot) {
@@ -82,12 +102,14 @@ impl Durable for Noting {
         self.journal.schedule_cleared(agent, key);
     }
     fn run_planned(&self, run: Uuid, plan: &RunPlan) {
+        self.note("plan", run);
         self.journal.run_planned(run, plan);
     }
     fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool) {
         if let Some(report) = outcome.outcome() {
             self.kept.lock().expect("not poisoned").push((report.action.clone(), safe_again));
         }
+        self.note("outcome", run);
         self.journal.run_outcome(run, outcome, safe_again);
     }
     fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
@@ -164,7 +186,7 @@ fn skill() -> Skill {
 async fn a_run_whose_effects_were_done_is_journaled_ended_at_once_and_a_quiet_one_may_wait() {
     let folder = tempfile::tempdir().expect("a folder");
     let journal = SqliteStore::open(folder.path().join("journal.db")).expect("the journal opens");
-    let noting = Arc::new(Noting { journal, kept: Mutex::new(Vec::new()) });
+    let noting = Arc::new(Noting::new(journal));
     let runtime = Runtime::builder().skill(skill()).agent::<Asker>().expect("registered").store(noting.clone()).build();
     let agent = runtime.spawn(Asker::default(), SpawnOptions::default()).await.expect("it starts");
     agent.mount(&SkillId::new("fx").expect("an id"), Value::Null).await.expect("mounted");
@@ -175,5 +197,62 @@ async fn a_run_whose_effects_were_done_is_journaled_ended_at_once_and_a_quiet_on
     let expected =
         [(ActionId::new("fx.emits").expect("an id"), false), (ActionId::new("fx.quiet").expect("an id"), true)];
     assert_eq!(kept, expected, "only the run with nothing done may be journaled late");
+    runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_that_end_at_their_first_poll_reach_the_journal_each_once_beside_its_outcome() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let journal = SqliteStore::open(folder.path().join("journal.db")).expect("the journal opens");
+    let noting = Arc::new(Noting::new(journal));
+    let runtime = Runtime::builder().skill(skill()).agent::<Asker>().expect("registered").store(noting.clone()).build();
+    let agent = runtime.spawn(Asker::default(), SpawnOptions::default()).await.expect("it starts");
+    agent.mount(&SkillId::new("fx").expect("an id"), Value::Null).await.expect("mounted");
+    // Four runs asked for at once, and the echo so the call is answered.
+    let go = Signal::new("go", json!(["fx.quiet", "fx.quiet", "fx.quiet", "fx.emits"])).expect("a kind");
+    agent.call(go, Duration::from_secs(30)).await.expect("every run came back, and the echo");
+    let writes = noting.writes.lock().expect("not poisoned").clone();
+    assert_eq!(writes.len(), 12, "each run: its record once, ended, its plan and its outcome: {writes:?}");
+    for run in writes.chunks(3) {
+        let (kinds, ids): (Vec<&str>, Vec<Uuid>) = run.iter().copied().unzip();
+        assert_eq!(kinds, ["ended", "plan", "outcome"], "one run's writes, together: {writes:?}");
+        assert!(ids.iter().all(|id| *id == ids[0]), "of one run: {writes:?}");
+    }
+    // And the journal has every run, ended, with its key.
+    let runs = noting.journal.keyed_runs(&RunQuery::default()).expect("the journal reads");
+    assert_eq!(runs.len(), 4);
+    assert!(runs.iter().all(|(record, key)| record.status().is_final() && key.is_some()), "{runs:?}");
+    runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_due_while_outcomes_wait_for_the_agent_waits_for_them() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let journal = SqliteStore::open(folder.path().join("journal.db")).expect("the journal opens");
+    let noting = Arc::new(Noting::new(journal));
+    let runtime = Runtime::builder()
+        .skill(skill())
+        .agent::<Asker>()
+        .expect("registered")
+        .store(noting.clone())
+        .snapshot_every(5)
+        .build();
+    let agent = runtime.spawn(Asker::default(), SpawnOptions::default()).await.expect("it starts");
+    agent.mount(&SkillId::new("fx").expect("an id"), Value::Null).await.expect("mounted");
+    // Twenty outcomes wait in the agent's inbox at once; with the go and the echo, 22 inputs.
+    let mut asked = vec![json!("fx.quiet"); 19];
+    asked.push(json!("fx.emits"));
+    agent.call(Signal::new("go", json!(asked)).expect("a kind"), Duration::from_secs(30)).await.expect("done");
+    let seqs = noting.snapshots.lock().expect("not poisoned").clone();
+    // Seq 0 is the snapshot a mount takes, before any input.
+    let during: Vec<u64> = seqs.iter().copied().filter(|seq| *seq > 0).collect();
+    assert!(!during.is_empty() && during.iter().all(|seq| *seq > 20), "none while outcomes waited: {seqs:?}");
+    // It waits ten times its interval at most: 70 outcomes waiting (inputs 24 to 93) do not hold it back for ever.
+    let mut asked = vec![json!("fx.quiet"); 69];
+    asked.push(json!("fx.emits"));
+    agent.call(Signal::new("go", json!(asked)).expect("a kind"), Duration::from_secs(30)).await.expect("done");
+    let seqs = noting.snapshots.lock().expect("not poisoned").clone();
+    assert!(seqs.iter().any(|seq| (24..93).contains(seq)), "one while outcomes still waited: {seqs:?}");
+    assert!(seqs.windows(2).all(|pair| pair[1] - pair[0] <= 50), "at most ten intervals apart: {seqs:?}");
     runtime.shutdown(Duration::from_secs(5)).await;
 }

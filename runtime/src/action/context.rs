@@ -173,7 +173,7 @@ pub struct ActionContext {
     /// The signal whose effects asked for the run, if any.
     pub causation_id: Option<Uuid>,
     pub(crate) skill: Option<SkillId>,
-    pub(crate) drive: Option<PathBuf>,
+    pub(crate) drive: Option<Arc<Path>>,
     pub(crate) skill_state: Value,
     pub(crate) policy: Arc<Policy>,
     pub(crate) stack: Vec<Frame>,
@@ -268,7 +268,7 @@ impl ActionContext {
 
     /// The same context with this drive folder (for direct invocation, e.g. testing a file skill).
     pub fn with_drive(mut self, drive: impl Into<PathBuf>) -> Self {
-        self.drive = Some(drive.into());
+        self.drive = Some(Arc::from(drive.into()));
         self
     }
 

@@ -61,6 +61,9 @@ pub(crate) struct Recovered {
     pub inputs: HashSet<Uuid>,
 }
 
+/// How many times its usual interval a snapshot may wait for the outcomes in the agent's inbox.
+const SNAPSHOT_WAITS_AT_MOST: u64 = 10;
+
 impl<A: Agent> ServerState<A> {
     /// Numbers the input about to be stepped and logs it (by naming the run, when it is the outcome the journal
     /// kept for run `kept`).
@@ -76,10 +79,17 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// After an input: a snapshot once enough inputs were logged since the last one.
+    /// After an input: a snapshot once enough inputs were logged since the last one. While outcomes wait in
+    /// the agent's inbox, the snapshot waits for them, up to [`SNAPSHOT_WAITS_AT_MOST`] times as many inputs:
+    /// a snapshot folds in the inputs that asked for those runs, so the journal must write every waiting
+    /// outcome with it (where it is later marked consumed), rather than once, when the agent consumes it.
     pub(super) fn after_input(&mut self) {
-        if self.since_snapshot >= self.shared.snapshot_every {
-            self.save_snapshot();
+        let every = self.shared.snapshot_every;
+        if self.since_snapshot >= every {
+            let waiting = self.underway.as_ref().is_some_and(|u| !u.inbox.is_empty());
+            if !waiting || self.since_snapshot >= every.saturating_mul(SNAPSHOT_WAITS_AT_MOST) {
+                self.save_snapshot();
+            }
         }
     }
 

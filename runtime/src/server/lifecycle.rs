@@ -104,7 +104,11 @@ impl<A: Agent> ServerState<A> {
     /// Everything an agent leaves behind is cleaned up: its runs, schedules and jobs cancelled, its directory
     /// entry removed (only its own: a later agent of the same id keeps its entry), its parent told.
     pub(super) fn shutdown(&mut self) {
-        let underway = self.underway.take();
+        let mut underway = self.underway.take();
+        // Runs that ended without being journaled, whose outcomes were not handled yet: journaled as they ended.
+        for ended in underway.iter_mut().flat_map(|u| u.ended.iter_mut()) {
+            crate::store::Unwritten::write_pending(&mut ended.unwritten, &*self.shared.store);
+        }
         for (_, running) in underway.iter().flat_map(|u| &u.running) {
             running.task.abort();
             let RunIds { run, action, correlation, .. } = &running.ids;

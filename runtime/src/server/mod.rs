@@ -102,6 +102,9 @@ pub(crate) struct Ended {
     pub sink: Arc<std::sync::Mutex<crate::action::RunSink>>,
     pub outcome: crate::action::Outcome,
     pub invoker: Option<crate::messages::Invoker>,
+    /// Its record, if it ended without ever being journaled: written when its outcome is handled, so its end
+    /// and its outcome reach the journal together.
+    pub unwritten: Option<crate::store::Unwritten>,
 }
 
 /// Who a run is: what its outcome signal and a cancellation need to know about it.
@@ -141,6 +144,8 @@ pub(crate) struct Underway {
     pub inbox: VecDeque<Inbound>,
     /// Set once the server drains: new runs are refused, and these are told when the last run ends.
     pub draining: Option<Vec<tokio::sync::oneshot::Sender<()>>>,
+    /// The drive folders of the skills its runs used, made once rather than for every run.
+    pub drives: Vec<(crate::id::SkillId, Arc<std::path::Path>)>,
 }
 
 /// An outcome signal waiting in the agent's inbox, with the run whose journaled outcome it is when the store

@@ -204,26 +204,29 @@ impl<A: Agent> ServerState<A> {
         let sink = run.ctx.sink.clone();
         // Boxed, so a task spawned for it stays small instead of carrying every attempt's state inline.
         let run = self.shared.runner.clone().execute_unwritten(action, run);
-        let mut execution = Box::pin(AssertUnwindSafe(run.map(|(outcome, _)| outcome)).catch_unwind());
+        let mut execution =
+            Box::pin(AssertUnwindSafe(run.map(|(outcome, _, unwritten)| (outcome, unwritten))).catch_unwind());
         // The first poll's waker is never woken: a future that is still pending is polled again by its task at
         // once, and registers that task's waker then (every future must wake the waker of its latest poll).
         if let Poll::Ready(ended) = execution.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            let outcome = ended.unwrap_or_else(|_panic| task_panicked());
-            self.work().ended.push_back(Ended { ids, sink, outcome, invoker });
+            let (outcome, unwritten) = ended.unwrap_or_else(|_panic| (task_panicked(), None));
+            self.work().ended.push_back(Ended { ids, sink, outcome, invoker, unwritten });
             return;
         }
         let me = self.myself.clone();
         let run = ids.run;
+        let store = self.shared.store.clone();
         let task = tokio::spawn(async move {
             let ended = match invoker.as_mut() {
                 None => execution.await,
                 Some(reply) => tokio::select! {
                     ended = execution => ended,
                     // Dropping the execution cancels the run and journals it so.
-                    () = reply.closed() => Ok(Outcome::failed(&ActionError::cancelled("the caller gave up"), Duration::ZERO, 0)),
+                    () = reply.closed() => Ok((Outcome::failed(&ActionError::cancelled("the caller gave up"), Duration::ZERO, 0), None)),
                 },
             };
-            let outcome = ended.unwrap_or_else(|_panic| task_panicked());
+            let (outcome, mut unwritten) = ended.unwrap_or_else(|_panic| (task_panicked(), None));
+            Unwritten::write_pending(&mut unwritten, &*store);
             let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome), invoker));
         });
         self.work().running.insert(run, Running { task, ids, sink });
@@ -232,7 +235,7 @@ impl<A: Agent> ServerState<A> {
     /// A run's task ended: its outcome is handled, and the next queued runs start.
     pub(super) fn on_finished(&mut self, run: Uuid, outcome: Outcome, invoker: Option<Invoker>) {
         if let Some(done) = self.under().and_then(|u| u.running.remove(&run)) {
-            self.conclude(Ended { ids: done.ids, sink: done.sink, outcome, invoker });
+            self.conclude(Ended { ids: done.ids, sink: done.sink, outcome, invoker, unwritten: None });
         }
         self.launch_queued();
         self.tell_drained();
@@ -248,7 +251,9 @@ impl<A: Agent> ServerState<A> {
 
     /// A run ended: what it asked for is interpreted (if it completed), and its requester gets the outcome.
     fn conclude(&mut self, ended: Ended) {
-        let Ended { ids, sink, outcome, invoker } = ended;
+        let Ended { ids, sink, outcome, invoker, mut unwritten } = ended;
+        // A run that ended without being journaled is journaled now, just before its outcome.
+        self.write_record(&mut unwritten);
         // A run whose effects were interpreted is never started again behind the agent's back: its end is
         // journaled with the next commit, not held back until its outcome is consumed.
         let mut quiet = true;
@@ -290,6 +295,18 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
+    /// `skill`'s folder in the agent's drive, if the runtime has a data folder.
+    fn drive(&mut self, skill: &crate::id::SkillId) -> Option<std::sync::Arc<std::path::Path>> {
+        let shared = self.shared.clone();
+        let dir = shared.data_dir.as_deref()?;
+        if let Some((_, drive)) = self.work().drives.iter().find(|(known, _)| known == skill) {
+            return Some(drive.clone());
+        }
+        let drive: std::sync::Arc<std::path::Path> = super::drive_path(dir, &self.agent.id, skill).into();
+        self.work().drives.push((skill.clone(), drive.clone()));
+        Some(drive)
+    }
+
     /// The context of a new run: its skill's drive folder and state, the policy, the call stack with a frame
     /// of its own, and the way back to this server.
     pub(super) fn run_context(
@@ -311,10 +328,7 @@ impl<A: Agent> ServerState<A> {
             Requester::Agent { .. } => None,
         };
         let skill = self.table.get(&action).and_then(|r| r.skill.clone());
-        let drive = match (&self.shared.data_dir, &skill) {
-            (Some(dir), Some(skill)) => Some(super::drive_path(dir, &self.agent.id, skill)),
-            _ => None,
-        };
+        let drive = skill.as_ref().and_then(|skill| self.drive(skill));
         let skill_state =
             skill.as_ref().and_then(|s| self.agent.skill_state(s)).cloned().unwrap_or(serde_json::Value::Null);
         let callers = caller.map_or(&[][..], |c| c.stack());
