@@ -120,7 +120,7 @@ pub(super) struct Settled<'a> {
     pub status: RunStatus,
     /// When it was recorded, in milliseconds since the epoch.
     pub recorded: i64,
-    pub record: &'a str,
+    pub record: &'a RunRecord,
     pub key: Option<&'a str>,
     pub plan: Option<&'a str>,
 }
@@ -156,12 +156,11 @@ impl RunBatches {
     /// entry would take it past [`BODY_MOST`], starts a new row (the one gathered so far is written first).
     pub(super) fn add(&mut self, db: &Connection, run: &Settled<'_>) -> rusqlite::Result<bool> {
         let Some(ms) = id_ms(run.run) else { return Ok(false) };
-        let record_len = length(run.record)?;
         let key_len = run.key.map_or(Ok(NONE), length)?;
         let plan_len = run.plan.map_or(Ok(NONE), length)?;
-        let entry = 24 + 12 + run.record.len() + run.key.map_or(0, str::len) + run.plan.map_or(0, str::len);
+        // A row is full once its body reaches BODY_MOST (an entry's size is known only once it is written).
         let ends_row =
-            |row: &Gathered| row.ids_to.max(ms) - row.ids_from.min(ms) > SPAN_MS || row.body.len() + entry > BODY_MOST;
+            |row: &Gathered| row.ids_to.max(ms) - row.ids_from.min(ms) > SPAN_MS || row.body.len() >= BODY_MOST;
         if self.gathering.get(run.agent).is_some_and(ends_row) {
             self.write_agent(db, run.agent)?;
         }
@@ -201,11 +200,26 @@ impl RunBatches {
         }
         row.body.extend_from_slice(&run.place.to_le_bytes());
         row.body.extend_from_slice(run.run.as_bytes());
-        for (len, text) in [(key_len, run.key), (plan_len, run.plan), (record_len, Some(run.record))] {
+        for (len, text) in [(key_len, run.key), (plan_len, run.plan)] {
             row.body.extend_from_slice(&len.to_le_bytes());
             row.body.extend_from_slice(text.unwrap_or_default().as_bytes());
         }
-        Ok(true)
+        // The record's JSON is written in place, its length once it is known.
+        let at = row.body.len();
+        row.body.extend_from_slice(&[0; 4]);
+        let written = serde_json::to_writer(&mut row.body, run.record)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+            .and_then(|()| length_of(row.body.len() - at - 4));
+        match written {
+            Ok(len) => {
+                row.body[at..at + 4].copy_from_slice(&len.to_le_bytes());
+                Ok(true)
+            }
+            Err(err) => {
+                row.body.truncate(at);
+                Err(err)
+            }
+        }
     }
 
     fn write_agent(&mut self, db: &Connection, agent: &AgentId) -> rusqlite::Result<()> {
@@ -263,8 +277,12 @@ impl RunBatches {
 
 /// A text's length as an entry gives it (4 bytes; SQLite refuses a value over 1 GB anyway).
 fn length(text: &str) -> rusqlite::Result<u32> {
-    u32::try_from(text.len()).ok().filter(|len| *len != NONE).ok_or_else(|| {
-        let refused = format!("a run's text of {} bytes; expected less than 4 GiB", text.len());
+    length_of(text.len())
+}
+
+fn length_of(len: usize) -> rusqlite::Result<u32> {
+    u32::try_from(len).ok().filter(|len| *len != NONE).ok_or_else(|| {
+        let refused = format!("a run's text of {len} bytes; expected less than 4 GiB");
         rusqlite::Error::ToSqlConversionFailure(refused.into())
     })
 }

@@ -171,44 +171,33 @@ enum Op {
     Flush(Waiter),
 }
 
-/// A run's row, made by whoever writes the run: what crosses to the writer thread is one string and a few
-/// shared ids, not a record to serialize there (and to free there, which costs a lock on memory the sending
-/// thread allocated).
+/// A run's record on its way to the writer, which serializes it: a run written more than once in one commit
+/// (queued, started, ended) is serialized once, and the agent's thread, the busier of the two, does none of it.
 struct RunRow {
-    run: Uuid,
-    agent: AgentId,
-    action: crate::id::ActionId,
-    status: super::RunStatus,
+    record: RunRecord,
     /// When it was recorded, in milliseconds since the epoch.
     recorded: i64,
     ended: bool,
-    record: String,
 }
 
 impl RunRow {
-    fn of(record: &RunRecord, texts: &Texts) -> Self {
-        Self {
-            run: record.run,
-            agent: record.agent.clone(),
-            action: record.action.clone(),
-            status: record.status(),
-            recorded: record.history.first().map_or(0, |(_, at)| at.timestamp_millis()),
-            ended: record.status().is_final(),
-            record: texts.json(record),
-        }
+    fn of(record: RunRecord) -> Self {
+        let recorded = record.history.first().map_or(0, |(_, at)| at.timestamp_millis());
+        Self { ended: record.status().is_final(), recorded, record }
     }
 }
 
-/// The strings that carry serialized rows to the writer, which hands them back once they are written, so the
-/// same few buffers go round: nothing is allocated by one thread to be freed by another (which glibc makes
-/// both threads pay for, with a lock).
+/// The strings that carry serialized plans, outcomes and inputs to the writer, which hands them back once they
+/// are written, so the same few buffers go round: nothing is allocated by one thread to be freed by another
+/// (which glibc makes both threads pay for, with a lock). (Run records cross as they are and are serialized by
+/// the writer: see [`RunRow`].)
 #[derive(Debug, Default)]
 struct Texts(Mutex<Vec<String>>);
 
 /// How many spare buffers the pool keeps, and the largest it keeps (a rare huge row is not kept for ever).
 const TEXTS_KEPT: usize = BATCH;
 const TEXT_KEPT_BYTES: usize = 4 * 1024;
-/// The room a new buffer starts with: a run's record or outcome signal is 400-500 bytes of JSON.
+/// The room a new buffer starts with: an outcome signal is 400-500 bytes of JSON.
 const TEXT_STARTS_AT: usize = 512;
 
 impl Texts {
@@ -691,6 +680,8 @@ struct Runs {
     next_place: i64,
     /// The ended runs of this commit gathered into rows of `run_batches`.
     batches: RunBatches,
+    /// Where a run's record is serialized for its row in `runs`.
+    scratch: Vec<u8>,
 }
 
 #[derive(Default)]
@@ -752,7 +743,7 @@ impl Runs {
 
     /// A run's record, as it is now.
     fn record(&mut self, row: RunRow) {
-        let (run, agent) = (row.run, row.agent.clone());
+        let (run, agent) = (row.record.run, row.record.agent.clone());
         let pending = self.entry(run);
         let first = pending.record.is_none();
         pending.record = Some(row);
@@ -807,7 +798,7 @@ impl Runs {
                 self.held_until = Some(self.held_until.map_or(until, |first| first.min(until)));
                 self.held_writes += pending.writes;
                 if let Some(row) = &pending.record {
-                    self.by_agent.entry(row.agent.clone()).or_default().push(run);
+                    self.by_agent.entry(row.record.agent.clone()).or_default().push(run);
                 }
                 self.order.push(run);
                 continue;
@@ -821,9 +812,9 @@ impl Runs {
                 let settled = Settled {
                     place,
                     run,
-                    agent: &row.agent,
-                    action: &row.action,
-                    status: row.status,
+                    agent: &row.record.agent,
+                    action: &row.record.action,
+                    status: row.record.status(),
                     recorded: row.recorded,
                     record: &row.record,
                     key: plan.as_ref().map(|(key, _)| key.as_str()),
@@ -831,7 +822,7 @@ impl Runs {
                 };
                 if self.batches.add(db, &settled)? {
                     let (key, plan) = pending.plan.unzip();
-                    spent.extend(pending.record.map(|r| r.record).into_iter().chain(key).chain(plan));
+                    spent.extend(key.into_iter().chain(plan));
                     continue;
                 }
             }
@@ -842,7 +833,7 @@ impl Runs {
                     self.open.insert(run);
                 }
             }
-            write_run(db, &mut statement, place, run, pending, spent)?;
+            write_run(db, (&mut statement, &mut self.scratch), place, run, pending, spent)?;
         }
         self.batches.write_all(db)
     }
@@ -860,7 +851,7 @@ impl Runs {
     fn forget(&mut self, spent: &mut Vec<String>) {
         for (_, pending) in self.pending.drain() {
             let (key, plan) = pending.plan.unzip();
-            spent.extend(pending.record.map(|r| r.record).into_iter().chain(key).chain(plan).chain(pending.outcome));
+            spent.extend(key.into_iter().chain(plan).chain(pending.outcome));
         }
         self.order.clear();
         self.by_agent.clear();
@@ -880,7 +871,7 @@ fn mark_delivered(db: &Connection, run: Uuid) -> rusqlite::Result<()> {
 /// Writes one run's pending changes: its row, or the columns that changed when only they did.
 fn write_run<'db>(
     db: &'db Connection,
-    upsert: &mut Option<rusqlite::CachedStatement<'db>>,
+    (upsert, scratch): (&mut Option<rusqlite::CachedStatement<'db>>, &mut Vec<u8>),
     place: i64,
     run: Uuid,
     pending: PendingRun,
@@ -902,21 +893,24 @@ fn write_run<'db>(
                      IS NOT NULL OR excluded.delivered THEN excluded.delivered ELSE runs.delivered END",
                 )?),
             };
+            scratch.clear();
+            serde_json::to_writer(&mut *scratch, &row.record)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            let record = std::str::from_utf8(scratch).map_err(rusqlite::Error::Utf8Error)?;
             statement.execute(params![
                 run.to_string(),
-                row.agent.as_str(),
-                row.action.as_str(),
-                json(&row.status),
+                row.record.agent.as_str(),
+                row.record.action.as_str(),
+                json(&row.record.status()),
                 row.recorded,
                 row.ended,
-                row.record,
+                record,
                 key,
                 plan,
                 outcome,
                 pending.delivered,
                 place,
             ])?;
-            spent.push(row.record);
         }
         None => {
             db.prepare_cached(
@@ -1013,13 +1007,13 @@ fn decoded<T: serde::de::DeserializeOwned>(
 impl Store for SqliteStore {
     fn record(&self, record: RunRecord) -> Result<(), StoreError> {
         self.memory.record(record.clone())?;
-        self.send(Op::Run(RunRow::of(&record, &self.texts)));
+        self.send(Op::Run(RunRow::of(record)));
         Ok(())
     }
 
     fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
         self.memory.update_then(run, update, at, |record| {
-            self.send(Op::Run(RunRow::of(record, &self.texts)));
+            self.send(Op::Run(RunRow::of(record.clone())));
         })
     }
 
@@ -1519,7 +1513,7 @@ mod tests {
         let run = Uuid::now_v7();
         let mut record = RunRecord::queued(run, me.clone(), ActionId::new("x.y").unwrap(), &json!({}), run);
         record.apply(RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() }, Utc::now());
-        let row = RunRow::of(&record, &Texts::default());
+        let row = RunRow::of(record);
         let outcome = outcome_of(run);
         let plan = (format!("{me}/1/0"), "{}".to_owned());
         let ops = vec![Op::Run(row), Op::Plan(run, plan.0, plan.1), Op::Outcome(run, outcome.clone(), safe_again)];

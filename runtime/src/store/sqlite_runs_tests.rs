@@ -130,7 +130,6 @@ fn write(specs: &[Spec], cuts: &[usize]) -> Written {
             };
             let agent = AgentId::new(AGENTS[spec.agent]).unwrap();
             let ended = if spec.failed { RunStatus::Failed } else { RunStatus::Completed };
-            let texts = Texts::default();
             let plan = key(spec).map(|key| {
                 let plan = RunPlan {
                     key: key.clone(),
@@ -147,7 +146,7 @@ fn write(specs: &[Spec], cuts: &[usize]) -> Written {
                 ops.push(Op::KeptInput(agent.clone(), seqs[spec.agent], run));
             };
             let first = if matches!(spec.fate, Fate::Waits) { RunStatus::Running } else { ended };
-            ops.push(Op::Run(RunRow::of(&record(spec, run, first), &texts)));
+            ops.push(Op::Run(RunRow::of(record(spec, run, first))));
             if let Some((key, plan)) = plan.clone() {
                 ops.push(Op::Plan(run, key, plan));
             }
@@ -159,7 +158,7 @@ fn write(specs: &[Spec], cuts: &[usize]) -> Written {
                 Fate::Unconsumed => ops.push(Op::Outcome(run, outcome, false)),
                 Fate::NoOutcome => {}
                 Fate::Waits => {
-                    later.push(Op::Run(RunRow::of(&record(spec, run, ended), &texts)));
+                    later.push(Op::Run(RunRow::of(record(spec, run, ended))));
                     later.push(Op::Outcome(run, outcome, true));
                     consume(&mut later);
                 }
