@@ -84,24 +84,24 @@ impl InputBatches {
         // Taken out and put back, so the map keeps its room from commit to commit.
         let mut gathering = std::mem::take(&mut self.gathering);
         let written = gathering.drain().try_for_each(|(agent, row)| self.write_row(db, &agent, row));
+        // The map keeps room for a usual commit's agents, not for the most one ever had.
+        gathering.shrink_to(super::GATHERING_KEEPS);
         self.gathering = gathering;
         written
     }
 
     /// Drops what is gathered (its commit failed).
     pub(super) fn forget(&mut self) {
-        for (_, mut row) in self.gathering.drain() {
-            row.body.clear();
-            self.spare.push(row.body);
+        for (_, row) in self.gathering.drain() {
+            super::keep_spare(&mut self.spare, row.body);
         }
     }
 
     fn write_row(&mut self, db: &Connection, agent: &AgentId, row: Gathered) -> rusqlite::Result<()> {
-        let Gathered { first, last, mut body } = row;
+        let Gathered { first, last, body } = row;
         db.prepare_cached("INSERT INTO input_batches (agent, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4)")?
             .execute(params![agent.as_str(), number(first), number(last), body])?;
-        body.clear();
-        self.spare.push(body);
+        super::keep_spare(&mut self.spare, body);
         Ok(())
     }
 }

@@ -234,21 +234,21 @@ impl RunBatches {
         // Taken out and put back, so the map keeps its room from commit to commit.
         let mut gathering = std::mem::take(&mut self.gathering);
         let written = gathering.drain().try_for_each(|(agent, row)| self.write_row(db, &agent, row));
+        // The map keeps room for a usual commit's agents, not for the most one ever had.
+        gathering.shrink_to(super::GATHERING_KEEPS);
         self.gathering = gathering;
         written
     }
 
     /// Drops what is gathered (its commit failed).
     pub(super) fn forget(&mut self) {
-        for (_, mut row) in self.gathering.drain() {
-            row.body.clear();
-            self.spare.push(row.body);
+        for (_, row) in self.gathering.drain() {
+            super::keep_spare(&mut self.spare, row.body);
         }
     }
 
     fn write_row(&mut self, db: &Connection, agent: &AgentId, row: Gathered) -> rusqlite::Result<()> {
-        let Gathered { first, last, last_seq, first_run, last_run, since, until, statuses, actions, mut body, .. } =
-            row;
+        let Gathered { first, last, last_seq, first_run, last_run, since, until, statuses, actions, body, .. } = row;
         db.prepare_cached(
             "INSERT INTO run_batches (place, last, agent, last_seq, first_run, last_run, since, until, statuses, \
              body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -269,8 +269,7 @@ impl RunBatches {
         for action in actions {
             listed.execute(params![action.as_str(), first])?;
         }
-        body.clear();
-        self.spare.push(body);
+        super::keep_spare(&mut self.spare, body);
         Ok(())
     }
 }
@@ -523,50 +522,44 @@ fn next_table_run(rows: &mut rusqlite::Rows<'_>, query: &RunQuery) -> Result<Opt
 /// that inputs after `after` asked for (a replay of those inputs asks for them again, and must find them).
 pub(super) fn revival_runs(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<KeyedRun>, StoreError> {
     let mut placed: Vec<(i64, KeyedRun)> = Vec::new();
+    // One statement for both tables: a recovery reads thousands of agents, most with no runs at all.
     let mut statement = db
         .prepare_cached(
-            "SELECT place, record, plan, outcome, delivered FROM runs WHERE agent = ?1 AND (final = 0 \
+            "SELECT place, record, plan, outcome, delivered, NULL FROM runs WHERE agent = ?1 AND (final = 0 \
              OR (outcome IS NOT NULL AND delivered = 0) OR (key IS NOT NULL \
              AND substr(key, 1, length(?1) + 1) = ?1 || '/' AND CAST(substr(key, length(?1) + 2) AS INTEGER) > ?2)) \
-             ORDER BY place",
+             UNION ALL SELECT place, NULL, NULL, NULL, NULL, body FROM run_batches WHERE agent = ?1 AND last_seq > ?2",
         )
         .map_err(database)?;
     let mut rows = statement.query(params![agent.as_str(), number(after)]).map_err(database)?;
     while let Some(row) = rows.next().map_err(database)? {
-        let text = |i: usize| row.get::<_, Option<String>>(i).map_err(database);
-        let record = text(1)?.unwrap_or_default();
-        placed.push((
-            row.get(0).map_err(database)?,
-            KeyedRun {
-                record: decode("run record", record.as_bytes())?,
-                plan: text(2)?.map(|p| decode("run plan", p.as_bytes())).transpose()?,
-                outcome: text(3)?.map(|o| decode("outcome signal", o.as_bytes())).transpose()?,
-                delivered: row.get(4).map_err(database)?,
-            },
-        ));
-    }
-    let in_table = placed.len();
-    let mut statement = db
-        .prepare_cached("SELECT body FROM run_batches WHERE agent = ?1 AND last_seq > ?2 ORDER BY place")
-        .map_err(database)?;
-    let mut rows = statement.query(params![agent.as_str(), number(after)]).map_err(database)?;
-    while let Some(row) = rows.next().map_err(database)? {
-        for entry in entries(blob(row, 0)?) {
-            let entry = entry?;
-            if entry.key.and_then(|key| key_seq(agent.as_str(), key)).is_some_and(|seq| seq > after) {
-                placed.push((
-                    entry.place,
-                    KeyedRun {
+        if row.get_ref(5).map_err(database)?.data_type() == rusqlite::types::Type::Blob {
+            // A batch row: its runs asked for by inputs after `after`, all ended and consumed.
+            for entry in entries(blob(row, 5)?) {
+                let entry = entry?;
+                if entry.key.and_then(|key| key_seq(agent.as_str(), key)).is_some_and(|seq| seq > after) {
+                    let run = KeyedRun {
                         record: decode("run record", entry.record)?,
                         plan: entry.plan.map(|p| decode::<RunPlan>("run plan", p)).transpose()?,
                         outcome: None,
                         delivered: true,
-                    },
-                ));
+                    };
+                    placed.push((entry.place, run));
+                }
             }
+            continue;
         }
+        let text = |i: usize| row.get::<_, Option<String>>(i).map_err(database);
+        let record = text(1)?.unwrap_or_default();
+        let run = KeyedRun {
+            record: decode("run record", record.as_bytes())?,
+            plan: text(2)?.map(|p| decode("run plan", p.as_bytes())).transpose()?,
+            outcome: text(3)?.map(|o| decode("outcome signal", o.as_bytes())).transpose()?,
+            delivered: row.get(4).map_err(database)?,
+        };
+        placed.push((row.get(0).map_err(database)?, run));
     }
-    if placed.len() > in_table {
+    if !placed.is_sorted_by_key(|(place, _)| *place) {
         placed.sort_by_key(|(place, _)| *place);
     }
     Ok(placed.into_iter().map(|(_, run)| run).collect())
