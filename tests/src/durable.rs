@@ -1,6 +1,7 @@
 //! The agent and skill the durability tests run in a child process they kill: a `Worker` whose `tick` asks for
 //! one idempotent and one non-idempotent run of the `ledger` skill, whose actions append a line with their
-//! idempotency key to a file in the agent's drive. Shared by the `durable_worker` binary and the tests that
+//! idempotency key to a file in the agent's drive, and one run of its pure `tally` (no side effects: it ends at
+//! its first poll, and the journal writes such runs a batch at a time). Shared by the `durable_worker` binary and the tests that
 //! check what it left.
 
 use agentry::action::{ActionContext, ActionError, ActionSpec, DynAction, ErrorClass, Risk};
@@ -50,7 +51,11 @@ impl Agent for Worker {
         match signal.kind().as_str() {
             "tick" => {
                 next.ticks += 1;
-                let runs = vec![Effect::run(id("ledger.note"), json!({})), Effect::run(id("ledger.charge"), json!({}))];
+                let runs = vec![
+                    Effect::run(id("ledger.note"), json!({})),
+                    Effect::run(id("ledger.charge"), json!({})),
+                    Effect::run(id("ledger.tally"), json!({})),
+                ];
                 Reaction::Update(next, runs)
             }
             "do" => {
@@ -125,19 +130,28 @@ fn ledger_action(spec: ActionSpec, what: &'static str) -> DynAction {
 }
 
 /// The `ledger` skill: `note` (idempotent), `charge` (not idempotent), `risky` (not idempotent, asks for
-/// approval), each with side effects.
+/// approval), each with side effects, and `tally` ([`PURE`]), which has none (it writes nothing).
+
 pub fn ledger() -> Skill {
     let spec = |name: &str| ActionSpec::new(name, "appends a line with its idempotency key").expect("an id");
     let note = ledger_action(spec("ledger.note").side_effects(true).idempotent(true), "note");
     let charge = ledger_action(spec("ledger.charge").side_effects(true).idempotent(false), "charge");
     let risky = ledger_action(spec("ledger.risky").side_effects(true).risk(Risk::High), "risky");
+    let tally = DynAction::new(spec(PURE).params_schema(json!({"type": "object"})), |_, _| {
+        Box::pin(async { Ok(json!({"tallied": true})) })
+    })
+    .expect("a valid action");
     Skill::builder("ledger", "1.0.0")
+        .dyn_action(tally)
         .dyn_action(note)
         .dyn_action(charge)
         .dyn_action(risky)
         .build()
         .expect("a valid skill")
 }
+
+/// The ledger action without side effects: it writes no line.
+pub const PURE: &str = "ledger.tally";
 
 /// The lines a ledger file holds: (key, what).
 pub fn lines(path: &std::path::Path) -> Vec<(String, String)> {

@@ -10,7 +10,7 @@ use agentry::id::AgentId;
 use agentry::signal::Signal;
 use agentry::skill::Catalog;
 use agentry::store::{RunQuery, RunRecord, RunStatus, SqliteStore, Store};
-use agentry_tests::durable::{LINES, Worker, ledger, lines as ledger_lines};
+use agentry_tests::durable::{LINES, PURE, Worker, ledger, lines as ledger_lines};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -122,7 +122,9 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
     let runs = journal(dir);
     let keys: BTreeMap<String, &RunRecord> =
         runs.iter().filter_map(|(record, key)| key.as_ref().map(|k| (k.clone(), record))).collect();
-    let mut counts = (0usize, 0usize, 0usize, 0usize);
+    // Completed with their line, interrupted, inputs, lines, pure runs completed.
+    let mut counts = (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut tallies = BTreeSet::new();
     for agent in ["w0", "w1"] {
         let written = ledger_lines(&dir.join("agents").join(agent).join("ledger").join(LINES));
         // Every line belongs to a journaled run; no non-idempotent line appears twice.
@@ -137,7 +139,14 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
         // Every run the journal reports completed has its line.
         for (record, key) in runs.iter().filter(|(r, _)| r.agent.as_str() == agent) {
             assert!(record.status().is_final(), "{agent}: run {} never ended: {:?}", record.run, record.status());
-            if record.status() == RunStatus::Completed {
+            let pure = record.action.as_str() == PURE;
+            if pure {
+                // Never run twice: a replay that asks again for a pure run finds it journaled (by its key).
+                let key = key.as_ref().expect("a run the agent asked for has a key");
+                assert!(tallies.insert(key.clone()), "{agent}: the pure run {key} is journaled twice");
+                counts.4 += usize::from(record.status() == RunStatus::Completed);
+            }
+            if record.status() == RunStatus::Completed && !pure {
                 let key = key.as_ref().expect("a completed run has a key");
                 assert!(written_keys.contains(key), "{agent}: run {key} completed without its line");
                 counts.0 += 1;
@@ -175,10 +184,11 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
         counts.3 += written.len();
     }
     println!(
-        "torture: {kills} kills; {} runs journaled, {} completed with their line, {} interrupted; {} inputs \
-         logged; {} ledger lines",
+        "torture: {kills} kills; {} runs journaled, {} completed with their line, {} pure runs completed, {} \
+         interrupted; {} inputs logged; {} ledger lines",
         runs.len(),
         counts.0,
+        counts.4,
         counts.1,
         counts.2,
         counts.3
