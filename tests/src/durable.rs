@@ -131,7 +131,6 @@ fn ledger_action(spec: ActionSpec, what: &'static str) -> DynAction {
 
 /// The `ledger` skill: `note` (idempotent), `charge` (not idempotent), `risky` (not idempotent, asks for
 /// approval), each with side effects, and `tally` ([`PURE`]), which has none (it writes nothing).
-
 pub fn ledger() -> Skill {
     let spec = |name: &str| ActionSpec::new(name, "appends a line with its idempotency key").expect("an id");
     let note = ledger_action(spec("ledger.note").side_effects(true).idempotent(true), "note");
