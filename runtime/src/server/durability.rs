@@ -282,6 +282,28 @@ impl<A: Agent> ServerState<A> {
     fn resolve_run(&mut self, run: KeyedRun) {
         let status = run.record.status();
         let by_agent = run.plan.as_ref().is_some_and(|p| p.by_agent);
+        // A run whose end is journaled but whose outcome is not: the process stopped between the two, and the
+        // agent never heard of it. (A run the recovery itself ended as interrupted and started again has no
+        // outcome either; the run started again answers for it.)
+        let outcome_lost = status.is_final()
+            && by_agent
+            && !run.delivered
+            && run.outcome.is_none()
+            && run.record.error != Some(crate::action::ErrorClass::Interrupted);
+        if outcome_lost {
+            // The agent decides, as for a run with side effects that was going on: it is told the run was
+            // interrupted (its record, ended, stays as it is; the outcome is kept with it).
+            let ids = RunIds {
+                run: run.record.run,
+                action: run.record.action.clone(),
+                correlation: run.record.correlation,
+                causation: run.plan.as_ref().and_then(|p| p.cause),
+            };
+            let why = "it ended, but the process stopped before its outcome was kept";
+            let error = self.interrupt(&ids, why, false);
+            self.tell_outcome(&ids, Outcome::failed(&error, Duration::ZERO, 0), false);
+            return;
+        }
         if status.is_final() {
             if by_agent
                 && !run.delivered
@@ -304,33 +326,38 @@ impl<A: Agent> ServerState<A> {
             Some(plan) => plan,
             None => {
                 // A routine's call or an outside caller's run: its caller did not survive the process.
-                self.interrupt(&ids, "its caller was in the process that stopped");
+                self.interrupt(&ids, "its caller was in the process that stopped", true);
                 return;
             }
         };
         let safe_again = self.safe_again(&ids.action);
         let started = matches!(status, RunStatus::Running);
         if started && !safe_again {
-            let error = self.interrupt(&ids, "it was running when the process stopped, and it has side effects");
+            let why = "it was running when the process stopped, and it has side effects";
+            // Its outcome is kept before it is journaled as ended: a crash in between leaves it going on (to be
+            // answered by the next recovery), never ended without its answer.
+            let error = ActionError::interrupted(why);
             self.tell_outcome(&ids, Outcome::failed(&error, Duration::ZERO, 0), false);
+            self.interrupt(&ids, why, true);
             return;
         }
         // Not started yet, or safe to run again: run again, with the same key.
-        self.interrupt(&ids, "started again after the process stopped");
+        self.interrupt(&ids, "started again after the process stopped", true);
         let by = Requester::Agent { correlation: Some(plan.correlation), cause: plan.cause };
         let key = RunKey::Given(plan.key.into());
         self.request_run(RunRequest { action: ids.action, params: plan.params, by, key });
     }
 
-    /// Ends a run the process stopped under as `Interrupted`, journaled and announced; returns the error.
-    fn interrupt(&self, ids: &RunIds, why: &str) -> ActionError {
+    /// Ends a run the process stopped under as `Interrupted`, announced, and journaled so if `journal` (a run
+    /// whose end is journaled keeps its record); returns the error.
+    fn interrupt(&self, ids: &RunIds, why: &str, journal: bool) -> ActionError {
         let error = ActionError::interrupted(why);
         let update = RunUpdate {
             status: Some(RunStatus::Failed),
             error: Some(crate::action::ErrorClass::Interrupted),
             ..RunUpdate::default()
         };
-        if let Err(err) = self.shared.store.update(ids.run, update, Utc::now()) {
+        if journal && let Err(err) = self.shared.store.update(ids.run, update, Utc::now()) {
             tracing::warn!(run = %ids.run, %err, "the journal refused to end an interrupted run");
         }
         let kind = EventKind::ActionFailed {

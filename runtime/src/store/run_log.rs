@@ -518,7 +518,8 @@ fn next_table_run(rows: &mut rusqlite::Rows<'_>, query: &RunQuery) -> Result<Opt
 }
 
 /// `agent`'s runs a recovery needs, in order: from `runs`, those that had not ended, whose outcome the agent
-/// has not consumed, or that inputs after `after` asked for; from `run_batches` (all ended and consumed), those
+/// has not consumed (kept, or lost: the agent asked for the run, and neither its outcome was kept nor did the
+/// recovery end it as interrupted), or that inputs after `after` asked for; from `run_batches` (all ended and consumed), those
 /// that inputs after `after` asked for (a replay of those inputs asks for them again, and must find them).
 pub(super) fn revival_runs(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<KeyedRun>, StoreError> {
     let mut placed: Vec<(i64, KeyedRun)> = Vec::new();
@@ -526,7 +527,8 @@ pub(super) fn revival_runs(db: &Connection, agent: &AgentId, after: u64) -> Resu
     let mut statement = db
         .prepare_cached(
             "SELECT place, record, plan, outcome, delivered, NULL FROM runs WHERE agent = ?1 AND (final = 0 \
-             OR (outcome IS NOT NULL AND delivered = 0) OR (key IS NOT NULL \
+             OR (delivered = 0 AND (outcome IS NOT NULL OR (json_extract(plan, '$.by_agent') \
+             AND json_extract(record, '$.error') IS NOT 'interrupted'))) OR (key IS NOT NULL \
              AND substr(key, 1, length(?1) + 1) = ?1 || '/' AND CAST(substr(key, length(?1) + 2) AS INTEGER) > ?2)) \
              UNION ALL SELECT place, NULL, NULL, NULL, NULL, body FROM run_batches WHERE agent = ?1 AND last_seq > ?2",
         )

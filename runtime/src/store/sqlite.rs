@@ -1290,8 +1290,9 @@ mod tests {
             let run = Uuid::now_v7();
             let whose = if key.starts_with("other") { &other } else { &me };
             store.record(RunRecord::queued(run, whose.clone(), action.clone(), &json!({}), run)).unwrap();
-            let plan =
-                RunPlan { key: key.to_owned(), params: json!({}), by_agent: true, cause: None, correlation: run };
+            // The ended ones were asked for from outside (no outcome for the agent, so none of it was lost).
+            let by_agent = !ended;
+            let plan = RunPlan { key: key.to_owned(), params: json!({}), by_agent, cause: None, correlation: run };
             store.run_planned(run, &plan);
             if ended {
                 let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };

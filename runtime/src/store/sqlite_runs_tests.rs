@@ -18,6 +18,8 @@ enum Fate {
     Unconsumed,
     /// Ends at once; its outcome goes to nobody (a routine's or an outside caller's run).
     NoOutcome,
+    /// Ends at once, asked for by the agent; its outcome never reached the journal (lost to a crash).
+    Lost,
     /// Written going on in one commit, ended and consumed in the next (its row in `runs` is updated).
     Waits,
 }
@@ -41,8 +43,13 @@ const AGENTS: [&str; 3] = ["a", "b", "ab"];
 const ACTIONS: [&str; 2] = ["x.y", "x.z"];
 
 fn spec() -> impl Strategy<Value = Spec> {
-    let fate = prop_oneof![4 => Just(Fate::Consumed), 1 => Just(Fate::Unconsumed), 1 => Just(Fate::NoOutcome),
-        1 => Just(Fate::Waits)];
+    let fate = prop_oneof![
+        4 => Just(Fate::Consumed),
+        1 => Just(Fate::Unconsumed),
+        1 => Just(Fate::NoOutcome),
+        1 => Just(Fate::Waits),
+        1 => Just(Fate::Lost),
+    ];
     let id = prop_oneof![6 => (0u64..4_000).prop_map(Some), 1 => Just(None)];
     (0..AGENTS.len(), 0..ACTIONS.len(), any::<bool>(), fate, proptest::option::of(0u64..12), id, 0i64..3_000)
         .prop_map(|(agent, action, failed, fate, seq, id_ms, at)| Spec { agent, action, failed, fate, seq, id_ms, at })
@@ -98,8 +105,8 @@ fn a_query() -> impl Strategy<Value = RunQuery> {
 /// What is written and what a plain list says about it.
 struct Written {
     writer: Writer,
-    /// Every run in the order it was first written: its latest record, key, and whether its outcome is kept
-    /// for the agent (not consumed).
+    /// Every run in the order it was first written: its latest record, key, and whether the agent has yet to
+    /// be answered (its outcome kept and not consumed, or lost).
     model: Vec<(RunRecord, Option<String>, bool)>,
 }
 
@@ -134,7 +141,7 @@ fn write(specs: &[Spec], cuts: &[usize]) -> Written {
                 let plan = RunPlan {
                     key: key.clone(),
                     params: serde_json::json!({}),
-                    by_agent: true,
+                    by_agent: !matches!(spec.fate, Fate::NoOutcome),
                     cause: None,
                     correlation: run,
                 };
@@ -156,14 +163,16 @@ fn write(specs: &[Spec], cuts: &[usize]) -> Written {
                     consume(&mut ops);
                 }
                 Fate::Unconsumed => ops.push(Op::Outcome(run, outcome, false)),
-                Fate::NoOutcome => {}
+                Fate::NoOutcome | Fate::Lost => {}
                 Fate::Waits => {
                     later.push(Op::Run(RunRow::of(record(spec, run, ended))));
                     later.push(Op::Outcome(run, outcome, true));
                     consume(&mut later);
                 }
             }
-            model.push((record(spec, run, ended), key(spec), matches!(spec.fate, Fate::Unconsumed)));
+            // What a recovery must see whatever its snapshot: an outcome kept and not consumed, or one lost.
+            let lost = matches!(spec.fate, Fate::Lost) && spec.seq.is_some();
+            model.push((record(spec, run, ended), key(spec), matches!(spec.fate, Fate::Unconsumed) || lost));
         }
         ops.push(Op::Flush(Waiter::Nobody));
         writer.commit(ops);
