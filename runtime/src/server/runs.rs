@@ -297,6 +297,8 @@ impl<A: Agent> ServerState<A> {
 
     /// `skill`'s folder in the agent's drive, if the runtime has a data folder.
     fn drive(&mut self, skill: &crate::id::SkillId) -> Option<std::sync::Arc<std::path::Path>> {
+        // Without a data folder there are no drives (and nothing to clone).
+        self.shared.data_dir.as_ref()?;
         let shared = self.shared.clone();
         let dir = shared.data_dir.as_deref()?;
         if let Some((_, drive)) = self.work().drives.iter().find(|(known, _)| known == skill) {
