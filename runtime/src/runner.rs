@@ -84,16 +84,19 @@ impl Runner {
     ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
         let store = self.store.clone();
         self.clone().execute_unwritten(action.clone(), Box::new(RunInHand { ctx, params, unwritten: None })).map(
-            move |(outcome, error, mut unwritten)| {
-                Unwritten::write_pending(&mut unwritten, &*store);
+            move |(outcome, error, unwritten)| {
+                if let Some(unwritten) = unwritten {
+                    unwritten.write(&*store);
+                }
                 (outcome, error)
             },
         )
     }
 
     /// [`Runner::execute_detailed`] for a run whose record is not journaled yet: the record is written once the
-    /// run waits on anything; if it never does, it is handed back with the outcome, ended, for the caller to
-    /// write (so a run that ends at its first poll is one write, made beside its outcome).
+    /// run waits on anything, or once it ends (so a run that ends at its first poll is one write). With a durable
+    /// store, a record still unwritten at the end is handed back with the outcome instead, for the caller to
+    /// write beside the outcome, so the two reach the journal's writer together.
     ///
     /// The future owns everything it needs: the run in its box (context, params and record), so its state
     /// (which a run's task, or the box a run polled in place lives in, carries) holds a pointer to them.
@@ -101,7 +104,7 @@ impl Runner {
         self,
         action: DynAction,
         run: Box<RunInHand>,
-    ) -> impl Future<Output = (Outcome, Option<ActionError>, Option<Unwritten>)> + Send + 'static {
+    ) -> impl Future<Output = (Outcome, Option<ActionError>, Option<Box<Unwritten>>)> + Send + 'static {
         let ctx = &run.ctx;
         let span = tracing::info_span!(
             "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
@@ -110,7 +113,7 @@ impl Runner {
         async move {
             let (outcome, error) = guard.runner.attempts(&action, &mut guard.run).instrument(span).await;
             guard.disarm();
-            (outcome, error, guard.run.unwritten.take())
+            (outcome, error, guard.run.unwritten.take().map(Box::new))
         }
     }
 
@@ -237,7 +240,9 @@ impl Runner {
         }
     }
 
-    /// Journals and announces how a run ended (a record not written yet is handed back with the outcome).
+    /// Journals and announces how a run ended. A record not written yet is written now, unless the store is
+    /// durable: then it is handed back with the outcome (see [`Runner::execute_unwritten`]). In memory nothing
+    /// is gained by waiting, and the record is written while it is at hand.
     fn finish(&self, run: &mut RunInHand, outcome: Outcome) -> Outcome {
         let update = RunUpdate {
             status: Some(outcome.status.into()),
@@ -256,6 +261,9 @@ impl Runner {
             }
         };
         self.report(run, update, kind);
+        if self.store.durable().is_none() {
+            self.write(&mut run.unwritten);
+        }
         outcome
     }
 }

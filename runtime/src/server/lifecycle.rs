@@ -107,7 +107,9 @@ impl<A: Agent> ServerState<A> {
         let mut underway = self.underway.take();
         // Runs that ended without being journaled, whose outcomes were not handled yet: journaled as they ended.
         for ended in underway.iter_mut().flat_map(|u| u.ended.iter_mut()) {
-            crate::store::Unwritten::write_pending(&mut ended.unwritten, &*self.shared.store);
+            if let Some(unwritten) = ended.unwritten.take() {
+                unwritten.write(&*self.shared.store);
+            }
         }
         for (_, running) in underway.iter().flat_map(|u| &u.running) {
             running.task.abort();

@@ -104,7 +104,7 @@ pub(crate) struct Ended {
     pub invoker: Option<crate::messages::Invoker>,
     /// Its record, if it ended without ever being journaled: written when its outcome is handled, so its end
     /// and its outcome reach the journal together.
-    pub unwritten: Option<crate::store::Unwritten>,
+    pub unwritten: Option<Box<crate::store::Unwritten>>,
 }
 
 /// Who a run is: what its outcome signal and a cancellation need to know about it.

@@ -225,8 +225,10 @@ impl<A: Agent> ServerState<A> {
                     () = reply.closed() => Ok((Outcome::failed(&ActionError::cancelled("the caller gave up"), Duration::ZERO, 0), None)),
                 },
             };
-            let (outcome, mut unwritten) = ended.unwrap_or_else(|_panic| (task_panicked(), None));
-            Unwritten::write_pending(&mut unwritten, &*store);
+            let (outcome, unwritten) = ended.unwrap_or_else(|_panic| (task_panicked(), None));
+            if let Some(unwritten) = unwritten {
+                unwritten.write(&*store);
+            }
             let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome), invoker));
         });
         self.work().running.insert(run, Running { task, ids, sink });
@@ -251,9 +253,11 @@ impl<A: Agent> ServerState<A> {
 
     /// A run ended: what it asked for is interpreted (if it completed), and its requester gets the outcome.
     fn conclude(&mut self, ended: Ended) {
-        let Ended { ids, sink, outcome, invoker, mut unwritten } = ended;
+        let Ended { ids, sink, outcome, invoker, unwritten } = ended;
         // A run that ended without being journaled is journaled now, just before its outcome.
-        self.write_record(&mut unwritten);
+        if let Some(unwritten) = unwritten {
+            unwritten.write(&*self.shared.store);
+        }
         // A run whose effects were interpreted is never started again behind the agent's back: its end is
         // journaled with the next commit, not held back until its outcome is consumed.
         let mut quiet = true;
