@@ -114,10 +114,6 @@ fn first_id_at(ms: u64) -> Uuid {
 /// A run ready to join a batch: ended, its outcome consumed, with nothing more to be written about it.
 pub(super) struct Settled<'a> {
     pub place: i64,
-    pub run: Uuid,
-    pub agent: &'a AgentId,
-    pub action: &'a ActionId,
-    pub status: RunStatus,
     /// When it was recorded, in milliseconds since the epoch.
     pub recorded: i64,
     pub record: &'a RunRecord,
@@ -155,25 +151,26 @@ impl RunBatches {
     /// time-ordered): it is then written alone. A run whose id would take its row past [`SPAN_MS`], or whose
     /// entry would take it past [`BODY_MOST`], starts a new row (the one gathered so far is written first).
     pub(super) fn add(&mut self, db: &Connection, run: &Settled<'_>) -> rusqlite::Result<bool> {
-        let Some(ms) = id_ms(run.run) else { return Ok(false) };
+        let (agent, action) = (&run.record.agent, &run.record.action);
+        let Some(ms) = id_ms(run.record.run) else { return Ok(false) };
         let key_len = run.key.map_or(Ok(NONE), length)?;
         let plan_len = run.plan.map_or(Ok(NONE), length)?;
         // A row is full once its body reaches BODY_MOST (an entry's size is known only once it is written).
         let ends_row =
             |row: &Gathered| row.ids_to.max(ms) - row.ids_from.min(ms) > SPAN_MS || row.body.len() >= BODY_MOST;
-        if self.gathering.get(run.agent).is_some_and(ends_row) {
-            self.write_agent(db, run.agent)?;
+        if self.gathering.get(agent).is_some_and(ends_row) {
+            self.write_agent(db, agent)?;
         }
-        let row = match self.gathering.get_mut(run.agent) {
+        let row = match self.gathering.get_mut(agent) {
             Some(row) => row,
             None => {
                 let body = self.spare.pop().unwrap_or_default();
-                self.gathering.entry(run.agent.clone()).or_insert(Gathered {
+                self.gathering.entry(agent.clone()).or_insert(Gathered {
                     first: run.place,
                     last: run.place,
                     last_seq: -1,
-                    first_run: run.run,
-                    last_run: run.run,
+                    first_run: run.record.run,
+                    last_run: run.record.run,
                     ids_from: ms,
                     ids_to: ms,
                     since: run.recorded,
@@ -185,21 +182,21 @@ impl RunBatches {
             }
         };
         row.last = run.place;
-        if let Some(seq) = run.key.and_then(|key| key_seq(run.agent.as_str(), key)) {
+        if let Some(seq) = run.key.and_then(|key| key_seq(agent.as_str(), key)) {
             row.last_seq = row.last_seq.max(number(seq));
         }
-        row.first_run = row.first_run.min(run.run);
-        row.last_run = row.last_run.max(run.run);
+        row.first_run = row.first_run.min(run.record.run);
+        row.last_run = row.last_run.max(run.record.run);
         row.ids_from = row.ids_from.min(ms);
         row.ids_to = row.ids_to.max(ms);
         row.since = row.since.min(run.recorded);
         row.until = row.until.max(run.recorded);
-        row.statuses |= status_bit(run.status);
-        if !row.actions.contains(run.action) {
-            row.actions.push(run.action.clone());
+        row.statuses |= status_bit(run.record.status());
+        if !row.actions.contains(action) {
+            row.actions.push(action.clone());
         }
         row.body.extend_from_slice(&run.place.to_le_bytes());
-        row.body.extend_from_slice(run.run.as_bytes());
+        row.body.extend_from_slice(run.record.run.as_bytes());
         for (len, text) in [(key_len, run.key), (plan_len, run.plan)] {
             row.body.extend_from_slice(&len.to_le_bytes());
             row.body.extend_from_slice(text.unwrap_or_default().as_bytes());

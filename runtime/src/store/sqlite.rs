@@ -811,10 +811,6 @@ impl Runs {
             {
                 let settled = Settled {
                     place,
-                    run,
-                    agent: &row.record.agent,
-                    action: &row.record.action,
-                    status: row.record.status(),
                     recorded: row.recorded,
                     record: &row.record,
                     key: plan.as_ref().map(|(key, _)| key.as_str()),
