@@ -12,7 +12,7 @@ use agentry::action::{ActionSpec, DynAction};
 use agentry::agent::{Agent, Reaction};
 use agentry::effect::{Effect, Target};
 use agentry::id::{ActionId, AgentId, SkillId};
-use agentry::runtime::{Runtime, SpawnOptions};
+use agentry::runtime::{AgentRef, DEFAULT_SNAPSHOT_EVERY, Runtime, SpawnOptions};
 use agentry::signal::Signal;
 use agentry::skill::Skill;
 use agentry::store::{
@@ -182,14 +182,27 @@ fn skill() -> Skill {
     Skill::builder("fx", "1.0.0").dyn_action(quiet).dyn_action(emits).build().expect("a skill")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_whose_effects_were_done_is_journaled_ended_at_once_and_a_quiet_one_may_wait() {
+/// An `Asker` with the `fx` skill mounted, on a runtime over the noted SQLite journal in a new folder (kept
+/// alive by the first value returned), snapshotting every `snapshot_every` inputs.
+async fn asker(snapshot_every: u64) -> (tempfile::TempDir, Arc<Noting>, Runtime, AgentRef<Asker>) {
     let folder = tempfile::tempdir().expect("a folder");
     let journal = SqliteStore::open(folder.path().join("journal.db")).expect("the journal opens");
     let noting = Arc::new(Noting::new(journal));
-    let runtime = Runtime::builder().skill(skill()).agent::<Asker>().expect("registered").store(noting.clone()).build();
+    let runtime = Runtime::builder()
+        .skill(skill())
+        .agent::<Asker>()
+        .expect("registered")
+        .store(noting.clone())
+        .snapshot_every(snapshot_every)
+        .build();
     let agent = runtime.spawn(Asker::default(), SpawnOptions::default()).await.expect("it starts");
     agent.mount(&SkillId::new("fx").expect("an id"), Value::Null).await.expect("mounted");
+    (folder, noting, runtime, agent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_effects_were_done_is_journaled_ended_at_once_and_a_quiet_one_may_wait() {
+    let (_folder, noting, runtime, agent) = asker(DEFAULT_SNAPSHOT_EVERY).await;
     let go = Signal::new("go", json!(["fx.quiet", "fx.emits"])).expect("a kind");
     agent.call(go, Duration::from_secs(30)).await.expect("both runs came back, and the echo");
     let mut kept = noting.kept.lock().expect("not poisoned").clone();
@@ -202,12 +215,7 @@ async fn a_run_whose_effects_were_done_is_journaled_ended_at_once_and_a_quiet_on
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_that_end_at_their_first_poll_reach_the_journal_each_once_beside_its_outcome() {
-    let folder = tempfile::tempdir().expect("a folder");
-    let journal = SqliteStore::open(folder.path().join("journal.db")).expect("the journal opens");
-    let noting = Arc::new(Noting::new(journal));
-    let runtime = Runtime::builder().skill(skill()).agent::<Asker>().expect("registered").store(noting.clone()).build();
-    let agent = runtime.spawn(Asker::default(), SpawnOptions::default()).await.expect("it starts");
-    agent.mount(&SkillId::new("fx").expect("an id"), Value::Null).await.expect("mounted");
+    let (_folder, noting, runtime, agent) = asker(DEFAULT_SNAPSHOT_EVERY).await;
     // Four runs asked for at once, and the echo so the call is answered.
     let go = Signal::new("go", json!(["fx.quiet", "fx.quiet", "fx.quiet", "fx.emits"])).expect("a kind");
     agent.call(go, Duration::from_secs(30)).await.expect("every run came back, and the echo");
@@ -227,18 +235,7 @@ async fn runs_that_end_at_their_first_poll_reach_the_journal_each_once_beside_it
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_due_while_outcomes_wait_for_the_agent_waits_for_them() {
-    let folder = tempfile::tempdir().expect("a folder");
-    let journal = SqliteStore::open(folder.path().join("journal.db")).expect("the journal opens");
-    let noting = Arc::new(Noting::new(journal));
-    let runtime = Runtime::builder()
-        .skill(skill())
-        .agent::<Asker>()
-        .expect("registered")
-        .store(noting.clone())
-        .snapshot_every(5)
-        .build();
-    let agent = runtime.spawn(Asker::default(), SpawnOptions::default()).await.expect("it starts");
-    agent.mount(&SkillId::new("fx").expect("an id"), Value::Null).await.expect("mounted");
+    let (_folder, noting, runtime, agent) = asker(5).await;
     // Twenty outcomes wait in the agent's inbox at once; with the go and the echo, 22 inputs.
     let mut asked = vec![json!("fx.quiet"); 19];
     asked.push(json!("fx.emits"));

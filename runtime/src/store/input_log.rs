@@ -9,10 +9,10 @@
 //! (one per input); both are read and both are cleared.
 
 use super::StoreError;
+use super::agent_rows::{AgentRows, Row};
 use crate::id::AgentId;
 use crate::signal::Signal;
 use rusqlite::{Connection, params};
-use std::collections::HashMap;
 
 /// The most bytes one row's body holds, well under SQLite's limit on a value (1 GB): an input that would take a
 /// row past it starts a new one (an input larger than that has a row of its own).
@@ -29,16 +29,13 @@ fn number(seq: u64) -> i64 {
 #[derive(Default)]
 pub(super) struct InputBatches {
     /// Per agent with inputs in this commit: its row so far.
-    gathering: HashMap<AgentId, Gathered>,
-    /// Bodies written, kept for the next commit.
-    spare: Vec<Vec<u8>>,
+    rows: AgentRows<Numbers>,
 }
 
-/// One row being gathered: the first and last input's numbers and the body.
-struct Gathered {
+/// A row's first and last input numbers.
+struct Numbers {
     first: u64,
     last: u64,
-    body: Vec<u8>,
 }
 
 impl InputBatches {
@@ -51,20 +48,14 @@ impl InputBatches {
             rusqlite::Error::ToSqlConversionFailure(refused.into())
         })?;
         let entry = ENTRY_HEAD + json.len();
-        let ends_row = |row: &Gathered| {
-            row.last.checked_add(1) != Some(seq) || (!row.body.is_empty() && row.body.len() + entry > BODY_MOST)
+        let ends_row = |row: &Row<Numbers>| {
+            row.summary.last.checked_add(1) != Some(seq) || (!row.body.is_empty() && row.body.len() + entry > BODY_MOST)
         };
-        if self.gathering.get(agent).is_some_and(ends_row) {
+        if self.rows.get(agent).is_some_and(ends_row) {
             self.write_agent(db, agent)?;
         }
-        let row = match self.gathering.get_mut(agent) {
-            Some(row) => row,
-            None => {
-                let body = self.spare.pop().unwrap_or_default();
-                self.gathering.entry(agent.clone()).or_insert(Gathered { first: seq, last: seq, body })
-            }
-        };
-        row.last = seq;
+        let row = self.rows.or_start(agent, || Numbers { first: seq, last: seq });
+        row.summary.last = seq;
         row.body.extend_from_slice(&seq.to_le_bytes());
         row.body.extend_from_slice(&len.to_le_bytes());
         row.body.extend_from_slice(json.as_bytes());
@@ -73,37 +64,24 @@ impl InputBatches {
 
     /// Writes what is gathered for `agent` (before a write that clears its inputs).
     pub(super) fn write_agent(&mut self, db: &Connection, agent: &AgentId) -> rusqlite::Result<()> {
-        match self.gathering.remove(agent) {
-            Some(row) => self.write_row(db, agent, row),
-            None => Ok(()),
-        }
+        self.rows.write_agent(agent, |agent, numbers, body| write_row(db, agent, numbers, body))
     }
 
     /// Writes everything gathered.
     pub(super) fn write_all(&mut self, db: &Connection) -> rusqlite::Result<()> {
-        // Taken out and put back, so the map keeps its room from commit to commit.
-        let mut gathering = std::mem::take(&mut self.gathering);
-        let written = gathering.drain().try_for_each(|(agent, row)| self.write_row(db, &agent, row));
-        // The map keeps room for a usual commit's agents, not for the most one ever had.
-        gathering.shrink_to(super::GATHERING_KEEPS);
-        self.gathering = gathering;
-        written
+        self.rows.write_all(|agent, numbers, body| write_row(db, agent, numbers, body))
     }
 
     /// Drops what is gathered (its commit failed).
     pub(super) fn forget(&mut self) {
-        for (_, row) in self.gathering.drain() {
-            super::keep_spare(&mut self.spare, row.body);
-        }
+        self.rows.forget();
     }
+}
 
-    fn write_row(&mut self, db: &Connection, agent: &AgentId, row: Gathered) -> rusqlite::Result<()> {
-        let Gathered { first, last, body } = row;
-        db.prepare_cached("INSERT INTO input_batches (agent, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![agent.as_str(), number(first), number(last), body])?;
-        super::keep_spare(&mut self.spare, body);
-        Ok(())
-    }
+fn write_row(db: &Connection, agent: &AgentId, numbers: Numbers, body: &[u8]) -> rusqlite::Result<()> {
+    db.prepare_cached("INSERT INTO input_batches (agent, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![agent.as_str(), number(numbers.first), number(numbers.last), body])?;
+    Ok(())
 }
 
 /// Clears `agent`'s logged inputs: all of them, or those numbered up to `upto` (folded into a snapshot). A

@@ -1,5 +1,6 @@
 //! The execution journal: a record of every action run, queryable by agent, action and status.
 
+mod agent_rows;
 mod durable;
 mod input_log;
 mod memory;
@@ -165,20 +166,6 @@ fn history_from(status: RunStatus, at: DateTime<Utc>) -> Vec<(RunStatus, DateTim
     let mut history = Vec::with_capacity(4);
     history.push((status, at));
     history
-}
-
-/// How many agents' rows a writer's map of rows being gathered keeps room for between commits.
-pub(crate) const GATHERING_KEEPS: usize = 64;
-
-/// Keeps a written row's body for the next commit's rows, emptied: at most a few, and none past a few MiB, so a
-/// commit that wrote a row for each of thousands of agents does not keep a buffer per agent for ever.
-pub(crate) fn keep_spare(spare: &mut Vec<Vec<u8>>, mut body: Vec<u8>) {
-    const KEPT: usize = 8;
-    const KEPT_BYTES: usize = 8 * 1024 * 1024;
-    if spare.len() < KEPT && body.capacity() <= KEPT_BYTES {
-        body.clear();
-        spare.push(body);
-    }
 }
 
 /// A stable digest of params: a name-based (v5) UUID of their compact JSON text, the same as

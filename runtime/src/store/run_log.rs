@@ -23,12 +23,13 @@
 //! its idempotency key, its plan's JSON and its record's JSON, each of the last three as a length (4 bytes,
 //! little-endian; `u32::MAX` for none) and the bytes.
 
+use super::agent_rows::{AgentRows, Row};
 use super::durable::{KeyedRun, RunPlan};
 use super::{RunQuery, RunRecord, RunStatus, StoreError};
 use crate::id::{ActionId, AgentId};
 use rusqlite::{Connection, params};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use uuid::Uuid;
 
 /// The most time, in milliseconds, between the ids of the first and the last run of one row.
@@ -124,13 +125,11 @@ pub(super) struct Settled<'a> {
 /// The ended runs the writer is gathering in the current commit, an agent at a time.
 #[derive(Default)]
 pub(super) struct RunBatches {
-    gathering: HashMap<AgentId, Gathered>,
-    /// Bodies written, kept for the next commit.
-    spare: Vec<Vec<u8>>,
+    rows: AgentRows<Summary>,
 }
 
-/// One row being gathered.
-struct Gathered {
+/// What a row's columns say about its runs.
+struct Summary {
     first: i64,
     last: i64,
     last_seq: i64,
@@ -143,7 +142,6 @@ struct Gathered {
     until: i64,
     statuses: i64,
     actions: Vec<ActionId>,
-    body: Vec<u8>,
 }
 
 impl RunBatches {
@@ -156,31 +154,25 @@ impl RunBatches {
         let key_len = run.key.map_or(Ok(NONE), length)?;
         let plan_len = run.plan.map_or(Ok(NONE), length)?;
         // A row is full once its body reaches BODY_MOST (an entry's size is known only once it is written).
-        let ends_row =
-            |row: &Gathered| row.ids_to.max(ms) - row.ids_from.min(ms) > SPAN_MS || row.body.len() >= BODY_MOST;
-        if self.gathering.get(agent).is_some_and(ends_row) {
-            self.write_agent(db, agent)?;
-        }
-        let row = match self.gathering.get_mut(agent) {
-            Some(row) => row,
-            None => {
-                let body = self.spare.pop().unwrap_or_default();
-                self.gathering.entry(agent.clone()).or_insert(Gathered {
-                    first: run.place,
-                    last: run.place,
-                    last_seq: -1,
-                    first_run: run.record.run,
-                    last_run: run.record.run,
-                    ids_from: ms,
-                    ids_to: ms,
-                    since: run.recorded,
-                    until: run.recorded,
-                    statuses: 0,
-                    actions: Vec::new(),
-                    body,
-                })
-            }
+        let ends_row = |row: &Row<Summary>| {
+            row.summary.ids_to.max(ms) - row.summary.ids_from.min(ms) > SPAN_MS || row.body.len() >= BODY_MOST
         };
+        if self.rows.get(agent).is_some_and(ends_row) {
+            self.rows.write_agent(agent, |agent, summary, body| write_row(db, agent, summary, body))?;
+        }
+        let Row { summary: row, body } = self.rows.or_start(agent, || Summary {
+            first: run.place,
+            last: run.place,
+            last_seq: -1,
+            first_run: run.record.run,
+            last_run: run.record.run,
+            ids_from: ms,
+            ids_to: ms,
+            since: run.recorded,
+            until: run.recorded,
+            statuses: 0,
+            actions: Vec::new(),
+        });
         row.last = run.place;
         if let Some(seq) = run.key.and_then(|key| key_seq(agent.as_str(), key)) {
             row.last_seq = row.last_seq.max(number(seq));
@@ -195,80 +187,64 @@ impl RunBatches {
         if !row.actions.contains(action) {
             row.actions.push(action.clone());
         }
-        row.body.extend_from_slice(&run.place.to_le_bytes());
-        row.body.extend_from_slice(run.record.run.as_bytes());
+        body.extend_from_slice(&run.place.to_le_bytes());
+        body.extend_from_slice(run.record.run.as_bytes());
         for (len, text) in [(key_len, run.key), (plan_len, run.plan)] {
-            row.body.extend_from_slice(&len.to_le_bytes());
-            row.body.extend_from_slice(text.unwrap_or_default().as_bytes());
+            body.extend_from_slice(&len.to_le_bytes());
+            body.extend_from_slice(text.unwrap_or_default().as_bytes());
         }
         // The record's JSON is written in place, its length once it is known.
-        let at = row.body.len();
-        row.body.extend_from_slice(&[0; 4]);
-        let written = serde_json::to_writer(&mut row.body, run.record)
+        let at = body.len();
+        body.extend_from_slice(&[0; 4]);
+        let written = serde_json::to_writer(&mut *body, run.record)
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-            .and_then(|()| length_of(row.body.len() - at - 4));
+            .and_then(|()| length_of(body.len() - at - 4));
         match written {
             Ok(len) => {
-                row.body[at..at + 4].copy_from_slice(&len.to_le_bytes());
+                body[at..at + 4].copy_from_slice(&len.to_le_bytes());
                 Ok(true)
             }
             Err(err) => {
-                row.body.truncate(at);
+                body.truncate(at);
                 Err(err)
             }
         }
     }
 
-    fn write_agent(&mut self, db: &Connection, agent: &AgentId) -> rusqlite::Result<()> {
-        match self.gathering.remove(agent) {
-            Some(row) => self.write_row(db, agent, row),
-            None => Ok(()),
-        }
-    }
-
     /// Writes everything gathered.
     pub(super) fn write_all(&mut self, db: &Connection) -> rusqlite::Result<()> {
-        // Taken out and put back, so the map keeps its room from commit to commit.
-        let mut gathering = std::mem::take(&mut self.gathering);
-        let written = gathering.drain().try_for_each(|(agent, row)| self.write_row(db, &agent, row));
-        // The map keeps room for a usual commit's agents, not for the most one ever had.
-        gathering.shrink_to(super::GATHERING_KEEPS);
-        self.gathering = gathering;
-        written
+        self.rows.write_all(|agent, summary, body| write_row(db, agent, summary, body))
     }
 
     /// Drops what is gathered (its commit failed).
     pub(super) fn forget(&mut self) {
-        for (_, row) in self.gathering.drain() {
-            super::keep_spare(&mut self.spare, row.body);
-        }
+        self.rows.forget();
     }
+}
 
-    fn write_row(&mut self, db: &Connection, agent: &AgentId, row: Gathered) -> rusqlite::Result<()> {
-        let Gathered { first, last, last_seq, first_run, last_run, since, until, statuses, actions, body, .. } = row;
-        db.prepare_cached(
-            "INSERT INTO run_batches (place, last, agent, last_seq, first_run, last_run, since, until, statuses, \
-             body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )?
-        .execute(params![
-            first,
-            last,
-            agent.as_str(),
-            last_seq,
-            &first_run.as_bytes()[..],
-            &last_run.as_bytes()[..],
-            since,
-            until,
-            statuses,
-            body
-        ])?;
-        let mut listed = db.prepare_cached("INSERT INTO run_batch_actions (action, batch) VALUES (?1, ?2)")?;
-        for action in actions {
-            listed.execute(params![action.as_str(), first])?;
-        }
-        super::keep_spare(&mut self.spare, body);
-        Ok(())
+fn write_row(db: &Connection, agent: &AgentId, summary: Summary, body: &[u8]) -> rusqlite::Result<()> {
+    let Summary { first, last, last_seq, first_run, last_run, since, until, statuses, actions, .. } = summary;
+    db.prepare_cached(
+        "INSERT INTO run_batches (place, last, agent, last_seq, first_run, last_run, since, until, statuses, \
+         body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        first,
+        last,
+        agent.as_str(),
+        last_seq,
+        &first_run.as_bytes()[..],
+        &last_run.as_bytes()[..],
+        since,
+        until,
+        statuses,
+        body
+    ])?;
+    let mut listed = db.prepare_cached("INSERT INTO run_batch_actions (action, batch) VALUES (?1, ?2)")?;
+    for action in actions {
+        listed.execute(params![action.as_str(), first])?;
     }
+    Ok(())
 }
 
 /// A text's length as an entry gives it (4 bytes; SQLite refuses a value over 1 GB anyway).
