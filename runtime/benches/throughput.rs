@@ -276,15 +276,20 @@ criterion_group!(benches, actions, per_run);
 /// batches of 1,000 actions of that kind, prints how long they took, and exits. Under
 /// `perf stat -e task-clock` (or `instructions:u`, where the machine counts them) that gives the CPU time of
 /// every thread per action: what a run costs the machine, which on two cores bounds the rate as much as the
-/// agent's own thread does. `AGENTRY_FIXED_BATCHES=0` measures the start-up alone.
+/// agent's own thread does. `AGENTRY_FIXED_BATCHES=0` measures the start-up alone. With `AGENTRY_FIXED_KEEP` set
+/// to a folder, the durable journal is written there and kept, to be read afterwards.
 fn fixed_work(kind: &str, batches: u64) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     let folder = tempfile::tempdir().expect("a folder");
+    let kept = std::env::var_os("AGENTRY_FIXED_KEEP").map(std::path::PathBuf::from);
     let (runtime, agent) = match kind {
         "agentry" => rt.block_on(pump()),
         "agentry_sqlite" => {
-            let durable =
-                Runtime::builder().skill(noop_skill()).durable(folder.path()).expect("the journal opens").build();
+            let durable = Runtime::builder()
+                .skill(noop_skill())
+                .durable(kept.as_deref().unwrap_or(folder.path()))
+                .expect("the journal opens")
+                .build();
             rt.block_on(pump_on(durable))
         }
         "raw_tokio" => {

@@ -129,36 +129,6 @@ impl MemoryStore {
         Self { journal: Arc::new(journal) }
     }
 
-    /// Applies an update as [`Store::update`] does, and shows the updated record to `then` (a store that
-    /// mirrors this one writes it on).
-    pub(crate) fn update_then(
-        &self,
-        run: Uuid,
-        update: RunUpdate,
-        at: DateTime<Utc>,
-        then: impl FnOnce(&RunRecord),
-    ) -> Result<(), StoreError> {
-        let journal = &self.journal;
-        let mut found = false;
-        let mut then = Some(then);
-        let ended = journal.live.remove_if_mut(&run, |_, entry| {
-            found = true;
-            entry.record.apply(update, at);
-            if let Some(then) = then.take() {
-                then(&entry.record);
-            }
-            entry.record.status().is_final()
-        });
-        match ended {
-            // The shard's lock is released here, so taking the list's lock cannot deadlock.
-            Some((run, entry)) => self.retire(run, entry),
-            None if !found && journal.settled().index.contains_key(&run) => return Err(StoreError::Ended(run)),
-            None if !found => return Err(StoreError::UnknownRun(run)),
-            None => {}
-        }
-        Ok(())
-    }
-
     /// Puts a run that just ended on the mover's list, and wakes the mover if it sleeps.
     fn retire(&self, run: Uuid, entry: Entry) {
         let journal = &self.journal;
@@ -276,7 +246,21 @@ impl Store for MemoryStore {
     }
 
     fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.update_then(run, update, at, |_| {})
+        let journal = &self.journal;
+        let mut found = false;
+        let ended = journal.live.remove_if_mut(&run, |_, entry| {
+            found = true;
+            entry.record.apply(update, at);
+            entry.record.status().is_final()
+        });
+        match ended {
+            // The shard's lock is released here, so taking the list's lock cannot deadlock.
+            Some((run, entry)) => self.retire(run, entry),
+            None if !found && journal.settled().index.contains_key(&run) => return Err(StoreError::Ended(run)),
+            None if !found => return Err(StoreError::UnknownRun(run)),
+            None => {}
+        }
+        Ok(())
     }
 
     fn get(&self, run: Uuid) -> Option<RunRecord> {

@@ -8,18 +8,19 @@
 //! a second connection of their own, so a read does not wait behind a batch of writes: the store counts the
 //! writes sent and the writes committed, and a read that finds some not committed yet waits for them first,
 //! so it still sees every write made before it. One exception to "in order": an ended run whose outcome the
-//! agent has not consumed yet may be written a few commits later, when that is safe (see `Runs` below). Run
-//! records are also kept in a [`MemoryStore`],
-//! which checks each write (a duplicate run, an update to an ended one) as the in-memory journal does and
-//! answers `get` for runs going on and the 4,096 that ended last without reading the file.
+//! agent has not consumed yet may be written a few commits later, when that is safe (see `Runs` below). The
+//! records of runs going on are also kept in memory: an update applies to the record there, and `get` answers
+//! for them without reading the file. An ended run is only in the file (keeping ended runs in memory as well
+//! cost a tenth of a durable run's time), so an update to it, or a `get` of it, reads the file.
 
 use super::durable::{AgentRecord, AliveAgent, Durable, Flushed, Revival, RunPlan, ScheduleRecord, Snapshot};
 use super::input_log::{self, InputBatches};
 use super::run_log::{self, RunBatches, Settled};
-use super::{MemoryStore, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
+use super::{Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use crate::signal::Signal;
 use chrono::{DateTime, Utc};
+use dashmap::DashMap;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,8 +37,6 @@ const APPLICATION_ID: i64 = 0x4147_5459;
 /// Version 4 writes ended runs an agent and a commit at a time (`run_batches`, see `run_log.rs`); a version 3
 /// file's runs stay where they are and are read beside them.
 const VERSION: i64 = 4;
-/// How many ended runs the in-memory mirror keeps for `get` (older ones are read from the file).
-const MIRROR_KEEPS: usize = 4096;
 /// The most writes waiting for the writer. A thread that writes faster than the disk takes them waits when
 /// this many are queued (backpressure), so memory stays bounded however long the burst.
 const QUEUE: usize = 4 * BATCH;
@@ -265,7 +264,8 @@ impl Waiter {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct SqliteStore {
-    memory: MemoryStore,
+    /// The records of runs going on, by id: updates apply here, and the updated record is written on.
+    live: DashMap<Uuid, RunRecord>,
     /// Buffers for the rows sent to the writer, shared with it.
     texts: Arc<Texts>,
     writes: mpsc::SyncSender<Op>,
@@ -366,14 +366,14 @@ impl SqliteStore {
         db.pragma_update(None, "user_version", VERSION).map_err(corrupt)?;
 
         // Runs that had not ended are kept in memory too, so the recovery can end them.
-        let memory = MemoryStore::keeping(MIRROR_KEEPS);
+        let live = DashMap::new();
         {
             let mut statement =
                 db.prepare("SELECT record FROM runs WHERE final = 0 ORDER BY place").map_err(corrupt)?;
             let records = statement.query_map([], |r| r.get::<_, String>(0)).map_err(corrupt)?;
             for text in records {
                 let record: RunRecord = decode("run record", &text.map_err(corrupt)?)?;
-                let _ = memory.record(record);
+                live.insert(record.run, record);
             }
         }
         let reader = Connection::open_with_flags(
@@ -393,7 +393,7 @@ impl SqliteStore {
             .spawn(move || write_loop(db, queue, keep_inputs, &counted, &spare))
             .map_err(|e| StoreError::Database(format!("the journal's writer thread could not start: {e}")))?;
         Ok(Self {
-            memory,
+            live,
             texts,
             writes,
             writer: Some(writer),
@@ -436,6 +436,24 @@ impl SqliteStore {
 
     /// Runs `read` on the reader's connection once every write sent before it is committed (at once, when
     /// none is pending), and returns its answer.
+    /// One run's record as the file has it (after every write sent before).
+    fn stored(&self, run: Uuid) -> Option<RunRecord> {
+        let found = self.read(|db| {
+            let text: Option<String> = db
+                .query_row("SELECT record FROM runs WHERE run = ?1", [run.to_string()], |r| r.get(0))
+                .optional()
+                .map_err(database)?;
+            match text {
+                Some(text) => decode::<RunRecord>("run record", &text).map(Some),
+                None => Ok(run_log::find(db, run)?.map(|(record, _)| record)),
+            }
+        });
+        found.unwrap_or_else(|err| {
+            tracing::warn!(%err, %run, "a run could not be read from the journal");
+            None
+        })
+    }
+
     fn read<T>(&self, read: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
         // Every write sent before this load was queued before any write counted after it, so once the writer
         // has committed as many writes as were sent by now, it has committed those.
@@ -1001,36 +1019,48 @@ fn decoded<T: serde::de::DeserializeOwned>(
 }
 
 impl Store for SqliteStore {
+    /// Journals a new run. A run going on with the same id is refused as a duplicate; ended runs are not looked
+    /// up (that would read the file for every run), so a record reusing an ended run's id is the caller's error.
     fn record(&self, record: RunRecord) -> Result<(), StoreError> {
-        self.memory.record(record.clone())?;
-        self.send(Op::Run(RunRow::of(record)));
+        match self.live.entry(record.run) {
+            dashmap::Entry::Occupied(_) => return Err(StoreError::Duplicate(record.run)),
+            // The shard stays locked until the write is queued, so an update cannot be queued before it.
+            dashmap::Entry::Vacant(slot) if !record.status().is_final() => {
+                self.send(Op::Run(RunRow::of(slot.insert(record).clone())));
+            }
+            dashmap::Entry::Vacant(_) => self.send(Op::Run(RunRow::of(record))),
+        }
         Ok(())
     }
 
+    /// Applies an update to a run going on. For a run that is not going on, the file says which error it is:
+    /// [`StoreError::Ended`] if the run is there, [`StoreError::UnknownRun`] if not.
     fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
-        self.memory.update_then(run, update, at, |record| {
-            self.send(Op::Run(RunRow::of(record.clone())));
-        })
+        let mut found = false;
+        let ended = self.live.remove_if_mut(&run, |_, record| {
+            found = true;
+            record.apply(update, at);
+            let ended = record.status().is_final();
+            if !ended {
+                self.send(Op::Run(RunRow::of(record.clone())));
+            }
+            ended
+        });
+        match ended {
+            // An ended run leaves the map, and its record crosses to the writer whole, without a copy.
+            Some((_, record)) => self.send(Op::Run(RunRow::of(record))),
+            None if found => {}
+            None if self.stored(run).is_some() => return Err(StoreError::Ended(run)),
+            None => return Err(StoreError::UnknownRun(run)),
+        }
+        Ok(())
     }
 
     fn get(&self, run: Uuid) -> Option<RunRecord> {
-        if let Some(record) = self.memory.get(run) {
-            return Some(record);
+        if let Some(record) = self.live.get(&run) {
+            return Some(record.clone());
         }
-        let found = self.read(|db| {
-            let text: Option<String> = db
-                .query_row("SELECT record FROM runs WHERE run = ?1", [run.to_string()], |r| r.get(0))
-                .optional()
-                .map_err(database)?;
-            match text {
-                Some(text) => decode::<RunRecord>("run record", &text).map(Some),
-                None => Ok(run_log::find(db, run)?.map(|(record, _)| record)),
-            }
-        });
-        found.unwrap_or_else(|err| {
-            tracing::warn!(%err, %run, "a run could not be read from the journal");
-            None
-        })
+        self.stored(run)
     }
 
     fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
@@ -1206,6 +1236,48 @@ mod tests {
 
     fn agent(name: &str) -> AgentId {
         AgentId::new(name).unwrap()
+    }
+
+    #[test]
+    fn runs_going_on_are_updated_in_memory_and_ended_ones_are_read_from_the_file() {
+        let folder = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(folder.path().join("journal.db")).unwrap();
+        let (me, action) = (agent("me"), ActionId::new("x.y").unwrap());
+        let queued = |run| RunRecord::queued(run, me.clone(), action.clone(), &json!({}), run);
+        let status = |status| RunUpdate { status: Some(status), ..RunUpdate::default() };
+        let (going, ended_whole, unknown) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+
+        store.record(queued(going)).unwrap();
+        assert_eq!(
+            store.record(queued(going)),
+            Err(StoreError::Duplicate(going)),
+            "a run going on is not recorded twice"
+        );
+        store.update(going, status(RunStatus::Running), Utc::now()).unwrap();
+        assert_eq!(store.get(going).map(|r| r.status()), Some(RunStatus::Running));
+        store.update(going, status(RunStatus::Completed), Utc::now()).unwrap();
+        assert!(store.live.is_empty(), "an ended run leaves the memory");
+        let read = store.get(going).expect("an ended run is read from the file");
+        assert_eq!(
+            read.history.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            [RunStatus::Queued, RunStatus::Running, RunStatus::Completed]
+        );
+        assert_eq!(store.update(going, status(RunStatus::Failed), Utc::now()), Err(StoreError::Ended(going)));
+        assert_eq!(store.get(going), Some(read), "an update to an ended run changes nothing");
+
+        // A run recorded once it already ended (as one that ends at its first poll is) goes straight to the file.
+        let mut whole = queued(ended_whole);
+        whole.apply(status(RunStatus::Completed), Utc::now());
+        store.record(whole.clone()).unwrap();
+        assert!(store.live.is_empty());
+        assert_eq!(store.get(ended_whole), Some(whole));
+        assert_eq!(
+            store.update(ended_whole, status(RunStatus::Failed), Utc::now()),
+            Err(StoreError::Ended(ended_whole))
+        );
+
+        assert_eq!(store.update(unknown, status(RunStatus::Running), Utc::now()), Err(StoreError::UnknownRun(unknown)));
+        assert_eq!(store.get(unknown), None);
     }
 
     #[test]
