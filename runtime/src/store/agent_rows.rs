@@ -2,6 +2,7 @@
 //! entries (the input log's rows and the ended runs' rows): the map they gather in, and the bodies of rows
 //! written, kept for the next commit's rows.
 
+use super::FastHash;
 use crate::id::AgentId;
 use std::collections::HashMap;
 
@@ -20,13 +21,13 @@ pub(super) struct Row<S> {
 
 /// The rows being gathered, one per agent.
 pub(super) struct AgentRows<S> {
-    gathering: HashMap<AgentId, Row<S>>,
+    gathering: HashMap<AgentId, Row<S>, FastHash>,
     spare: Vec<Vec<u8>>,
 }
 
 impl<S> Default for AgentRows<S> {
     fn default() -> Self {
-        Self { gathering: HashMap::new(), spare: Vec::new() }
+        Self { gathering: HashMap::default(), spare: Vec::new() }
     }
 }
 

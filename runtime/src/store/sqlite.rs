@@ -13,10 +13,11 @@
 //! for them without reading the file. An ended run is only in the file (keeping ended runs in memory as well
 //! cost a tenth of a durable run's time), so an update to it, or a `get` of it, reads the file.
 
+use super::checkpoint::Checkpointer;
 use super::durable::{AgentRecord, AliveAgent, Durable, Flushed, Revival, RunPlan, ScheduleRecord, Snapshot};
 use super::input_log::{self, InputBatches};
 use super::run_log::{self, RunBatches, Settled};
-use super::{Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
+use super::{FastHash, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use crate::signal::Signal;
 use chrono::{DateTime, Utc};
@@ -53,8 +54,6 @@ const HOLD_FOR: std::time::Duration = std::time::Duration::from_millis(10);
 const HELD_MOST: usize = BATCH;
 /// The page size of a new file, in bytes.
 const PAGE_SIZE: i64 = 16 * 1024;
-/// How much log the writer lets grow before it copies the log's pages back into the database file.
-const CHECKPOINT_BYTES: i64 = 32 * 1024 * 1024;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -265,7 +264,7 @@ impl Waiter {
 /// ```
 pub struct SqliteStore {
     /// The records of runs going on, by id: updates apply here, and the updated record is written on.
-    live: DashMap<Uuid, RunRecord>,
+    live: DashMap<Uuid, RunRecord, FastHash>,
     /// Buffers for the rows sent to the writer, shared with it.
     texts: Arc<Texts>,
     writes: mpsc::SyncSender<Op>,
@@ -352,13 +351,11 @@ impl SqliteStore {
             Synchronous::Power => "FULL",
         };
         db.pragma_update(None, "synchronous", level).map_err(corrupt)?;
-        // A page cache of up to 32 MiB (SQLite's default is 2 MiB) and a checkpoint every 32 MiB of log (SQLite's
-        // default is every 1,000 pages): the `runs` indexes' pages stay in memory and are copied back to the
-        // database once per checkpoint rather than several times. ~10-15% more runs per second in the throughput
-        // bench.
+        // A page cache of up to 32 MiB (SQLite's default is 2 MiB), and (see `checkpoint.rs`) a checkpoint every
+        // 32 MiB of log (SQLite's default is every 1,000 pages): the `runs` indexes' pages stay in memory and are
+        // copied back to the database once per checkpoint rather than several times. ~10-15% more runs per
+        // second in the throughput bench.
         db.pragma_update(None, "cache_size", -32768).map_err(corrupt)?;
-        let page_size: i64 = db.query_row("PRAGMA page_size", [], |r| r.get(0)).map_err(corrupt)?;
-        db.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_BYTES / page_size.max(512)).map_err(corrupt)?;
         db.execute_batch(SCHEMA).map_err(corrupt)?;
         db.execute_batch(run_log::SCHEMA).map_err(corrupt)?;
         list_agents_from_columns(&db).map_err(corrupt)?;
@@ -366,7 +363,7 @@ impl SqliteStore {
         db.pragma_update(None, "user_version", VERSION).map_err(corrupt)?;
 
         // Runs that had not ended are kept in memory too, so the recovery can end them.
-        let live = DashMap::new();
+        let live = DashMap::default();
         {
             let mut statement =
                 db.prepare("SELECT record FROM runs WHERE final = 0 ORDER BY place").map_err(corrupt)?;
@@ -388,9 +385,13 @@ impl SqliteStore {
         let counted = committed.clone();
         let texts = Arc::new(Texts::default());
         let spare = texts.clone();
+        let checkpoint_path = path.clone();
         let writer = std::thread::Builder::new()
             .name("agentry-journal".to_owned())
-            .spawn(move || write_loop(db, queue, keep_inputs, &counted, &spare))
+            .spawn(move || {
+                let checkpointer = Checkpointer::start(&db, &checkpoint_path, level);
+                write_loop(db, queue, (keep_inputs, &checkpointer), &counted, &spare);
+            })
             .map_err(|e| StoreError::Database(format!("the journal's writer thread could not start: {e}")))?;
         Ok(Self {
             live,
@@ -521,7 +522,13 @@ fn list_agents_from_columns(db: &Connection) -> rusqlite::Result<()> {
 }
 
 /// The writer thread: everything waiting goes into one transaction; then the flushes are answered.
-fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, committed: &AtomicU64, texts: &Texts) {
+fn write_loop(
+    mut db: Connection,
+    queue: mpsc::Receiver<Op>,
+    (keep_inputs, checkpointer): (bool, &Checkpointer),
+    committed: &AtomicU64,
+    texts: &Texts,
+) {
     // Kept from batch to batch, so a batch does not grow a new vector each time.
     let mut batch: Vec<Op> = Vec::with_capacity(BATCH);
     let mut spent: Vec<String> = Vec::with_capacity(BATCH);
@@ -569,6 +576,7 @@ fn write_loop(mut db: Connection, queue: mpsc::Receiver<Op>, keep_inputs: bool, 
             }
         }
         commit(&mut db, &mut batch, (&mut runs, &mut inputs), &mut spent, keep_inputs, committed);
+        checkpointer.committed(&db);
         texts.give_back(&mut spent);
     }
     // The last writes: nothing is held back any more.
@@ -681,7 +689,7 @@ fn commit(
 /// agent (which folds in the input that asked for the run, so a recovery from it could no longer ask again).
 #[derive(Default)]
 struct Runs {
-    pending: std::collections::HashMap<Uuid, PendingRun>,
+    pending: std::collections::HashMap<Uuid, PendingRun, FastHash>,
     /// The runs in the order they first appeared, so rows keep the order runs were recorded in. Between
     /// batches, the runs held back.
     order: Vec<Uuid>,
@@ -690,10 +698,10 @@ struct Runs {
     held_writes: u64,
     /// The pending runs with a record, by agent, so a snapshot finds its agent's runs without a scan of all.
     /// (It may name runs written since; those are no longer pending and are passed over.)
-    by_agent: std::collections::HashMap<AgentId, Vec<Uuid>>,
+    by_agent: std::collections::HashMap<AgentId, Vec<Uuid>, FastHash>,
     /// The runs with a row in `runs` that had not ended: their end must update that row, so they never join
     /// a batch of ended runs.
-    open: std::collections::HashSet<Uuid>,
+    open: std::collections::HashSet<Uuid, FastHash>,
     /// The place the next run written takes (one order for `runs` and `run_batches`).
     next_place: i64,
     /// The ended runs of this commit gathered into rows of `run_batches`.
