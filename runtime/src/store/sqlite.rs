@@ -17,7 +17,7 @@ use super::checkpoint::Checkpointer;
 use super::durable::{AgentRecord, AliveAgent, Durable, Flushed, Revival, RunPlan, ScheduleRecord, Snapshot};
 use super::input_log::{self, InputBatches};
 use super::run_log::{self, RunBatches, Settled};
-use super::{FastHash, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
+use super::{FastHash, Refusal, RunQuery, RunRecord, RunStatus, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use crate::signal::Signal;
 use chrono::{DateTime, Utc};
@@ -171,17 +171,54 @@ enum Op {
 
 /// A run's record on its way to the writer, which serializes it: a run written more than once in one commit
 /// (queued, started, ended) is serialized once, and the agent's thread, the busier of the two, does none of it.
+///
+/// Its history crosses in place, not in the record's vector: memory allocated on one thread and freed on another
+/// makes glibc's allocator lock the first thread's arena from the second, and with a vector per run crossing,
+/// the agent's thread spent more time asleep on that lock than the writer spent writing. The writer puts the
+/// history back in a vector of its own ([`RunRow::restored`]).
 struct RunRow {
+    /// The record, its history moved out to `history` when it crosses.
     record: RunRecord,
+    history: CrossingHistory,
     /// When it was recorded, in milliseconds since the epoch.
     recorded: i64,
     ended: bool,
 }
 
+/// A run's history on its way to the writer: the usual few statuses in place, a longer one in its vector.
+enum CrossingHistory {
+    InPlace(usize, [(RunStatus, DateTime<Utc>); CROSSES_IN_PLACE]),
+    Spilled(Vec<(RunStatus, DateTime<Utc>)>),
+}
+
+/// How many statuses a history may have to cross in place: queued, running and an end.
+const CROSSES_IN_PLACE: usize = 3;
+
 impl RunRow {
-    fn of(record: RunRecord) -> Self {
+    fn of(mut record: RunRecord) -> Self {
         let recorded = record.history.first().map_or(0, |(_, at)| at.timestamp_millis());
-        Self { ended: record.status().is_final(), recorded, record }
+        let ended = record.status().is_final();
+        let statuses = std::mem::take(&mut record.history);
+        let history = match &statuses[..] {
+            [first, ..] if statuses.len() <= CROSSES_IN_PLACE => {
+                let mut in_place = [*first; CROSSES_IN_PLACE];
+                in_place[..statuses.len()].copy_from_slice(&statuses);
+                // The vector is freed here, on the thread that allocated it.
+                CrossingHistory::InPlace(statuses.len(), in_place)
+            }
+            _ => CrossingHistory::Spilled(statuses),
+        };
+        Self { record, history, ended, recorded }
+    }
+
+    /// The row with its record whole again, its history in a vector the writer's thread allocated.
+    fn restored(mut self) -> Self {
+        let history = std::mem::replace(&mut self.history, CrossingHistory::Spilled(Vec::new()));
+        self.record.history = match history {
+            CrossingHistory::InPlace(len, statuses) => statuses[..len].to_vec(),
+            CrossingHistory::Spilled(statuses) => statuses,
+        };
+        self
     }
 }
 
@@ -221,12 +258,15 @@ impl Texts {
 
     /// Takes written buffers back.
     fn give_back(&self, spent: &mut Vec<String>) {
-        let mut pool = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        for text in spent.drain(..) {
-            if pool.len() < TEXTS_KEPT && text.capacity() <= TEXT_KEPT_BYTES {
-                pool.push(text);
-            }
+        // The lock is held only to move the buffers in: the agents' threads take one from the pool for each row
+        // they send, and a commit gives back thousands. Those not kept are dropped after it is released.
+        spent.retain(|text| text.capacity() <= TEXT_KEPT_BYTES);
+        {
+            let mut pool = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let room = TEXTS_KEPT.saturating_sub(pool.len()).min(spent.len());
+            pool.extend(spent.drain(..room));
         }
+        spent.clear();
     }
 }
 
@@ -769,6 +809,7 @@ impl Runs {
 
     /// A run's record, as it is now.
     fn record(&mut self, row: RunRow) {
+        let row = row.restored();
         let (run, agent) = (row.record.run, row.record.agent.clone());
         let pending = self.entry(run);
         let first = pending.record.is_none();
@@ -1239,7 +1280,6 @@ mod runs_tests;
 mod tests {
     use super::*;
     use crate::id::ActionId;
-    use crate::store::RunStatus;
     use serde_json::json;
 
     fn agent(name: &str) -> AgentId {
