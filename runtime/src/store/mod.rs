@@ -5,6 +5,7 @@ mod checkpoint;
 mod durable;
 mod input_log;
 mod memory;
+mod run_codec;
 mod run_log;
 mod sqlite;
 

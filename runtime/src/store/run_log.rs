@@ -20,11 +20,13 @@
 //! Its status filter is a bit per status present. Each row's runs are then read and checked one by one.
 //!
 //! A row's body is its runs one after another, each as its place (8 bytes, little-endian), its id (16 bytes),
-//! its idempotency key, its plan's JSON and its record's JSON, each of the last three as a length (4 bytes,
-//! little-endian; `u32::MAX` for none) and the bytes.
+//! its idempotency key, its plan's JSON and its record (in the compact form of `run_codec.rs`; rows written
+//! before it have the record's JSON), each of the last three as a length (4 bytes, little-endian; `u32::MAX`
+//! for none) and the bytes.
 
 use super::agent_rows::{AgentRows, Row};
 use super::durable::{KeyedRun, RunPlan};
+use super::run_codec;
 use super::{RunQuery, RunRecord, RunStatus, StoreError};
 use crate::id::{ActionId, AgentId};
 use rusqlite::{Connection, params};
@@ -74,15 +76,7 @@ fn decode<T: serde::de::DeserializeOwned>(what: &'static str, json: &[u8]) -> Re
 
 /// The bit that stands for `status` in a row's `statuses`.
 pub(super) fn status_bit(status: RunStatus) -> i64 {
-    1 << match status {
-        RunStatus::Queued => 0,
-        RunStatus::AwaitingApproval => 1,
-        RunStatus::Approved => 2,
-        RunStatus::Running => 3,
-        RunStatus::Completed => 4,
-        RunStatus::Failed => 5,
-        RunStatus::Blocked => 6,
-    }
+    1 << run_codec::status_number(status)
 }
 
 /// The input number in `key`, if it is the key of a run `agent` asked for in its handling of that input
@@ -193,12 +187,11 @@ impl RunBatches {
             body.extend_from_slice(&len.to_le_bytes());
             body.extend_from_slice(text.unwrap_or_default().as_bytes());
         }
-        // The record's JSON is written in place, its length once it is known.
+        // The record is written in place, its length once it is known.
         let at = body.len();
         body.extend_from_slice(&[0; 4]);
-        let written = serde_json::to_writer(&mut *body, run.record)
-            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-            .and_then(|()| length_of(body.len() - at - 4));
+        run_codec::encode(run.record, body);
+        let written = length_of(body.len() - at - 4);
         match written {
             Ok(len) => {
                 body[at..at + 4].copy_from_slice(&len.to_le_bytes());
@@ -318,6 +311,12 @@ fn text<'a>(rest: &mut &'a [u8]) -> Option<Option<&'a [u8]>> {
     Some(Some(bytes))
 }
 
+/// A batch row's agent.
+fn agent_of(row: &rusqlite::Row<'_>, column: usize) -> Result<AgentId, StoreError> {
+    let text: String = row.get(column).map_err(database)?;
+    AgentId::new(text).map_err(|e| StoreError::Decode { what: "run batch", message: format!("its agent: {e}") })
+}
+
 fn blob<'a>(row: &'a rusqlite::Row<'_>, column: usize) -> Result<&'a [u8], StoreError> {
     row.get_ref(column).map_err(database)?.as_blob().map_err(|e| StoreError::Decode {
         what: "run batch",
@@ -331,7 +330,7 @@ pub(super) fn find(db: &Connection, run: Uuid) -> Result<Option<(RunRecord, Opti
     let from = first_id_at(ms.saturating_sub(SPAN_MS));
     let mut statement = db
         .prepare_cached(
-            "SELECT body FROM run_batches WHERE first_run BETWEEN ?1 AND ?2 AND last_run >= ?2 ORDER BY place",
+            "SELECT body, agent FROM run_batches WHERE first_run BETWEEN ?1 AND ?2 AND last_run >= ?2 ORDER BY place",
         )
         .map_err(database)?;
     let mut rows = statement.query(params![&from.as_bytes()[..], &run.as_bytes()[..]]).map_err(database)?;
@@ -339,7 +338,8 @@ pub(super) fn find(db: &Connection, run: Uuid) -> Result<Option<(RunRecord, Opti
         for entry in entries(blob(row, 0)?) {
             let entry = entry?;
             if entry.run == run {
-                return Ok(Some((decode("run record", entry.record)?, entry.key.map(str::to_owned))));
+                let record = run_codec::decode(run, &agent_of(row, 1)?, entry.record)?;
+                return Ok(Some((record, entry.key.map(str::to_owned))));
             }
         }
     }
@@ -370,7 +370,7 @@ impl Ord for Placed {
 /// `runs` and `run_batches` both. Rows are read only as far as the page needs.
 pub(super) fn query(db: &Connection, query: &RunQuery) -> Result<Vec<(RunRecord, Option<String>)>, StoreError> {
     let mut table_sql = String::from("SELECT place, record, key FROM runs WHERE 1 = 1");
-    let mut batch_sql = String::from("SELECT place, body FROM run_batches WHERE 1 = 1");
+    let mut batch_sql = String::from("SELECT place, body, agent FROM run_batches WHERE 1 = 1");
     let mut values: Vec<rusqlite::types::Value> = Vec::new();
     // Each condition names its own value (`#`), so each statement binds only the values it names.
     let mut both = |table: &str, batch: &str, value: rusqlite::types::Value| {
@@ -417,9 +417,10 @@ pub(super) fn query(db: &Connection, query: &RunQuery) -> Result<Vec<(RunRecord,
         if let Some(row) = next_batch
             && smallest.is_none_or(|place| row.get::<_, i64>(0).is_ok_and(|first| first <= place))
         {
+            let agent = agent_of(row, 2)?;
             for entry in entries(blob(row, 1)?) {
                 let entry = entry?;
-                let record: RunRecord = decode("run record", entry.record)?;
+                let record = run_codec::decode(entry.run, &agent, entry.record)?;
                 if query.matches(&record) {
                     heap.push(Reverse(Placed(entry.place, record, entry.key.map(str::to_owned))));
                 }
@@ -514,7 +515,7 @@ pub(super) fn revival_runs(db: &Connection, agent: &AgentId, after: u64) -> Resu
                 let entry = entry?;
                 if entry.key.and_then(|key| key_seq(agent.as_str(), key)).is_some_and(|seq| seq > after) {
                     let run = KeyedRun {
-                        record: decode("run record", entry.record)?,
+                        record: run_codec::decode(entry.run, agent, entry.record)?,
                         plan: entry.plan.map(|p| decode::<RunPlan>("run plan", p)).transpose()?,
                         outcome: None,
                         delivered: true,
