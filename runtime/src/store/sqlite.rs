@@ -150,7 +150,7 @@ enum Op {
     /// writer costs both threads the allocator's slow path.
     Run(RunRow),
     /// A run's plan: its idempotency key and the plan's JSON.
-    Plan(Uuid, String, String),
+    Plan(Uuid, PlanText),
     /// An ended run's outcome signal, as JSON, and whether the run is safe to start again (then its end may be
     /// held back a little: see [`Runs`]).
     Outcome(Uuid, String, bool),
@@ -229,9 +229,15 @@ impl RunRow {
 #[derive(Debug, Default)]
 struct Texts(Mutex<Vec<String>>);
 
-/// How many spare buffers the pool keeps, and the largest it keeps (a rare huge row is not kept for ever).
-const TEXTS_KEPT: usize = BATCH;
-const TEXT_KEPT_BYTES: usize = 4 * 1024;
+/// How many spare buffers the pool keeps, and the largest it keeps (a rare huge row is not kept for ever). As
+/// many as the queue holds writes: when the writer falls behind, that many buffers are on their way to it, and
+/// each one the pool could not keep would be freed by the writer and allocated again by an agent's thread. At
+/// most 16 MiB, usually far less (a plan is ~200 bytes, an outcome signal ~500).
+const TEXTS_KEPT: usize = QUEUE;
+const TEXT_KEPT_BYTES: usize = 1024;
+/// How many buffers the writer moves into the pool per hold of its lock, so an agent's thread taking one never
+/// waits for a whole commit's.
+const TEXTS_GIVEN_AT_ONCE: usize = 256;
 /// The room a new buffer starts with: an outcome signal is 400-500 bytes of JSON.
 const TEXT_STARTS_AT: usize = 512;
 
@@ -247,13 +253,15 @@ impl Texts {
         String::from_utf8(bytes).unwrap_or_default()
     }
 
-    /// A copy of `text`, in a buffer from the pool.
-    fn copy(&self, text: &str) -> String {
+    /// A run's key and its plan as JSON, in a buffer from the pool.
+    fn plan(&self, plan: &RunPlan) -> PlanText {
         let spare = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-        let mut copy = spare.unwrap_or_default();
-        copy.clear();
-        copy.push_str(text);
-        copy
+        let mut bytes = spare.map_or_else(|| Vec::with_capacity(TEXT_STARTS_AT), String::into_bytes);
+        bytes.clear();
+        bytes.extend_from_slice(plan.key.as_bytes());
+        // A plan serializes to JSON without fail (plain data, string keys), and JSON is UTF-8.
+        let _ = serde_json::to_writer(&mut bytes, plan);
+        PlanText { text: String::from_utf8(bytes).unwrap_or_default(), key_len: plan.key.len() }
     }
 
     /// Takes written buffers back.
@@ -261,12 +269,32 @@ impl Texts {
         // The lock is held only to move the buffers in: the agents' threads take one from the pool for each row
         // they send, and a commit gives back thousands. Those not kept are dropped after it is released.
         spent.retain(|text| text.capacity() <= TEXT_KEPT_BYTES);
-        {
+        while !spent.is_empty() {
             let mut pool = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let room = TEXTS_KEPT.saturating_sub(pool.len()).min(spent.len());
-            pool.extend(spent.drain(..room));
+            let room = TEXTS_KEPT.saturating_sub(pool.len()).min(spent.len()).min(TEXTS_GIVEN_AT_ONCE);
+            if room == 0 {
+                break;
+            }
+            let from = spent.len() - room;
+            pool.extend(spent.drain(from..));
         }
         spent.clear();
+    }
+}
+
+/// A run's idempotency key and its plan's JSON, in one buffer from the pool (one buffer a run rather than two).
+struct PlanText {
+    text: String,
+    key_len: usize,
+}
+
+impl PlanText {
+    fn key(&self) -> &str {
+        self.text.get(..self.key_len).unwrap_or_default()
+    }
+
+    fn plan(&self) -> &str {
+        self.text.get(self.key_len..).unwrap_or_default()
     }
 }
 
@@ -643,9 +671,9 @@ fn commit(
             match op {
                 Op::Flush(done) => flushed.push(done),
                 Op::Run(record) => runs.record(record),
-                Op::Plan(run, key, plan) => {
+                Op::Plan(run, plan) => {
                     let pending = runs.entry(run);
-                    pending.plan = Some((key, plan));
+                    pending.plan = Some(plan);
                     pending.writes += 1;
                 }
                 Op::Outcome(run, outcome, safe_again) => {
@@ -754,7 +782,7 @@ struct Runs {
 struct PendingRun {
     record: Option<RunRow>,
     /// The plan's key and JSON.
-    plan: Option<(String, String)>,
+    plan: Option<PlanText>,
     /// The outcome signal's JSON.
     outcome: Option<String>,
     delivered: bool,
@@ -880,12 +908,11 @@ impl Runs {
                     place,
                     recorded: row.recorded,
                     record: &row.record,
-                    key: plan.as_ref().map(|(key, _)| key.as_str()),
-                    plan: plan.as_ref().map(|(_, plan)| plan.as_str()),
+                    key: plan.as_ref().map(PlanText::key),
+                    plan: plan.as_ref().map(PlanText::plan),
                 };
                 if self.batches.add(db, &settled)? {
-                    let (key, plan) = pending.plan.unzip();
-                    spent.extend(key.into_iter().chain(plan));
+                    spent.extend(pending.plan.map(|plan| plan.text));
                     continue;
                 }
             }
@@ -913,8 +940,7 @@ impl Runs {
     /// Drops everything pending (its batch failed), handing its texts back.
     fn forget(&mut self, spent: &mut Vec<String>) {
         for (_, pending) in self.pending.drain() {
-            let (key, plan) = pending.plan.unzip();
-            spent.extend(key.into_iter().chain(plan).chain(pending.outcome));
+            spent.extend(pending.plan.map(|plan| plan.text).into_iter().chain(pending.outcome));
         }
         self.order.clear();
         self.by_agent.clear();
@@ -940,7 +966,7 @@ fn write_run<'db>(
     pending: PendingRun,
     spent: &mut Vec<String>,
 ) -> rusqlite::Result<()> {
-    let (key, plan) = pending.plan.unzip();
+    let (key, plan) = (pending.plan.as_ref().map(PlanText::key), pending.plan.as_ref().map(PlanText::plan));
     let outcome = pending.outcome;
     match pending.record {
         Some(row) => {
@@ -984,7 +1010,7 @@ fn write_run<'db>(
             .execute(params![run.to_string(), key, plan, outcome, pending.delivered])?;
         }
     }
-    spent.extend(key.into_iter().chain(plan).chain(outcome));
+    spent.extend(pending.plan.map(|plan| plan.text).into_iter().chain(outcome));
     Ok(())
 }
 
@@ -1175,7 +1201,7 @@ impl Durable for SqliteStore {
     }
 
     fn run_planned(&self, run: Uuid, plan: &RunPlan) {
-        self.send(Op::Plan(run, self.texts.copy(&plan.key), self.texts.json(plan)));
+        self.send(Op::Plan(run, self.texts.plan(plan)));
     }
 
     fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool) {
@@ -1345,6 +1371,17 @@ mod tests {
         texts.give_back(&mut many);
         assert_eq!(texts.0.lock().unwrap().len(), TEXTS_KEPT, "the pool keeps at most its limit");
         assert!(many.is_empty(), "every buffer handed back was taken");
+        // A key and its plan share one buffer.
+        let plan = RunPlan {
+            key: "me/1/0".into(),
+            params: json!({"i": 1}),
+            by_agent: true,
+            cause: None,
+            correlation: Uuid::nil(),
+        };
+        let text = texts.plan(&plan);
+        assert_eq!(text.key(), "me/1/0");
+        assert_eq!(serde_json::from_str::<RunPlan>(text.plan()).unwrap(), plan);
     }
 
     fn snapshot_at(agent: &AgentId, seq: u64) -> Snapshot {
@@ -1632,8 +1669,9 @@ mod tests {
         record.apply(RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() }, Utc::now());
         let row = RunRow::of(record);
         let outcome = outcome_of(run);
-        let plan = (format!("{me}/1/0"), "{}".to_owned());
-        let ops = vec![Op::Run(row), Op::Plan(run, plan.0, plan.1), Op::Outcome(run, outcome.clone(), safe_again)];
+        let key = format!("{me}/1/0");
+        let plan = PlanText { key_len: key.len(), text: key + "{}" };
+        let ops = vec![Op::Run(row), Op::Plan(run, plan), Op::Outcome(run, outcome.clone(), safe_again)];
         (run, outcome, ops)
     }
 

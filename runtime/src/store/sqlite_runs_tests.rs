@@ -155,7 +155,7 @@ fn write(specs: &[Spec], cuts: &[usize]) -> Written {
             let first = if matches!(spec.fate, Fate::Waits) { RunStatus::Running } else { ended };
             ops.push(Op::Run(RunRow::of(record(spec, run, first))));
             if let Some((key, plan)) = plan.clone() {
-                ops.push(Op::Plan(run, key, plan));
+                ops.push(Op::Plan(run, PlanText { key_len: key.len(), text: key + &plan }));
             }
             match spec.fate {
                 Fate::Consumed => {
