@@ -201,7 +201,49 @@ impl<'de> Deserialize<'de> for Payload {
     }
 }
 
+/// An outcome signal whose payload is its run report, as parts: what the journal keeps of it in its compact
+/// form (see the store's `signal_codec.rs`).
+pub(crate) struct OutcomeParts<'a> {
+    pub id: Uuid,
+    pub kind: &'a Kind,
+    pub source: &'a Arc<str>,
+    pub subject: Option<&'a str>,
+    pub time: DateTime<Utc>,
+    pub correlation_id: Uuid,
+    pub causation_id: Option<Uuid>,
+    pub report: &'a RunReport,
+}
+
 impl Signal {
+    /// This signal as parts, if its payload is a run report held as types (an outcome signal the runtime made,
+    /// or one read back from those parts).
+    pub(crate) fn outcome_parts(&self) -> Option<OutcomeParts<'_>> {
+        let Payload::Report { report, .. } = &self.data else { return None };
+        Some(OutcomeParts {
+            id: self.id,
+            kind: &self.kind,
+            source: &self.source,
+            subject: self.subject.as_deref(),
+            time: self.time,
+            correlation_id: self.correlation_id,
+            causation_id: self.causation_id,
+            report,
+        })
+    }
+
+    /// The signal made of these parts (owned); [`Signal::outcome_parts`] read back.
+    pub(crate) fn from_outcome_parts(
+        id: Uuid,
+        kind: Kind,
+        source: Arc<str>,
+        subject: Option<String>,
+        time: DateTime<Utc>,
+        (correlation_id, causation_id): (Uuid, Option<Uuid>),
+        report: RunReport,
+    ) -> Self {
+        Self { id, kind, source, subject, time, data: Payload::from_report(report), correlation_id, causation_id }
+    }
+
     /// A root signal made at the edge of the system, stamped with a fresh UUID v7 and the current time.
     pub fn new(kind: impl TryInto<Kind, Error = KindError>, data: Value) -> Result<Self, KindError> {
         Self::builder(kind).data(data).build()

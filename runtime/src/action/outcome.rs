@@ -236,6 +236,18 @@ impl Outcome {
         }
     }
 
+    /// The text it keeps, where it is not the one made from the output or the error (for the journal's compact
+    /// form of an outcome).
+    pub(crate) fn kept_text(&self) -> Option<&str> {
+        self.text.as_deref()
+    }
+
+    /// The outcome with `text` as the text it keeps, as [`Outcome::kept_text`] gave it.
+    pub(crate) fn keeping_text(mut self, text: Option<String>) -> Self {
+        self.text = text;
+        self
+    }
+
     /// [`Outcome::output_text`], taking the outcome (a text it holds is moved, not copied).
     pub fn into_output_text(self) -> String {
         match self.text {

@@ -39,15 +39,15 @@ struct Numbers {
 }
 
 impl InputBatches {
-    /// Adds input `seq` of `agent`, as JSON. An input that does not follow the agent's last one here, or that
+    /// Adds input `seq` of `agent`, as the journal keeps a signal (see `signal_codec.rs`). An input that does not follow the agent's last one here, or that
     /// would take its row past [`BODY_MOST`], starts a new row (the one gathered so far is written first).
-    pub(super) fn add(&mut self, db: &Connection, agent: &AgentId, seq: u64, json: &str) -> rusqlite::Result<()> {
+    pub(super) fn add(&mut self, db: &Connection, agent: &AgentId, seq: u64, kept: &[u8]) -> rusqlite::Result<()> {
         // An entry gives its length in 4 bytes (and SQLite refuses a value over 1 GB anyway).
-        let len = u32::try_from(json.len()).map_err(|_| {
-            let refused = format!("an input of {} bytes of JSON; expected less than 4 GiB", json.len());
+        let len = u32::try_from(kept.len()).map_err(|_| {
+            let refused = format!("an input of {} bytes; expected less than 4 GiB", kept.len());
             rusqlite::Error::ToSqlConversionFailure(refused.into())
         })?;
-        let entry = ENTRY_HEAD + json.len();
+        let entry = ENTRY_HEAD + kept.len();
         let ends_row = |row: &Row<Numbers>| {
             row.summary.last.checked_add(1) != Some(seq) || (!row.body.is_empty() && row.body.len() + entry > BODY_MOST)
         };
@@ -58,7 +58,7 @@ impl InputBatches {
         row.summary.last = seq;
         row.body.extend_from_slice(&seq.to_le_bytes());
         row.body.extend_from_slice(&len.to_le_bytes());
-        row.body.extend_from_slice(json.as_bytes());
+        row.body.extend_from_slice(kept);
         Ok(())
     }
 
@@ -141,11 +141,8 @@ pub(super) fn after(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<
     Ok(found)
 }
 
-fn decode_input(json: &[u8]) -> Result<Signal, StoreError> {
-    let decode = |message: String| StoreError::Decode { what: "input", message };
-    // Checked as text once, then read as text: faster than reading bytes, which checks each string on its own.
-    let text = std::str::from_utf8(json).map_err(|e| decode(e.to_string()))?;
-    serde_json::from_str(text).map_err(|e| decode(e.to_string()))
+fn decode_input(kept: &[u8]) -> Result<Signal, StoreError> {
+    super::signal_codec::decode(kept)
 }
 
 /// The inputs in a batch's body, in order: each one's number and JSON.
@@ -234,7 +231,7 @@ mod tests {
                     _ => {
                         let seq = model[who].len() as u64 + 1;
                         let input = signal(seq);
-                        batches.add(&db, &agents[who], seq, &serde_json::to_string(&input).unwrap()).unwrap();
+                        batches.add(&db, &agents[who], seq, serde_json::to_string(&input).unwrap().as_bytes()).unwrap();
                         model[who].push((seq, input));
                     }
                 }
@@ -255,7 +252,7 @@ mod tests {
         let me = AgentId::new("me").unwrap();
         let mut batches = InputBatches::default();
         for seq in [1, 2, 3, 7, 8] {
-            batches.add(&db, &me, seq, &serde_json::to_string(&signal(seq)).unwrap()).unwrap();
+            batches.add(&db, &me, seq, serde_json::to_string(&signal(seq)).unwrap().as_bytes()).unwrap();
         }
         batches.write_all(&db).unwrap();
         assert_eq!(rows(&db), [("me".to_owned(), 1, 3), ("me".to_owned(), 7, 8)]);
@@ -272,7 +269,7 @@ mod tests {
             db.execute("INSERT INTO inputs VALUES ('me', ?1, ?2)", params![number(*seq), text]).unwrap();
         }
         let mut batches = InputBatches::default();
-        batches.add(&db, &me, 3, &serde_json::to_string(&logged[2].1).unwrap()).unwrap();
+        batches.add(&db, &me, 3, serde_json::to_string(&logged[2].1).unwrap().as_bytes()).unwrap();
         batches.write_all(&db).unwrap();
         assert_eq!(after(&db, &me, 0).unwrap(), logged, "the rows of both kinds, in order");
         clear(&db, &me, None).unwrap();
@@ -287,14 +284,14 @@ mod tests {
         // Three inputs of a third of the limit each: two fit in a row, the third starts another.
         let big = serde_json::to_string(&Signal::new("big", json!("x".repeat(BODY_MOST / 3))).unwrap()).unwrap();
         for seq in 1..=3 {
-            batches.add(&db, &me, seq, &big).unwrap();
+            batches.add(&db, &me, seq, big.as_bytes()).unwrap();
         }
         batches.write_all(&db).unwrap();
         assert_eq!(rows(&db), [("me".to_owned(), 1, 2), ("me".to_owned(), 3, 3)]);
         assert_eq!(after(&db, &me, 0).unwrap().len(), 3);
         let huge = serde_json::to_string(&Signal::new("huge", json!("x".repeat(BODY_MOST))).unwrap()).unwrap();
-        batches.add(&db, &me, 4, &huge).unwrap();
-        batches.add(&db, &me, 5, &big).unwrap();
+        batches.add(&db, &me, 4, huge.as_bytes()).unwrap();
+        batches.add(&db, &me, 5, big.as_bytes()).unwrap();
         batches.write_all(&db).unwrap();
         assert_eq!(&rows(&db)[2..], [("me".to_owned(), 4, 4), ("me".to_owned(), 5, 5)]);
         assert_eq!(after(&db, &me, 3).unwrap().len(), 2);
@@ -308,7 +305,7 @@ mod tests {
         db.execute("INSERT INTO inputs VALUES ('me', 1, ?1)", [serde_json::to_string(&old).unwrap()]).unwrap();
         let mut batches = InputBatches::default();
         for (seq, input) in [(1, &new), (2, &other)] {
-            batches.add(&db, &me, seq, &serde_json::to_string(input).unwrap()).unwrap();
+            batches.add(&db, &me, seq, serde_json::to_string(input).unwrap().as_bytes()).unwrap();
         }
         batches.write_all(&db).unwrap();
         assert_eq!(after(&db, &me, 0).unwrap(), [(1, new), (2, other)].to_vec());
@@ -319,7 +316,7 @@ mod tests {
         let db = journal();
         let me = AgentId::new("me").unwrap();
         let mut batches = InputBatches::default();
-        batches.add(&db, &me, 1, &serde_json::to_string(&signal(1)).unwrap()).unwrap();
+        batches.add(&db, &me, 1, serde_json::to_string(&signal(1)).unwrap().as_bytes()).unwrap();
         batches.write_all(&db).unwrap();
         db.execute("UPDATE input_batches SET body = substr(body, 1, length(body) - 3)", []).unwrap();
         let err = after(&db, &me, 0).unwrap_err();

@@ -7,6 +7,7 @@ mod input_log;
 mod memory;
 mod run_codec;
 mod run_log;
+mod signal_codec;
 mod sqlite;
 
 pub use durable::{AgentRecord, AliveAgent, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};

@@ -50,7 +50,8 @@ fn status_of(number: u8) -> Option<RunStatus> {
     .find(|status| status_number(*status) == number)
 }
 
-fn error_number(class: ErrorClass) -> u8 {
+/// An error class's number (here, and in the compact form of an outcome signal).
+pub(super) fn error_number(class: ErrorClass) -> u8 {
     match class {
         ErrorClass::Validation => 1,
         ErrorClass::Transient => 2,
@@ -62,7 +63,7 @@ fn error_number(class: ErrorClass) -> u8 {
     }
 }
 
-fn error_of(number: u8) -> Option<ErrorClass> {
+pub(super) fn error_of(number: u8) -> Option<ErrorClass> {
     [
         ErrorClass::Validation,
         ErrorClass::Transient,

@@ -530,7 +530,13 @@ pub(super) fn revival_runs(db: &Connection, agent: &AgentId, after: u64) -> Resu
         let run = KeyedRun {
             record: decode("run record", record.as_bytes())?,
             plan: text(2)?.map(|p| decode("run plan", p.as_bytes())).transpose()?,
-            outcome: text(3)?.map(|o| decode("outcome signal", o.as_bytes())).transpose()?,
+            outcome: match row.get_ref(3).map_err(database)? {
+                rusqlite::types::ValueRef::Null => None,
+                kept => Some(super::signal_codec::decode(kept.as_bytes().map_err(|e| StoreError::Decode {
+                    what: "outcome signal",
+                    message: format!("{e}; expected its JSON or its compact form"),
+                })?)?),
+            },
             delivered: row.get(4).map_err(database)?,
         };
         placed.push((row.get(0).map_err(database)?, run));

@@ -17,6 +17,7 @@ use super::checkpoint::Checkpointer;
 use super::durable::{AgentRecord, AliveAgent, Durable, Flushed, Revival, RunPlan, ScheduleRecord, Snapshot};
 use super::input_log::{self, InputBatches};
 use super::run_log::{self, RunBatches, Settled};
+use super::signal_codec;
 use super::{FastHash, Refusal, RunQuery, RunRecord, RunStatus, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use crate::signal::Signal;
@@ -36,8 +37,10 @@ const APPLICATION_ID: i64 = 0x4147_5459;
 /// parent) instead of their records; a version 1 file is brought up to it on open. Version 3 logs inputs a
 /// commit at a time (`input_batches`); a version 2 file's inputs, one a row, are still read and cleared.
 /// Version 4 writes ended runs an agent and a commit at a time (`run_batches`, see `run_log.rs`); a version 3
-/// file's runs stay where they are and are read beside them.
-const VERSION: i64 = 4;
+/// file's runs stay where they are and are read beside them. Version 5 keeps a batched run's record and an
+/// outcome signal the runtime made in a compact form (`run_codec.rs`, `signal_codec.rs`); a version 4 file's
+/// JSON is read beside it.
+const VERSION: i64 = 5;
 /// The most writes waiting for the writer. A thread that writes faster than the disk takes them waits when
 /// this many are queued (backpressure), so memory stays bounded however long the burst.
 const QUEUE: usize = 4 * BATCH;
@@ -153,9 +156,9 @@ enum Op {
     Plan(Uuid, PlanText),
     /// An ended run's outcome signal, as JSON, and whether the run is safe to start again (then its end may be
     /// held back a little: see [`Runs`]).
-    Outcome(Uuid, String, bool),
+    Outcome(Uuid, Vec<u8>, bool),
     /// An input as JSON, and the run whose outcome it is, if it is one the agent was given.
-    Input(AgentId, u64, String, Option<Uuid>),
+    Input(AgentId, u64, Vec<u8>, Option<Uuid>),
     /// An input that is the outcome kept for a run (by [`Op::Outcome`]): logged from that.
     KeptInput(AgentId, u64, Uuid),
     Snapshot(Box<Snapshot>),
@@ -227,7 +230,7 @@ impl RunRow {
 /// (which glibc makes both threads pay for, with a lock). (Run records cross as they are and are serialized by
 /// the writer: see [`RunRow`].)
 #[derive(Debug, Default)]
-struct Texts(Mutex<Vec<String>>);
+struct Texts(Mutex<Vec<Vec<u8>>>);
 
 /// How many spare buffers the pool keeps, and the largest it keeps (a rare huge row is not kept for ever). As
 /// many as the queue holds writes: when the writer falls behind, that many buffers are on their way to it, and
@@ -242,22 +245,25 @@ const TEXTS_GIVEN_AT_ONCE: usize = 256;
 const TEXT_STARTS_AT: usize = 512;
 
 impl Texts {
-    /// `value` as JSON, in a buffer from the pool.
-    fn json<T: serde::Serialize>(&self, value: &T) -> String {
+    /// An empty buffer from the pool, or a new one big enough for a usual row (rather than one that grows to it
+    /// a doubling at a time).
+    fn buffer(&self) -> Vec<u8> {
         let spare = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-        // A new buffer starts big enough for a usual row, rather than growing to it a doubling at a time.
-        let mut bytes = spare.map_or_else(|| Vec::with_capacity(TEXT_STARTS_AT), String::into_bytes);
+        let mut bytes = spare.unwrap_or_else(|| Vec::with_capacity(TEXT_STARTS_AT));
         bytes.clear();
-        // The stored types serialize to JSON without fail (plain data, string keys), and JSON is UTF-8.
-        let _ = serde_json::to_writer(&mut bytes, value);
-        String::from_utf8(bytes).unwrap_or_default()
+        bytes
+    }
+
+    /// `signal` as the journal keeps it (see `signal_codec.rs`), in a buffer from the pool.
+    fn signal(&self, signal: &Signal) -> Vec<u8> {
+        let mut bytes = self.buffer();
+        signal_codec::encode(signal, &mut bytes);
+        bytes
     }
 
     /// A run's key and its plan as JSON, in a buffer from the pool.
     fn plan(&self, plan: &RunPlan) -> PlanText {
-        let spare = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-        let mut bytes = spare.map_or_else(|| Vec::with_capacity(TEXT_STARTS_AT), String::into_bytes);
-        bytes.clear();
+        let mut bytes = self.buffer();
         bytes.extend_from_slice(plan.key.as_bytes());
         // A plan serializes to JSON without fail (plain data, string keys), and JSON is UTF-8.
         let _ = serde_json::to_writer(&mut bytes, plan);
@@ -265,7 +271,7 @@ impl Texts {
     }
 
     /// Takes written buffers back.
-    fn give_back(&self, spent: &mut Vec<String>) {
+    fn give_back(&self, spent: &mut Vec<Vec<u8>>) {
         // The lock is held only to move the buffers in: the agents' threads take one from the pool for each row
         // they send, and a commit gives back thousands. Those not kept are dropped after it is released.
         spent.retain(|text| text.capacity() <= TEXT_KEPT_BYTES);
@@ -295,6 +301,10 @@ impl PlanText {
 
     fn plan(&self) -> &str {
         self.text.get(self.key_len..).unwrap_or_default()
+    }
+
+    fn into_bytes(self) -> Vec<u8> {
+        self.text.into_bytes()
     }
 }
 
@@ -599,7 +609,7 @@ fn write_loop(
 ) {
     // Kept from batch to batch, so a batch does not grow a new vector each time.
     let mut batch: Vec<Op> = Vec::with_capacity(BATCH);
-    let mut spent: Vec<String> = Vec::with_capacity(BATCH);
+    let mut spent: Vec<Vec<u8>> = Vec::with_capacity(BATCH);
     let mut runs = Runs::default();
     if let Err(err) = runs.load(&db) {
         tracing::error!(%err, "the journal's writer could not read where its runs stand");
@@ -658,7 +668,7 @@ fn commit(
     db: &mut Connection,
     batch: &mut Vec<Op>,
     (runs, inputs): (&mut Runs, &mut InputBatches),
-    spent: &mut Vec<String>,
+    spent: &mut Vec<Vec<u8>>,
     keep_inputs: bool,
     committed: &AtomicU64,
 ) {
@@ -698,9 +708,9 @@ fn commit(
                         spent.push(signal);
                     }
                     None => {
-                        let kept: Option<String> = tx
+                        let kept: Option<Vec<u8>> = tx
                             .prepare_cached("SELECT outcome FROM runs WHERE run = ?1 AND outcome IS NOT NULL")?
-                            .query_row([run.to_string()], |r| r.get(0))
+                            .query_row([run.to_string()], |r| kept_bytes(r, 0))
                             .optional()?;
                         match kept {
                             Some(signal) => inputs.add(&tx, &agent, number, &signal)?,
@@ -784,7 +794,7 @@ struct PendingRun {
     /// The plan's key and JSON.
     plan: Option<PlanText>,
     /// The outcome signal's JSON.
-    outcome: Option<String>,
+    outcome: Option<Vec<u8>>,
     delivered: bool,
     /// Whether its end may be held back (the run is safe to start again), and until when it is.
     holdable: bool,
@@ -859,7 +869,7 @@ impl Runs {
     }
 
     /// The agent consumed the outcome of `run`: marked with its pending outcome, or in the file.
-    fn delivered(&mut self, db: &Connection, run: Uuid, spent: &mut Vec<String>) -> rusqlite::Result<()> {
+    fn delivered(&mut self, db: &Connection, run: Uuid, spent: &mut Vec<Vec<u8>>) -> rusqlite::Result<()> {
         match self.consumed(run) {
             // Consumed while still pending here: it need not be written at all.
             Some(outcome) => spent.push(outcome),
@@ -870,7 +880,7 @@ impl Runs {
 
     /// The agent consumed the outcome of `run`: its JSON, if it is still pending here (then the run is marked
     /// delivered and written without it).
-    fn consumed(&mut self, run: Uuid) -> Option<String> {
+    fn consumed(&mut self, run: Uuid) -> Option<Vec<u8>> {
         let pending = self.pending.get_mut(&run)?;
         let outcome = pending.outcome.take()?;
         pending.delivered = true;
@@ -879,7 +889,7 @@ impl Runs {
 
     /// Writes what is pending, in order, and forgets it; unless `all`, ended runs not yet delivered may be held
     /// back, each for [`HOLD_FOR`] at most, [`HELD_MOST`] at a time.
-    fn write(&mut self, db: &Connection, spent: &mut Vec<String>, all: bool) -> rusqlite::Result<()> {
+    fn write(&mut self, db: &Connection, spent: &mut Vec<Vec<u8>>, all: bool) -> rusqlite::Result<()> {
         let now = Instant::now();
         self.held_writes = 0;
         self.held_until = None;
@@ -912,7 +922,7 @@ impl Runs {
                     plan: plan.as_ref().map(PlanText::plan),
                 };
                 if self.batches.add(db, &settled)? {
-                    spent.extend(pending.plan.map(|plan| plan.text));
+                    spent.extend(pending.plan.map(PlanText::into_bytes));
                     continue;
                 }
             }
@@ -938,9 +948,9 @@ impl Runs {
     }
 
     /// Drops everything pending (its batch failed), handing its texts back.
-    fn forget(&mut self, spent: &mut Vec<String>) {
+    fn forget(&mut self, spent: &mut Vec<Vec<u8>>) {
         for (_, pending) in self.pending.drain() {
-            spent.extend(pending.plan.map(|plan| plan.text).into_iter().chain(pending.outcome));
+            spent.extend(pending.plan.map(PlanText::into_bytes).into_iter().chain(pending.outcome));
         }
         self.order.clear();
         self.by_agent.clear();
@@ -964,7 +974,7 @@ fn write_run<'db>(
     place: i64,
     run: Uuid,
     pending: PendingRun,
-    spent: &mut Vec<String>,
+    spent: &mut Vec<Vec<u8>>,
 ) -> rusqlite::Result<()> {
     let (key, plan) = (pending.plan.as_ref().map(PlanText::key), pending.plan.as_ref().map(PlanText::plan));
     let outcome = pending.outcome;
@@ -996,7 +1006,7 @@ fn write_run<'db>(
                 record,
                 key,
                 plan,
-                outcome,
+                outcome.as_deref().map(kept_signal),
                 pending.delivered,
                 place,
             ])?;
@@ -1007,11 +1017,35 @@ fn write_run<'db>(
                  outcome = COALESCE(?4, outcome), \
                  delivered = CASE WHEN ?4 IS NOT NULL OR ?5 THEN ?5 ELSE delivered END WHERE run = ?1",
             )?
-            .execute(params![run.to_string(), key, plan, outcome, pending.delivered])?;
+            .execute(params![
+                run.to_string(),
+                key,
+                plan,
+                outcome.as_deref().map(kept_signal),
+                pending.delivered
+            ])?;
         }
     }
-    spent.extend(pending.plan.map(|plan| plan.text).into_iter().chain(outcome));
+    spent.extend(pending.plan.map(PlanText::into_bytes).into_iter().chain(outcome));
     Ok(())
+}
+
+/// A kept signal's bytes from its column, text (JSON) or blob (the compact form).
+pub(super) fn kept_bytes(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Vec<u8>> {
+    let value = row.get_ref(column)?;
+    let bytes = value
+        .as_bytes()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(column, value.data_type(), Box::new(e)))?;
+    Ok(bytes.to_vec())
+}
+
+/// A kept signal as a value of its column: its JSON as text, the compact form of an outcome as a blob.
+fn kept_signal(bytes: &[u8]) -> rusqlite::types::ToSqlOutput<'_> {
+    use rusqlite::types::{ToSqlOutput, ValueRef};
+    match std::str::from_utf8(bytes) {
+        Ok(json) if bytes.first() == Some(&b'{') => ToSqlOutput::Borrowed(ValueRef::Text(json.as_bytes())),
+        _ => ToSqlOutput::Borrowed(ValueRef::Blob(bytes)),
+    }
 }
 
 /// Applies a write that is not part of a run. One that clears an agent's inputs first writes those gathered
@@ -1173,7 +1207,7 @@ impl Durable for SqliteStore {
 
     fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal) {
         let given = signal.outcome().filter(|r| !r.awaiting_approval()).map(|r| r.run_id);
-        self.send(Op::Input(agent.clone(), seq, self.texts.json(signal), given));
+        self.send(Op::Input(agent.clone(), seq, self.texts.signal(signal), given));
     }
 
     fn save_snapshot(&self, snapshot: Snapshot) {
@@ -1205,7 +1239,7 @@ impl Durable for SqliteStore {
     }
 
     fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool) {
-        self.send(Op::Outcome(run, self.texts.json(outcome), safe_again));
+        self.send(Op::Outcome(run, self.texts.signal(outcome), safe_again));
     }
 
     fn append_kept_outcome(&self, agent: &AgentId, seq: u64, run: Uuid, _signal: &Signal) {
@@ -1357,17 +1391,18 @@ mod tests {
     #[test]
     fn row_buffers_go_round_and_only_small_ones_are_kept() {
         let texts = Texts::default();
-        let first = texts.json(&json!({"a": [1, 2, 3]}));
-        assert_eq!(first, r#"{"a":[1,2,3]}"#);
+        let order = Signal::new("order.placed", json!({"a": [1, 2, 3]})).unwrap();
+        let first = texts.signal(&order);
+        assert_eq!(first, serde_json::to_vec(&order).unwrap(), "a signal that is not an outcome is kept as JSON");
         let (address, capacity) = (first.as_ptr(), first.capacity());
         texts.give_back(&mut vec![first]);
-        let again = texts.json(&json!("b"));
-        assert_eq!(again, r#""b""#, "a buffer from the pool holds only the new text");
+        let again = texts.signal(&Signal::new("b", json!(null)).unwrap());
+        assert!(again.starts_with(b"{"), "a buffer from the pool holds only the new text");
         assert_eq!((again.as_ptr(), again.capacity()), (address, capacity), "the same buffer came back");
-        let huge = "x".repeat(TEXT_KEPT_BYTES + 1);
+        let huge = vec![b'x'; TEXT_KEPT_BYTES + 1];
         texts.give_back(&mut vec![again, huge]);
         assert_eq!(texts.0.lock().unwrap().len(), 1, "a buffer larger than the limit is let go");
-        let mut many: Vec<String> = (0..TEXTS_KEPT + 10).map(|_| String::with_capacity(8)).collect();
+        let mut many: Vec<Vec<u8>> = (0..TEXTS_KEPT + 10).map(|_| Vec::with_capacity(8)).collect();
         texts.give_back(&mut many);
         assert_eq!(texts.0.lock().unwrap().len(), TEXTS_KEPT, "the pool keeps at most its limit");
         assert!(many.is_empty(), "every buffer handed back was taken");
@@ -1671,7 +1706,7 @@ mod tests {
         let outcome = outcome_of(run);
         let key = format!("{me}/1/0");
         let plan = PlanText { key_len: key.len(), text: key + "{}" };
-        let ops = vec![Op::Run(row), Op::Plan(run, plan), Op::Outcome(run, outcome.clone(), safe_again)];
+        let ops = vec![Op::Run(row), Op::Plan(run, plan), Op::Outcome(run, outcome.clone().into_bytes(), safe_again)];
         (run, outcome, ops)
     }
 
@@ -1680,7 +1715,7 @@ mod tests {
         let mut writer = Writer::new();
         let me = agent("me");
         let (run, outcome, mut ops) = ended_run(&me, true);
-        ops.push(Op::Input(agent("other"), 1, "{}".to_owned(), None));
+        ops.push(Op::Input(agent("other"), 1, b"{}".to_vec(), None));
         writer.commit(ops);
         assert_eq!(writer.row(run), None, "held back while the agent has not consumed the outcome");
         assert_eq!(writer.committed(), 1, "what is held back does not count as committed");
@@ -1832,6 +1867,82 @@ mod tests {
         let store = SqliteStore::open(&path).unwrap();
         assert_eq!(store.get(old.run), Some(old), "an old run is found by its id");
         assert_eq!(store.get(new[1].run).as_ref(), Some(&new[1]), "so is a new one, read from the file");
+        drop(store);
+        let version: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, VERSION);
+    }
+
+    #[test]
+    fn a_version_4_journal_with_records_and_signals_as_json_opens_and_reads() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("journal.db");
+        let me = agent("me");
+        let store = SqliteStore::open(&path).unwrap();
+        let record = AgentRecord { agent: me.clone(), agent_type: "test".to_owned(), spawn: json!({}), asleep: false };
+        store.agent_spawned(record, snapshot_at(&me, 0));
+        drop(store);
+        let ended = |run: Uuid| {
+            let mut record = RunRecord::queued(run, me.clone(), ActionId::new("x.y").unwrap(), &json!({}), run);
+            record.apply(RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() }, Utc::now());
+            record
+        };
+        let (batched, waiting) = (ended(Uuid::now_v7()), ended(Uuid::now_v7()));
+        let plan = |key: &str, run: Uuid| RunPlan {
+            key: key.into(),
+            params: json!({}),
+            by_agent: true,
+            cause: None,
+            correlation: run,
+        };
+        let input = Signal::new("tick", json!(1)).unwrap();
+        let outcome = Signal::new("action.completed", json!({ "run_id": waiting.run })).unwrap();
+        {
+            // What version 4 wrote: a batch row whose run's record is JSON, a run whose outcome waits (JSON, as
+            // text), and an input logged as JSON.
+            let db = Connection::open(&path).unwrap();
+            let mut body = Vec::new();
+            body.extend_from_slice(&1i64.to_le_bytes());
+            body.extend_from_slice(batched.run.as_bytes());
+            for text in
+                [b"me/1/0".to_vec(), json(&plan("me/1/0", batched.run)).into_bytes(), json(&batched).into_bytes()]
+            {
+                body.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                body.extend_from_slice(&text);
+            }
+            db.execute(
+                "INSERT INTO run_batches VALUES (1, 1, 'me', 1, ?1, ?1, 0, ?2, ?3, ?4)",
+                params![&batched.run.as_bytes()[..], i64::MAX / 2, run_log::status_bit(RunStatus::Completed), body],
+            )
+            .unwrap();
+            db.execute("INSERT INTO run_batch_actions VALUES ('x.y', 1)", []).unwrap();
+            db.execute(
+                "INSERT INTO runs (run, agent, action, status, recorded, final, record, key, plan, outcome, delivered, place) \
+                 VALUES (?1, 'me', 'x.y', '\"completed\"', 0, 1, ?2, 'me/2/0', ?3, ?4, 0, 2)",
+                params![waiting.run.to_string(), json(&waiting), json(&plan("me/2/0", waiting.run)), json(&outcome)],
+            )
+            .unwrap();
+            let mut inputs = Vec::new();
+            inputs.extend_from_slice(&1u64.to_le_bytes());
+            let text = json(&input);
+            inputs.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            inputs.extend_from_slice(text.as_bytes());
+            db.execute(
+                "INSERT INTO input_batches (agent, first_seq, last_seq, body) VALUES ('me', 1, 1, ?1)",
+                [inputs],
+            )
+            .unwrap();
+            db.execute_batch("PRAGMA user_version = 4;").unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let keyed = store.keyed_runs(&RunQuery::default()).unwrap();
+        let expected = vec![(batched.clone(), Some("me/1/0".to_owned())), (waiting.clone(), Some("me/2/0".to_owned()))];
+        assert_eq!(keyed, expected, "the batched run's JSON record reads, in its place");
+        assert_eq!(store.get(batched.run), Some(batched.clone()));
+        let revivals = store.revivals(std::slice::from_ref(&me)).unwrap();
+        let [Ok(revival)] = &revivals[..] else { panic!("one revival: {revivals:?}") };
+        assert_eq!(revival.inputs, vec![(1, input)], "an input logged as JSON reads");
+        let kept = revival.runs.iter().find(|r| r.record.run == waiting.run).expect("the run whose outcome waits");
+        assert_eq!(kept.outcome.as_ref(), Some(&outcome), "an outcome kept as JSON reads");
         drop(store);
         let version: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, VERSION);

@@ -147,7 +147,8 @@ fn write(specs: &[Spec], cuts: &[usize]) -> Written {
                 };
                 (key, json(&plan))
             });
-            let outcome = json(&Signal::new("action.completed", serde_json::json!({ "run": run })).unwrap());
+            let outcome =
+                json(&Signal::new("action.completed", serde_json::json!({ "run": run })).unwrap()).into_bytes();
             let mut consume = |ops: &mut Vec<Op>| {
                 seqs[spec.agent] += 1;
                 ops.push(Op::KeptInput(agent.clone(), seqs[spec.agent], run));
