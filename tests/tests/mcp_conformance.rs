@@ -53,5 +53,37 @@ async fn the_client_passes_the_core_suite_but_the_listed_scenarios() {
         .arg(expected_failures());
     let output = tokio::process::Command::from(command).output().await.expect("the suite runs");
     report("conformance client", &output);
+    // `sse-retry` measures wall time: the client must reconnect 450 to 1,000 ms after the stream closes, as the
+    // server's retry hint says. With the other scenarios' processes running beside it on a two-core machine, it
+    // can miss that window without anything being wrong; failing alone, it is run again by itself, and must pass.
+    if !output.status.success() && unexpected_failures(&String::from_utf8_lossy(&output.stdout)) == ["sse-retry"] {
+        let mut alone = suite.command();
+        alone
+            .args(["client", "--scenario", "sse-retry", "--command", env!("CARGO_BIN_EXE_mcp_conformance_client")])
+            .arg("--expected-failures")
+            .arg(expected_failures());
+        let alone = tokio::process::Command::from(alone).output().await.expect("the scenario runs");
+        report("conformance client, sse-retry run again alone", &alone);
+        assert!(alone.status.success(), "sse-retry failed again, alone ({}); see its report above", alone.status);
+        return;
+    }
     assert!(output.status.success(), "the client conformance run failed ({}); see its report above", output.status);
+}
+
+/// The scenarios the suite's report lists as failing and not expected to.
+fn unexpected_failures(report: &str) -> Vec<&str> {
+    report
+        .lines()
+        .skip_while(|line| !line.contains("Unexpected failures (not in baseline)"))
+        .skip(1)
+        .map_while(|line| line.trim_start().strip_prefix("✗ "))
+        .map(str::trim)
+        .collect()
+}
+
+#[test]
+fn the_unexpected_failures_are_read_from_the_report() {
+    let report = "Total: 233 passed, 1 failed\n\n\u{1b}[31mUnexpected failures (not in baseline):\u{1b}[0m\n  ✗ sse-retry\n  ✗ tools_call\n\n\u{1b}[31mUnexpected failures detected\u{1b}[0m";
+    assert_eq!(unexpected_failures(report), ["sse-retry", "tools_call"]);
+    assert!(unexpected_failures("Total: 234 passed, 0 failed").is_empty());
 }

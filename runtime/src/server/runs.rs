@@ -202,17 +202,20 @@ impl<A: Agent> ServerState<A> {
         }
         let ids = RunIds::of(&run.ctx);
         let sink = run.ctx.sink.clone();
-        // Boxed, so a task spawned for it stays small instead of carrying every attempt's state inline.
-        let run = self.shared.runner.clone().execute_unwritten(action, run);
-        let mut execution =
-            Box::pin(AssertUnwindSafe(run.map(|(outcome, _, unwritten)| (outcome, unwritten))).catch_unwind());
+        // Boxed, so a task spawned for it stays small instead of carrying every attempt's state inline. The run's
+        // future is boxed as it is made, and wrapped (to catch a panic) only as a pointer to it: each wrapper
+        // around the future itself was one more copy of all of its state, for every run.
+        let mut execution = Box::pin(self.shared.runner.clone().execute_unwritten(action, run));
         // The first poll's waker is never woken: a future that is still pending is polled again by its task at
         // once, and registers that task's waker then (every future must wake the waker of its latest poll).
-        if let Poll::Ready(ended) = execution.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            let (outcome, unwritten) = ended.unwrap_or_else(|_panic| (task_panicked(), None));
+        let first = std::pin::pin!(AssertUnwindSafe(execution.as_mut()).catch_unwind())
+            .poll(&mut Context::from_waker(Waker::noop()));
+        if let Poll::Ready(ended) = first {
+            let (outcome, unwritten) = ended.map_or_else(|_panic| (task_panicked(), None), |(o, _, u)| (o, u));
             self.work().ended.push_back(Ended { ids, sink, outcome, invoker, unwritten });
             return;
         }
+        let execution = AssertUnwindSafe(execution).catch_unwind().map(|ended| ended.map(|(o, _, u)| (o, u)));
         let me = self.myself.clone();
         let run = ids.run;
         let store = self.shared.store.clone();
