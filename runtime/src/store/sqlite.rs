@@ -1711,6 +1711,52 @@ mod tests {
     }
 
     #[test]
+    fn outcome_signals_the_runtime_made_are_kept_compact_and_read_back_equal() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("journal.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let me = agent("me");
+        let record = AgentRecord { agent: me.clone(), agent_type: "test".to_owned(), spawn: json!({}), asleep: false };
+        store.agent_spawned(record, snapshot_at(&me, 0));
+        let action = ActionId::new("x.y").unwrap();
+        let source: Arc<str> = "agentry/agent/me".into();
+        let mut outcomes = Vec::new();
+        for (n, safe_again) in [(1u64, false), (2, true)] {
+            let run = Uuid::now_v7();
+            let mut record = RunRecord::queued(run, me.clone(), action.clone(), &json!({}), run);
+            record.apply(RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() }, Utc::now());
+            store.record(record).unwrap();
+            let key = format!("me/{n}/0");
+            store.run_planned(run, &RunPlan { key, params: json!({}), by_agent: true, cause: None, correlation: run });
+            let made = crate::action::Outcome::completed(
+                json!({ "n": n, "text": "é\"" }),
+                std::time::Duration::from_millis(7),
+                1,
+            );
+            let refs = crate::kinds::RunRef { run, action: &action, correlation: run, causation: Some(run) };
+            let signal = crate::kinds::action_outcome_at(&source, refs, made, (Uuid::now_v7(), Utc::now())).unwrap();
+            store.run_outcome(run, &signal, safe_again);
+            outcomes.push((run, signal));
+        }
+        // The second is consumed as input 1: logged in the agent's input log.
+        let (consumed, logged) = &outcomes[1];
+        store.append_kept_outcome(&me, 1, *consumed, logged);
+        let revivals = store.revivals(std::slice::from_ref(&me)).unwrap();
+        let [Ok(revival)] = &revivals[..] else { panic!("one revival: {revivals:?}") };
+        assert_eq!(revival.inputs, vec![(1, logged.clone())], "the logged outcome reads back equal");
+        assert!(revival.inputs[0].1.outcome().is_some());
+        let (waiting, kept) = &outcomes[0];
+        let run = revival.runs.iter().find(|r| r.record.run == *waiting).expect("the run whose outcome waits");
+        assert_eq!(run.outcome.as_ref(), Some(kept), "the outcome kept with its run reads back equal");
+        drop(store);
+        let db = Connection::open(&path).unwrap();
+        let kind: String = db
+            .query_row("SELECT typeof(outcome) FROM runs WHERE run = ?1", [waiting.to_string()], |r| r.get(0))
+            .unwrap();
+        assert_eq!(kind, "blob", "kept in the compact form");
+    }
+
+    #[test]
     fn an_ended_run_waits_for_its_outcome_to_be_consumed_and_is_then_written_once_without_it() {
         let mut writer = Writer::new();
         let me = agent("me");
