@@ -2,6 +2,7 @@
 
 mod agent_rows;
 mod checkpoint;
+mod compact;
 mod durable;
 mod input_log;
 mod memory;

@@ -13,6 +13,7 @@
 //!
 //! Entries written before this form carry the record's JSON, which always starts with `{`: [`decode`] reads both.
 
+use super::compact::{Reader, put_optional, put_text};
 use super::{RunRecord, RunStatus, StoreError};
 use crate::action::ErrorClass;
 use crate::id::{ActionId, AgentId};
@@ -95,34 +96,15 @@ pub(super) fn encode(record: &RunRecord, out: &mut Vec<u8>) {
         error,
     } = record;
     out.push(TAG);
-    let action = action.as_str().as_bytes();
-    // An action id is a short name (at most a tool name's 64 bytes).
-    out.extend_from_slice(&u32::try_from(action.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(action);
+    put_text(out, action.as_str().as_bytes());
     out.extend_from_slice(params_digest.as_bytes());
     out.extend_from_slice(correlation.as_bytes());
-    match parent_run {
-        Some(parent) => {
-            out.push(1);
-            out.extend_from_slice(parent.as_bytes());
-        }
-        None => out.push(0),
-    }
+    put_optional(out, parent_run.as_ref(), |out, parent| out.extend_from_slice(parent.as_bytes()));
     out.extend_from_slice(&attempts.to_le_bytes());
-    match latency {
-        Some(latency) => {
-            out.push(1);
-            out.extend_from_slice(&u64::try_from(latency.as_millis()).unwrap_or(u64::MAX).to_le_bytes());
-        }
-        None => out.push(0),
-    }
-    match cost.filter(|cost| cost.is_finite()) {
-        Some(cost) => {
-            out.push(1);
-            out.extend_from_slice(&cost.to_le_bytes());
-        }
-        None => out.push(0),
-    }
+    put_optional(out, latency.as_ref(), |out, latency| {
+        out.extend_from_slice(&u64::try_from(latency.as_millis()).unwrap_or(u64::MAX).to_le_bytes());
+    });
+    put_optional(out, cost.filter(|cost| cost.is_finite()), |out, cost| out.extend_from_slice(&cost.to_le_bytes()));
     out.push(error.map_or(0, error_number));
     out.extend_from_slice(&u32::try_from(history.len()).unwrap_or(u32::MAX).to_le_bytes());
     for (status, at) in history {
@@ -135,104 +117,51 @@ pub(super) fn encode(record: &RunRecord, out: &mut Vec<u8>) {
 /// The record of run `run` of `agent` from a batch entry's bytes, in this form or as JSON.
 pub(super) fn decode(run: Uuid, agent: &AgentId, bytes: &[u8]) -> Result<RunRecord, StoreError> {
     match bytes.first() {
-        Some(&TAG) => Reader { rest: &bytes[1..] }.record(run, agent),
+        Some(&TAG) => record(Reader::new(&bytes[1..], "run record", "a record as a batch row keeps it"), run, agent),
         _ => {
             serde_json::from_slice(bytes).map_err(|e| StoreError::Decode { what: "run record", message: e.to_string() })
         }
     }
 }
 
-/// What is left of an encoded record to read.
-struct Reader<'a> {
-    rest: &'a [u8],
-}
-
-fn damaged(message: impl std::fmt::Display) -> StoreError {
-    StoreError::Decode { what: "run record", message: format!("{message}; expected a record as a batch row keeps it") }
-}
-
-impl Reader<'_> {
-    fn bytes<const N: usize>(&mut self, what: &str) -> Result<[u8; N], StoreError> {
-        let (bytes, rest) =
-            self.rest.split_first_chunk::<N>().ok_or_else(|| damaged(format!("it ends in its {what}")))?;
-        self.rest = rest;
-        Ok(*bytes)
+fn record(mut r: Reader<'_>, run: Uuid, agent: &AgentId) -> Result<RunRecord, StoreError> {
+    let action = ActionId::new(r.text("action")?).map_err(|e| r.damaged(format!("its action: {e}")))?;
+    let params_digest = r.uuid("params digest")?;
+    let correlation = r.uuid("correlation")?;
+    let parent_run = r.optional("parent run", |r| r.uuid("parent run"))?;
+    let attempts = r.u32("attempts")?;
+    let latency = r.optional("latency", |r| r.u64("latency").map(Duration::from_millis))?;
+    let cost = r.optional("cost", |r| r.bytes("cost").map(f64::from_le_bytes))?;
+    let error = match r.byte("error")? {
+        0 => None,
+        n => Some(error_of(n).ok_or_else(|| r.damaged(format!("its error class is {n}, not one known")))?),
+    };
+    // Each status takes 13 bytes.
+    let count = r.count("history", 13)?;
+    let mut history = Vec::with_capacity(count);
+    for _ in 0..count {
+        let number = r.byte("history")?;
+        let status = status_of(number).ok_or_else(|| r.damaged(format!("a status is {number}, not one known")))?;
+        let seconds = i64::from_le_bytes(r.bytes("history")?);
+        let nanos = r.u32("history")?;
+        let at: DateTime<Utc> = DateTime::from_timestamp(seconds, nanos)
+            .ok_or_else(|| r.damaged(format!("an instant ({seconds} s, {nanos} ns) is out of range")))?;
+        history.push((status, at));
     }
-
-    fn byte(&mut self, what: &str) -> Result<u8, StoreError> {
-        Ok(self.bytes::<1>(what)?[0])
-    }
-
-    fn u32(&mut self, what: &str) -> Result<u32, StoreError> {
-        Ok(u32::from_le_bytes(self.bytes(what)?))
-    }
-
-    fn uuid(&mut self, what: &str) -> Result<Uuid, StoreError> {
-        Ok(Uuid::from_bytes(self.bytes(what)?))
-    }
-
-    /// A byte 0 for none, or 1 and the value.
-    fn optional<T>(
-        &mut self,
-        what: &str,
-        value: impl FnOnce(&mut Self) -> Result<T, StoreError>,
-    ) -> Result<Option<T>, StoreError> {
-        match self.byte(what)? {
-            0 => Ok(None),
-            1 => value(self).map(Some),
-            other => Err(damaged(format!("its {what} is marked {other}, neither 0 nor 1"))),
-        }
-    }
-
-    fn record(mut self, run: Uuid, agent: &AgentId) -> Result<RunRecord, StoreError> {
-        let len = self.u32("action")? as usize;
-        let action = self.rest.get(..len).ok_or_else(|| damaged("it ends in its action"))?;
-        self.rest = &self.rest[len..];
-        let action = std::str::from_utf8(action).map_err(|e| damaged(format!("its action: {e}")))?;
-        let action = ActionId::new(action).map_err(|e| damaged(format!("its action: {e}")))?;
-        let params_digest = self.uuid("params digest")?;
-        let correlation = self.uuid("correlation")?;
-        let parent_run = self.optional("parent run", |r| r.uuid("parent run"))?;
-        let attempts = self.u32("attempts")?;
-        let latency =
-            self.optional("latency", |r| Ok(Duration::from_millis(u64::from_le_bytes(r.bytes("latency")?))))?;
-        let cost = self.optional("cost", |r| Ok(f64::from_le_bytes(r.bytes("cost")?)))?;
-        let error = match self.byte("error")? {
-            0 => None,
-            n => Some(error_of(n).ok_or_else(|| damaged(format!("its error class is {n}, not one known")))?),
-        };
-        let count = self.u32("history")? as usize;
-        // Each status takes 13 bytes: a count larger than the bytes left is damage, not a reason to allocate.
-        if count > self.rest.len() / 13 {
-            return Err(damaged(format!("its history says {count} statuses in {} bytes", self.rest.len())));
-        }
-        let mut history = Vec::with_capacity(count);
-        for _ in 0..count {
-            let number = self.byte("history")?;
-            let status = status_of(number).ok_or_else(|| damaged(format!("a status is {number}, not one known")))?;
-            let seconds = i64::from_le_bytes(self.bytes("history")?);
-            let nanos = self.u32("history")?;
-            let at: DateTime<Utc> = DateTime::from_timestamp(seconds, nanos)
-                .ok_or_else(|| damaged(format!("an instant ({seconds} s, {nanos} ns) is out of range")))?;
-            history.push((status, at));
-        }
-        if !self.rest.is_empty() {
-            return Err(damaged(format!("{} bytes follow its history", self.rest.len())));
-        }
-        Ok(RunRecord {
-            run,
-            agent: agent.clone(),
-            action,
-            params_digest,
-            correlation,
-            parent_run,
-            history,
-            attempts,
-            latency,
-            cost,
-            error,
-        })
-    }
+    r.end()?;
+    Ok(RunRecord {
+        run,
+        agent: agent.clone(),
+        action,
+        params_digest,
+        correlation,
+        parent_run,
+        history,
+        attempts,
+        latency,
+        cost,
+        error,
+    })
 }
 
 #[cfg(test)]

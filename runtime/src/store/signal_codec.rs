@@ -19,6 +19,7 @@
 //! JSON always starts with `{`, so [`decode`] tells the two apart by the first byte.
 
 use super::StoreError;
+use super::compact::{Reader, put_optional, put_text};
 use super::run_codec::{error_number, error_of};
 use crate::action::{Outcome, OutcomeError, OutcomeStatus, RunReport};
 use crate::id::ActionId;
@@ -26,7 +27,6 @@ use crate::signal::{Kind, Signal};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
-use uuid::Uuid;
 
 /// The first byte of a signal in the compact form.
 const TAG: u8 = 1;
@@ -44,13 +44,13 @@ pub(super) fn encode(signal: &Signal, out: &mut Vec<u8>) {
     out.extend_from_slice(&parts.time.timestamp().to_le_bytes());
     out.extend_from_slice(&parts.time.timestamp_subsec_nanos().to_le_bytes());
     out.extend_from_slice(parts.correlation_id.as_bytes());
-    optional(out, parts.causation_id, |out, id| out.extend_from_slice(id.as_bytes()));
-    text(out, parts.kind.as_str().as_bytes());
-    text(out, parts.source.as_bytes());
-    optional(out, parts.subject, |out, subject| text(out, subject.as_bytes()));
+    put_optional(out, parts.causation_id, |out, id| out.extend_from_slice(id.as_bytes()));
+    put_text(out, parts.kind.as_str().as_bytes());
+    put_text(out, parts.source.as_bytes());
+    put_optional(out, parts.subject, |out, subject| put_text(out, subject.as_bytes()));
     let RunReport { run_id, action, outcome } = parts.report;
     out.extend_from_slice(run_id.as_bytes());
-    text(out, action.as_str().as_bytes());
+    put_text(out, action.as_str().as_bytes());
     out.push(match outcome.status {
         OutcomeStatus::Completed => 0,
         OutcomeStatus::Failed => 1,
@@ -62,141 +62,74 @@ pub(super) fn encode(signal: &Signal, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(&mut *out, &outcome.output);
     let len = u32::try_from(out.len() - at - 4).unwrap_or(u32::MAX);
     out[at..at + 4].copy_from_slice(&len.to_le_bytes());
-    optional(out, outcome.kept_text(), |out, kept| text(out, kept.as_bytes()));
-    optional(out, outcome.error.as_ref(), |out, error| {
+    put_optional(out, outcome.kept_text(), |out, kept| put_text(out, kept.as_bytes()));
+    put_optional(out, outcome.error.as_ref(), |out, error| {
         out.push(error_number(error.class));
-        text(out, error.message.as_bytes());
+        put_text(out, error.message.as_bytes());
     });
     out.extend_from_slice(&u32::try_from(outcome.artifacts.len()).unwrap_or(u32::MAX).to_le_bytes());
     for artifact in &outcome.artifacts {
         // As the JSON form writes a path: its text, lossily.
-        text(out, artifact.to_string_lossy().as_bytes());
+        put_text(out, artifact.to_string_lossy().as_bytes());
     }
-    optional(out, outcome.cost.filter(|cost| cost.is_finite()), |out, cost| out.extend_from_slice(&cost.to_le_bytes()));
+    put_optional(out, outcome.cost.filter(|cost| cost.is_finite()), |out, cost| {
+        out.extend_from_slice(&cost.to_le_bytes());
+    });
     out.extend_from_slice(&u64::try_from(outcome.latency.as_millis()).unwrap_or(u64::MAX).to_le_bytes());
     out.extend_from_slice(&outcome.attempts.to_le_bytes());
-}
-
-fn text(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(bytes);
-}
-
-fn optional<T>(out: &mut Vec<u8>, value: Option<T>, write: impl FnOnce(&mut Vec<u8>, T)) {
-    match value {
-        Some(value) => {
-            out.push(1);
-            write(out, value);
-        }
-        None => out.push(0),
-    }
 }
 
 /// A signal the journal kept, in either form.
 pub(super) fn decode(bytes: &[u8]) -> Result<Signal, StoreError> {
     match bytes.first() {
-        Some(&TAG) => Reader { rest: &bytes[1..] }.signal(),
+        Some(&TAG) => signal(Reader::new(&bytes[1..], "input", "an outcome signal as the journal keeps it")),
         _ => serde_json::from_slice(bytes).map_err(|e| StoreError::Decode { what: "input", message: e.to_string() }),
     }
 }
 
-fn damaged(message: impl std::fmt::Display) -> StoreError {
-    StoreError::Decode {
-        what: "input",
-        message: format!("{message}; expected an outcome signal as the journal keeps it"),
+fn signal(mut r: Reader<'_>) -> Result<Signal, StoreError> {
+    let id = r.uuid("id")?;
+    let seconds = i64::from_le_bytes(r.bytes("time")?);
+    let nanos = r.u32("time")?;
+    let time: DateTime<Utc> = DateTime::from_timestamp(seconds, nanos)
+        .ok_or_else(|| r.damaged(format!("its time ({seconds} s, {nanos} ns) is out of range")))?;
+    let correlation = r.uuid("correlation id")?;
+    let causation = r.optional("causation id", |r| r.uuid("causation id"))?;
+    let kind = Kind::new(r.text("kind")?).map_err(|e| r.damaged(format!("its kind: {e}")))?;
+    let source: Arc<str> = r.text("source")?.into();
+    let subject = r.optional("subject", |r| r.text("subject").map(str::to_owned))?;
+    let run_id = r.uuid("run id")?;
+    let action = ActionId::new(r.text("action")?).map_err(|e| r.damaged(format!("its action: {e}")))?;
+    let status = match r.byte("status")? {
+        0 => OutcomeStatus::Completed,
+        1 => OutcomeStatus::Failed,
+        2 => OutcomeStatus::Blocked,
+        other => return Err(r.damaged(format!("its status is {other}, not one known"))),
+    };
+    let output = serde_json::from_str(r.text("output")?).map_err(|e| r.damaged(format!("its output: {e}")))?;
+    let kept = r.optional("text", |r| r.text("text").map(str::to_owned))?;
+    let error = r.optional("error", |r| {
+        let number = r.byte("error")?;
+        let class = error_of(number).ok_or_else(|| r.damaged(format!("its error class is {number}, not one known")))?;
+        Ok(OutcomeError { class, message: r.text("error")?.to_owned() })
+    })?;
+    // Each artifact takes at least its 4-byte length.
+    let count = r.count("artifacts", 4)?;
+    let mut artifacts = Vec::with_capacity(count);
+    for _ in 0..count {
+        artifacts.push(r.text("artifacts")?.into());
     }
-}
-
-/// What is left of an encoded signal to read.
-struct Reader<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn bytes<const N: usize>(&mut self, what: &str) -> Result<[u8; N], StoreError> {
-        let (bytes, rest) =
-            self.rest.split_first_chunk::<N>().ok_or_else(|| damaged(format!("it ends in its {what}")))?;
-        self.rest = rest;
-        Ok(*bytes)
-    }
-
-    fn byte(&mut self, what: &str) -> Result<u8, StoreError> {
-        Ok(self.bytes::<1>(what)?[0])
-    }
-
-    fn uuid(&mut self, what: &str) -> Result<Uuid, StoreError> {
-        Ok(Uuid::from_bytes(self.bytes(what)?))
-    }
-
-    fn text(&mut self, what: &str) -> Result<&'a str, StoreError> {
-        let len = u32::from_le_bytes(self.bytes(what)?) as usize;
-        let bytes = self.rest.get(..len).ok_or_else(|| damaged(format!("it ends in its {what}")))?;
-        self.rest = &self.rest[len..];
-        std::str::from_utf8(bytes).map_err(|e| damaged(format!("its {what}: {e}")))
-    }
-
-    fn optional<T>(
-        &mut self,
-        what: &str,
-        value: impl FnOnce(&mut Self) -> Result<T, StoreError>,
-    ) -> Result<Option<T>, StoreError> {
-        match self.byte(what)? {
-            0 => Ok(None),
-            1 => value(self).map(Some),
-            other => Err(damaged(format!("its {what} is marked {other}, neither 0 nor 1"))),
-        }
-    }
-
-    fn signal(mut self) -> Result<Signal, StoreError> {
-        let id = self.uuid("id")?;
-        let seconds = i64::from_le_bytes(self.bytes("time")?);
-        let nanos = u32::from_le_bytes(self.bytes("time")?);
-        let time: DateTime<Utc> = DateTime::from_timestamp(seconds, nanos)
-            .ok_or_else(|| damaged(format!("its time ({seconds} s, {nanos} ns) is out of range")))?;
-        let correlation = self.uuid("correlation id")?;
-        let causation = self.optional("causation id", |r| r.uuid("causation id"))?;
-        let kind = Kind::new(self.text("kind")?).map_err(|e| damaged(format!("its kind: {e}")))?;
-        let source: Arc<str> = self.text("source")?.into();
-        let subject = self.optional("subject", |r| r.text("subject").map(str::to_owned))?;
-        let run_id = self.uuid("run id")?;
-        let action = ActionId::new(self.text("action")?).map_err(|e| damaged(format!("its action: {e}")))?;
-        let status = match self.byte("status")? {
-            0 => OutcomeStatus::Completed,
-            1 => OutcomeStatus::Failed,
-            2 => OutcomeStatus::Blocked,
-            other => return Err(damaged(format!("its status is {other}, not one known"))),
-        };
-        let output = serde_json::from_str(self.text("output")?).map_err(|e| damaged(format!("its output: {e}")))?;
-        let kept = self.optional("text", |r| r.text("text").map(str::to_owned))?;
-        let error = self.optional("error", |r| {
-            let number = r.byte("error")?;
-            let class =
-                error_of(number).ok_or_else(|| damaged(format!("its error class is {number}, not one known")))?;
-            Ok(OutcomeError { class, message: r.text("error")?.to_owned() })
-        })?;
-        let count = u32::from_le_bytes(self.bytes("artifacts")?) as usize;
-        // Each artifact takes at least 4 bytes: a larger count is damage, not a reason to allocate.
-        if count > self.rest.len() / 4 {
-            return Err(damaged(format!("it says {count} artifacts in {} bytes", self.rest.len())));
-        }
-        let mut artifacts = Vec::with_capacity(count);
-        for _ in 0..count {
-            artifacts.push(self.text("artifacts")?.into());
-        }
-        let cost = self.optional("cost", |r| Ok(f64::from_le_bytes(r.bytes("cost")?)))?;
-        let latency = Duration::from_millis(u64::from_le_bytes(self.bytes("latency")?));
-        let attempts = u32::from_le_bytes(self.bytes("attempts")?);
-        if !self.rest.is_empty() {
-            return Err(damaged(format!("{} bytes follow it", self.rest.len())));
-        }
-        let mut outcome = Outcome::completed(output, latency, attempts).keeping_text(kept);
-        outcome.status = status;
-        outcome.error = error;
-        outcome.artifacts = artifacts;
-        outcome.cost = cost;
-        let report = RunReport { run_id, action, outcome };
-        Ok(Signal::from_outcome_parts(id, kind, source, subject, time, (correlation, causation), report))
-    }
+    let cost = r.optional("cost", |r| r.bytes("cost").map(f64::from_le_bytes))?;
+    let latency = Duration::from_millis(r.u64("latency")?);
+    let attempts = r.u32("attempts")?;
+    r.end()?;
+    let mut outcome = Outcome::completed(output, latency, attempts).keeping_text(kept);
+    outcome.status = status;
+    outcome.error = error;
+    outcome.artifacts = artifacts;
+    outcome.cost = cost;
+    let report = RunReport { run_id, action, outcome };
+    Ok(Signal::from_outcome_parts(id, kind, source, subject, time, (correlation, causation), report))
 }
 
 #[cfg(test)]
@@ -206,6 +139,7 @@ mod tests {
     use crate::kinds::{RunRef, action_outcome_at};
     use proptest::prelude::*;
     use serde_json::{Value, json};
+    use uuid::Uuid;
 
     fn output() -> impl Strategy<Value = Value> {
         prop_oneof![
