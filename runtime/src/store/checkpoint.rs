@@ -51,7 +51,7 @@ impl Checkpointer {
     /// Starts the checkpointer of the journal at `path`, whose writer's connection is `writer` (on the calling
     /// thread): SQLite's automatic checkpoints stop, and the writer's commits are counted instead. `synchronous`
     /// is the writer's level, which a checkpoint keeps. Without a thread or a connection of its own (an error
-    /// in the log), the writer checkpoints itself as SQLite would.
+    /// in the log), the writer checkpoints itself, as often as the checkpointer would have.
     pub(crate) fn start(writer: &Connection, path: &Path, synchronous: &str) -> Self {
         let page_size: i64 = writer.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap_or(4096).max(512);
         let sizes = LogSizes {
@@ -74,6 +74,8 @@ impl Checkpointer {
             Ok(db) => db,
             Err(err) => {
                 tracing::error!(%err, "the journal's checkpointer could not open the file; the writer checkpoints");
+                // As often as the checkpointer would have.
+                checkpointer.sizes.writer_checkpoints = sizes.checkpoint;
                 return checkpointer;
             }
         };
@@ -90,6 +92,7 @@ impl Checkpointer {
             }
             Err(err) => {
                 tracing::error!(%err, "the journal's checkpointer thread could not start; the writer checkpoints");
+                checkpointer.sizes.writer_checkpoints = sizes.checkpoint;
             }
         }
         checkpointer
