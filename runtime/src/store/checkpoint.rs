@@ -188,7 +188,7 @@ mod tests {
         drop(checkpointer);
         assert!(
             length(&path) >= 32 * 4096,
-            "the log's pages are in the file ({} bytes), copied by the checkpointer: the writer never reached its own size",
+            "the log's pages are in the file ({} bytes), copied by the checkpointer, not the writer",
             length(&path)
         );
         let rows: i64 = db.query_row("SELECT count(*) FROM rows", [], |r| r.get(0)).unwrap();

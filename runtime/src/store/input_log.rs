@@ -39,8 +39,9 @@ struct Numbers {
 }
 
 impl InputBatches {
-    /// Adds input `seq` of `agent`, as the journal keeps a signal (see `signal_codec.rs`). An input that does not follow the agent's last one here, or that
-    /// would take its row past [`BODY_MOST`], starts a new row (the one gathered so far is written first).
+    /// Adds input `seq` of `agent`, as the journal keeps a signal (see `signal_codec.rs`). An input that does not
+    /// follow the agent's last one here, or that would take its row past [`BODY_MOST`], starts a new row (the one
+    /// gathered so far is written first).
     pub(super) fn add(&mut self, db: &Connection, agent: &AgentId, seq: u64, kept: &[u8]) -> rusqlite::Result<()> {
         // An entry gives its length in 4 bytes (and SQLite refuses a value over 1 GB anyway).
         let len = u32::try_from(kept.len()).map_err(|_| {

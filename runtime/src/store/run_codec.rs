@@ -229,7 +229,11 @@ mod tests {
 
         /// A record cut short anywhere, or with a byte changed, is a typed error or another record; never a panic.
         #[test]
-        fn damaged_bytes_never_panic(record in record(), cut in any::<prop::sample::Index>(), flip in any::<(prop::sample::Index, u8)>()) {
+        fn damaged_bytes_never_panic(
+            record in record(),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<(prop::sample::Index, u8)>(),
+        ) {
             let mut bytes = Vec::new();
             encode(&record, &mut bytes);
             let cut = cut.index(bytes.len());

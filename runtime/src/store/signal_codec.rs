@@ -221,7 +221,11 @@ mod tests {
 
         /// Cut short anywhere, it is a typed error; with a byte changed, an error or another signal; never a panic.
         #[test]
-        fn damaged_bytes_never_panic(signal in signal(), cut in any::<prop::sample::Index>(), flip in any::<(prop::sample::Index, u8)>()) {
+        fn damaged_bytes_never_panic(
+            signal in signal(),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<(prop::sample::Index, u8)>(),
+        ) {
             let mut bytes = Vec::new();
             encode(&signal, &mut bytes);
             prop_assert!(decode(&bytes[..cut.index(bytes.len())]).is_err());

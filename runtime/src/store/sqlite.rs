@@ -154,10 +154,11 @@ enum Op {
     Run(RunRow),
     /// A run's plan: its idempotency key and the plan's JSON.
     Plan(Uuid, PlanText),
-    /// An ended run's outcome signal, as the journal keeps it (`signal_codec.rs`), and whether the run is safe to start again (then its end may be
-    /// held back a little: see [`Runs`]).
+    /// An ended run's outcome signal, as the journal keeps it (`signal_codec.rs`), and whether the run is safe
+    /// to start again (then its end may be held back a little: see [`Runs`]).
     Outcome(Uuid, Vec<u8>, bool),
-    /// An input, as the journal keeps a signal (`signal_codec.rs`), and the run whose outcome it is, if it is one the agent was given.
+    /// An input, as the journal keeps a signal (`signal_codec.rs`), and the run whose outcome it is, if it is one
+    /// the agent was given.
     Input(AgentId, u64, Vec<u8>, Option<Uuid>),
     /// An input that is the outcome kept for a run (by [`Op::Outcome`]): logged from that.
     KeptInput(AgentId, u64, Uuid),
