@@ -1348,6 +1348,30 @@ mod tests {
     }
 
     #[test]
+    fn a_run_row_crosses_with_its_history_in_place_or_spilled_and_is_restored_whole() {
+        let statuses = [
+            RunStatus::Queued,
+            RunStatus::AwaitingApproval,
+            RunStatus::Approved,
+            RunStatus::Running,
+            RunStatus::Completed,
+        ];
+        for len in 1..=statuses.len() {
+            let run = Uuid::now_v7();
+            let mut record = RunRecord::queued(run, agent("me"), ActionId::new("x.y").unwrap(), &json!({}), run);
+            for status in &statuses[1..len] {
+                record.apply(RunUpdate { status: Some(*status), ..RunUpdate::default() }, Utc::now());
+            }
+            assert_eq!(record.history.len(), len);
+            let row = RunRow::of(record.clone());
+            assert_eq!(matches!(row.history, CrossingHistory::InPlace(..)), len <= CROSSES_IN_PLACE);
+            assert!(row.record.history.is_empty(), "the vector does not cross");
+            assert_eq!(row.ended, len == statuses.len());
+            assert_eq!(row.restored().record, record);
+        }
+    }
+
+    #[test]
     fn runs_going_on_are_updated_in_memory_and_ended_ones_are_read_from_the_file() {
         let folder = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(folder.path().join("journal.db")).unwrap();
