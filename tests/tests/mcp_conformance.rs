@@ -46,28 +46,30 @@ async fn the_server_passes_the_suite_but_the_listed_scenarios() {
 #[tokio::test]
 async fn the_client_passes_the_core_suite_but_the_listed_scenarios() {
     let Some(suite) = Suite::installed() else { return };
-    let mut command = suite.command();
-    command
-        .args(["client", "--suite", "core", "--command", env!("CARGO_BIN_EXE_mcp_conformance_client")])
-        .arg("--expected-failures")
-        .arg(expected_failures());
-    let output = tokio::process::Command::from(command).output().await.expect("the suite runs");
+    let output = run_client(&suite, ["--suite", "core"]).await;
     report("conformance client", &output);
     // `sse-retry` measures wall time: the client must reconnect 450 to 1,000 ms after the stream closes, as the
     // server's retry hint says. With the other scenarios' processes running beside it on a two-core machine, it
     // can miss that window without anything being wrong; failing alone, it is run again by itself, and must pass.
     if !output.status.success() && unexpected_failures(&String::from_utf8_lossy(&output.stdout)) == ["sse-retry"] {
-        let mut alone = suite.command();
-        alone
-            .args(["client", "--scenario", "sse-retry", "--command", env!("CARGO_BIN_EXE_mcp_conformance_client")])
-            .arg("--expected-failures")
-            .arg(expected_failures());
-        let alone = tokio::process::Command::from(alone).output().await.expect("the scenario runs");
+        let alone = run_client(&suite, ["--scenario", "sse-retry"]).await;
         report("conformance client, sse-retry run again alone", &alone);
         assert!(alone.status.success(), "sse-retry failed again, alone ({}); see its report above", alone.status);
         return;
     }
     assert!(output.status.success(), "the client conformance run failed ({}); see its report above", output.status);
+}
+
+/// Runs the suite's client scenarios that `which` names against our client, with the listed failures expected.
+async fn run_client(suite: &Suite, which: [&str; 2]) -> std::process::Output {
+    let mut command = suite.command();
+    command
+        .arg("client")
+        .args(which)
+        .args(["--command", env!("CARGO_BIN_EXE_mcp_conformance_client")])
+        .arg("--expected-failures")
+        .arg(expected_failures());
+    tokio::process::Command::from(command).output().await.expect("the conformance suite runs")
 }
 
 /// The scenarios the suite's report lists as failing and not expected to.
