@@ -82,7 +82,7 @@ pub type Stamp = (Uuid, DateTime<Utc>);
 /// fresh ids rather than ones derived from their cause and data). The simulator stamps them from its seeded
 /// generator and virtual clock instead.
 fn now() -> Stamp {
-    (Uuid::now_v7(), crate::wall_clock::now())
+    crate::wall_clock::stamp()
 }
 
 /// A runtime-made signal: its source, its stamp, and the cause it follows, if any.
@@ -95,12 +95,8 @@ fn made(builder: SignalBuilder, source: &Arc<str>, cause: Option<(Uuid, Uuid)>, 
 }
 
 /// The `action.completed`, `action.failed` or `action.blocked` signal that tells an agent how its run ended,
-/// caused by the signal that asked for the run.
-pub(crate) fn action_outcome(source: &Arc<str>, run: RunRef<'_>, outcome: Outcome) -> Option<Signal> {
-    action_outcome_at(source, run, outcome, now())
-}
-
-/// [`action_outcome`](self) stamped as the caller says: the one shape of an outcome signal, for every driver.
+/// caused by the signal that asked for the run, stamped as the caller says: the one shape of an outcome
+/// signal, for every driver (the live server stamps it with the time the run ended).
 pub fn action_outcome_at(source: &Arc<str>, run: RunRef<'_>, outcome: Outcome, stamp: Stamp) -> Option<Signal> {
     // The three kinds are parsed once and shared: an outcome signal allocates no text for its kind.
     static KINDS: LazyLock<Result<[Kind; 3], KindError>> =

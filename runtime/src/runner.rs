@@ -7,7 +7,7 @@ use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, 
 use crate::events::{Event, EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
 use crate::store::{RunStatus, RunUpdate, Store, Unwritten};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use serde_json::Value;
 use std::panic::AssertUnwindSafe;
@@ -40,7 +40,12 @@ impl Runner {
 
     /// Journals a change to a run (to its record if that is not written yet) and announces it, both stamped
     /// with one reading of the clock.
-    fn report(&self, run: &mut RunInHand, update: RunUpdate, kind: impl FnOnce(&ActionContext) -> EventKind) {
+    fn report(
+        &self,
+        run: &mut RunInHand,
+        update: RunUpdate,
+        kind: impl FnOnce(&ActionContext) -> EventKind,
+    ) -> DateTime<Utc> {
         let now = crate::wall_clock::now();
         let ctx = &run.ctx;
         match run.unwritten.as_mut() {
@@ -59,6 +64,7 @@ impl Runner {
             let (agent, run, correlation) = (ctx.agent_id.clone(), Some(ctx.run_id), Some(ctx.correlation_id));
             self.events.publish(Event { at: now, agent, run, correlation, kind: kind(ctx) });
         }
+        now
     }
 
     /// Runs `action` with `params` to its end and returns the outcome. The run must already be journaled
@@ -83,8 +89,8 @@ impl Runner {
         ctx: ActionContext,
     ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
         let store = self.store.clone();
-        self.clone().execute_unwritten(action.clone(), Box::new(RunInHand { ctx, params, unwritten: None })).map(
-            move |(outcome, error, unwritten)| {
+        self.clone().execute_unwritten(action.clone(), Box::new(RunInHand::new(ctx, params))).map(
+            move |Ending { outcome, error, unwritten, .. }| {
                 if let Some(unwritten) = unwritten {
                     unwritten.write(&*store);
                 }
@@ -104,16 +110,17 @@ impl Runner {
         self,
         action: DynAction,
         run: Box<RunInHand>,
-    ) -> impl Future<Output = (Outcome, Option<ActionError>, Option<Box<Unwritten>>)> + Send + 'static {
+    ) -> impl Future<Output = Ending> + Send + 'static {
         let ctx = &run.ctx;
         let span = tracing::info_span!(
             "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
         );
         let mut guard = CancelOnDrop { runner: self, run, ended: false };
         async move {
-            let (outcome, error) = guard.runner.attempts(&action, &mut guard.run).instrument(span).await;
+            let mut ending = guard.runner.attempts(&action, &mut guard.run).instrument(span).await;
             guard.disarm();
-            (outcome, error, guard.run.unwritten.take().map(Box::new))
+            ending.unwritten = guard.run.unwritten.take().map(Box::new);
+            ending
         }
     }
 
@@ -141,7 +148,7 @@ impl Runner {
         }
     }
 
-    async fn attempts(&self, action: &DynAction, run: &mut RunInHand) -> (Outcome, Option<ActionError>) {
+    async fn attempts(&self, action: &DynAction, run: &mut RunInHand) -> Ending {
         let spec = action.spec();
         let started = Instant::now();
         // Params that match cost one check; others are coerced where that is safe, then checked again.
@@ -153,8 +160,10 @@ impl Runner {
                 }
                 false => Some(err),
             };
+            // The text is of the params as they were given.
+            run.params_text = None;
             if let Some(err) = refused {
-                return (self.finish(run, err_outcome(&err, started, 0)), Some(err));
+                return self.finish(run, err_outcome(&err, started, 0), Some(err));
             }
         }
         let mut attempt = 1;
@@ -184,18 +193,19 @@ impl Runner {
             {
                 let err =
                     ActionError::critical("the journal could not make the run's start durable; it was not started");
-                return (self.finish(run, err_outcome(&err, started, attempt)), Some(err));
+                return self.finish(run, err_outcome(&err, started, attempt), Some(err));
             }
-            // The params are copied only for an attempt another may follow.
-            let attempt_params = if crate::action::may_retry_after(spec, attempt) {
-                run.params.clone()
-            } else {
-                std::mem::take(&mut run.params)
+            // The params and the context are copied only for an attempt another may follow; the last one takes
+            // them, and the run keeps only who it is and its sink, which is all it needs from then on.
+            let (attempt_params, attempt_ctx) = match crate::action::may_retry_after(spec, attempt) {
+                true if run.params_text.is_some() => (std::mem::take(&mut run.params), run.ctx.clone()),
+                true => (run.params.clone(), run.ctx.clone()),
+                false => (std::mem::take(&mut run.params), run.ctx.hand_over()),
             };
             // The record is written as soon as the attempt waits on anything: from then on the run is going on
             // where others can see it.
             let result = {
-                let mut attempting = std::pin::pin!(run_attempt(action, attempt_params, run.ctx.clone()));
+                let mut attempting = std::pin::pin!(run_attempt(action, attempt_params, attempt_ctx));
                 std::future::poll_fn(|cx| {
                     let polled = attempting.as_mut().poll(cx);
                     if polled.is_pending() {
@@ -213,7 +223,7 @@ impl Runner {
                     outcome.artifacts = std::mem::take(&mut sink.artifacts);
                     outcome.cost = sink.cost;
                     drop(sink);
-                    return (self.finish(run, outcome), None);
+                    return self.finish(run, outcome, None);
                 }
                 Err(err) => err,
             };
@@ -226,7 +236,7 @@ impl Runner {
             if side_effects || !should_retry(spec, &err, attempt) {
                 let mut outcome = err_outcome(&err, started, attempt);
                 outcome.cost = cost;
-                return (self.finish(run, outcome), Some(err));
+                return self.finish(run, outcome, Some(err));
             }
             let backoff = spec.retry.backoff(attempt, jitter_sample(ctx));
             tracing::debug!(attempt, ?backoff, %err, "retrying");
@@ -236,6 +246,15 @@ impl Runner {
             self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
             // Boxed: a retry is rare, and every run's future would otherwise keep room for its timer.
             Box::pin(tokio::time::sleep(backoff)).await;
+            if let Some(text) = &run.params_text {
+                match serde_json::from_slice(text) {
+                    Ok(params) => run.params = params,
+                    Err(err) => {
+                        let err = ActionError::critical(format!("the run's params could not be read again: {err}"));
+                        return self.finish(run, err_outcome(&err, started, attempt), Some(err));
+                    }
+                }
+            }
             attempt += 1;
         }
     }
@@ -243,7 +262,7 @@ impl Runner {
     /// Journals and announces how a run ended. A record not written yet is written now, unless the store is
     /// durable: then it is handed back with the outcome (see [`Runner::execute_unwritten`]). In memory nothing
     /// is gained by waiting, and the record is written while it is at hand.
-    fn finish(&self, run: &mut RunInHand, outcome: Outcome) -> Outcome {
+    fn finish(&self, run: &mut RunInHand, outcome: Outcome, error: Option<ActionError>) -> Ending {
         let update = RunUpdate {
             status: Some(outcome.status.into()),
             attempts: Some(outcome.attempts),
@@ -260,12 +279,22 @@ impl Runner {
                 EventKind::ActionFailed { action: ctx.action_id.clone(), class: e.class, message: e.message.clone() }
             }
         };
-        self.report(run, update, kind);
+        let at = self.report(run, update, kind);
         if self.store.durable().is_none() {
             self.write(&mut run.unwritten);
         }
-        outcome
+        Ending { outcome, error, unwritten: None, at }
     }
+}
+
+/// How a run ended: its outcome, the error it ended with (for a caller that passes it on), its record if that
+/// is not journaled yet (see [`Runner::execute_unwritten`]), and when it ended, as its record says (the time
+/// its outcome signal is stamped with).
+pub(crate) struct Ending {
+    pub outcome: Outcome,
+    pub error: Option<ActionError>,
+    pub unwritten: Option<Box<Unwritten>>,
+    pub at: DateTime<Utc>,
 }
 
 /// A run on its way and being executed: its context, its params (kept for a retry), and its record while that
@@ -273,7 +302,18 @@ impl Runner {
 pub(crate) struct RunInHand {
     pub ctx: ActionContext,
     pub params: Value,
+    /// The params' compact JSON text, if it was made (for their digest): an attempt another may follow then
+    /// takes the params, and the next one reads them again from the text, instead of every first attempt
+    /// copying them in case it fails. (JSON text reads back exactly the value it was made of.)
+    pub params_text: Option<Vec<u8>>,
     pub unwritten: Option<Unwritten>,
+}
+
+impl RunInHand {
+    /// A run with its context and params, whose record is already journaled.
+    pub(crate) fn new(ctx: ActionContext, params: Value) -> Self {
+        Self { ctx, params, params_text: None, unwritten: None }
+    }
 }
 
 /// Holds a run while it runs, and journals it as cancelled if its future is dropped before it ends.
@@ -360,4 +400,55 @@ fn jitter_sample(ctx: &ActionContext) -> f64 {
     z ^= z >> 31;
     // The top 53 bits make an exactly representable fraction.
     (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    /// JSON values with any finite float, any integer and any text, a few levels deep.
+    fn params() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            ".{0,20}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 30, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::from),
+                prop::collection::vec((".{0,8}", inner), 0..5)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Every float in a value, as bits (so `-0.0` and `0.0` differ).
+    fn float_bits(value: &Value, into: &mut Vec<u64>) {
+        match value {
+            Value::Number(n) if n.is_f64() => into.extend(n.as_f64().map(f64::to_bits)),
+            Value::Array(items) => items.iter().for_each(|item| float_bits(item, into)),
+            Value::Object(fields) => fields.values().for_each(|field| float_bits(field, into)),
+            _ => {}
+        }
+    }
+
+    proptest! {
+        /// What a retry relies on (`RunInHand::params_text`): params read back from their text are the params,
+        /// every float bit for bit and every object's keys in their order.
+        #[test]
+        fn params_read_back_from_their_text_are_the_same(params in params()) {
+            let text = serde_json::to_vec(&params).unwrap();
+            let read: Value = serde_json::from_slice(&text).unwrap();
+            prop_assert_eq!(&read, &params);
+            prop_assert_eq!(read.to_string(), params.to_string());
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            float_bits(&read, &mut got);
+            float_bits(&params, &mut want);
+            prop_assert_eq!(got, want);
+        }
+    }
 }

@@ -423,7 +423,7 @@ impl SignalBuilder {
         let (id, time) = match (&self.stamp, &self.cause) {
             (Some(stamp), _) => *stamp,
             (None, Some(cause)) => (derived_id(cause, &kind, self.subject.as_deref(), self.data.json()), cause.time),
-            (None, None) => (Uuid::now_v7(), crate::wall_clock::now()),
+            (None, None) => crate::wall_clock::stamp(),
         };
         let (correlation_id, causation_id) = match &self.cause {
             Some(cause) => (cause.correlation_id, Some(cause.id)),

@@ -102,6 +102,8 @@ impl Agent for Probe {
 struct Counters {
     risky: AtomicU32,
     flaky: AtomicU32,
+    /// The params each attempt of `tools.flaky` was given.
+    flaky_params: std::sync::Mutex<Vec<Value>>,
     /// Told when `tools.hold` has started (it then waits for ever).
     held: tokio::sync::Notify,
 }
@@ -146,10 +148,11 @@ fn tools(counters: &Arc<Counters>) -> Skill {
             },
         ))
         .dyn_action(dyn_action(
-            ActionSpec::new("tools.flaky", "transient twice").unwrap().idempotent(true),
-            move |_| {
+            ActionSpec::new("tools.flaky", "transient twice, then returns its params").unwrap().idempotent(true),
+            move |p| {
                 let n = flaky.flaky.fetch_add(1, Ordering::SeqCst) + 1;
-                async move { if n < 3 { Err(agentry::ActionError::transient("busy")) } else { Ok(json!(n)) } }
+                flaky.flaky_params.lock().unwrap().push(p.clone());
+                async move { if n < 3 { Err(agentry::ActionError::transient("busy")) } else { Ok(p) } }
             },
         ))
         .dyn_action(dyn_action(
@@ -342,6 +345,29 @@ async fn slow_actions_time_out_and_transient_ones_are_retried() {
     let reply = outcome(&probe, "tools.flaky", json!({})).await;
     assert_eq!((reply["kind"].as_str(), reply["outcome"]["attempts"].as_u64()), (Some("action.completed"), Some(3)));
     assert_eq!(counters.flaky.load(Ordering::SeqCst), 3);
+}
+
+/// A retried run's params are read again from their text rather than copied for every attempt: each attempt
+/// gets exactly the params the agent gave, floats that JSON text rounds badly and key order included.
+#[tokio::test(start_paused = true)]
+async fn every_attempt_of_a_retried_run_gets_the_params_it_was_given() {
+    let (_rt, probe, counters) = setup(Policy::default()).await;
+    let params = json!({
+        "z": 0.1, "a": [1.0e-7, 2.2250738585072014e-308, 1.7976931348623157e308, -0.0, 5e-324, 0.30000000000000004],
+        "big": u64::MAX, "neg": i64::MIN, "text": "caf\u{e9} \"quoted\"", "nested": {"y": null, "b": [true, {}]}
+    });
+    let reply = outcome(&probe, "tools.flaky", params.clone()).await;
+    assert_eq!(reply["outcome"]["attempts"], 3);
+    let seen = counters.flaky_params.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    for (attempt, got) in seen.iter().enumerate() {
+        assert_eq!(got, &params, "attempt {} got other params", attempt + 1);
+        let keys: Vec<&String> = got.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["z", "a", "big", "neg", "text", "nested"], "the keys keep their order");
+    }
+    let floats =
+        |v: &Value| v["a"].as_array().unwrap().iter().map(|f| f.as_f64().unwrap().to_bits()).collect::<Vec<_>>();
+    assert_eq!(floats(&seen[2]), floats(&params), "every float is bit for bit the one given");
 }
 
 #[tokio::test(start_paused = true)]

@@ -244,6 +244,32 @@ impl ActionContext {
         }
     }
 
+    /// Hands this context over whole, and leaves in its place one that keeps only who the run is (its agent,
+    /// action, ids and attempt) and its sink: what the runner still needs of a run whose last attempt took the
+    /// context, for less than a copy of everything.
+    pub(crate) fn hand_over(&mut self) -> ActionContext {
+        let kept = Self {
+            agent_id: self.agent_id.clone(),
+            action_id: self.action_id.clone(),
+            run_id: self.run_id,
+            attempt: self.attempt,
+            correlation_id: self.correlation_id,
+            causation_id: self.causation_id,
+            skill: None,
+            drive: None,
+            skill_state: Value::Null,
+            policy: self.policy.clone(),
+            stack: Vec::new(),
+            sink: self.sink.clone(),
+            link: None,
+            key: RunKey::Run,
+            clock: self.clock,
+            seed: self.seed,
+            caller: None,
+        };
+        std::mem::replace(self, kept)
+    }
+
     /// A key naming this run that stays the same if the run is started again after a crash (with the same
     /// params, by the same agent): send it to services that de-duplicate requests (the `http` skill sends it as
     /// `Idempotency-Key`). It is made of the agent's id and the number of the input whose handling asked for

@@ -301,7 +301,7 @@ impl<A: Agent> ServerState<A> {
             };
             let why = "it ended, but the process stopped before its outcome was kept";
             let error = self.interrupt(&ids, why, false);
-            self.tell_outcome(&ids, Outcome::failed(&error, Duration::ZERO, 0), false);
+            self.tell_outcome(&ids, Outcome::failed(&error, Duration::ZERO, 0), None, false);
             return;
         }
         if status.is_final() {
@@ -337,7 +337,7 @@ impl<A: Agent> ServerState<A> {
             // Its outcome is kept before it is journaled as ended: a crash in between leaves it going on (to be
             // answered by the next recovery), never ended without its answer.
             let error = ActionError::interrupted(why);
-            self.tell_outcome(&ids, Outcome::failed(&error, Duration::ZERO, 0), false);
+            self.tell_outcome(&ids, Outcome::failed(&error, Duration::ZERO, 0), None, false);
             self.interrupt(&ids, why, true);
             return;
         }
@@ -373,12 +373,8 @@ impl<A: Agent> ServerState<A> {
     /// approval given after the restart reaches it.
     fn await_again(&mut self, ids: RunIds, plan: RunPlan) {
         let by = Requester::Agent { correlation: Some(plan.correlation), cause: plan.cause };
-        let mut ctx = self.run_context(ids.action.clone(), &by, RunKey::Given(plan.key.into()));
-        ctx.run_id = ids.run;
+        let mut ctx = self.run_context(ids.action.clone(), &by, RunKey::Given(plan.key.into()), ids.run);
         ctx.correlation_id = ids.correlation;
-        if let Some(frame) = ctx.stack.last_mut() {
-            frame.run_id = ids.run;
-        }
         let run = ids.run;
         let expiry = self.policy.approval_timeout.map(|after| {
             let me = self.myself.clone();
@@ -387,7 +383,7 @@ impl<A: Agent> ServerState<A> {
                 let _ = me.cast(ServerMsg::ApprovalExpired(run));
             })
         });
-        let in_hand = Box::new(crate::runner::RunInHand { ctx, params: plan.params, unwritten: None });
+        let in_hand = Box::new(crate::runner::RunInHand::new(ctx, plan.params));
         let ticket = Ticket { run: in_hand, by, approved: false, cleared: None };
         self.work().awaiting.insert(run, Awaiting { ticket, expiry });
     }

@@ -105,6 +105,8 @@ pub(crate) struct Ended {
     /// Its record, if it ended without ever being journaled: written when its outcome is handled, so its end
     /// and its outcome reach the journal together.
     pub unwritten: Option<Box<crate::store::Unwritten>>,
+    /// When it ended, if its execution said (its outcome signal is stamped with it).
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Who a run is: what its outcome signal and a cancellation need to know about it.

@@ -13,9 +13,9 @@ use crate::interpret::Origin;
 use crate::kinds::RunRef;
 use crate::messages::{Admitted, Invoker, Requester, RunRequest, ServerMsg};
 use crate::runner::RunInHand;
-use crate::store::{RunRecord, RunStatus, RunUpdate, Unwritten};
+use crate::store::{RunRecord, RunStatus, RunUpdate, Unwritten, text_digest};
 use crate::table::{Gate, gate};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::task::{Context, Poll, Waker};
@@ -26,13 +26,18 @@ impl<A: Agent> ServerState<A> {
     /// The entrance for every run, whoever asked: journaled and announced as queued, then through the gate.
     pub(crate) fn request_run(&mut self, request: RunRequest) {
         let RunRequest { action, params, by, key } = request;
-        let ctx = self.run_context(action, &by, key);
+        // The run's id and the time it is queued, from one reading of the clock.
+        let (run, queued) = crate::wall_clock::stamp();
+        let ctx = self.run_context(action, &by, key, run);
         let parent_run = match &by {
             Requester::Routine { caller, .. } => Some(caller.run_id),
             _ => None,
         };
-        let unwritten = self.journal_queued(&ctx, &params, parent_run, &by);
-        let run = Box::new(RunInHand { ctx, params, unwritten });
+        // The params' text makes their digest, and a retry's params (see `RunInHand::params_text`).
+        let params_text = serde_json::to_vec(&params).ok();
+        let digest = params_text.as_deref().map_or_else(|| crate::store::params_digest(&params), text_digest);
+        let unwritten = self.journal_queued(&ctx, (&params, digest), parent_run, &by, queued);
+        let run = Box::new(RunInHand { ctx, params, params_text, unwritten });
         self.through_gate(Ticket { run, by, approved: false, cleared: None });
     }
 
@@ -91,7 +96,7 @@ impl<A: Agent> ServerState<A> {
     fn refuse(&mut self, mut ticket: Ticket, error: ActionError) {
         self.write_record(&mut ticket.run.unwritten);
         let outcome = self.block(&ticket.run.ctx, &error);
-        self.answer(ticket.by, &RunIds::of(&ticket.run.ctx), outcome, Some(error), false);
+        self.answer(ticket.by, &RunIds::of(&ticket.run.ctx), (outcome, None), Some(error), false);
     }
 
     /// Parks a run until it is approved, denied or its approval expires. An outside caller who can elicit (an
@@ -130,7 +135,7 @@ impl<A: Agent> ServerState<A> {
         self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.run.ctx.correlation_id), kind);
         if let Requester::Agent { .. } = ticket.by {
             let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
-            self.tell_outcome(&RunIds::of(&ticket.run.ctx), waiting, false);
+            self.tell_outcome(&RunIds::of(&ticket.run.ctx), waiting, None, false);
         }
         let expiry = self.policy.approval_timeout.map(|after| {
             let me = self.myself.clone();
@@ -211,11 +216,14 @@ impl<A: Agent> ServerState<A> {
         let first = std::pin::pin!(AssertUnwindSafe(execution.as_mut()).catch_unwind())
             .poll(&mut Context::from_waker(Waker::noop()));
         if let Poll::Ready(ended) = first {
-            let (outcome, unwritten) = ended.map_or_else(|_panic| (task_panicked(), None), |(o, _, u)| (o, u));
-            self.work().ended.push_back(Ended { ids, sink, outcome, invoker, unwritten });
+            let (outcome, unwritten, at) = match ended {
+                Ok(ending) => (ending.outcome, ending.unwritten, Some(ending.at)),
+                Err(_panic) => (task_panicked(), None, None),
+            };
+            self.work().ended.push_back(Ended { ids, sink, outcome, invoker, unwritten, at });
             return;
         }
-        let execution = AssertUnwindSafe(execution).catch_unwind().map(|ended| ended.map(|(o, _, u)| (o, u)));
+        let execution = AssertUnwindSafe(execution).catch_unwind().map(|ended| ended.map(|e| (e.outcome, e.unwritten)));
         let me = self.myself.clone();
         let run = ids.run;
         let store = self.shared.store.clone();
@@ -240,7 +248,7 @@ impl<A: Agent> ServerState<A> {
     /// A run's task ended: its outcome is handled, and the next queued runs start.
     pub(super) fn on_finished(&mut self, run: Uuid, outcome: Outcome, invoker: Option<Invoker>) {
         if let Some(done) = self.under().and_then(|u| u.running.remove(&run)) {
-            self.conclude(Ended { ids: done.ids, sink: done.sink, outcome, invoker, unwritten: None });
+            self.conclude(Ended { ids: done.ids, sink: done.sink, outcome, invoker, unwritten: None, at: None });
         }
         self.launch_queued();
         self.tell_drained();
@@ -256,7 +264,7 @@ impl<A: Agent> ServerState<A> {
 
     /// A run ended: what it asked for is interpreted (if it completed), and its requester gets the outcome.
     fn conclude(&mut self, ended: Ended) {
-        let Ended { ids, sink, outcome, invoker, unwritten } = ended;
+        let Ended { ids, sink, outcome, invoker, unwritten, at } = ended;
         // A run that ended without being journaled is journaled now, just before its outcome.
         if let Some(unwritten) = unwritten {
             unwritten.write(&*self.shared.store);
@@ -273,15 +281,24 @@ impl<A: Agent> ServerState<A> {
             Some(reply) => Requester::Outside(reply, None),
             None => Requester::Agent { correlation: Some(ids.correlation), cause: ids.causation },
         };
-        self.answer(by, &ids, outcome, None, quiet);
+        self.answer(by, &ids, (outcome, at), None, quiet);
     }
 
     /// The one route back to a requester: the agent gets an outcome signal in its inbox (fed before the next
     /// message), a routine's call gets the error that refused it, an outside caller the outcome.
+    /// `ended`: the outcome, with when the run ended if that was read already (else the signal is stamped now).
     /// `may_wait`: whether the run's end may be journaled late (see [`ServerState::keep_outcome`]).
-    fn answer(&mut self, by: Requester, ids: &RunIds, outcome: Outcome, refusal: Option<ActionError>, may_wait: bool) {
+    fn answer(
+        &mut self,
+        by: Requester,
+        ids: &RunIds,
+        ended: (Outcome, Option<DateTime<Utc>>),
+        refusal: Option<ActionError>,
+        may_wait: bool,
+    ) {
+        let (outcome, at) = ended;
         match by {
-            Requester::Agent { .. } => self.tell_outcome(ids, outcome, may_wait),
+            Requester::Agent { .. } => self.tell_outcome(ids, outcome, at, may_wait),
             Requester::Routine { reply, .. } => {
                 let error = refusal.unwrap_or_else(|| ActionError::critical(outcome.into_output_text()));
                 let _ = reply.send(Err(error));
@@ -294,9 +311,10 @@ impl<A: Agent> ServerState<A> {
 
     /// Puts the outcome signal of one of the agent's runs in its inbox (`may_wait`: see
     /// [`ServerState::keep_outcome`]).
-    pub(super) fn tell_outcome(&mut self, ids: &RunIds, outcome: Outcome, may_wait: bool) {
+    pub(super) fn tell_outcome(&mut self, ids: &RunIds, outcome: Outcome, at: Option<DateTime<Utc>>, may_wait: bool) {
         let run = RunRef { run: ids.run, action: &ids.action, correlation: ids.correlation, causation: ids.causation };
-        if let Some(signal) = crate::kinds::action_outcome(&self.source, run, outcome) {
+        let stamp = at.map_or_else(crate::wall_clock::stamp, |at| (crate::wall_clock::id_at(at), at));
+        if let Some(signal) = crate::kinds::action_outcome_at(&self.source, run, outcome, stamp) {
             let kept = self.keep_outcome(ids.run, &ids.action, &signal, may_wait).then_some(ids.run);
             self.work().inbox.push_back(super::Inbound { signal, kept });
         }
@@ -316,15 +334,15 @@ impl<A: Agent> ServerState<A> {
         Some(drive)
     }
 
-    /// The context of a new run: its skill's drive folder and state, the policy, the call stack with a frame
+    /// The context of run `run`: its skill's drive folder and state, the policy, the call stack with a frame
     /// of its own, and the way back to this server.
     pub(super) fn run_context(
         &mut self,
         action: crate::id::ActionId,
         by: &Requester,
         key: crate::action::RunKey,
+        run: Uuid,
     ) -> ActionContext {
-        let run = Uuid::now_v7();
         let (correlation, causation, caller) = match by {
             Requester::Agent { correlation, cause } => (correlation.unwrap_or(run), *cause, None),
             Requester::Routine { caller, .. } => (caller.correlation_id, None, Some(&**caller)),
@@ -374,12 +392,13 @@ impl<A: Agent> ServerState<A> {
     fn journal_queued(
         &self,
         ctx: &ActionContext,
-        params: &serde_json::Value,
+        (params, digest): (&serde_json::Value, Uuid),
         parent_run: Option<Uuid>,
         by: &Requester,
+        queued: chrono::DateTime<Utc>,
     ) -> Option<Unwritten> {
-        let mut record =
-            RunRecord::queued(ctx.run_id, self.agent.id.clone(), ctx.action_id.clone(), params, ctx.correlation_id);
+        let (agent, action) = (self.agent.id.clone(), ctx.action_id.clone());
+        let mut record = RunRecord::queued_at(ctx.run_id, agent, action, digest, ctx.correlation_id, queued);
         record.parent_run = parent_run;
         let unwritten = Unwritten { record, plan: self.plan_run(ctx, params, by) };
         if !self.shared.events.is_listened() {

@@ -1,6 +1,6 @@
 //! The in-memory journal.
 
-use super::{Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
+use super::{FastHash, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use chrono::{DateTime, Utc};
 use dashmap::DashMap;
@@ -24,7 +24,7 @@ struct Entry {
 struct Ended {
     runs: VecDeque<Entry>,
     /// Each kept run's end number; `runs[0]` has number `first`.
-    index: HashMap<Uuid, u64>,
+    index: HashMap<Uuid, u64, FastHash>,
     first: u64,
 }
 
@@ -70,7 +70,7 @@ pub struct MemoryStore {
 /// What a [`MemoryStore`] keeps, shared with its mover thread.
 #[derive(Debug)]
 struct Journal {
-    live: DashMap<Uuid, Entry>,
+    live: DashMap<Uuid, Entry, FastHash>,
     next: AtomicU64,
     ended: Mutex<Ended>,
     /// Runs that ended, in the order they ended, not yet moved to `ended`.
@@ -116,7 +116,7 @@ impl MemoryStore {
     /// An empty journal that keeps the `keep` most recently ended runs (and every run still going).
     pub fn keeping(keep: usize) -> Self {
         let journal = Journal {
-            live: DashMap::new(),
+            live: DashMap::default(),
             next: AtomicU64::new(0),
             ended: Mutex::default(),
             retiring: Mutex::default(),

@@ -101,14 +101,26 @@ pub struct RunRecord {
 impl RunRecord {
     /// A new record in status `Queued`.
     pub fn queued(run: Uuid, agent: AgentId, action: ActionId, params: &Value, correlation: Uuid) -> Self {
+        Self::queued_at(run, agent, action, params_digest(params), correlation, crate::wall_clock::now())
+    }
+
+    /// [`RunRecord::queued`] with the params' digest made and the time read already.
+    pub(crate) fn queued_at(
+        run: Uuid,
+        agent: AgentId,
+        action: ActionId,
+        params_digest: Uuid,
+        correlation: Uuid,
+        at: DateTime<Utc>,
+    ) -> Self {
         Self {
             run,
             agent,
             action,
-            params_digest: params_digest(params),
+            params_digest,
             correlation,
             parent_run: None,
-            history: history_from(RunStatus::Queued, crate::wall_clock::now()),
+            history: history_from(RunStatus::Queued, at),
             attempts: 0,
             latency: None,
             cost: None,
@@ -182,11 +194,21 @@ fn history_from(status: RunStatus, at: DateTime<Utc>) -> Vec<(RunStatus, DateTim
 /// `Uuid::new_v5(&Uuid::NAMESPACE_OID, params.to_string().as_bytes())`. The JSON is streamed into the hash
 /// rather than built as a string first, since every run is digested.
 pub fn params_digest(params: &Value) -> Uuid {
+    // Serializing a `Value` into a writer that never fails cannot fail.
+    v5_digest(|hash| drop(serde_json::to_writer(hash, params)))
+}
+
+/// [`params_digest`] of params whose compact JSON text is at hand.
+pub(crate) fn text_digest(text: &[u8]) -> Uuid {
+    v5_digest(|hash| sha1::Digest::update(&mut hash.0, text))
+}
+
+/// The v5 UUID (in the OID namespace) of the name `feed` writes.
+fn v5_digest(feed: impl FnOnce(&mut HashWriter)) -> Uuid {
     use sha1::Digest;
     let mut hash = HashWriter(sha1::Sha1::new());
     hash.0.update(Uuid::NAMESPACE_OID.as_bytes());
-    // Serializing a `Value` into a writer that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut hash, params);
+    feed(&mut hash);
     let digest = hash.0.finalize();
     let mut bytes = [0; 16];
     bytes.copy_from_slice(&digest[..16]);
@@ -360,6 +382,8 @@ mod digest_tests {
             any::<i64>().prop_map(Value::from),
             any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
             ".{0,80}".prop_map(Value::from),
+            // Longer than a hash block, in one write.
+            "[a-z]{100,600}".prop_map(Value::from),
         ];
         leaf.prop_recursive(3, 40, 6, |inner| {
             prop_oneof![
@@ -377,6 +401,7 @@ mod digest_tests {
         fn the_digest_is_the_v5_uuid_of_the_compact_json(params in params()) {
             let expected = Uuid::new_v5(&Uuid::NAMESPACE_OID, params.to_string().as_bytes());
             prop_assert_eq!(params_digest(&params), expected);
+            prop_assert_eq!(super::text_digest(params.to_string().as_bytes()), expected);
         }
     }
 
