@@ -19,6 +19,12 @@ impl<A: Agent> ServerState<A> {
     /// Interprets effects in order, refusing (journaled and announced, never applied) the ones `origin` may not
     /// ask for.
     pub(crate) fn interpret(&mut self, effects: Vec<Effect>, origin: Origin<'_>) {
+        // Room for the outcomes of the runs asked for, made once: a fan-out of a thousand runs that end at once
+        // would otherwise grow the queue of ended runs ten times over, copying it each time.
+        let runs = effects.iter().filter(|effect| matches!(effect.kind, crate::effect::EffectKind::Run { .. })).count();
+        if runs > 1 {
+            self.work().ended.reserve(runs);
+        }
         for effect in effects {
             let cause = origin.cause();
             match crate::interpret::interpret(effect, origin, &self.policy, &self.source) {

@@ -257,6 +257,11 @@ impl<A: Agent> ServerState<A> {
     /// Handles the outcomes of the runs that ended at their first poll (see [`ServerState::launch`]), and of
     /// any runs those outcomes start that end so too.
     pub(super) fn conclude_ended(&mut self) {
+        // Room for their outcome signals, made once.
+        if let Some(underway) = self.under() {
+            let ended = underway.ended.len();
+            underway.inbox.reserve(ended);
+        }
         while let Some(ended) = self.under().and_then(|u| u.ended.pop_front()) {
             self.conclude(ended);
         }

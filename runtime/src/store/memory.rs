@@ -26,6 +26,8 @@ struct Ended {
     /// Each kept run's end number; `runs[0]` has number `first`.
     index: HashMap<Uuid, u64, FastHash>,
     first: u64,
+    /// How many runs the last batch moved in.
+    last_batch: usize,
 }
 
 impl Ended {
@@ -92,6 +94,9 @@ struct Journal {
 const MOVER_LOOK: std::time::Duration = std::time::Duration::from_micros(500);
 const MOVER_LOOKS_BEFORE_SLEEP: u32 = 4;
 
+/// The most room the list of ended runs is given ahead of them.
+const RETIRING_ROOM: usize = 4_096;
+
 impl Default for MemoryStore {
     fn default() -> Self {
         Self::new()
@@ -154,8 +159,12 @@ impl Journal {
     /// The ended runs, with every run on the list moved in first.
     fn settled(&self) -> MutexGuard<'_, Ended> {
         let mut ended = lock(&self.ended);
-        // Taken under the ended runs' lock, so batches are moved in the order they ended.
-        let batch = std::mem::take(&mut *lock(&self.retiring));
+        // Taken under the ended runs' lock, so batches are moved in the order they ended. The list left in its
+        // place has room for as many as the last batch (up to a bound), made here: whoever ends runs then pushes
+        // onto it without growing it, and it is freed where it was made.
+        let room = Vec::with_capacity(ended.last_batch.min(RETIRING_ROOM));
+        let batch = std::mem::replace(&mut *lock(&self.retiring), room);
+        ended.last_batch = batch.len();
         self.move_in(&mut ended, batch);
         ended
     }
