@@ -176,7 +176,9 @@ pub struct ActionContext {
     pub(crate) drive: Option<Arc<Path>>,
     pub(crate) skill_state: Value,
     pub(crate) policy: Arc<Policy>,
-    pub(crate) stack: Vec<Frame>,
+    /// Shared, and copied only when an action changes its own frame: every attempt gets a copy of the
+    /// context, and most never touch their frame.
+    pub(crate) stack: Arc<[Frame]>,
     pub(crate) sink: Arc<Mutex<RunSink>>,
     pub(crate) link: Option<Link>,
     pub(crate) key: RunKey,
@@ -224,7 +226,7 @@ impl ActionContext {
     pub fn new(agent_id: AgentId, action_id: ActionId) -> Self {
         let run_id = Uuid::now_v7();
         Self {
-            stack: vec![Frame { action: action_id.clone(), run_id, state: Value::Null }],
+            stack: Arc::from([Frame { action: action_id.clone(), run_id, state: Value::Null }]),
             agent_id,
             action_id,
             run_id,
@@ -245,8 +247,8 @@ impl ActionContext {
     }
 
     /// Hands this context over whole, and leaves in its place one that keeps only who the run is (its agent,
-    /// action, ids and attempt) and its sink: what the runner still needs of a run whose last attempt took the
-    /// context, for less than a copy of everything.
+    /// action, ids, attempt and stack) and its sink: what the runner still needs of a run whose last attempt took
+    /// the context, for less than a copy of everything.
     pub(crate) fn hand_over(&mut self) -> ActionContext {
         let kept = Self {
             agent_id: self.agent_id.clone(),
@@ -259,7 +261,7 @@ impl ActionContext {
             drive: None,
             skill_state: Value::Null,
             policy: self.policy.clone(),
-            stack: Vec::new(),
+            stack: self.stack.clone(),
             sink: self.sink.clone(),
             link: None,
             key: RunKey::Run,
@@ -305,7 +307,7 @@ impl ActionContext {
         self.correlation_id = correlation;
         self.causation_id = causation;
         self.key = RunKey::Given(key.into());
-        self.stack = vec![Frame { action: self.action_id.clone(), run_id: run, state: Value::Null }];
+        self.stack = Arc::from([Frame { action: self.action_id.clone(), run_id: run, state: Value::Null }]);
         self
     }
 
@@ -474,10 +476,13 @@ impl ActionContext {
     /// This run's own frame, whose `state` the action may set.
     pub fn frame_mut(&mut self) -> &mut Frame {
         if self.stack.is_empty() {
-            self.stack.push(Frame { action: self.action_id.clone(), run_id: self.run_id, state: Value::Null });
+            self.stack = Arc::from([Frame { action: self.action_id.clone(), run_id: self.run_id, state: Value::Null }]);
         }
-        let last = self.stack.len() - 1;
-        &mut self.stack[last]
+        // The stack is shared with the copies of this context (other attempts, the runner): this context gets a
+        // stack of its own before its frame changes.
+        let stack = Arc::make_mut(&mut self.stack);
+        let last = stack.len() - 1;
+        &mut stack[last]
     }
 
     /// Calls another action through the agent's gate — it must be mounted on this agent, allowed by its
@@ -695,6 +700,22 @@ mod tests {
 
     fn context() -> ActionContext {
         ActionContext::new(AgentId::new("a").expect("a valid id"), ActionId::new("x.y").expect("a valid id"))
+    }
+
+    #[test]
+    fn a_frame_changed_in_one_copy_of_a_context_is_unchanged_in_the_others() {
+        let mut first = context();
+        let mut second = first.clone();
+        first.frame_mut().state = serde_json::json!("first's");
+        assert_eq!(second.stack()[0].state, Value::Null, "a copy made before the change does not see it");
+        let third = first.clone();
+        second.frame_mut().state = serde_json::json!("second's");
+        assert_eq!(first.stack()[0].state, serde_json::json!("first's"));
+        assert_eq!(third.stack()[0].state, serde_json::json!("first's"), "a copy made after sees it");
+        let mut handed = first.hand_over();
+        handed.frame_mut().state = serde_json::json!("handed");
+        assert_eq!(first.stack()[0].state, serde_json::json!("first's"), "what the runner keeps is its own");
+        assert_eq!((handed.depth(), first.depth(), third.depth()), (1, 1, 1));
     }
 
     #[test]

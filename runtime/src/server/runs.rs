@@ -364,9 +364,8 @@ impl<A: Agent> ServerState<A> {
         let skill_state =
             skill.as_ref().and_then(|s| self.agent.skill_state(s)).cloned().unwrap_or(serde_json::Value::Null);
         let callers = caller.map_or(&[][..], |c| c.stack());
-        let mut stack = Vec::with_capacity(callers.len() + 1);
-        stack.extend_from_slice(callers);
-        stack.push(Frame { action: action.clone(), run_id: run, state: serde_json::Value::Null });
+        let own = Frame { action: action.clone(), run_id: run, state: serde_json::Value::Null };
+        let stack = callers.iter().cloned().chain(std::iter::once(own)).collect();
         let job = caller.and_then(|c| c.link.as_ref()).and_then(|l| l.job);
         let services = self.services();
         ActionContext {
