@@ -86,7 +86,8 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn after_input(&mut self) {
         let every = self.shared.snapshot_every;
         if self.since_snapshot >= every {
-            let waiting = self.underway.as_ref().is_some_and(|u| !u.inbox.is_empty());
+            // Outcomes wait for the agent as signals in its inbox, or as runs that ended, not yet handled.
+            let waiting = self.underway.as_ref().is_some_and(|u| !u.inbox.is_empty() || !u.ended.is_empty());
             if !waiting || self.since_snapshot >= every.saturating_mul(SNAPSHOT_WAITS_AT_MOST) {
                 self.save_snapshot();
             }

@@ -383,19 +383,26 @@ impl<A: Agent> ServerState<A> {
         self.after_input();
     }
 
-    /// Feeds the outcome signals made while handling the last message, at most [`SETTLE_BUDGET`] in one turn
-    /// (the rest after the mailbox's next message).
+    /// Handles the outcomes of the runs that ended while handling the last message, and feeds the outcome
+    /// signals made, at most [`SETTLE_BUDGET`] in one turn (the rest after the mailbox's next message). Each
+    /// ended run's outcome is handled and its signal fed before the next run's: a fan-out of many runs that end
+    /// at once is settled one run at a time, while each one's outcome is still at hand, instead of every outcome
+    /// being made before the first is fed.
     fn settle(&mut self) {
-        self.conclude_ended();
-        for _ in 0..SETTLE_BUDGET {
+        let mut fed = 0;
+        while fed < SETTLE_BUDGET {
             if self.exit != Exit::Unknown {
                 return;
             }
-            let Some(Inbound { signal, kept }) = self.under().and_then(|u| u.inbox.pop_front()) else { return };
-            self.feed_kept(signal, kept);
-            self.conclude_ended();
+            if let Some(Inbound { signal, kept }) = self.under().and_then(|u| u.inbox.pop_front()) {
+                self.feed_kept(signal, kept);
+                fed += 1;
+                continue;
+            }
+            let Some(ended) = self.under().and_then(|u| u.ended.pop_front()) else { return };
+            self.conclude(ended);
         }
-        if self.underway.as_ref().is_some_and(|u| !u.inbox.is_empty()) {
+        if self.underway.as_ref().is_some_and(|u| !u.inbox.is_empty() || !u.ended.is_empty()) {
             let _ = self.myself.cast(ServerMsg::Settle);
         }
     }

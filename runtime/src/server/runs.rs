@@ -254,21 +254,8 @@ impl<A: Agent> ServerState<A> {
         self.tell_drained();
     }
 
-    /// Handles the outcomes of the runs that ended at their first poll (see [`ServerState::launch`]), and of
-    /// any runs those outcomes start that end so too.
-    pub(super) fn conclude_ended(&mut self) {
-        // Room for their outcome signals, made once.
-        if let Some(underway) = self.under() {
-            let ended = underway.ended.len();
-            underway.inbox.reserve(ended);
-        }
-        while let Some(ended) = self.under().and_then(|u| u.ended.pop_front()) {
-            self.conclude(ended);
-        }
-    }
-
     /// A run ended: what it asked for is interpreted (if it completed), and its requester gets the outcome.
-    fn conclude(&mut self, ended: Ended) {
+    pub(super) fn conclude(&mut self, ended: Ended) {
         let Ended { ids, sink, outcome, invoker, unwritten, at } = ended;
         // A run that ended without being journaled is journaled now, just before its outcome.
         if let Some(unwritten) = unwritten {
