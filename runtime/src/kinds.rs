@@ -117,8 +117,14 @@ pub fn action_outcome_at(source: &Arc<str>, run: RunRef<'_>, outcome: Outcome, s
     // What the JSON form would say of a cost that is not a number (`null`), so both forms read the same.
     outcome.cost = outcome.cost.filter(|cost| cost.is_finite());
     let report = RunReport { run_id: run.run, action: run.action.clone(), outcome };
-    let cause = run.causation.map(|causation| (run.correlation, causation));
-    made(Signal::builder(kind).report(report), source, cause, stamp)
+    // Made whole, as `made` would make it through a builder (one made for every run, so without the builder's
+    // hand-overs of itself): a signal with a cause correlates with the cause's chain, one without with itself.
+    let (id, time) = stamp;
+    let chain = match run.causation {
+        Some(causation) => (run.correlation, Some(causation)),
+        None => (id, None),
+    };
+    Some(Signal::from_outcome_parts(id, kind.clone(), source.clone(), None, time, chain, report))
 }
 
 /// The `job.completed`, `job.failed` or `job.cancelled` signal for a job that ended.

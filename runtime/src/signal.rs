@@ -399,12 +399,6 @@ impl SignalBuilder {
         self
     }
 
-    /// The payload as a run report, kept typed until someone reads it as JSON (the runtime's outcome signals).
-    pub(crate) fn report(mut self, report: RunReport) -> Self {
-        self.data = Payload::from_report(report);
-        self
-    }
-
     /// Sets the id and time explicitly, for replay and deterministic tests.
     pub fn stamped(mut self, id: Uuid, time: DateTime<Utc>) -> Self {
         self.stamp = Some((id, time));

@@ -95,11 +95,12 @@ pub(crate) struct Running {
     pub sink: Arc<std::sync::Mutex<crate::action::RunSink>>,
 }
 
-/// A run that ended, waiting for its outcome to be handled: what [`Running`] kept of it, its outcome, and the
-/// outside caller to answer, if any.
+/// A run that ended, waiting for its outcome to be handled: who it is, the effects it asked for, its outcome,
+/// and the outside caller to answer, if any.
 pub(crate) struct Ended {
     pub ids: RunIds,
-    pub sink: Arc<std::sync::Mutex<crate::action::RunSink>>,
+    /// The effects it asked for through its context (interpreted if it completed).
+    pub effects: Vec<crate::effect::Effect>,
     pub outcome: crate::action::Outcome,
     pub invoker: Option<crate::messages::Invoker>,
     /// Its record, if it ended without ever being journaled: written when its outcome is handled, so its end

@@ -220,7 +220,10 @@ impl<A: Agent> ServerState<A> {
                 Ok(ending) => (ending.outcome, ending.unwritten, Some(ending.at)),
                 Err(_panic) => (task_panicked(), None, None),
             };
-            self.work().ended.push_back(Ended { ids, sink, outcome, invoker, unwritten, at });
+            // What it asked for is taken now, so its sink is freed with the run rather than kept until its outcome
+            // is handled.
+            let effects = std::mem::take(&mut crate::action::RunSink::lock(&sink).effects);
+            self.work().ended.push_back(Ended { ids, effects, outcome, invoker, unwritten, at });
             return;
         }
         let execution = AssertUnwindSafe(execution).catch_unwind().map(|ended| ended.map(|e| (e.outcome, e.unwritten)));
@@ -248,7 +251,8 @@ impl<A: Agent> ServerState<A> {
     /// A run's task ended: its outcome is handled, and the next queued runs start.
     pub(super) fn on_finished(&mut self, run: Uuid, outcome: Outcome, invoker: Option<Invoker>) {
         if let Some(done) = self.under().and_then(|u| u.running.remove(&run)) {
-            self.conclude(Ended { ids: done.ids, sink: done.sink, outcome, invoker, unwritten: None, at: None });
+            let effects = std::mem::take(&mut crate::action::RunSink::lock(&done.sink).effects);
+            self.conclude(Ended { ids: done.ids, effects, outcome, invoker, unwritten: None, at: None });
         }
         self.launch_queued();
         self.tell_drained();
@@ -256,7 +260,7 @@ impl<A: Agent> ServerState<A> {
 
     /// A run ended: what it asked for is interpreted (if it completed), and its requester gets the outcome.
     pub(super) fn conclude(&mut self, ended: Ended) {
-        let Ended { ids, sink, outcome, invoker, unwritten, at } = ended;
+        let Ended { ids, effects, outcome, invoker, unwritten, at } = ended;
         // A run that ended without being journaled is journaled now, just before its outcome.
         if let Some(unwritten) = unwritten {
             unwritten.write(&*self.shared.store);
@@ -265,7 +269,6 @@ impl<A: Agent> ServerState<A> {
         // journaled with the next commit, not held back until its outcome is consumed.
         let mut quiet = true;
         if outcome.status == OutcomeStatus::Completed {
-            let effects = std::mem::take(&mut crate::action::RunSink::lock(&sink).effects);
             quiet = effects.is_empty();
             self.interpret(effects, Origin::Run);
         }
