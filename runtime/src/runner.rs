@@ -110,18 +110,19 @@ impl Runner {
         self,
         action: DynAction,
         run: Box<RunInHand>,
-    ) -> impl Future<Output = Ending> + Send + 'static {
+    ) -> std::pin::Pin<Box<dyn Future<Output = Ending> + Send + 'static>> {
         let ctx = &run.ctx;
         let span = tracing::info_span!(
             "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
         );
         let mut guard = CancelOnDrop { runner: self, run, ended: false };
-        async move {
+        // Boxed as it is made, so its state is written where it stays rather than made and then moved there.
+        Box::pin(async move {
             let mut ending = guard.runner.attempts(&action, &mut guard.run).instrument(span).await;
             guard.disarm();
             ending.unwritten = guard.run.unwritten.take().map(Box::new);
             ending
-        }
+        })
     }
 
     /// Journals a run's record if it is not written yet.

@@ -210,7 +210,7 @@ impl<A: Agent> ServerState<A> {
         // Boxed, so a task spawned for it stays small instead of carrying every attempt's state inline. The run's
         // future is boxed as it is made, and wrapped (to catch a panic) only as a pointer to it: each wrapper
         // around the future itself was one more copy of all of its state, for every run.
-        let mut execution = Box::pin(self.shared.runner.clone().execute_unwritten(action, run));
+        let mut execution = self.shared.runner.clone().execute_unwritten(action, run);
         // The first poll's waker is never woken: a future that is still pending is polled again by its task at
         // once, and registers that task's waker then (every future must wake the waker of its latest poll).
         let first = std::pin::pin!(AssertUnwindSafe(execution.as_mut()).catch_unwind())
