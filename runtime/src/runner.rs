@@ -7,7 +7,7 @@ use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, 
 use crate::events::{Event, EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
 use crate::store::{RunStatus, RunUpdate, Store, Unwritten};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::FutureExt;
 use serde_json::Value;
 use std::panic::AssertUnwindSafe;
@@ -40,13 +40,15 @@ impl Runner {
 
     /// Journals a change to a run (to its record if that is not written yet) and announces it, both stamped
     /// with one reading of the clock.
+    /// `at`: the time to stamp, when it is known without reading the clock.
     fn report(
         &self,
         run: &mut RunInHand,
         update: RunUpdate,
         kind: impl FnOnce(&ActionContext) -> EventKind,
+        at: Option<DateTime<Utc>>,
     ) -> DateTime<Utc> {
-        let now = crate::wall_clock::now();
+        let now = at.unwrap_or_else(crate::wall_clock::now);
         let ctx = &run.ctx;
         match run.unwritten.as_mut() {
             Some(unwritten) => unwritten.record.apply(update, now),
@@ -164,10 +166,13 @@ impl Runner {
             // The text is of the params as they were given.
             run.params_text = None;
             if let Some(err) = refused {
-                return self.finish(run, err_outcome(&err, started, 0), Some(err));
+                return self.finish(run, err_outcome(&err, started, 0), Some(err), None);
             }
         }
         let mut attempt = 1;
+        // When the first attempt started, as journaled: the run's end is stamped that much later than it as the
+        // run's latency, rather than read from the clock again.
+        let mut first_start = None;
         loop {
             run.ctx.attempt = attempt;
             {
@@ -176,11 +181,13 @@ impl Runner {
                 sink.effects.clear();
                 sink.artifacts.clear();
             }
-            self.report(
+            let running = self.report(
                 run,
                 RunUpdate { status: Some(RunStatus::Running), attempts: Some(attempt), ..RunUpdate::default() },
                 |_| EventKind::ActionStarted { action: spec.id.clone(), attempt },
+                None,
             );
+            first_start.get_or_insert(running);
             // Write-ahead: an action with side effects starts only once its start is durable, so a crash can
             // never leave a side effect the journal does not know was attempted. Idempotent ones wait too: the
             // input that asked for the run is then durable as well, so its idempotency key (made of that
@@ -194,7 +201,7 @@ impl Runner {
             {
                 let err =
                     ActionError::critical("the journal could not make the run's start durable; it was not started");
-                return self.finish(run, err_outcome(&err, started, attempt), Some(err));
+                return self.finish(run, err_outcome(&err, started, attempt), Some(err), first_start);
             }
             // The params and the context are copied only for an attempt another may follow; the last one takes
             // them, and the run keeps only who it is and its sink, which is all it needs from then on.
@@ -224,7 +231,7 @@ impl Runner {
                     outcome.artifacts = std::mem::take(&mut sink.artifacts);
                     outcome.cost = sink.cost;
                     drop(sink);
-                    return self.finish(run, outcome, None);
+                    return self.finish(run, outcome, None, first_start);
                 }
                 Err(err) => err,
             };
@@ -237,7 +244,7 @@ impl Runner {
             if side_effects || !should_retry(spec, &err, attempt) {
                 let mut outcome = err_outcome(&err, started, attempt);
                 outcome.cost = cost;
-                return self.finish(run, outcome, Some(err));
+                return self.finish(run, outcome, Some(err), first_start);
             }
             let backoff = spec.retry.backoff(attempt, jitter_sample(ctx));
             tracing::debug!(attempt, ?backoff, %err, "retrying");
@@ -252,7 +259,7 @@ impl Runner {
                     Ok(params) => run.params = params,
                     Err(err) => {
                         let err = ActionError::critical(format!("the run's params could not be read again: {err}"));
-                        return self.finish(run, err_outcome(&err, started, attempt), Some(err));
+                        return self.finish(run, err_outcome(&err, started, attempt), Some(err), first_start);
                     }
                 }
             }
@@ -263,7 +270,14 @@ impl Runner {
     /// Journals and announces how a run ended. A record not written yet is written now, unless the store is
     /// durable: then it is handed back with the outcome (see [`Runner::execute_unwritten`]). In memory nothing
     /// is gained by waiting, and the record is written while it is at hand.
-    fn finish(&self, run: &mut RunInHand, outcome: Outcome, error: Option<ActionError>) -> Ending {
+    /// `first_start`: when the first attempt started, if one did; the end is stamped as that plus the latency.
+    fn finish(
+        &self,
+        run: &mut RunInHand,
+        outcome: Outcome,
+        error: Option<ActionError>,
+        first_start: Option<DateTime<Utc>>,
+    ) -> Ending {
         let update = RunUpdate {
             status: Some(outcome.status.into()),
             attempts: Some(outcome.attempts),
@@ -280,7 +294,8 @@ impl Runner {
                 EventKind::ActionFailed { action: ctx.action_id.clone(), class: e.class, message: e.message.clone() }
             }
         };
-        let at = self.report(run, update, kind);
+        let end = first_start.and_then(|start| start.checked_add_signed(TimeDelta::from_std(outcome.latency).ok()?));
+        let at = self.report(run, update, kind, end);
         if self.store.durable().is_none() {
             self.write(&mut run.unwritten);
         }

@@ -116,7 +116,12 @@ async fn a_slow_action_times_out_and_its_task_is_dropped() {
         .await
         .expect("the attempt's future was dropped, not left running")
         .unwrap();
-    assert_eq!(h.store.get(ctx.run_id).unwrap().error, Some(ErrorClass::Timeout));
+    let record = h.store.get(ctx.run_id).unwrap();
+    assert_eq!(record.error, Some(ErrorClass::Timeout));
+    // The end is stamped as the start plus the latency (the paused clock's two seconds), not read again.
+    let (running, ended) = (record.history[1], record.history[2]);
+    assert_eq!((running.0, ended.0), (RunStatus::Running, RunStatus::Failed));
+    assert_eq!((ended.1 - running.1).to_std().unwrap(), Duration::from_secs(2), "{:?}", record.history);
 }
 
 #[tokio::test(start_paused = true)]
