@@ -111,17 +111,15 @@ pub struct Step {
 /// panic in a handler) the state is exactly as it was; no part of the state is copied. Deterministic.
 pub fn step<A: Agent>(state: &mut AgentState<A>, signal: &Signal, catalog: &Catalog) -> Result<Step, StepError> {
     let cause = signal.id();
-    let mark = |effects: Vec<Effect>, skill: Option<&SkillId>| -> Vec<Effect> {
+    // Marked where they are: an effect is a few hundred bytes, and a fan-out has thousands.
+    let mark = |mut effects: Vec<Effect>, skill: Option<&SkillId>| -> Vec<Effect> {
+        for e in &mut effects {
+            e.meta.cause.get_or_insert(cause);
+            if let Some(skill) = skill {
+                e.meta.skill.get_or_insert_with(|| skill.clone());
+            }
+        }
         effects
-            .into_iter()
-            .map(|mut e| {
-                e.meta.cause.get_or_insert(cause);
-                if let Some(skill) = skill {
-                    e.meta.skill.get_or_insert_with(|| skill.clone());
-                }
-                e
-            })
-            .collect()
     };
     match state.domain.handle_signal(signal) {
         Reaction::Keep(effects) => return Ok(Step { effects: mark(effects, None), handled: true }),
