@@ -79,14 +79,14 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// After an input: a snapshot once enough inputs were logged since the last one. While outcomes wait in
-    /// the agent's inbox, the snapshot waits for them, up to [`SNAPSHOT_WAITS_AT_MOST`] times as many inputs:
-    /// a snapshot folds in the inputs that asked for those runs, so the journal must write every waiting
-    /// outcome with it (where it is later marked consumed), rather than once, when the agent consumes it.
+    /// After an input: a snapshot once enough inputs were logged since the last one. While outcomes wait for
+    /// the agent (signals in its inbox, or runs that ended and are not handled yet), the snapshot waits for them,
+    /// up to [`SNAPSHOT_WAITS_AT_MOST`] times as many inputs: a snapshot folds in the inputs that asked for those
+    /// runs, so the journal must write every waiting outcome with it (where it is later marked consumed), rather
+    /// than once, when the agent consumes it.
     pub(super) fn after_input(&mut self) {
         let every = self.shared.snapshot_every;
         if self.since_snapshot >= every {
-            // Outcomes wait for the agent as signals in its inbox, or as runs that ended, not yet handled.
             let waiting = self.underway.as_ref().is_some_and(|u| !u.inbox.is_empty() || !u.ended.is_empty());
             if !waiting || self.since_snapshot >= every.saturating_mul(SNAPSHOT_WAITS_AT_MOST) {
                 self.save_snapshot();
