@@ -203,8 +203,9 @@ impl Runner {
                     ActionError::critical("the journal could not make the run's start durable; it was not started");
                 return self.finish(run, err_outcome(&err, started, attempt), Some(err), first_start);
             }
-            // The params and the context are copied only for an attempt another may follow; the last one takes
-            // them, and the run keeps only who it is and its sink, which is all it needs from then on.
+            // The context is copied only for an attempt another may follow, and the params then too unless their
+            // text is at hand (the next attempt reads them again from it). The last attempt takes both, and the
+            // run keeps only who it is and its sink, which is all it needs from then on.
             let (attempt_params, attempt_ctx) = match crate::action::may_retry_after(spec, attempt) {
                 true if run.params_text.is_some() => (std::mem::take(&mut run.params), run.ctx.clone()),
                 true => (run.params.clone(), run.ctx.clone()),
