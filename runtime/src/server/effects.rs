@@ -15,15 +15,19 @@ use chrono::Utc;
 use serde_json::Value;
 use std::time::Duration;
 
+/// The most room made ahead for the outcomes of one fan-out's runs (see [`ServerState::interpret`]).
+const ENDED_ROOM_AT_MOST: usize = 4_096;
+
 impl<A: Agent> ServerState<A> {
     /// Interprets effects in order, refusing (journaled and announced, never applied) the ones `origin` may not
     /// ask for.
     pub(crate) fn interpret(&mut self, effects: Vec<Effect>, origin: Origin<'_>) {
         // Room for the outcomes of the runs asked for, made once: a fan-out of a thousand runs that end at once
-        // would otherwise grow the queue of ended runs ten times over, copying it each time.
+        // would otherwise grow the queue of ended runs ten times over, copying it each time. (Up to a bound: a
+        // fan-out far larger is left to grow it, rather than holding room for runs that may wait in the queue.)
         let runs = effects.iter().filter(|effect| matches!(effect.kind, crate::effect::EffectKind::Run { .. })).count();
         if runs > 1 {
-            self.work().ended.reserve(runs);
+            self.work().ended.reserve(runs.min(ENDED_ROOM_AT_MOST));
         }
         for effect in effects {
             let cause = origin.cause();
