@@ -86,6 +86,8 @@ impl<A: Agent> ServerState<A> {
                 } else {
                     let cleared = Clearance { table: self.table.epoch(), policy: self.policy_epoch, action };
                     self.write_record(&mut ticket.run.unwritten);
+                    // A run that waits keeps its params once, not their text as well (a retry then copies them).
+                    ticket.run.params_text = None;
                     self.work().queue.push_back(Ticket { by, cleared: Some(cleared), ..ticket });
                 }
             }
