@@ -421,27 +421,9 @@ fn jitter_sample(ctx: &ActionContext) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::digest_tests::params;
     use proptest::prelude::*;
     use serde_json::Value;
-
-    /// JSON values with any finite float, any integer and any text, a few levels deep.
-    fn params() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            any::<u64>().prop_map(Value::from),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
-            ".{0,20}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(3, 30, 5, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::from),
-                prop::collection::vec((".{0,8}", inner), 0..5)
-                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
-            ]
-        })
-    }
 
     /// Every float in a value, as bits (so `-0.0` and `0.0` differ).
     fn float_bits(value: &Value, into: &mut Vec<u64>) {

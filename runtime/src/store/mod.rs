@@ -368,18 +368,19 @@ pub trait Store: Send + Sync + 'static {
 }
 
 #[cfg(test)]
-mod digest_tests {
+pub(crate) mod digest_tests {
     use super::params_digest;
     use proptest::prelude::*;
     use serde_json::{Value, json};
     use uuid::Uuid;
 
-    /// JSON values a few levels deep: what params look like.
-    fn params() -> impl Strategy<Value = Value> {
+    /// JSON values a few levels deep, with any finite float, any integer and any text: what params look like.
+    pub(crate) fn params() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::from),
             any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
             any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
             ".{0,80}".prop_map(Value::from),
             // Longer than a hash block, in one write.
