@@ -98,6 +98,19 @@ fn made(builder: SignalBuilder, source: &Arc<str>, cause: Option<(Uuid, Uuid)>, 
 /// caused by the signal that asked for the run, stamped as the caller says: the one shape of an outcome
 /// signal, for every driver (the live server stamps it with the time the run ended).
 pub fn action_outcome_at(source: &Arc<str>, run: RunRef<'_>, outcome: Outcome, stamp: Stamp) -> Option<Signal> {
+    let report = Box::new(RunReport { run_id: run.run, action: run.action.clone(), outcome });
+    report_signal(source, (run.correlation, run.causation), report, stamp)
+}
+
+/// [`action_outcome_at`] for a run whose report is made already, in the box the signal keeps it in (the live
+/// server's runs: the outcome is written once, where it stays, rather than handed on through every step between
+/// the run's end and its signal). `chain`: the correlation and causation of the signal that asked for the run.
+pub(crate) fn report_signal(
+    source: &Arc<str>,
+    (correlation, causation): (Uuid, Option<Uuid>),
+    mut report: Box<RunReport>,
+    (id, time): Stamp,
+) -> Option<Signal> {
     // The three kinds are parsed once and shared: an outcome signal allocates no text for its kind.
     static KINDS: LazyLock<Result<[Kind; 3], KindError>> =
         LazyLock::new(|| Ok([Kind::new(ACTION_COMPLETED)?, Kind::new(ACTION_FAILED)?, Kind::new(ACTION_BLOCKED)?]));
@@ -108,20 +121,17 @@ pub fn action_outcome_at(source: &Arc<str>, run: RunRef<'_>, outcome: Outcome, s
             return None;
         }
     };
-    let kind = match outcome.status {
+    let kind = match report.outcome.status {
         OutcomeStatus::Completed => &kinds[0],
         OutcomeStatus::Failed => &kinds[1],
         OutcomeStatus::Blocked => &kinds[2],
     };
-    let mut outcome = outcome;
     // What the JSON form would say of a cost that is not a number (`null`), so both forms read the same.
-    outcome.cost = outcome.cost.filter(|cost| cost.is_finite());
-    let report = RunReport { run_id: run.run, action: run.action.clone(), outcome };
+    report.outcome.cost = report.outcome.cost.filter(|cost| cost.is_finite());
     // Made whole, as `made` would make it through a builder (one made for every run, so without the builder's
     // hand-overs of itself): a signal with a cause correlates with the cause's chain, one without with itself.
-    let (id, time) = stamp;
-    let chain = match run.causation {
-        Some(causation) => (run.correlation, Some(causation)),
+    let chain = match causation {
+        Some(causation) => (correlation, Some(causation)),
         None => (id, None),
     };
     Some(Signal::from_outcome_parts(id, kind.clone(), source.clone(), None, time, chain, report))

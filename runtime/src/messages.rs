@@ -36,8 +36,8 @@ pub(crate) enum ServerMsg<A: Agent> {
     Fire(String, Box<Signal>),
     /// Hibernate if idle (for at least the duration, when one is given); the sender, if any, is told.
     Hibernate(Option<oneshot::Sender<Result<(), RuntimeError>>>, Option<std::time::Duration>),
-    /// A run ended (sent by the run's own task), with the outside caller waiting for it, if any.
-    Finished(Uuid, Box<Outcome>, Option<Invoker>),
+    /// A run ended (sent by the run's own task): its report, and the outside caller waiting for it, if any.
+    Finished(Box<crate::action::RunReport>, Option<Invoker>),
     /// Stop taking runs and let the running ones finish; the sender is told once none is left.
     Drain(oneshot::Sender<()>),
     /// A run asked for by someone other than the agent's own `step` (a routine, an outside caller).

@@ -3,7 +3,7 @@
 //! announces every step. The gate (registration, policy, capabilities, approval) comes before it,
 //! in the agent's server.
 
-use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, should_retry};
+use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, RunReport, should_retry};
 use crate::events::{Event, EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
 use crate::store::{RunStatus, RunUpdate, Store, Unwritten};
@@ -92,11 +92,11 @@ impl Runner {
     ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
         let store = self.store.clone();
         self.clone().execute_unwritten(action.clone(), Box::new(RunInHand::new(ctx, params))).map(
-            move |Ending { outcome, error, unwritten, .. }| {
+            move |Ending { report, error, unwritten, .. }| {
                 if let Some(unwritten) = unwritten {
                     unwritten.write(&*store);
                 }
-                (outcome, error)
+                (report.outcome, error)
             },
         )
     }
@@ -209,7 +209,7 @@ impl Runner {
             let (attempt_params, attempt_ctx) = match crate::action::may_retry_after(spec, attempt) {
                 true if run.params_text.is_some() => (std::mem::take(&mut run.params), run.ctx.clone()),
                 true => (run.params.clone(), run.ctx.clone()),
-                false => (std::mem::take(&mut run.params), run.ctx.hand_over()),
+                false => (std::mem::take(&mut run.params), run.ctx.clone()),
             };
             // The record is written as soon as the attempt waits on anything: from then on the run is going on
             // where others can see it.
@@ -300,15 +300,16 @@ impl Runner {
         if self.store.durable().is_none() {
             self.write(&mut run.unwritten);
         }
-        Ending { outcome, error, unwritten: None, at }
+        let report = Box::new(RunReport { run_id: run.ctx.run_id, action: run.ctx.action_id.clone(), outcome });
+        Ending { report, error, unwritten: None, at }
     }
 }
 
-/// How a run ended: its outcome, the error it ended with (for a caller that passes it on), its record if that
-/// is not journaled yet (see [`Runner::execute_unwritten`]), and when it ended, as its record says (the time
-/// its outcome signal is stamped with).
+/// How a run ended: its outcome (in the box its outcome signal keeps it in), the error it ended with (for a
+/// caller that passes it on), its record if that is not journaled yet (see [`Runner::execute_unwritten`]), and
+/// when it ended, as its record says (the time its outcome signal is stamped with).
 pub(crate) struct Ending {
-    pub outcome: Outcome,
+    pub report: Box<RunReport>,
     pub error: Option<ActionError>,
     pub unwritten: Option<Box<Unwritten>>,
     pub at: DateTime<Utc>,

@@ -150,8 +150,8 @@ impl Payload {
         Self::Json { json, report: OnceLock::new() }
     }
 
-    fn from_report(report: RunReport) -> Self {
-        Self::Report { report: Box::new(report), json: OnceLock::new() }
+    fn from_report(report: Box<RunReport>) -> Self {
+        Self::Report { report, json: OnceLock::new() }
     }
 
     /// The JSON, built from the report on first use.
@@ -239,7 +239,7 @@ impl Signal {
         subject: Option<String>,
         time: DateTime<Utc>,
         (correlation_id, causation_id): (Uuid, Option<Uuid>),
-        report: RunReport,
+        report: Box<RunReport>,
     ) -> Self {
         Self { id, kind, source, subject, time, data: Payload::from_report(report), correlation_id, causation_id }
     }

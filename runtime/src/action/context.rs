@@ -158,6 +158,9 @@ pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output 
 
 /// The run an action executes in: who runs it, which attempt this is, the signal chain that caused it, the
 /// call stack, and a way back to the runtime.
+///
+/// Cheap to clone and to move: who the run is sits in the context itself, and everything else (skill, drive,
+/// policy, stack, services) in a scope its copies share.
 #[derive(Clone)]
 pub struct ActionContext {
     /// The agent the action runs for.
@@ -172,20 +175,65 @@ pub struct ActionContext {
     pub correlation_id: Uuid,
     /// The signal whose effects asked for the run, if any.
     pub causation_id: Option<Uuid>,
-    pub(crate) skill: Option<SkillId>,
-    pub(crate) drive: Option<Arc<Path>>,
-    pub(crate) skill_state: Value,
-    pub(crate) policy: Arc<Policy>,
-    /// Shared, and copied only when an action changes its own frame: every attempt gets a copy of the
-    /// context, and most never touch their frame.
-    pub(crate) stack: Arc<[Frame]>,
-    pub(crate) sink: Arc<Mutex<RunSink>>,
-    pub(crate) link: Option<Link>,
-    pub(crate) key: RunKey,
-    pub(crate) clock: Clock,
-    pub(crate) seed: Option<u64>,
+    /// Shared by every copy of the context (each attempt gets one, the runner keeps one) and copied only when
+    /// one copy changes it (an action setting its frame's state, a builder method): a run's context is handed on
+    /// many times, and each hand-over then moves who the run is and a pointer.
+    pub(crate) scope: Arc<RunScope>,
+}
+
+/// What the copies of a run's context share: see [`ActionContext::scope`].
+#[derive(Clone)]
+pub(crate) struct RunScope {
+    pub skill: Option<SkillId>,
+    pub drive: Option<Arc<Path>>,
+    pub skill_state: Value,
+    pub policy: Arc<Policy>,
+    pub stack: Stack,
+    /// Shared even by a copy of the scope: the effects, artifacts and cost are the run's, whichever copy of its
+    /// context reports them.
+    pub sink: Arc<Mutex<RunSink>>,
+    pub link: Option<Link>,
+    pub key: RunKey,
+    pub clock: Clock,
+    pub seed: Option<u64>,
     /// Whoever asked for the run from outside the agent, when it can be reached (an MCP client).
-    pub(crate) caller: Option<super::Caller>,
+    pub caller: Option<super::Caller>,
+}
+
+/// A run's call stack, outermost run first and never empty: the last frame is the run's own. A run the agent
+/// asked for (the usual case) has only its own frame, kept inline.
+#[derive(Clone)]
+pub(crate) enum Stack {
+    Own([Frame; 1]),
+    Nested(Box<[Frame]>),
+}
+
+impl Stack {
+    /// The stack of run `run` of `action`, called by the runs whose frames are `callers` (none for a run the
+    /// agent asked for).
+    pub(crate) fn of(callers: &[Frame], action: ActionId, run: Uuid) -> Self {
+        let own = Frame { action, run_id: run, state: Value::Null };
+        match callers {
+            [] => Self::Own([own]),
+            callers => Self::Nested(callers.iter().cloned().chain(std::iter::once(own)).collect()),
+        }
+    }
+
+    fn frames(&self) -> &[Frame] {
+        match self {
+            Self::Own(own) => own,
+            Self::Nested(frames) => frames,
+        }
+    }
+
+    fn own_mut(&mut self) -> &mut Frame {
+        let frames: &mut [Frame] = match self {
+            Self::Own(own) => own,
+            Self::Nested(frames) => frames,
+        };
+        let last = frames.len() - 1;
+        &mut frames[last]
+    }
 }
 
 /// Where a run's [`ActionContext::now`] comes from.
@@ -205,7 +253,7 @@ impl fmt::Debug for ActionContext {
             .field("run_id", &self.run_id)
             .field("attempt", &self.attempt)
             .field("depth", &self.depth())
-            .field("drive", &self.drive)
+            .field("drive", &self.scope.drive)
             .finish_non_exhaustive()
     }
 }
@@ -225,51 +273,33 @@ impl ActionContext {
     /// the default policy, no drive, and no way to call other actions.
     pub fn new(agent_id: AgentId, action_id: ActionId) -> Self {
         let run_id = Uuid::now_v7();
-        Self {
-            stack: Arc::from([Frame { action: action_id.clone(), run_id, state: Value::Null }]),
-            agent_id,
-            action_id,
-            run_id,
-            attempt: 1,
-            correlation_id: run_id,
-            causation_id: None,
+        let scope = RunScope {
             skill: None,
             drive: None,
             skill_state: Value::Null,
             policy: Arc::new(Policy::default()),
+            stack: Stack::of(&[], action_id.clone(), run_id),
             sink: Arc::default(),
             link: None,
             key: RunKey::Run,
             clock: Clock::Wall,
             seed: None,
             caller: None,
+        };
+        Self {
+            agent_id,
+            action_id,
+            run_id,
+            attempt: 1,
+            correlation_id: run_id,
+            causation_id: None,
+            scope: Arc::new(scope),
         }
     }
 
-    /// Hands this context over whole, and leaves in its place one that keeps only who the run is (its agent,
-    /// action, ids, attempt and stack) and its sink: what the runner still needs of a run whose last attempt took
-    /// the context, for less than a copy of everything.
-    pub(crate) fn hand_over(&mut self) -> ActionContext {
-        let kept = Self {
-            agent_id: self.agent_id.clone(),
-            action_id: self.action_id.clone(),
-            run_id: self.run_id,
-            attempt: self.attempt,
-            correlation_id: self.correlation_id,
-            causation_id: self.causation_id,
-            skill: None,
-            drive: None,
-            skill_state: Value::Null,
-            policy: self.policy.clone(),
-            stack: self.stack.clone(),
-            sink: self.sink.clone(),
-            link: None,
-            key: RunKey::Run,
-            clock: self.clock,
-            seed: self.seed,
-            caller: None,
-        };
-        std::mem::replace(self, kept)
+    /// The run's scope, to change: from then on this context's own copy (see [`ActionContext::scope`]).
+    pub(crate) fn scope_mut(&mut self) -> &mut RunScope {
+        Arc::make_mut(&mut self.scope)
     }
 
     /// A key naming this run that stays the same if the run is started again after a crash (with the same
@@ -286,7 +316,7 @@ impl ActionContext {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn idempotency_key(&self) -> String {
-        match &self.key {
+        match &self.scope.key {
             RunKey::Input { seq, index } => format!("{}/{seq}/{index}", self.agent_id),
             RunKey::Within { caller, index } => format!("{caller}/{index}"),
             RunKey::Given(key) => key.to_string(),
@@ -296,7 +326,7 @@ impl ActionContext {
 
     /// The same context with this drive folder (for direct invocation, e.g. testing a file skill).
     pub fn with_drive(mut self, drive: impl Into<PathBuf>) -> Self {
-        self.drive = Some(Arc::from(drive.into()));
+        self.scope_mut().drive = Some(Arc::from(drive.into()));
         self
     }
 
@@ -306,26 +336,28 @@ impl ActionContext {
         self.run_id = run;
         self.correlation_id = correlation;
         self.causation_id = causation;
-        self.key = RunKey::Given(key.into());
-        self.stack = Arc::from([Frame { action: self.action_id.clone(), run_id: run, state: Value::Null }]);
+        let action = self.action_id.clone();
+        let scope = self.scope_mut();
+        scope.key = RunKey::Given(key.into());
+        scope.stack = Stack::of(&[], action, run);
         self
     }
 
     /// The same context, run from this skill.
     pub fn with_skill(mut self, skill: SkillId) -> Self {
-        self.skill = Some(skill);
+        self.scope_mut().skill = Some(skill);
         self
     }
 
     /// A handle on the effects the action asks for through this context ([`ActionContext::effect`]), for a
     /// driver to interpret once the run completed.
     pub fn requested(&self) -> Requested {
-        Requested(self.sink.clone())
+        Requested(self.scope.sink.clone())
     }
 
     /// The same context with this skill state (for direct invocation).
     pub fn with_skill_state(mut self, state: Value) -> Self {
-        self.skill_state = state;
+        self.scope_mut().skill_state = state;
         self
     }
 
@@ -336,7 +368,7 @@ impl ActionContext {
         mut self,
         answer: impl Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync + 'static,
     ) -> Self {
-        self.link = Some(Link { services: Arc::new(CallsOnly(Box::new(answer))), job: None });
+        self.scope_mut().link = Some(Link { services: Arc::new(CallsOnly(Box::new(answer))), job: None });
         self
     }
 
@@ -344,7 +376,7 @@ impl ActionContext {
     /// simulation, the fixed instant a test gave ([`ActionContext::with_clock`]). Read time here rather than
     /// from the system, and the action stays deterministic wherever it is driven.
     pub fn now(&self) -> DateTime<Utc> {
-        match self.clock {
+        match self.scope.clock {
             Clock::Wall => Utc::now(),
             Clock::Fixed(at) => at,
         }
@@ -354,7 +386,7 @@ impl ActionContext {
     /// derived from the run id, so it is the same across a run's retries and, in a seeded simulation (whose
     /// run ids come from its generator), the same on every replay.
     pub fn seed(&self) -> u64 {
-        self.seed.unwrap_or_else(|| {
+        self.scope.seed.unwrap_or_else(|| {
             let (high, low) = self.run_id.as_u64_pair();
             high ^ low.rotate_left(32)
         })
@@ -362,36 +394,36 @@ impl ActionContext {
 
     /// The same context with time standing still at `at` (for a deterministic driver or a test).
     pub fn with_clock(mut self, at: DateTime<Utc>) -> Self {
-        self.clock = Clock::Fixed(at);
+        self.scope_mut().clock = Clock::Fixed(at);
         self
     }
 
     /// The same context with this seed (for a test).
     pub fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
+        self.scope_mut().seed = Some(seed);
         self
     }
 
     /// The same context under this policy (for direct invocation).
     pub fn with_policy(mut self, policy: Policy) -> Self {
-        self.policy = Arc::new(policy);
+        self.scope_mut().policy = Arc::new(policy);
         self
     }
 
     /// The skill the action came from, when the runtime knows it.
     pub fn skill(&self) -> Option<&SkillId> {
-        self.skill.as_ref()
+        self.scope.skill.as_ref()
     }
 
     /// The agent's policy as it was when the run started.
     pub fn policy(&self) -> &Policy {
-        &self.policy
+        &self.scope.policy
     }
 
     /// This skill's folder inside the agent's drive, or a `Denied` error when the runtime has no data folder.
     /// The folder may not exist yet.
     pub fn drive(&self) -> Result<&Path, ActionError> {
-        self.drive.as_deref().ok_or_else(|| {
+        self.scope.drive.as_deref().ok_or_else(|| {
             ActionError::denied(format!(
                 "action `{}` needs a drive, but the runtime has no data folder; set one with \
                  `RuntimeBuilder::data_dir`",
@@ -455,7 +487,7 @@ impl ActionContext {
 
     /// The mounted skill's per-agent state, as the type the skill declared.
     pub fn skill_state<T: DeserializeOwned>(&self) -> Result<T, ActionError> {
-        T::deserialize(&self.skill_state).map_err(|e| {
+        T::deserialize(&self.scope.skill_state).map_err(|e| {
             ActionError::critical(format!(
                 "the state of the skill behind `{}` does not fit its type: {e}",
                 self.action_id
@@ -465,24 +497,19 @@ impl ActionContext {
 
     /// The call stack, outermost run first; the last frame is this run's own.
     pub fn stack(&self) -> &[Frame] {
-        &self.stack
+        self.scope.stack.frames()
     }
 
     /// How deep this run is nested: 1 for a run the agent asked for, 2 for an action it called, and so on.
     pub fn depth(&self) -> usize {
-        self.stack.len()
+        self.stack().len()
     }
 
     /// This run's own frame, whose `state` the action may set.
     pub fn frame_mut(&mut self) -> &mut Frame {
-        if self.stack.is_empty() {
-            self.stack = Arc::from([Frame { action: self.action_id.clone(), run_id: self.run_id, state: Value::Null }]);
-        }
         // The stack is shared with the copies of this context (other attempts, the runner): this context gets a
-        // stack of its own before its frame changes.
-        let stack = Arc::make_mut(&mut self.stack);
-        let last = stack.len() - 1;
-        &mut stack[last]
+        // scope of its own before its frame changes.
+        self.scope_mut().stack.own_mut()
     }
 
     /// Calls another action through the agent's gate — it must be mounted on this agent, allowed by its
@@ -537,7 +564,7 @@ impl ActionContext {
     }
 
     fn services(&self, what: &str) -> Result<&Arc<dyn RunServices>, ActionError> {
-        self.link.as_ref().map(|l| &l.services).ok_or_else(|| self.detached(what))
+        self.scope.link.as_ref().map(|l| &l.services).ok_or_else(|| self.detached(what))
     }
 
     /// Reports progress (a fraction from 0 to 1, and an optional message): to the job's record when this run is
@@ -550,10 +577,10 @@ impl ActionContext {
         let fraction = fraction.clamp(0.0, 1.0);
         // Only the run the caller asked for reports to it: a nested call's own 0..1 would make its progress go
         // backwards.
-        if let Some(caller) = self.caller.as_ref().filter(|_| self.depth() <= 1) {
+        if let Some(caller) = self.scope.caller.as_ref().filter(|_| self.depth() <= 1) {
             caller.send(CallerRequest::Progress { progress: fraction, total: Some(1.0), message: message.clone() });
         }
-        if let Some(Link { services, job: Some(job) }) = &self.link {
+        if let Some(Link { services, job: Some(job) }) = &self.scope.link {
             services.job_progress(*job, fraction, message);
         }
     }
@@ -583,7 +610,7 @@ impl ActionContext {
             }
             _ => tracing::error!(target: "agentry::agent", agent, %run, action, fields = details, "{message}"),
         }
-        if let Some(caller) = &self.caller {
+        if let Some(caller) = &self.scope.caller {
             caller.send(CallerRequest::Log { level, logger: self.action_id.to_string(), message, fields });
         }
     }
@@ -621,7 +648,7 @@ impl ActionContext {
 
     /// The run's caller, if it can do what `can` picks.
     fn caller_that(&self, can: impl Fn(CallerCan) -> bool, what: &str) -> Result<&Caller, ActionError> {
-        self.caller.as_ref().filter(|caller| can(caller.can())).ok_or_else(|| {
+        self.scope.caller.as_ref().filter(|caller| can(caller.can())).ok_or_else(|| {
             ActionError::denied(format!(
                 "action `{}` cannot {what}: the run was not asked for by a caller that can; expected a call from an \
                  MCP client that declares the capability",
@@ -632,7 +659,7 @@ impl ActionContext {
 
     /// The run's caller, if it was asked for by one that can be reached (see [`Caller`]).
     pub fn caller(&self) -> Option<&Caller> {
-        self.caller.as_ref()
+        self.scope.caller.as_ref()
     }
 
     /// Asks the agent's server to interpret an effect once this run completes successfully (an agent-level
@@ -663,7 +690,7 @@ impl ActionContext {
     /// so clients subscribed to it hear of it: the runtime announces [`crate::events::EventKind::ResourceChanged`]
     /// at once. Outside a runtime it does nothing.
     pub fn resource_changed(&self, uri: impl Into<String>) {
-        if let Some(link) = &self.link {
+        if let Some(link) = &self.scope.link {
             link.services.resource_changed(self, uri.into());
         }
     }
@@ -683,7 +710,7 @@ impl ActionContext {
     }
 
     pub(crate) fn sink(&self) -> MutexGuard<'_, RunSink> {
-        RunSink::lock(&self.sink)
+        RunSink::lock(&self.scope.sink)
     }
 
     fn detached(&self, what: &str) -> ActionError {
@@ -712,9 +739,12 @@ mod tests {
         second.frame_mut().state = serde_json::json!("second's");
         assert_eq!(first.stack()[0].state, serde_json::json!("first's"));
         assert_eq!(third.stack()[0].state, serde_json::json!("first's"), "a copy made after sees it");
-        let mut handed = first.hand_over();
+        let mut handed = first.clone();
         handed.frame_mut().state = serde_json::json!("handed");
         assert_eq!(first.stack()[0].state, serde_json::json!("first's"), "what the runner keeps is its own");
+        // The sink is the run's: every copy reports to it, even one whose frame changed.
+        handed.artifact("made.txt");
+        assert_eq!(first.sink().artifacts, vec![PathBuf::from("made.txt")]);
         assert_eq!((handed.depth(), first.depth(), third.depth()), (1, 1, 1));
     }
 

@@ -18,7 +18,7 @@ mod spec;
 pub use caller::{ApprovalAsk, Caller, CallerCan, CallerRequest, Elicited, LogLevel, Role, Sampled, Sampling};
 pub use coerce::coerce;
 pub use context::{ActionContext, Frame, IfDriveExists, Requested};
-pub(crate) use context::{BoxFuture, Clock, Link, RunKey, RunServices, RunSink};
+pub(crate) use context::{BoxFuture, Clock, Link, RunKey, RunScope, RunServices, RunSink, Stack};
 pub(crate) use dynamic::schema_errors;
 pub use dynamic::{ActionFuture, DynAction, SchemaError};
 pub use error::{ActionError, ErrorClass};

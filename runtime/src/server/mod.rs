@@ -101,7 +101,8 @@ pub(crate) struct Ended {
     pub ids: RunIds,
     /// The effects it asked for through its context (interpreted if it completed).
     pub effects: Vec<crate::effect::Effect>,
-    pub outcome: crate::action::Outcome,
+    /// Its outcome, in the box its outcome signal keeps it in.
+    pub report: Box<crate::action::RunReport>,
     pub invoker: Option<crate::messages::Invoker>,
     /// Its record, if it ended without ever being journaled: written when its outcome is handled, so its end
     /// and its outcome reach the journal together.
@@ -119,6 +120,11 @@ pub(crate) struct RunIds {
 }
 
 impl RunIds {
+    /// The report of this run's `outcome`.
+    pub fn report(&self, outcome: crate::action::Outcome) -> Box<crate::action::RunReport> {
+        Box::new(crate::action::RunReport { run_id: self.run, action: self.action.clone(), outcome })
+    }
+
     pub fn of(ctx: &ActionContext) -> Self {
         Self {
             run: ctx.run_id,
@@ -294,7 +300,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Decide(run, approve, reply) => state.on_decide(run, approve, reply),
             ServerMsg::ApprovalExpired(run) => state.expire_approval(run),
             ServerMsg::Fire(key, signal) => state.fire(key, *signal),
-            ServerMsg::Finished(run, outcome, invoker) => state.on_finished(run, *outcome, invoker),
+            ServerMsg::Finished(report, invoker) => state.on_finished(report, invoker),
             ServerMsg::Drain(done) => state.drain(done),
             ServerMsg::Request(request) => state.request_run(*request),
             ServerMsg::Effects(effects) => state.interpret(effects, crate::interpret::Origin::Job),

@@ -4,13 +4,13 @@
 
 use super::{Awaiting, Clearance, Ended, RunIds, Running, ServerState, Ticket};
 use crate::action::{
-    ActionContext, ActionError, ApprovalAsk, CallerRequest, DynAction, Frame, Link, Outcome, OutcomeStatus, Risk,
+    ActionContext, ActionError, ApprovalAsk, CallerRequest, DynAction, Link, Outcome, OutcomeStatus, Risk, RunReport,
+    RunScope, Stack,
 };
 use crate::agent::Agent;
 use crate::error::RuntimeError;
 use crate::events::EventKind;
 use crate::interpret::Origin;
-use crate::kinds::RunRef;
 use crate::messages::{Admitted, Invoker, Requester, RunRequest, ServerMsg};
 use crate::runner::RunInHand;
 use crate::store::{RunRecord, RunStatus, RunUpdate, Unwritten, text_digest};
@@ -98,7 +98,9 @@ impl<A: Agent> ServerState<A> {
     fn refuse(&mut self, mut ticket: Ticket, error: ActionError) {
         self.write_record(&mut ticket.run.unwritten);
         let outcome = self.block(&ticket.run.ctx, &error);
-        self.answer(ticket.by, &RunIds::of(&ticket.run.ctx), (outcome, None), Some(error), false);
+        let ids = RunIds::of(&ticket.run.ctx);
+        let report = ids.report(outcome);
+        self.answer(ticket.by, &ids, (report, None), Some(error), false);
     }
 
     /// Parks a run until it is approved, denied or its approval expires. An outside caller who can elicit (an
@@ -108,7 +110,7 @@ impl<A: Agent> ServerState<A> {
         self.write_record(&mut ticket.run.unwritten);
         let run = ticket.run.ctx.run_id;
         // Asked only if the caller is still there to hear it: a gone caller's run is refused, not parked.
-        let asked = match (ticket.run.ctx.caller.as_ref(), self.table.get(&ticket.run.ctx.action_id)) {
+        let asked = match (ticket.run.ctx.caller(), self.table.get(&ticket.run.ctx.action_id)) {
             (Some(caller), Some(action)) if caller.can().elicit => {
                 let ask = ApprovalAsk {
                     agent: self.agent.id.clone(),
@@ -137,7 +139,9 @@ impl<A: Agent> ServerState<A> {
         self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.run.ctx.correlation_id), kind);
         if let Requester::Agent { .. } = ticket.by {
             let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
-            self.tell_outcome(&RunIds::of(&ticket.run.ctx), waiting, None, false);
+            let ids = RunIds::of(&ticket.run.ctx);
+            let report = ids.report(waiting);
+            self.tell_outcome(&ids, report, None, false);
         }
         let expiry = self.policy.approval_timeout.map(|after| {
             let me = self.myself.clone();
@@ -208,7 +212,7 @@ impl<A: Agent> ServerState<A> {
             return;
         }
         let ids = RunIds::of(&run.ctx);
-        let sink = run.ctx.sink.clone();
+        let sink = run.ctx.scope.sink.clone();
         // Boxed, so a task spawned for it stays small instead of carrying every attempt's state inline. The run's
         // future is boxed as it is made, and wrapped (to catch a panic) only as a pointer to it: each wrapper
         // around the future itself was one more copy of all of its state, for every run.
@@ -218,43 +222,47 @@ impl<A: Agent> ServerState<A> {
         let first = std::pin::pin!(AssertUnwindSafe(execution.as_mut()).catch_unwind())
             .poll(&mut Context::from_waker(Waker::noop()));
         if let Poll::Ready(ended) = first {
-            let (outcome, unwritten, at) = match ended {
-                Ok(ending) => (ending.outcome, ending.unwritten, Some(ending.at)),
-                Err(_panic) => (task_panicked(), None, None),
+            let (report, unwritten, at) = match ended {
+                Ok(ending) => (ending.report, ending.unwritten, Some(ending.at)),
+                Err(_panic) => (ids.report(task_panicked()), None, None),
             };
             // What it asked for is taken now, so its sink is freed with the run rather than kept until its outcome
             // is handled.
             let effects = std::mem::take(&mut crate::action::RunSink::lock(&sink).effects);
-            self.work().ended.push_back(Ended { ids, effects, outcome, invoker, unwritten, at });
+            self.work().ended.push_back(Ended { ids, effects, report, invoker, unwritten, at });
             return;
         }
-        let execution = AssertUnwindSafe(execution).catch_unwind().map(|ended| ended.map(|e| (e.outcome, e.unwritten)));
+        let execution = AssertUnwindSafe(execution).catch_unwind().map(|ended| ended.map(|e| (e.report, e.unwritten)));
         let me = self.myself.clone();
-        let run = ids.run;
+        let (run, action) = (ids.run, ids.action.clone());
         let store = self.shared.store.clone();
         let task = tokio::spawn(async move {
+            let report = |outcome| Box::new(RunReport { run_id: run, action: action.clone(), outcome });
             let ended = match invoker.as_mut() {
                 None => execution.await,
                 Some(reply) => tokio::select! {
                     ended = execution => ended,
                     // Dropping the execution cancels the run and journals it so.
-                    () = reply.closed() => Ok((Outcome::failed(&ActionError::cancelled("the caller gave up"), Duration::ZERO, 0), None)),
+                    () = reply.closed() => {
+                        let cancelled = ActionError::cancelled("the caller gave up");
+                        Ok((report(Outcome::failed(&cancelled, Duration::ZERO, 0)), None))
+                    }
                 },
             };
-            let (outcome, unwritten) = ended.unwrap_or_else(|_panic| (task_panicked(), None));
+            let (report, unwritten) = ended.unwrap_or_else(|_panic| (report(task_panicked()), None));
             if let Some(unwritten) = unwritten {
                 unwritten.write(&*store);
             }
-            let _ = me.cast(ServerMsg::Finished(run, Box::new(outcome), invoker));
+            let _ = me.cast(ServerMsg::Finished(report, invoker));
         });
         self.work().running.insert(run, Running { task, ids, sink });
     }
 
     /// A run's task ended: its outcome is handled, and the next queued runs start.
-    pub(super) fn on_finished(&mut self, run: Uuid, outcome: Outcome, invoker: Option<Invoker>) {
-        if let Some(done) = self.under().and_then(|u| u.running.remove(&run)) {
+    pub(super) fn on_finished(&mut self, report: Box<RunReport>, invoker: Option<Invoker>) {
+        if let Some(done) = self.under().and_then(|u| u.running.remove(&report.run_id)) {
             let effects = std::mem::take(&mut crate::action::RunSink::lock(&done.sink).effects);
-            self.conclude(Ended { ids: done.ids, effects, outcome, invoker, unwritten: None, at: None });
+            self.conclude(Ended { ids: done.ids, effects, report, invoker, unwritten: None, at: None });
         }
         self.launch_queued();
         self.tell_drained();
@@ -262,7 +270,7 @@ impl<A: Agent> ServerState<A> {
 
     /// A run ended: what it asked for is interpreted (if it completed), and its requester gets the outcome.
     pub(super) fn conclude(&mut self, ended: Ended) {
-        let Ended { ids, effects, outcome, invoker, unwritten, at } = ended;
+        let Ended { ids, effects, report, invoker, unwritten, at } = ended;
         // A run that ended without being journaled is journaled now, just before its outcome.
         if let Some(unwritten) = unwritten {
             unwritten.write(&*self.shared.store);
@@ -270,7 +278,7 @@ impl<A: Agent> ServerState<A> {
         // A run whose effects were interpreted is never started again behind the agent's back: its end is
         // journaled with the next commit, not held back until its outcome is consumed.
         let mut quiet = true;
-        if outcome.status == OutcomeStatus::Completed {
+        if report.outcome.status == OutcomeStatus::Completed {
             quiet = effects.is_empty();
             self.interpret(effects, Origin::Run);
         }
@@ -278,40 +286,47 @@ impl<A: Agent> ServerState<A> {
             Some(reply) => Requester::Outside(reply, None),
             None => Requester::Agent { correlation: Some(ids.correlation), cause: ids.causation },
         };
-        self.answer(by, &ids, (outcome, at), None, quiet);
+        self.answer(by, &ids, (report, at), None, quiet);
     }
 
     /// The one route back to a requester: the agent gets an outcome signal in its inbox (fed before the next
     /// message), a routine's call gets the error that refused it, an outside caller the outcome.
-    /// `ended`: the outcome, with when the run ended if that was read already (else the signal is stamped now).
+    /// `ended`: the run's report, with when the run ended if that was read already (else the signal is stamped
+    /// now).
     /// `may_wait`: whether the run's end may be journaled late (see [`ServerState::keep_outcome`]).
     fn answer(
         &mut self,
         by: Requester,
         ids: &RunIds,
-        ended: (Outcome, Option<DateTime<Utc>>),
+        ended: (Box<RunReport>, Option<DateTime<Utc>>),
         refusal: Option<ActionError>,
         may_wait: bool,
     ) {
-        let (outcome, at) = ended;
+        let (report, at) = ended;
         match by {
-            Requester::Agent { .. } => self.tell_outcome(ids, outcome, at, may_wait),
+            Requester::Agent { .. } => self.tell_outcome(ids, report, at, may_wait),
             Requester::Routine { reply, .. } => {
-                let error = refusal.unwrap_or_else(|| ActionError::critical(outcome.into_output_text()));
+                let error = refusal.unwrap_or_else(|| ActionError::critical(report.outcome.into_output_text()));
                 let _ = reply.send(Err(error));
             }
             Requester::Outside(reply, _) => {
-                let _ = reply.send(Ok(outcome));
+                let _ = reply.send(Ok(report.outcome));
             }
         }
     }
 
     /// Puts the outcome signal of one of the agent's runs in its inbox (`may_wait`: see
     /// [`ServerState::keep_outcome`]).
-    pub(super) fn tell_outcome(&mut self, ids: &RunIds, outcome: Outcome, at: Option<DateTime<Utc>>, may_wait: bool) {
-        let run = RunRef { run: ids.run, action: &ids.action, correlation: ids.correlation, causation: ids.causation };
+    pub(super) fn tell_outcome(
+        &mut self,
+        ids: &RunIds,
+        report: Box<RunReport>,
+        at: Option<DateTime<Utc>>,
+        may_wait: bool,
+    ) {
         let stamp = at.map_or_else(crate::wall_clock::stamp, |at| (crate::wall_clock::id_at(at), at));
-        if let Some(signal) = crate::kinds::action_outcome_at(&self.source, run, outcome, stamp) {
+        let chain = (ids.correlation, ids.causation);
+        if let Some(signal) = crate::kinds::report_signal(&self.source, chain, report, stamp) {
             let kept = self.keep_outcome(ids.run, &ids.action, &signal, may_wait).then_some(ids.run);
             self.work().inbox.push_back(super::Inbound { signal, kept });
         }
@@ -348,7 +363,7 @@ impl<A: Agent> ServerState<A> {
         // Whoever asked from outside hears from the run and from the calls it makes.
         let outside = match by {
             Requester::Outside(_, outside) => outside.clone(),
-            Requester::Routine { caller, .. } => caller.caller.clone(),
+            Requester::Routine { caller, .. } => caller.caller().cloned(),
             Requester::Agent { .. } => None,
         };
         let skill = self.table.get(&action).and_then(|r| r.skill.clone());
@@ -356,17 +371,10 @@ impl<A: Agent> ServerState<A> {
         let skill_state =
             skill.as_ref().and_then(|s| self.agent.skill_state(s)).cloned().unwrap_or(serde_json::Value::Null);
         let callers = caller.map_or(&[][..], |c| c.stack());
-        let own = Frame { action: action.clone(), run_id: run, state: serde_json::Value::Null };
-        let stack = callers.iter().cloned().chain(std::iter::once(own)).collect();
-        let job = caller.and_then(|c| c.link.as_ref()).and_then(|l| l.job);
+        let stack = Stack::of(callers, action.clone(), run);
+        let job = caller.and_then(|c| c.scope.link.as_ref()).and_then(|l| l.job);
         let services = self.services();
-        ActionContext {
-            agent_id: self.agent.id.clone(),
-            action_id: action,
-            run_id: run,
-            attempt: 0,
-            correlation_id: correlation,
-            causation_id: causation,
+        let scope = RunScope {
             skill,
             drive,
             skill_state,
@@ -375,9 +383,18 @@ impl<A: Agent> ServerState<A> {
             sink: std::sync::Arc::default(),
             link: Some(Link { services, job }),
             key,
-            clock: caller.map_or(crate::action::Clock::Wall, |c| c.clock),
-            seed: caller.and_then(|c| c.seed),
+            clock: caller.map_or(crate::action::Clock::Wall, |c| c.scope.clock),
+            seed: caller.and_then(|c| c.scope.seed),
             caller: outside,
+        };
+        ActionContext {
+            agent_id: self.agent.id.clone(),
+            action_id: action,
+            run_id: run,
+            attempt: 0,
+            correlation_id: correlation,
+            causation_id: causation,
+            scope: std::sync::Arc::new(scope),
         }
     }
 

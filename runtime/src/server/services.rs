@@ -120,7 +120,7 @@ impl RunServices for AgentServices {
     }
 
     fn submit_job(&self, ctx: &ActionContext, action: ActionId, params: Value) -> Result<Uuid, ActionError> {
-        let services = ctx.link.as_ref().map(|l| l.services.clone()).ok_or_else(|| {
+        let services = ctx.scope.link.as_ref().map(|l| l.services.clone()).ok_or_else(|| {
             ActionError::critical("a context without services reached the job board; this is a bug in agentry")
         })?;
         let limit = self.shared.max_call_depth;
@@ -135,10 +135,10 @@ impl RunServices for AgentServices {
         // A job outlives the run that submitted it, but inherits its stack: its run is one level deeper, so
         // jobs that submit jobs meet the depth limit like routines that call themselves.
         let mut parent = ctx.clone();
-        parent.sink = Arc::default();
+        parent.scope_mut().sink = Arc::default();
         let job_action = action.clone();
         let work = move |job: Uuid| async move {
-            parent.link = Some(Link { services: services.clone(), job: Some(job) });
+            parent.scope_mut().link = Some(Link { services: services.clone(), job: Some(job) });
             let result = services.call(&parent, action, params).await;
             let effects: Vec<Effect> = std::mem::take(&mut parent.sink().effects);
             if result.is_ok() && !effects.is_empty() {

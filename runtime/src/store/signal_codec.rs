@@ -128,7 +128,7 @@ fn signal(mut r: Reader<'_>) -> Result<Signal, StoreError> {
     outcome.error = error;
     outcome.artifacts = artifacts;
     outcome.cost = cost;
-    let report = RunReport { run_id, action, outcome };
+    let report = Box::new(RunReport { run_id, action, outcome });
     Ok(Signal::from_outcome_parts(id, kind, source, subject, time, (correlation, causation), report))
 }
 
