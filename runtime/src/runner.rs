@@ -3,14 +3,16 @@
 //! announces every step. The gate (registration, policy, capabilities, approval) comes before it,
 //! in the agent's server.
 
-use crate::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, RunReport, should_retry};
+use crate::action::{
+    ActionContext, ActionError, ActionFuture, DynAction, ErrorClass, Outcome, RunReport, should_retry,
+};
 use crate::events::{Event, EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
 use crate::store::{RunStatus, RunUpdate, Store, Unwritten};
 use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::FutureExt;
 use serde_json::Value;
-use std::panic::AssertUnwindSafe;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::task::Poll;
 use tokio::time::Instant;
@@ -70,8 +72,8 @@ impl Runner {
     }
 
     /// Runs `action` with `params` to its end and returns the outcome. The run must already be journaled
-    /// (queued); `ctx.attempt` is set here for each attempt. Dropping the returned future cancels the run,
-    /// including an attempt in flight, and journals it as cancelled.
+    /// (queued); `ctx.attempt` is set here for each attempt. Nothing runs before the returned future is first
+    /// polled, and dropping it cancels the run, including an attempt in flight, and journals it as cancelled.
     pub fn execute<'a>(
         &'a self,
         action: &'a DynAction,
@@ -82,49 +84,61 @@ impl Runner {
     }
 
     /// [`Runner::execute`], also returning the error the run ended with, for a caller that passes it on.
-    // Not an `async fn`: the context moves straight into the guard instead of also being kept as an argument
-    // in the future, which every run's task carries.
     pub(crate) fn execute_detailed<'a>(
         &'a self,
         action: &'a DynAction,
         params: Value,
         ctx: ActionContext,
     ) -> impl Future<Output = (Outcome, Option<ActionError>)> + Send + 'a {
-        let store = self.store.clone();
-        self.clone().execute_unwritten(action.clone(), Box::new(RunInHand::new(ctx, params))).map(
-            move |Ending { report, error, unwritten, .. }| {
-                if let Some(unwritten) = unwritten {
-                    unwritten.write(&*store);
-                }
-                (report.outcome, error)
-            },
-        )
+        let run = Box::new(RunInHand::new(ctx, params));
+        async move {
+            let Ending { report, error, unwritten, .. } = match self.start(action.clone(), run) {
+                Start::Ended(ending) => ending,
+                Start::Waiting(rest) => rest.await,
+            };
+            if let Some(unwritten) = unwritten {
+                unwritten.write(&*self.store);
+            }
+            (report.outcome, error)
+        }
     }
 
-    /// [`Runner::execute_detailed`] for a run whose record is not journaled yet: the record is written once the
-    /// run waits on anything, or once it ends (so a run that ends at its first poll is one write). With a durable
-    /// store, a record still unwritten at the end is handed back with the outcome instead, for the caller to
-    /// write beside the outcome, so the two reach the journal's writer together.
+    /// Starts a run whose record is not journaled yet, and drives it in place as far as it goes without waiting:
+    /// a run whose action ends at its first poll (a pure computation, a cache hit) ends here, with no future
+    /// made for it and no task; a run that waits on anything is handed back as the rest of its execution, to be
+    /// polled by a task of its own at once (its action's future registers that task's waker then).
     ///
-    /// The future owns everything it needs: the run in its box (context, params and record), so its state
-    /// (which a run's task, or the box a run polled in place lives in, carries) holds a pointer to them.
-    pub(crate) fn execute_unwritten(
-        self,
-        action: DynAction,
-        run: Box<RunInHand>,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Ending> + Send + 'static>> {
+    /// The record is written once the run waits on anything, or once it ends (so a run that ends at once is one
+    /// write). With a durable store, a record still unwritten at the end is handed back with the outcome
+    /// instead, for the caller to write beside the outcome, so the two reach the journal's writer together.
+    /// A panic of the action is its run's `Critical` error; a panic here otherwise unwinds to the caller, and the
+    /// run is journaled as cancelled on the way.
+    pub(crate) fn start(&self, action: DynAction, mut run: Box<RunInHand>) -> Start {
         let ctx = &run.ctx;
         let span = tracing::info_span!(
             "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
         );
-        let mut guard = CancelOnDrop { runner: self, run, ended: false };
-        // Boxed as it is made, so its state is written where it stays rather than made and then moved there.
-        Box::pin(async move {
-            let mut ending = guard.runner.attempts(&action, &mut guard.run).instrument(span).await;
+        let first = {
+            let _entered = span.enter();
+            let mut guard = CancelOnDrop { runner: self, run: &mut run, armed: true };
+            let first = self.first_poll(&action, guard.run);
             guard.disarm();
-            ending.unwritten = guard.run.unwritten.take().map(Box::new);
-            ending
-        })
+            first
+        };
+        match first {
+            FirstPoll::Ended(ending) => Start::Ended(with_record(ending, &mut run)),
+            FirstPoll::Goes(at, progress) => {
+                let runner = self.clone();
+                // Boxed as it is made, so its state is written where it stays rather than made and then moved.
+                Start::Waiting(Box::pin(async move {
+                    let mut run = run;
+                    let mut guard = CancelOnDrop { runner: &runner, run: &mut run, armed: true };
+                    let ending = runner.attempts(&action, guard.run, at, progress).instrument(span).await;
+                    guard.disarm();
+                    with_record(ending, guard.run)
+                }))
+            }
+        }
     }
 
     /// Journals a run's record if it is not written yet.
@@ -151,121 +165,232 @@ impl Runner {
         }
     }
 
-    async fn attempts(&self, action: &DynAction, run: &mut RunInHand) -> Ending {
+    /// A run's start, in place: its params checked, and its first attempt begun and polled once, unless it must
+    /// wait for its write-ahead first.
+    fn first_poll(&self, action: &DynAction, run: &mut RunInHand) -> FirstPoll {
         let spec = action.spec();
-        let started = Instant::now();
-        // Params that match cost one check; others are coerced where that is safe, then checked again.
-        if let Err(err) = action.validate(&run.params) {
-            let refused = match self.coerce {
-                true => {
-                    run.params = action.coerce(std::mem::take(&mut run.params));
-                    action.validate(&run.params).err()
+        let mut progress = Progress { started: Instant::now(), first_start: None };
+        if let Some(refused) = self.check_params(action, run, &progress) {
+            return FirstPoll::Ended(refused);
+        }
+        if self.writes_ahead(spec) {
+            return FirstPoll::Goes(Resume::Begin(1), progress);
+        }
+        self.begin_attempt(spec, run, 1, &mut progress);
+        let polled = match self.invoke(action, run, 1) {
+            Ok(mut future) => match catch_unwind(AssertUnwindSafe(|| {
+                future.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+            })) {
+                Ok(Poll::Pending) => {
+                    // From now on the run goes on where others can see it.
+                    self.write(&mut run.unwritten);
+                    return FirstPoll::Goes(Resume::Polling(1, future), progress);
                 }
-                false => Some(err),
+                Ok(Poll::Ready(result)) => result,
+                Err(payload) => Err(panicked(payload.as_ref())),
+            },
+            Err(err) => Err(err),
+        };
+        match self.after_attempt(action, run, polled, 1, &progress) {
+            Next::End(ending) => FirstPoll::Ended(ending),
+            Next::Retry(backoff) => FirstPoll::Goes(Resume::Retry(2, backoff), progress),
+        }
+    }
+
+    /// Drives a run from where its start left it to its end: the rest of the attempt in flight, then the
+    /// retries its action's design allows, each after its backoff.
+    async fn attempts(
+        &self,
+        action: &DynAction,
+        run: &mut RunInHand,
+        mut at: Resume,
+        mut progress: Progress,
+    ) -> Ending {
+        let spec = action.spec();
+        loop {
+            let (attempt, result) = match at {
+                Resume::Polling(attempt, future) => (attempt, self.poll_attempt(run, future, spec.timeout).await),
+                Resume::Retry(attempt, backoff) => {
+                    // Boxed: a retry is rare, and every run's future would otherwise keep room for its timer.
+                    Box::pin(tokio::time::sleep(backoff)).await;
+                    if let Some(text) = &run.params_text {
+                        match serde_json::from_slice(text) {
+                            Ok(params) => run.params = params,
+                            Err(err) => {
+                                let err =
+                                    ActionError::critical(format!("the run's params could not be read again: {err}"));
+                                let outcome = err_outcome(&err, progress.started, attempt - 1);
+                                return self.finish(run, outcome, Some(err), progress.first_start);
+                            }
+                        }
+                    }
+                    at = Resume::Begin(attempt);
+                    continue;
+                }
+                Resume::Begin(attempt) => {
+                    self.begin_attempt(spec, run, attempt, &mut progress);
+                    // Write-ahead: an action with side effects starts only once its start is durable, so a crash
+                    // can never leave a side effect the journal does not know was attempted. Idempotent ones wait
+                    // too: the input that asked for the run is then durable as well, so its idempotency key (made
+                    // of that input's number) is never given to another run after a crash.
+                    if self.writes_ahead(spec)
+                        && let Some(durable) = self.store.durable()
+                        && {
+                            self.write(&mut run.unwritten);
+                            durable.flushed().await.is_err()
+                        }
+                    {
+                        let err = ActionError::critical(
+                            "the journal could not make the run's start durable; it was not started",
+                        );
+                        let outcome = err_outcome(&err, progress.started, attempt);
+                        return self.finish(run, outcome, Some(err), progress.first_start);
+                    }
+                    let result = match self.invoke(action, run, attempt) {
+                        Ok(future) => self.poll_attempt(run, future, spec.timeout).await,
+                        Err(err) => Err(err),
+                    };
+                    (attempt, result)
+                }
             };
-            // The text is of the params as they were given.
-            run.params_text = None;
-            if let Some(err) = refused {
-                return self.finish(run, err_outcome(&err, started, 0), Some(err), None);
+            match self.after_attempt(action, run, result, attempt, &progress) {
+                Next::End(ending) => return ending,
+                Next::Retry(backoff) => at = Resume::Retry(attempt + 1, backoff),
             }
         }
-        let mut attempt = 1;
+    }
+
+    /// Whether an action's runs wait for their start to be durable before they begin (see
+    /// [`Runner::attempts`]).
+    fn writes_ahead(&self, spec: &crate::action::ActionSpec) -> bool {
+        spec.side_effects && self.store.durable().is_some()
+    }
+
+    /// Checks a run's params: ones that match cost one check; others are coerced where that is safe, then
+    /// checked again. Returns how the run ended if they are refused.
+    fn check_params(&self, action: &DynAction, run: &mut RunInHand, progress: &Progress) -> Option<Ending> {
+        let err = action.validate(&run.params).err()?;
+        let refused = match self.coerce {
+            true => {
+                run.params = action.coerce(std::mem::take(&mut run.params));
+                action.validate(&run.params).err()
+            }
+            false => Some(err),
+        };
+        // The text is of the params as they were given.
+        run.params_text = None;
+        let err = refused?;
+        Some(self.finish(run, err_outcome(&err, progress.started, 0), Some(err), None))
+    }
+
+    /// Begins attempt `attempt`: what a failed one asked for is forgotten, and the attempt is journaled and
+    /// announced as running.
+    fn begin_attempt(
+        &self,
+        spec: &crate::action::ActionSpec,
+        run: &mut RunInHand,
+        attempt: u32,
+        progress: &mut Progress,
+    ) {
+        run.ctx.attempt = attempt;
+        {
+            let mut sink = run.ctx.sink();
+            sink.effects.clear();
+            sink.artifacts.clear();
+        }
+        let running = self.report(
+            run,
+            RunUpdate { status: Some(RunStatus::Running), attempts: Some(attempt), ..RunUpdate::default() },
+            |_| EventKind::ActionStarted { action: spec.id.clone(), attempt },
+            None,
+        );
         // When the first attempt started, as journaled: the run's end is stamped that much later than it as the
         // run's latency, rather than read from the clock again.
-        let mut first_start = None;
-        loop {
-            run.ctx.attempt = attempt;
-            {
-                // What a failed attempt asked for is forgotten with it.
-                let mut sink = run.ctx.sink();
-                sink.effects.clear();
-                sink.artifacts.clear();
+        progress.first_start.get_or_insert(running);
+    }
+
+    /// Invokes the action for attempt `attempt`; a panic while it builds its future (before its first await) is
+    /// the attempt's `Critical` error. The context is copied only for an attempt another may follow, and the
+    /// params then too unless their text is at hand (the next attempt reads them again from it); the last
+    /// attempt takes the params.
+    fn invoke(&self, action: &DynAction, run: &mut RunInHand, attempt: u32) -> Result<ActionFuture, ActionError> {
+        let params = match crate::action::may_retry_after(action.spec(), attempt) && run.params_text.is_none() {
+            true => run.params.clone(),
+            false => std::mem::take(&mut run.params),
+        };
+        let ctx = run.ctx.clone();
+        catch_unwind(AssertUnwindSafe(|| action.invoke(params, ctx))).map_err(|payload| panicked(payload.as_ref()))
+    }
+
+    /// Polls an attempt's future to its end under the action's timeout; a panic becomes a `Critical` error. The
+    /// future is dropped (the action really stops) when it times out or the run is cancelled. The record is
+    /// written as soon as the attempt waits on anything.
+    ///
+    /// An action that ends at its first poll needs no timer (it could not have been stopped anyway: a timeout
+    /// only acts between polls), so the timer is made, in a box of its own, only once the action waits; the
+    /// timeout counts from then.
+    async fn poll_attempt(
+        &self,
+        run: &mut RunInHand,
+        mut future: ActionFuture,
+        timeout: std::time::Duration,
+    ) -> Result<Value, ActionError> {
+        let mut timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+        std::future::poll_fn(|cx| {
+            match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+                Ok(Poll::Ready(result)) => return Poll::Ready(result),
+                Ok(Poll::Pending) => {}
+                Err(payload) => return Poll::Ready(Err(panicked(payload.as_ref()))),
             }
-            let running = self.report(
-                run,
-                RunUpdate { status: Some(RunStatus::Running), attempts: Some(attempt), ..RunUpdate::default() },
-                |_| EventKind::ActionStarted { action: spec.id.clone(), attempt },
-                None,
-            );
-            first_start.get_or_insert(running);
-            // Write-ahead: an action with side effects starts only once its start is durable, so a crash can
-            // never leave a side effect the journal does not know was attempted. Idempotent ones wait too: the
-            // input that asked for the run is then durable as well, so its idempotency key (made of that
-            // input's number) is never given to another run after a crash.
-            if spec.side_effects
-                && let Some(durable) = self.store.durable()
-                && {
-                    self.write(&mut run.unwritten);
-                    durable.flushed().await.is_err()
-                }
-            {
-                let err =
-                    ActionError::critical("the journal could not make the run's start durable; it was not started");
-                return self.finish(run, err_outcome(&err, started, attempt), Some(err), first_start);
-            }
-            // The context is copied only for an attempt another may follow, and the params then too unless their
-            // text is at hand (the next attempt reads them again from it). The last attempt takes both, and the
-            // run keeps only who it is and its sink, which is all it needs from then on.
-            let (attempt_params, attempt_ctx) = match crate::action::may_retry_after(spec, attempt) {
-                true if run.params_text.is_some() => (std::mem::take(&mut run.params), run.ctx.clone()),
-                true => (run.params.clone(), run.ctx.clone()),
-                false => (std::mem::take(&mut run.params), run.ctx.clone()),
-            };
-            // The record is written as soon as the attempt waits on anything: from then on the run is going on
-            // where others can see it.
-            let result = {
-                let mut attempting = std::pin::pin!(run_attempt(action, attempt_params, attempt_ctx));
-                std::future::poll_fn(|cx| {
-                    let polled = attempting.as_mut().poll(cx);
-                    if polled.is_pending() {
-                        self.write(&mut run.unwritten);
-                    }
-                    polled
-                })
-                .await
-            }
-            .and_then(|output| action.check_output(&output).map(|()| output));
-            let err = match result {
-                Ok(output) => {
-                    let mut outcome = Outcome::completed(output, started.elapsed(), attempt);
-                    let mut sink = run.ctx.sink();
-                    outcome.artifacts = std::mem::take(&mut sink.artifacts);
-                    outcome.cost = sink.cost;
-                    drop(sink);
-                    return self.finish(run, outcome, None, first_start);
-                }
-                Err(err) => err,
-            };
-            let ctx = &run.ctx;
-            // A nested call already did something that must not happen twice: the error goes to the agent.
-            let (cost, side_effects) = {
-                let sink = ctx.sink();
-                (sink.cost, sink.side_effects)
-            };
-            if side_effects || !should_retry(spec, &err, attempt) {
-                let mut outcome = err_outcome(&err, started, attempt);
-                outcome.cost = cost;
-                return self.finish(run, outcome, Some(err), first_start);
-            }
-            let backoff = spec.retry.backoff(attempt, jitter_sample(ctx));
-            tracing::debug!(attempt, ?backoff, %err, "retrying");
-            let retried = EventKind::ActionRetried { action: spec.id.clone(), attempt, class: err.class(), backoff };
             self.write(&mut run.unwritten);
-            let ctx = &run.ctx;
-            self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
-            // Boxed: a retry is rare, and every run's future would otherwise keep room for its timer.
-            Box::pin(tokio::time::sleep(backoff)).await;
-            if let Some(text) = &run.params_text {
-                match serde_json::from_slice(text) {
-                    Ok(params) => run.params = params,
-                    Err(err) => {
-                        let err = ActionError::critical(format!("the run's params could not be read again: {err}"));
-                        return self.finish(run, err_outcome(&err, started, attempt), Some(err), first_start);
-                    }
-                }
+            let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+            match timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(ActionError::Timeout { after: timeout })),
+                Poll::Pending => Poll::Pending,
             }
-            attempt += 1;
+        })
+        .await
+    }
+
+    /// What follows an attempt's result: the run's end (it completed, failed for good, or may not be tried
+    /// again), or another attempt after a backoff.
+    fn after_attempt(
+        &self,
+        action: &DynAction,
+        run: &mut RunInHand,
+        result: Result<Value, ActionError>,
+        attempt: u32,
+        progress: &Progress,
+    ) -> Next {
+        let spec = action.spec();
+        let err = match result.and_then(|output| action.check_output(&output).map(|()| output)) {
+            Ok(output) => {
+                let mut outcome = Outcome::completed(output, progress.started.elapsed(), attempt);
+                let mut sink = run.ctx.sink();
+                outcome.artifacts = std::mem::take(&mut sink.artifacts);
+                outcome.cost = sink.cost;
+                drop(sink);
+                return Next::End(self.finish(run, outcome, None, progress.first_start));
+            }
+            Err(err) => err,
+        };
+        // A nested call already did something that must not happen twice: the error goes to the agent.
+        let (cost, side_effects) = {
+            let sink = run.ctx.sink();
+            (sink.cost, sink.side_effects)
+        };
+        if side_effects || !should_retry(spec, &err, attempt) {
+            let mut outcome = err_outcome(&err, progress.started, attempt);
+            outcome.cost = cost;
+            return Next::End(self.finish(run, outcome, Some(err), progress.first_start));
         }
+        let backoff = spec.retry.backoff(attempt, jitter_sample(&run.ctx));
+        tracing::debug!(attempt, ?backoff, %err, "retrying");
+        let retried = EventKind::ActionRetried { action: spec.id.clone(), attempt, class: err.class(), backoff };
+        self.write(&mut run.unwritten);
+        let ctx = &run.ctx;
+        self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
+        Next::Retry(backoff)
     }
 
     /// Journals and announces how a run ended. A record not written yet is written now, unless the store is
@@ -334,23 +459,68 @@ impl RunInHand {
     }
 }
 
-/// Holds a run while it runs, and journals it as cancelled if its future is dropped before it ends.
-struct CancelOnDrop {
-    runner: Runner,
-    run: Box<RunInHand>,
-    ended: bool,
+/// A run as [`Runner::start`] leaves it.
+pub(crate) enum Start {
+    /// It ended without waiting on anything.
+    Ended(Ending),
+    /// It waits on something: the rest of its execution, to be polled by a task (dropping it cancels the run).
+    Waiting(std::pin::Pin<Box<dyn Future<Output = Ending> + Send + 'static>>),
 }
 
-impl CancelOnDrop {
-    /// The run ended: nothing to journal on drop.
+/// How far a run's start went.
+enum FirstPoll {
+    Ended(Ending),
+    /// It goes on from here.
+    Goes(Resume, Progress),
+}
+
+/// Where a run's execution picks up.
+enum Resume {
+    /// Attempt `n` is next (its write-ahead, if any, first).
+    Begin(u32),
+    /// Attempt `n` is in flight: its action's future, polled once already.
+    Polling(u32, ActionFuture),
+    /// Attempt `n` is next, after this backoff.
+    Retry(u32, std::time::Duration),
+}
+
+/// What a run keeps across its attempts: when it started (its latency counts from then), and when its first
+/// attempt started, as journaled.
+struct Progress {
+    started: Instant,
+    first_start: Option<DateTime<Utc>>,
+}
+
+/// What follows an attempt (see [`Runner::after_attempt`]).
+enum Next {
+    End(Ending),
+    Retry(std::time::Duration),
+}
+
+/// A run's ending, with its record if that is still not journaled (see [`Runner::start`]).
+fn with_record(mut ending: Ending, run: &mut RunInHand) -> Ending {
+    ending.unwritten = run.unwritten.take().map(Box::new);
+    ending
+}
+
+/// Holds a run while it is driven, and journals it as cancelled if it is let go of before it ends: its
+/// execution dropped, or a panic unwinding through its start.
+struct CancelOnDrop<'a> {
+    runner: &'a Runner,
+    run: &'a mut RunInHand,
+    armed: bool,
+}
+
+impl CancelOnDrop<'_> {
+    /// The run ended, or went on elsewhere: nothing to journal on drop.
     fn disarm(&mut self) {
-        self.ended = true;
+        self.armed = false;
     }
 }
 
-impl Drop for CancelOnDrop {
+impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
-        if !self.ended {
+        if self.armed {
             self.runner.write(&mut self.run.unwritten);
             self.runner.cancelled(&self.run.ctx, "the run was cancelled before it ended");
         }
@@ -359,43 +529,6 @@ impl Drop for CancelOnDrop {
 
 fn err_outcome(err: &ActionError, started: Instant, attempts: u32) -> Outcome {
     Outcome::failed(err, started.elapsed(), attempts)
-}
-
-/// One attempt under the action's timeout; a panic becomes a `Critical` error. The
-/// attempt's future is dropped — the action really stops — when it times out or the run is cancelled.
-///
-/// An action that ends at its first poll needs no timer (it could not have been stopped anyway: a timeout only
-/// acts between polls), so the timer is made, in a box of its own, only once the action waits; the timeout
-/// counts from then.
-///
-/// The action's future is made at once (not inside the returned future), so the context it takes is never
-/// kept in the state of the run's future as well.
-fn run_attempt(
-    action: &DynAction,
-    params: Value,
-    ctx: ActionContext,
-) -> impl Future<Output = Result<Value, ActionError>> + Send + use<> {
-    // An action may panic while it builds its future (before its first await), not only while it runs.
-    let invoked = std::panic::catch_unwind(AssertUnwindSafe(|| action.invoke(params, ctx)))
-        .map_err(|payload| panicked(payload.as_ref()));
-    let timeout = action.spec().timeout;
-    async move {
-        let mut future = invoked?;
-        let mut timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
-        std::future::poll_fn(|cx| {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
-                Ok(Poll::Ready(result)) => return Poll::Ready(result),
-                Ok(Poll::Pending) => {}
-                Err(payload) => return Poll::Ready(Err(panicked(payload.as_ref()))),
-            }
-            let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
-            match timer.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(ActionError::Timeout { after: timeout })),
-                Poll::Pending => Poll::Pending,
-            }
-        })
-        .await
-    }
 }
 
 /// The `Critical` error for an action that panicked, with the panic's message.

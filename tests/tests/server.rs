@@ -106,6 +106,8 @@ struct Counters {
     flaky_params: std::sync::Mutex<Vec<Value>>,
     /// Told when `tools.hold` has started (it then waits for ever).
     held: tokio::sync::Notify,
+    /// The runtime's journal, for `tools.look`.
+    journal: std::sync::OnceLock<Arc<dyn Store>>,
 }
 
 fn dyn_action<F, Fut>(spec: ActionSpec, f: F) -> DynAction
@@ -120,7 +122,22 @@ fn tools(counters: &Arc<Counters>) -> Skill {
     let risky = counters.clone();
     let flaky = counters.clone();
     let held = counters.clone();
+    let looking = counters.clone();
+    let look = DynAction::new(
+        ActionSpec::new("tools.look", "yields once, then says what the journal holds of its run")
+            .unwrap()
+            .params_schema(json!({"type": "object"})),
+        move |_, ctx| {
+            let journal = looking.journal.get().cloned();
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                Ok(json!(journal.and_then(|j| j.get(ctx.run_id)).map(|r| format!("{:?}", r.status()))))
+            })
+        },
+    )
+    .unwrap();
     Skill::builder("tools", "1.0.0")
+        .dyn_action(look)
         .dyn_action(dyn_action(ActionSpec::new("tools.echo", "echo").unwrap(), |p| async move { Ok(p) }))
         .dyn_action(dyn_action(ActionSpec::new("tools.boom", "panics").unwrap(), |_| async { panic!("action boom") }))
         .dyn_action(dyn_action(
@@ -187,6 +204,7 @@ const CALL: Duration = Duration::from_secs(30);
 async fn setup(policy: Policy) -> (Runtime, AgentRef<Probe>, Arc<Counters>) {
     let counters = Arc::new(Counters::default());
     let runtime = Runtime::builder().skill(tools(&counters)).agent::<Probe>().unwrap().build();
+    let _ = counters.journal.set(runtime.store().clone());
     let opts = SpawnOptions { id: Some(AgentId::new("probe").unwrap()), policy, ..SpawnOptions::default() };
     let probe = runtime.spawn(Probe::default(), opts).await.unwrap();
     probe.mount(&SkillId::new("tools").unwrap(), Value::Null).await.unwrap();
@@ -244,6 +262,15 @@ async fn a_run_is_journaled_once_it_waits_and_one_that_ends_at_once_has_its_whol
     assert_eq!((echoed.attempts, echoed.latency.is_some()), (1, true));
     let all = rt.store().query(&RunQuery::default());
     assert_eq!(all.iter().map(|r| r.run).collect::<Vec<_>>(), [held[0].run, run_id], "each run once, in order");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_that_waits_is_journaled_before_its_action_goes_on() {
+    // Nobody listens to events here, so the record is written late: the moment the run first waits, before its
+    // task polls the action again.
+    let (_rt, probe, _) = setup(Policy::default()).await;
+    let reply = outcome(&probe, "tools.look", json!({})).await;
+    assert_eq!(reply["outcome"]["output"], json!("Running"), "{reply}");
 }
 
 /// A journal (the real in-memory one inside) that, at each write, reads the events published so far and notes

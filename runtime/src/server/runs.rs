@@ -12,13 +12,12 @@ use crate::error::RuntimeError;
 use crate::events::EventKind;
 use crate::interpret::Origin;
 use crate::messages::{Admitted, Invoker, Requester, RunRequest, ServerMsg};
-use crate::runner::RunInHand;
+use crate::runner::{RunInHand, Start};
 use crate::store::{RunRecord, RunStatus, RunUpdate, Unwritten, text_digest};
 use crate::table::{Gate, gate};
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
-use std::panic::AssertUnwindSafe;
-use std::task::{Context, Poll, Waker};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -194,8 +193,9 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Starts a run. Its execution is polled once right here: a run that ends without waiting on anything (a
-    /// pure computation, a cache hit) ends at once and costs no task; its outcome is handled after the message
+    /// Starts a run, driven right here as far as it goes without waiting (see [`crate::runner::Runner::start`]): a
+    /// run that ends without waiting on anything (a pure computation, a cache hit) ends at once and costs no
+    /// future and no task; its outcome is handled after the message
     /// that started it, as a task's would be. A run still pending goes on in its own task, and its outcome comes
     /// back as a `Finished` message. A run whose outside caller gave up is cancelled instead, before it starts
     /// or while it runs. A panic anywhere in the run becomes a `Critical` outcome, so its slot is always freed
@@ -213,25 +213,20 @@ impl<A: Agent> ServerState<A> {
         }
         let ids = RunIds::of(&run.ctx);
         let sink = run.ctx.scope.sink.clone();
-        // Boxed, so a task spawned for it stays small instead of carrying every attempt's state inline. The run's
-        // future is boxed as it is made, and wrapped (to catch a panic) only as a pointer to it: each wrapper
-        // around the future itself was one more copy of all of its state, for every run.
-        let mut execution = self.shared.runner.clone().execute_unwritten(action, run);
-        // The first poll's waker is never woken: a future that is still pending is polled again by its task at
-        // once, and registers that task's waker then (every future must wake the waker of its latest poll).
-        let first = std::pin::pin!(AssertUnwindSafe(execution.as_mut()).catch_unwind())
-            .poll(&mut Context::from_waker(Waker::noop()));
-        if let Poll::Ready(ended) = first {
-            let (report, unwritten, at) = match ended {
-                Ok(ending) => (ending.report, ending.unwritten, Some(ending.at)),
-                Err(_panic) => (ids.report(task_panicked()), None, None),
-            };
-            // What it asked for is taken now, so its sink is freed with the run rather than kept until its outcome
-            // is handled.
-            let effects = std::mem::take(&mut crate::action::RunSink::lock(&sink).effects);
-            self.work().ended.push_back(Ended { ids, effects, report, invoker, unwritten, at });
-            return;
-        }
+        let execution = match catch_unwind(AssertUnwindSafe(|| self.shared.runner.start(action, run))) {
+            Ok(Start::Waiting(execution)) => execution,
+            started => {
+                let (report, unwritten, at) = match started {
+                    Ok(Start::Ended(ending)) => (ending.report, ending.unwritten, Some(ending.at)),
+                    _panic => (ids.report(task_panicked()), None, None),
+                };
+                // What it asked for is taken now, so its sink is freed with the run rather than kept until its
+                // outcome is handled.
+                let effects = std::mem::take(&mut crate::action::RunSink::lock(&sink).effects);
+                self.work().ended.push_back(Ended { ids, effects, report, invoker, unwritten, at });
+                return;
+            }
+        };
         let execution = AssertUnwindSafe(execution).catch_unwind().map(|ended| ended.map(|e| (e.report, e.unwritten)));
         let me = self.myself.clone();
         let (run, action) = (ids.run, ids.action.clone());
