@@ -175,29 +175,50 @@ pub struct ActionContext {
     pub correlation_id: Uuid,
     /// The signal whose effects asked for the run, if any.
     pub causation_id: Option<Uuid>,
-    /// Shared by every copy of the context (each attempt gets one, the runner keeps one) and copied only when
-    /// one copy changes it (an action setting its frame's state, a builder method): a run's context is handed on
-    /// many times, and each hand-over then moves who the run is and a pointer.
+    /// Shared by every copy of the context (each attempt gets one, the runner keeps one): a run's context is
+    /// handed on many times, and each hand-over then moves who the run is and a pointer.
     pub(crate) scope: Arc<RunScope>,
+    /// This copy's call stack, once its action changed its own frame ([`ActionContext::frame_mut`]); until
+    /// then, the one the run began with, in its scope.
+    pub(crate) frames: Option<Arc<[Frame]>>,
 }
 
-/// What the copies of a run's context share: see [`ActionContext::scope`].
-#[derive(Clone)]
+/// What the copies of a run's context share (see [`ActionContext::scope`]). A builder method that changes it
+/// on a context whose scope is shared gives that context a copy of its own, with a sink of its own.
 pub(crate) struct RunScope {
     pub skill: Option<SkillId>,
     pub drive: Option<Arc<Path>>,
     pub skill_state: Value,
     pub policy: Arc<Policy>,
+    /// The call stack the run began with.
     pub stack: Stack,
-    /// Shared even by a copy of the scope: the effects, artifacts and cost are the run's, whichever copy of its
-    /// context reports them.
-    pub sink: Arc<Mutex<RunSink>>,
+    /// The effects, artifacts and cost the run reported, through whichever copy of its context.
+    pub sink: Mutex<RunSink>,
     pub link: Option<Link>,
     pub key: RunKey,
     pub clock: Clock,
     pub seed: Option<u64>,
     /// Whoever asked for the run from outside the agent, when it can be reached (an MCP client).
     pub caller: Option<super::Caller>,
+}
+
+impl Clone for RunScope {
+    /// A copy with everything but the sink, which starts empty: the copy is another context's.
+    fn clone(&self) -> Self {
+        Self {
+            skill: self.skill.clone(),
+            drive: self.drive.clone(),
+            skill_state: self.skill_state.clone(),
+            policy: self.policy.clone(),
+            stack: self.stack.clone(),
+            sink: Mutex::default(),
+            link: self.link.clone(),
+            key: self.key.clone(),
+            clock: self.clock,
+            seed: self.seed,
+            caller: self.caller.clone(),
+        }
+    }
 }
 
 /// A run's call stack, outermost run first and never empty: the last frame is the run's own. A run the agent
@@ -225,15 +246,6 @@ impl Stack {
             Self::Nested(frames) => frames,
         }
     }
-
-    fn own_mut(&mut self) -> &mut Frame {
-        let frames: &mut [Frame] = match self {
-            Self::Own(own) => own,
-            Self::Nested(frames) => frames,
-        };
-        let last = frames.len() - 1;
-        &mut frames[last]
-    }
 }
 
 /// Where a run's [`ActionContext::now`] comes from.
@@ -259,12 +271,12 @@ impl fmt::Debug for ActionContext {
 }
 
 /// The effects a run asked for through its context; see [`ActionContext::requested`].
-pub struct Requested(Arc<Mutex<RunSink>>);
+pub struct Requested(Arc<RunScope>);
 
 impl Requested {
     /// Takes the effects asked for so far.
     pub fn take(&self) -> Vec<crate::effect::Effect> {
-        std::mem::take(&mut RunSink::lock(&self.0).effects)
+        std::mem::take(&mut RunSink::lock(&self.0.sink).effects)
     }
 }
 
@@ -279,7 +291,7 @@ impl ActionContext {
             skill_state: Value::Null,
             policy: Arc::new(Policy::default()),
             stack: Stack::of(&[], action_id.clone(), run_id),
-            sink: Arc::default(),
+            sink: Mutex::default(),
             link: None,
             key: RunKey::Run,
             clock: Clock::Wall,
@@ -294,6 +306,7 @@ impl ActionContext {
             correlation_id: run_id,
             causation_id: None,
             scope: Arc::new(scope),
+            frames: None,
         }
     }
 
@@ -340,6 +353,7 @@ impl ActionContext {
         let scope = self.scope_mut();
         scope.key = RunKey::Given(key.into());
         scope.stack = Stack::of(&[], action, run);
+        self.frames = None;
         self
     }
 
@@ -352,7 +366,7 @@ impl ActionContext {
     /// A handle on the effects the action asks for through this context ([`ActionContext::effect`]), for a
     /// driver to interpret once the run completed.
     pub fn requested(&self) -> Requested {
-        Requested(self.scope.sink.clone())
+        Requested(self.scope.clone())
     }
 
     /// The same context with this skill state (for direct invocation).
@@ -497,7 +511,7 @@ impl ActionContext {
 
     /// The call stack, outermost run first; the last frame is this run's own.
     pub fn stack(&self) -> &[Frame] {
-        self.scope.stack.frames()
+        self.frames.as_deref().unwrap_or_else(|| self.scope.stack.frames())
     }
 
     /// How deep this run is nested: 1 for a run the agent asked for, 2 for an action it called, and so on.
@@ -508,8 +522,11 @@ impl ActionContext {
     /// This run's own frame, whose `state` the action may set.
     pub fn frame_mut(&mut self) -> &mut Frame {
         // The stack is shared with the copies of this context (other attempts, the runner): this context gets a
-        // scope of its own before its frame changes.
-        self.scope_mut().stack.own_mut()
+        // stack of its own before its frame changes.
+        let frames = self.frames.get_or_insert_with(|| Arc::from(self.scope.stack.frames()));
+        let frames = Arc::make_mut(frames);
+        let last = frames.len() - 1;
+        &mut frames[last]
     }
 
     /// Calls another action through the agent's gate — it must be mounted on this agent, allowed by its
@@ -745,6 +762,11 @@ mod tests {
         // The sink is the run's: every copy reports to it, even one whose frame changed.
         handed.artifact("made.txt");
         assert_eq!(first.sink().artifacts, vec![PathBuf::from("made.txt")]);
+        // A copy changed by a builder method is another context, with a sink of its own.
+        let other = first.clone().with_seed(7);
+        other.artifact("other.txt");
+        assert_eq!(first.sink().artifacts, vec![PathBuf::from("made.txt")]);
+        assert_eq!(other.sink().artifacts, vec![PathBuf::from("other.txt")]);
         assert_eq!((handed.depth(), first.depth(), third.depth()), (1, 1, 1));
     }
 

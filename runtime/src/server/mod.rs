@@ -92,7 +92,8 @@ pub(crate) struct Awaiting {
 pub(crate) struct Running {
     pub task: JoinHandle<()>,
     pub ids: RunIds,
-    pub sink: Arc<std::sync::Mutex<crate::action::RunSink>>,
+    /// Its scope, whose sink holds the effects it asks for.
+    pub scope: Arc<crate::action::RunScope>,
 }
 
 /// A run that ended, waiting for its outcome to be handled: who it is, the effects it asked for, its outcome,

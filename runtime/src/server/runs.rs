@@ -212,7 +212,7 @@ impl<A: Agent> ServerState<A> {
             return;
         }
         let ids = RunIds::of(&run.ctx);
-        let sink = run.ctx.scope.sink.clone();
+        let scope = run.ctx.scope.clone();
         let execution = match catch_unwind(AssertUnwindSafe(|| self.shared.runner.start(action, run))) {
             Ok(Start::Waiting(execution)) => execution,
             started => {
@@ -222,7 +222,7 @@ impl<A: Agent> ServerState<A> {
                 };
                 // What it asked for is taken now, so its sink is freed with the run rather than kept until its
                 // outcome is handled.
-                let effects = std::mem::take(&mut crate::action::RunSink::lock(&sink).effects);
+                let effects = std::mem::take(&mut crate::action::RunSink::lock(&scope.sink).effects);
                 self.work().ended.push_back(Ended { ids, effects, report, invoker, unwritten, at });
                 return;
             }
@@ -250,13 +250,13 @@ impl<A: Agent> ServerState<A> {
             }
             let _ = me.cast(ServerMsg::Finished(report, invoker));
         });
-        self.work().running.insert(run, Running { task, ids, sink });
+        self.work().running.insert(run, Running { task, ids, scope });
     }
 
     /// A run's task ended: its outcome is handled, and the next queued runs start.
     pub(super) fn on_finished(&mut self, report: Box<RunReport>, invoker: Option<Invoker>) {
         if let Some(done) = self.under().and_then(|u| u.running.remove(&report.run_id)) {
-            let effects = std::mem::take(&mut crate::action::RunSink::lock(&done.sink).effects);
+            let effects = std::mem::take(&mut crate::action::RunSink::lock(&done.scope.sink).effects);
             self.conclude(Ended { ids: done.ids, effects, report, invoker, unwritten: None, at: None });
         }
         self.launch_queued();
@@ -375,7 +375,7 @@ impl<A: Agent> ServerState<A> {
             skill_state,
             policy: self.policy.clone(),
             stack,
-            sink: std::sync::Arc::default(),
+            sink: std::sync::Mutex::default(),
             link: Some(Link { services, job }),
             key,
             clock: caller.map_or(crate::action::Clock::Wall, |c| c.scope.clock),
@@ -390,6 +390,7 @@ impl<A: Agent> ServerState<A> {
             correlation_id: correlation,
             causation_id: causation,
             scope: std::sync::Arc::new(scope),
+            frames: None,
         }
     }
 

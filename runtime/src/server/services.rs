@@ -135,7 +135,7 @@ impl RunServices for AgentServices {
         // A job outlives the run that submitted it, but inherits its stack: its run is one level deeper, so
         // jobs that submit jobs meet the depth limit like routines that call themselves.
         let mut parent = ctx.clone();
-        parent.scope_mut().sink = Arc::default();
+        parent.scope_mut().sink = std::sync::Mutex::default();
         let job_action = action.clone();
         let work = move |job: Uuid| async move {
             parent.scope_mut().link = Some(Link { services: services.clone(), job: Some(job) });
