@@ -173,10 +173,13 @@ impl Runner {
         if let Some(refused) = self.check_params(action, run, &progress) {
             return FirstPoll::Ended(refused);
         }
-        if self.writes_ahead(spec) {
-            return FirstPoll::Goes(Resume::Begin(1), progress);
-        }
         self.begin_attempt(spec, run, 1, &mut progress);
+        if self.writes_ahead(spec) {
+            // Handed to the journal's writer before the server goes on (ahead of anything it journals next, such
+            // as a snapshot that folds in the input that asked for the run); the attempt waits for it to be durable.
+            self.write(&mut run.unwritten);
+            return FirstPoll::Goes(Resume::Durable(1), progress);
+        }
         let polled = match self.invoke(action, run, 1) {
             Ok(mut future) => match catch_unwind(AssertUnwindSafe(|| {
                 future.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
@@ -229,16 +232,20 @@ impl Runner {
                 }
                 Resume::Begin(attempt) => {
                     self.begin_attempt(spec, run, attempt, &mut progress);
+                    if self.writes_ahead(spec) {
+                        self.write(&mut run.unwritten);
+                        at = Resume::Durable(attempt);
+                        continue;
+                    }
+                    (attempt, self.attempt(action, run, attempt).await)
+                }
+                Resume::Durable(attempt) => {
                     // Write-ahead: an action with side effects starts only once its start is durable, so a crash
                     // can never leave a side effect the journal does not know was attempted. Idempotent ones wait
                     // too: the input that asked for the run is then durable as well, so its idempotency key (made
                     // of that input's number) is never given to another run after a crash.
-                    if self.writes_ahead(spec)
-                        && let Some(durable) = self.store.durable()
-                        && {
-                            self.write(&mut run.unwritten);
-                            durable.flushed().await.is_err()
-                        }
+                    if let Some(durable) = self.store.durable()
+                        && durable.flushed().await.is_err()
                     {
                         let err = ActionError::critical(
                             "the journal could not make the run's start durable; it was not started",
@@ -246,17 +253,21 @@ impl Runner {
                         let outcome = err_outcome(&err, progress.started, attempt);
                         return self.finish(run, outcome, Some(err), progress.first_start);
                     }
-                    let result = match self.invoke(action, run, attempt) {
-                        Ok(future) => self.poll_attempt(run, future, spec.timeout).await,
-                        Err(err) => Err(err),
-                    };
-                    (attempt, result)
+                    (attempt, self.attempt(action, run, attempt).await)
                 }
             };
             match self.after_attempt(action, run, result, attempt, &progress) {
                 Next::End(ending) => return ending,
                 Next::Retry(backoff) => at = Resume::Retry(attempt + 1, backoff),
             }
+        }
+    }
+
+    /// Attempt `attempt`, begun: the action invoked and its future polled to its end.
+    async fn attempt(&self, action: &DynAction, run: &mut RunInHand, attempt: u32) -> Result<Value, ActionError> {
+        match self.invoke(action, run, attempt) {
+            Ok(future) => self.poll_attempt(run, future, action.spec().timeout).await,
+            Err(err) => Err(err),
         }
     }
 
@@ -478,6 +489,8 @@ enum FirstPoll {
 enum Resume {
     /// Attempt `n` is next (its write-ahead, if any, first).
     Begin(u32),
+    /// Attempt `n` began, and its record went to the journal's writer: it starts once that is durable.
+    Durable(u32),
     /// Attempt `n` is in flight: its action's future, polled once already.
     Polling(u32, ActionFuture),
     /// Attempt `n` is next, after this backoff.
@@ -555,9 +568,38 @@ fn jitter_sample(ctx: &ActionContext) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use super::{RunInHand, Runner, Start};
+    use crate::action::{ActionContext, ActionSpec, DynAction};
+    use crate::events::EventBus;
+    use crate::id::{ActionId, AgentId};
     use crate::store::digest_tests::params;
+    use crate::store::{RunRecord, RunStatus, SqliteStore, Store, Unwritten};
     use proptest::prelude::*;
-    use serde_json::Value;
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+
+    /// A run that must wait for its write-ahead has its record with the journal's writer once its start
+    /// returns, before anything polls the rest of it: whatever the server journals next (a snapshot folding in
+    /// the input that asked for the run) is written after it.
+    #[test]
+    fn a_write_ahead_run_is_journaled_before_its_start_returns() {
+        let folder = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(folder.path().join("journal.db")).unwrap());
+        let runner = Runner::new(EventBus::new(), store.clone());
+        let spec = ActionSpec::new("ledger.write", "writes").unwrap().side_effects(true);
+        let action = DynAction::new(spec, |_, _| Box::pin(async { Ok(Value::Null) })).unwrap();
+        let ctx = ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("ledger.write").unwrap());
+        let record = RunRecord::queued(ctx.run_id, ctx.agent_id.clone(), ctx.action_id.clone(), &json!({}), ctx.run_id);
+        let run_id = ctx.run_id;
+        let mut run = RunInHand::new(ctx, json!({}));
+        run.unwritten = Some(Unwritten { record, plan: None });
+        let Start::Waiting(rest) = runner.start(action, Box::new(run)) else {
+            panic!("a run with side effects waits for its start to be durable")
+        };
+        let journaled = store.get(run_id).map(|r| r.status());
+        assert_eq!(journaled, Some(RunStatus::Running), "journaled before the rest of the run was polled");
+        drop(rest);
+    }
 
     /// Every float in a value, as bits (so `-0.0` and `0.0` differ).
     fn float_bits(value: &Value, into: &mut Vec<u64>) {
