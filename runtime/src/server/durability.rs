@@ -181,16 +181,19 @@ impl<A: Agent> ServerState<A> {
     }
 
     /// What starting a new run again needs, to be kept with its record (with a durable store).
+    /// `params_json`: the params' JSON text, when it is made already.
     pub(super) fn plan_run(
         &self,
         ctx: &crate::action::ActionContext,
-        params: &Value,
+        (params, params_json): (&Value, Option<&[u8]>),
         by: &Requester,
-    ) -> Option<Box<RunPlan>> {
+    ) -> Option<Box<crate::store::PlanDraft>> {
         self.shared.store.durable()?;
-        Some(Box::new(RunPlan {
+        // Serializing a `Value` cannot fail.
+        let params_json = params_json.map_or_else(|| serde_json::to_vec(params).unwrap_or_default(), <[u8]>::to_vec);
+        Some(Box::new(crate::store::PlanDraft {
             key: ctx.idempotency_key(),
-            params: params.clone(),
+            params_json,
             by_agent: matches!(by, Requester::Agent { .. }),
             cause: ctx.causation_id,
             correlation: ctx.correlation_id,

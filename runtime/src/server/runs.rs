@@ -35,7 +35,8 @@ impl<A: Agent> ServerState<A> {
         // The params' text makes their digest, and a retry's params (see `RunInHand::params_text`).
         let params_text = serde_json::to_vec(&params).ok();
         let digest = params_text.as_deref().map_or_else(|| crate::store::params_digest(&params), text_digest);
-        let unwritten = self.journal_queued(&ctx, (&params, digest), parent_run, &by, queued);
+        let params_of = (&params, params_text.as_deref(), digest);
+        let unwritten = self.journal_queued(&ctx, params_of, parent_run, &by, queued);
         let run = Box::new(RunInHand { ctx, params, params_text, unwritten });
         self.through_gate(Ticket { run, by, approved: false, cleared: None });
     }
@@ -401,7 +402,7 @@ impl<A: Agent> ServerState<A> {
     fn journal_queued(
         &self,
         ctx: &ActionContext,
-        (params, digest): (&serde_json::Value, Uuid),
+        (params, params_json, digest): (&serde_json::Value, Option<&[u8]>, Uuid),
         parent_run: Option<Uuid>,
         by: &Requester,
         queued: chrono::DateTime<Utc>,
@@ -409,7 +410,7 @@ impl<A: Agent> ServerState<A> {
         let (agent, action) = (self.agent.id.clone(), ctx.action_id.clone());
         let mut record = RunRecord::queued_at(ctx.run_id, agent, action, digest, ctx.correlation_id, queued);
         record.parent_run = parent_run;
-        let unwritten = Unwritten { record, plan: self.plan_run(ctx, params, by) };
+        let unwritten = Unwritten { record, plan: self.plan_run(ctx, (params, params_json), by) };
         if !self.shared.events.is_listened() {
             return Some(unwritten);
         }

@@ -111,6 +111,22 @@ pub struct RunPlan {
     pub correlation: Uuid,
 }
 
+/// A run's plan as the server has it when it journals the run (see [`Durable::run_planned_parts`]): a
+/// [`RunPlan`] whose params are the JSON text the server made of them anyway (for their digest).
+#[derive(Debug, Clone, Copy)]
+pub struct PlanParts<'a> {
+    /// The run's idempotency key.
+    pub key: &'a str,
+    /// Its params, as compact JSON text.
+    pub params_json: &'a [u8],
+    /// Whether the agent itself asked for it.
+    pub by_agent: bool,
+    /// The signal whose handling asked for it.
+    pub cause: Option<Uuid>,
+    /// Its signal chain.
+    pub correlation: Uuid,
+}
+
 /// A run's record with what the recovery needs beside it: its plan and, once it ended, the outcome signal for
 /// the agent and whether the agent was given it.
 #[derive(Debug, Clone, PartialEq)]
@@ -163,6 +179,18 @@ pub trait Durable: Send + Sync + 'static {
     fn schedule_cleared(&self, agent: &AgentId, key: &str);
     /// Keeps with a journaled run what starting it again needs.
     fn run_planned(&self, run: Uuid, plan: &RunPlan);
+    /// [`Durable::run_planned`] for a plan whose params are JSON text already (the server makes it for their
+    /// digest), so a store that keeps plans as text need not build the params and serialize them again. By
+    /// default the params are read back and the plan kept through [`Durable::run_planned`].
+    fn run_planned_parts(&self, run: Uuid, parts: PlanParts<'_>) {
+        match serde_json::from_slice(parts.params_json) {
+            Ok(params) => {
+                let PlanParts { key, by_agent, cause, correlation, .. } = parts;
+                self.run_planned(run, &RunPlan { key: key.to_owned(), params, by_agent, cause, correlation });
+            }
+            Err(err) => tracing::error!(%run, %err, "a run's params could not be read back for its plan"),
+        }
+    }
     /// Keeps the outcome signal of an ended run, for its agent (not yet consumed). `safe_again` says whether
     /// starting the run again after a crash is safe: its action has no side effects (or idempotent ones) and
     /// nothing the run asked for (its effects) was done. A store may then make the run's end durable a little

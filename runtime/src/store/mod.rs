@@ -11,7 +11,9 @@ mod run_log;
 mod signal_codec;
 mod sqlite;
 
-pub use durable::{AgentRecord, AliveAgent, Durable, Flushed, KeyedRun, Revival, RunPlan, ScheduleRecord, Snapshot};
+pub use durable::{
+    AgentRecord, AliveAgent, Durable, Flushed, KeyedRun, PlanParts, Revival, RunPlan, ScheduleRecord, Snapshot,
+};
 pub use memory::{DEFAULT_KEEP, MemoryStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
@@ -160,7 +162,29 @@ impl RunRecord {
 #[derive(Debug)]
 pub(crate) struct Unwritten {
     pub record: RunRecord,
-    pub plan: Option<Box<RunPlan>>,
+    pub plan: Option<Box<PlanDraft>>,
+}
+
+/// A run's plan as the server keeps it until the run is journaled: [`PlanParts`], owned.
+#[derive(Debug)]
+pub(crate) struct PlanDraft {
+    pub key: String,
+    pub params_json: Vec<u8>,
+    pub by_agent: bool,
+    pub cause: Option<Uuid>,
+    pub correlation: Uuid,
+}
+
+impl PlanDraft {
+    pub fn parts(&self) -> PlanParts<'_> {
+        PlanParts {
+            key: &self.key,
+            params_json: &self.params_json,
+            by_agent: self.by_agent,
+            cause: self.cause,
+            correlation: self.correlation,
+        }
+    }
 }
 
 impl Unwritten {
@@ -178,7 +202,7 @@ impl Unwritten {
             tracing::error!(%err, "the journal refused a new run");
         }
         if let (Some(plan), Some(durable)) = (self.plan, store.durable()) {
-            durable.run_planned(run, &plan);
+            durable.run_planned_parts(run, plan.parts());
         }
     }
 }

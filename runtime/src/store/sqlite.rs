@@ -14,7 +14,9 @@
 //! cost a tenth of a durable run's time), so an update to it, or a `get` of it, reads the file.
 
 use super::checkpoint::Checkpointer;
-use super::durable::{AgentRecord, AliveAgent, Durable, Flushed, Revival, RunPlan, ScheduleRecord, Snapshot};
+use super::durable::{
+    AgentRecord, AliveAgent, Durable, Flushed, PlanParts, Revival, RunPlan, ScheduleRecord, Snapshot,
+};
 use super::input_log::{self, InputBatches};
 use super::run_log::{self, RunBatches, Settled};
 use super::signal_codec;
@@ -269,6 +271,34 @@ impl Texts {
         // A plan serializes to JSON without fail (plain data, string keys), and JSON is UTF-8.
         let _ = serde_json::to_writer(&mut bytes, plan);
         PlanText { text: String::from_utf8(bytes).unwrap_or_default(), key_len: plan.key.len() }
+    }
+
+    /// A run's key and its plan as JSON, made of its parts, in a buffer from the pool: the same text as
+    /// [`Texts::plan`] makes of the same plan, with the params' text copied rather than made again.
+    fn plan_parts(&self, parts: PlanParts<'_>) -> PlanText {
+        let mut bytes = self.buffer();
+        bytes.extend_from_slice(parts.key.as_bytes());
+        bytes.extend_from_slice(b"{\"key\":");
+        // A string serializes to JSON without fail.
+        let _ = serde_json::to_writer(&mut bytes, parts.key);
+        bytes.extend_from_slice(b",\"params\":");
+        bytes.extend_from_slice(parts.params_json);
+        bytes.extend_from_slice(if parts.by_agent { b",\"by_agent\":true" } else { b",\"by_agent\":false" });
+        bytes.extend_from_slice(b",\"cause\":");
+        let mut uuid = uuid::Uuid::encode_buffer();
+        match parts.cause {
+            Some(cause) => {
+                bytes.push(b'"');
+                bytes.extend_from_slice(cause.hyphenated().encode_lower(&mut uuid).as_bytes());
+                bytes.push(b'"');
+            }
+            None => bytes.extend_from_slice(b"null"),
+        }
+        bytes.extend_from_slice(b",\"correlation\":\"");
+        bytes.extend_from_slice(parts.correlation.hyphenated().encode_lower(&mut uuid).as_bytes());
+        bytes.extend_from_slice(b"\"}");
+        // The key is UTF-8 and so is JSON; params text that is not (a store's caller's bug) leaves the plan empty.
+        PlanText { text: String::from_utf8(bytes).unwrap_or_default(), key_len: parts.key.len() }
     }
 
     /// Takes written buffers back.
@@ -1239,6 +1269,10 @@ impl Durable for SqliteStore {
         self.send(Op::Plan(run, self.texts.plan(plan)));
     }
 
+    fn run_planned_parts(&self, run: Uuid, parts: PlanParts<'_>) {
+        self.send(Op::Plan(run, self.texts.plan_parts(parts)));
+    }
+
     fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool) {
         self.send(Op::Outcome(run, self.texts.signal(outcome), safe_again));
     }
@@ -1341,10 +1375,44 @@ mod runs_tests;
 mod tests {
     use super::*;
     use crate::id::ActionId;
+    use proptest::prelude::*;
     use serde_json::json;
 
     fn agent(name: &str) -> AgentId {
         AgentId::new(name).unwrap()
+    }
+
+    proptest! {
+        /// A plan made of its parts (the params as the text the server made of them) is the very text the plan
+        /// itself serializes to, so both read back the same.
+        #[test]
+        fn a_plan_made_of_its_parts_is_the_plans_own_text(
+            key in ".{0,40}",
+            params in crate::store::digest_tests::params(),
+            by_agent in any::<bool>(),
+            cause in proptest::option::of(any::<u128>()),
+            correlation in any::<u128>(),
+        ) {
+            let plan = RunPlan {
+                key,
+                params,
+                by_agent,
+                cause: cause.map(Uuid::from_u128),
+                correlation: Uuid::from_u128(correlation),
+            };
+            let params_json = serde_json::to_vec(&plan.params).unwrap();
+            let parts = PlanParts {
+                key: &plan.key,
+                params_json: &params_json,
+                by_agent,
+                cause: plan.cause,
+                correlation: plan.correlation,
+            };
+            let texts = Texts::default();
+            let (whole, made) = (texts.plan(&plan), texts.plan_parts(parts));
+            prop_assert_eq!((made.key(), made.plan()), (whole.key(), whole.plan()));
+            prop_assert_eq!(serde_json::from_str::<RunPlan>(made.plan()).unwrap(), plan);
+        }
     }
 
     #[test]
