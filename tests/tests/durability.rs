@@ -340,6 +340,15 @@ async fn an_interrupted_idempotent_run_runs_again_with_the_same_key() {
     let (again, mut lines) = start(dir, &["wait"]);
     expect(&mut lines, "back").await;
     let written = lines_in_file(2).await;
+    // The run before the crash is journaled as interrupted once the one started again is in the journal (so a
+    // crash in between starts it again rather than leaving its key unanswered): waited for, at most 30 s.
+    let interrupted = |runs: &[(RunRecord, Option<String>)]| {
+        runs.iter().any(|(r, _)| r.error == Some(agentry::action::ErrorClass::Interrupted))
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !interrupted(&journal(dir)) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     kill(again).await;
     assert_eq!(written.len(), 2, "started once before the crash and once after: {written:?}");
     assert_eq!(written[0], written[1], "the same idempotency key both times");

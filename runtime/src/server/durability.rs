@@ -345,11 +345,17 @@ impl<A: Agent> ServerState<A> {
             self.interrupt(&ids, why, true);
             return;
         }
-        // Not started yet, or safe to run again: run again, with the same key.
-        self.interrupt(&ids, "started again after the process stopped", true);
+        // Not started yet, or safe to run again: run again, with the same key. The run started again reaches the
+        // journal's writer before this one is journaled as interrupted (one that ended at once is handled now,
+        // which journals it): a crash in between leaves this one going on, to be started again by the next
+        // recovery, never ended with no run left to answer for its key.
         let by = Requester::Agent { correlation: Some(plan.correlation), cause: plan.cause };
         let key = RunKey::Given(plan.key.into());
-        self.request_run(RunRequest { action: ids.action, params: plan.params, by, key });
+        self.request_run(RunRequest { action: ids.action.clone(), params: plan.params, by, key });
+        while let Some(ended) = self.under().and_then(|u| u.ended.pop_front()) {
+            self.conclude(ended);
+        }
+        self.interrupt(&ids, "started again after the process stopped", true);
     }
 
     /// Ends a run the process stopped under as `Interrupted`, announced, and journaled so if `journal` (a run

@@ -62,7 +62,22 @@ fn busy(runtime: &Runtime) -> bool {
         .any(|status| !runtime.store().query(&RunQuery { status: Some(status), ..RunQuery::default() }).is_empty())
 }
 
-/// Waits (checking every few milliseconds, at most 30 s) until no run is going and every agent's inbox is fed.
+/// Whether an ended run's outcome is still on its way to its agent, as the journal says: a run that ended in its
+/// task is journaled as ended before its outcome reaches the agent's server, so the journal saying no run is going
+/// does not mean every outcome was handed over.
+fn outcomes_pending(runtime: &Runtime, agents: &[AgentId]) -> bool {
+    let Some(durable) = runtime.store().durable() else { return false };
+    let Ok(revivals) = durable.revivals(agents) else { return true };
+    revivals.into_iter().flatten().any(|revival| {
+        revival.runs.iter().any(|run| {
+            let by_agent = run.plan.as_ref().is_some_and(|plan| plan.by_agent);
+            run.record.status().is_final() && by_agent && !run.delivered
+        })
+    })
+}
+
+/// Waits (checking every few milliseconds, at most 30 s) until no run is going, every agent's inbox is fed and
+/// every ended run's outcome reached its agent.
 async fn quiet(runtime: &Runtime, agents: &[AgentId]) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -74,7 +89,7 @@ async fn quiet(runtime: &Runtime, agents: &[AgentId]) {
                 let _ = found.state().await;
             }
         }
-        if fed && !busy(runtime) {
+        if fed && !busy(runtime) && !outcomes_pending(runtime, agents) {
             return;
         }
         if tokio::time::Instant::now() > deadline {
