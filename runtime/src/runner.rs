@@ -128,14 +128,14 @@ impl Runner {
         match first {
             FirstPoll::Ended(ending) => Start::Ended(with_record(ending, &mut run)),
             FirstPoll::Goes(at, progress) => {
-                let runner = self.clone();
+                // Armed before the future is made, so the rest dropped even before its first poll (its caller
+                // gave up at once) journals the run as cancelled too.
+                let mut rest = Rest { runner: self.clone(), run, armed: true };
                 // Boxed as it is made, so its state is written where it stays rather than made and then moved.
                 Start::Waiting(Box::pin(async move {
-                    let mut run = run;
-                    let mut guard = CancelOnDrop { runner: &runner, run: &mut run, armed: true };
-                    let ending = runner.attempts(&action, guard.run, at, progress).instrument(span).await;
-                    guard.disarm();
-                    with_record(ending, guard.run)
+                    let ending = rest.runner.attempts(&action, &mut rest.run, at, progress).instrument(span).await;
+                    rest.armed = false;
+                    with_record(ending, &mut rest.run)
                 }))
             }
         }
@@ -534,10 +534,31 @@ impl CancelOnDrop<'_> {
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.runner.write(&mut self.run.unwritten);
-            self.runner.cancelled(&self.run.ctx, "the run was cancelled before it ended");
+            cancel(self.runner, self.run);
         }
     }
+}
+
+/// The rest of a run's execution ([`Start::Waiting`]), holding the run: it journals it as cancelled if it is
+/// dropped before the run ends, as [`CancelOnDrop`] does while the run starts.
+struct Rest {
+    runner: Runner,
+    run: Box<RunInHand>,
+    armed: bool,
+}
+
+impl Drop for Rest {
+    fn drop(&mut self) {
+        if self.armed {
+            cancel(&self.runner, &mut self.run);
+        }
+    }
+}
+
+/// Journals a run let go of before it ended (its record first, if it was not written yet) as cancelled.
+fn cancel(runner: &Runner, run: &mut RunInHand) {
+    runner.write(&mut run.unwritten);
+    runner.cancelled(&run.ctx, "the run was cancelled before it ended");
 }
 
 fn err_outcome(err: &ActionError, started: Instant, attempts: u32) -> Outcome {
@@ -573,7 +594,7 @@ mod tests {
     use crate::events::EventBus;
     use crate::id::{ActionId, AgentId};
     use crate::store::digest_tests::params;
-    use crate::store::{RunRecord, RunStatus, SqliteStore, Store, Unwritten};
+    use crate::store::{MemoryStore, RunRecord, RunStatus, SqliteStore, Store, Unwritten};
     use proptest::prelude::*;
     use serde_json::{Value, json};
     use std::sync::Arc;
@@ -599,6 +620,26 @@ mod tests {
         let journaled = store.get(run_id).map(|r| r.status());
         assert_eq!(journaled, Some(RunStatus::Running), "journaled before the rest of the run was polled");
         drop(rest);
+    }
+
+    /// The rest of a run that waits, dropped before anything polled it (its caller gave up at once), journals
+    /// the run as cancelled: it never stays going in the journal.
+    #[test]
+    fn a_run_dropped_before_its_rest_was_polled_is_journaled_cancelled() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let runner = Runner::new(EventBus::new(), store.clone());
+        let spec = ActionSpec::new("wait.ever", "waits").unwrap();
+        let action = DynAction::new(spec, |_, _| Box::pin(std::future::pending())).unwrap();
+        let ctx = ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("wait.ever").unwrap());
+        let record = RunRecord::queued(ctx.run_id, ctx.agent_id.clone(), ctx.action_id.clone(), &json!({}), ctx.run_id);
+        let run_id = ctx.run_id;
+        let mut run = RunInHand::new(ctx, json!({}));
+        run.unwritten = Some(Unwritten { record, plan: None });
+        let Start::Waiting(rest) = runner.start(action, Box::new(run)) else { panic!("a run that waits") };
+        assert_eq!(store.get(run_id).map(|r| r.status()), Some(RunStatus::Running));
+        drop(rest);
+        let ended = store.get(run_id).expect("journaled");
+        assert_eq!((ended.status(), ended.error), (RunStatus::Failed, Some(crate::action::ErrorClass::Cancelled)));
     }
 
     /// Every float in a value, as bits (so `-0.0` and `0.0` differ).
