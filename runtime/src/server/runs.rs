@@ -196,9 +196,8 @@ impl<A: Agent> ServerState<A> {
 
     /// Starts a run, driven right here as far as it goes without waiting (see [`crate::runner::Runner::start`]): a
     /// run that ends without waiting on anything (a pure computation, a cache hit) ends at once and costs no
-    /// future and no task; its outcome is handled after the message
-    /// that started it, as a task's would be. A run still pending goes on in its own task, and its outcome comes
-    /// back as a `Finished` message. A run whose outside caller gave up is cancelled instead, before it starts
+    /// future and no task; its outcome is handled after the message that started it, as a task's would be. A run
+    /// still pending goes on in its own task, and its outcome comes back as a `Finished` message. A run whose outside caller gave up is cancelled instead, before it starts
     /// or while it runs. A panic anywhere in the run becomes a `Critical` outcome, so its slot is always freed
     /// and its requester always answered.
     fn launch(&mut self, action: DynAction, ticket: Ticket) {
