@@ -173,25 +173,20 @@ impl Runner {
         if let Some(refused) = self.check_params(action, run, &progress) {
             return FirstPoll::Ended(refused);
         }
-        self.begin_attempt(spec, run, 1, &mut progress);
-        if self.writes_ahead(spec) {
-            // Handed to the journal's writer before the server goes on (ahead of anything it journals next, such
-            // as a snapshot that folds in the input that asked for the run); the attempt waits for it to be durable.
-            self.write(&mut run.unwritten);
+        if self.begin_attempt(spec, run, 1, &mut progress) {
             return FirstPoll::Goes(Resume::Durable(1), progress);
         }
         let polled = match self.invoke(action, run, 1) {
-            Ok(mut future) => match catch_unwind(AssertUnwindSafe(|| {
-                future.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
-            })) {
-                Ok(Poll::Pending) => {
-                    // From now on the run goes on where others can see it.
-                    self.write(&mut run.unwritten);
-                    return FirstPoll::Goes(Resume::Polling(1, future), progress);
+            Ok(mut future) => {
+                match poll_once(&mut future, &mut std::task::Context::from_waker(std::task::Waker::noop())) {
+                    Poll::Pending => {
+                        // From now on the run goes on where others can see it.
+                        self.write(&mut run.unwritten);
+                        return FirstPoll::Goes(Resume::Polling(1, future), progress);
+                    }
+                    Poll::Ready(result) => result,
                 }
-                Ok(Poll::Ready(result)) => result,
-                Err(payload) => Err(panicked(payload.as_ref())),
-            },
+            }
             Err(err) => Err(err),
         };
         match self.after_attempt(action, run, polled, 1, &progress) {
@@ -231,9 +226,7 @@ impl Runner {
                     continue;
                 }
                 Resume::Begin(attempt) => {
-                    self.begin_attempt(spec, run, attempt, &mut progress);
-                    if self.writes_ahead(spec) {
-                        self.write(&mut run.unwritten);
+                    if self.begin_attempt(spec, run, attempt, &mut progress) {
                         at = Resume::Durable(attempt);
                         continue;
                     }
@@ -271,12 +264,6 @@ impl Runner {
         }
     }
 
-    /// Whether an action's runs wait for their start to be durable before they begin (see
-    /// [`Runner::attempts`]).
-    fn writes_ahead(&self, spec: &crate::action::ActionSpec) -> bool {
-        spec.side_effects && self.store.durable().is_some()
-    }
-
     /// Checks a run's params: ones that match cost one check; others are coerced where that is safe, then
     /// checked again. Returns how the run ended if they are refused.
     fn check_params(&self, action: &DynAction, run: &mut RunInHand, progress: &Progress) -> Option<Ending> {
@@ -295,14 +282,17 @@ impl Runner {
     }
 
     /// Begins attempt `attempt`: what a failed one asked for is forgotten, and the attempt is journaled and
-    /// announced as running.
+    /// announced as running. Returns whether it must wait for its start to be durable before the action runs
+    /// (write-ahead, see [`Runner::attempts`]): its record then goes to the journal's writer here, before the
+    /// server goes on (ahead of anything it journals next, such as a snapshot that folds in the input that asked
+    /// for the run).
     fn begin_attempt(
         &self,
         spec: &crate::action::ActionSpec,
         run: &mut RunInHand,
         attempt: u32,
         progress: &mut Progress,
-    ) {
+    ) -> bool {
         run.ctx.attempt = attempt;
         {
             let mut sink = run.ctx.sink();
@@ -318,6 +308,11 @@ impl Runner {
         // When the first attempt started, as journaled: the run's end is stamped that much later than it as the
         // run's latency, rather than read from the clock again.
         progress.first_start.get_or_insert(running);
+        let writes_ahead = spec.side_effects && self.store.durable().is_some();
+        if writes_ahead {
+            self.write(&mut run.unwritten);
+        }
+        writes_ahead
     }
 
     /// Invokes the action for attempt `attempt`; a panic while it builds its future (before its first await) is
@@ -348,10 +343,8 @@ impl Runner {
     ) -> Result<Value, ActionError> {
         let mut timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
         std::future::poll_fn(|cx| {
-            match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
-                Ok(Poll::Ready(result)) => return Poll::Ready(result),
-                Ok(Poll::Pending) => {}
-                Err(payload) => return Poll::Ready(Err(panicked(payload.as_ref()))),
+            if let Poll::Ready(result) = poll_once(&mut future, cx) {
+                return Poll::Ready(result);
             }
             self.write(&mut run.unwritten);
             let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
@@ -563,6 +556,14 @@ fn cancel(runner: &Runner, run: &mut RunInHand) {
 
 fn err_outcome(err: &ActionError, started: Instant, attempts: u32) -> Outcome {
     Outcome::failed(err, started.elapsed(), attempts)
+}
+
+/// Polls an action's future once; a panic is the attempt's `Critical` error.
+fn poll_once(future: &mut ActionFuture, cx: &mut std::task::Context<'_>) -> Poll<Result<Value, ActionError>> {
+    match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+        Ok(polled) => polled,
+        Err(payload) => Poll::Ready(Err(panicked(payload.as_ref()))),
+    }
 }
 
 /// The `Critical` error for an action that panicked, with the panic's message.
