@@ -53,7 +53,7 @@ impl Runner {
         let now = at.unwrap_or_else(crate::wall_clock::now);
         let ctx = &run.ctx;
         match run.unwritten.as_mut() {
-            Some(unwritten) => unwritten.record.apply(update, now),
+            Some(unwritten) => unwritten.draft.apply(update, now),
             None => {
                 if let Err(err) = self.store.update(ctx.run_id, update, now) {
                     tracing::warn!(run = %ctx.run_id, %err, "the journal refused an update");
@@ -63,7 +63,7 @@ impl Runner {
         // An event about a run is published only once the run is in the journal, so whoever hears of it can
         // look it up.
         if self.events.is_listened() {
-            self.write(&mut run.unwritten);
+            self.write(run);
             let ctx = &run.ctx;
             let (agent, run, correlation) = (ctx.agent_id.clone(), Some(ctx.run_id), Some(ctx.correlation_id));
             self.events.publish(Event { at: now, agent, run, correlation, kind: kind(ctx) });
@@ -142,8 +142,8 @@ impl Runner {
     }
 
     /// Journals a run's record if it is not written yet.
-    fn write(&self, unwritten: &mut Option<Unwritten>) {
-        Unwritten::write_pending(unwritten, &*self.store);
+    fn write(&self, run: &mut RunInHand) {
+        run.write_record(&*self.store);
     }
 
     /// Journals and announces a run that ends without finishing; nothing happens if it had already ended.
@@ -181,7 +181,7 @@ impl Runner {
                 match poll_once(&mut future, &mut std::task::Context::from_waker(std::task::Waker::noop())) {
                     Poll::Pending => {
                         // From now on the run goes on where others can see it.
-                        self.write(&mut run.unwritten);
+                        self.write(run);
                         return FirstPoll::Goes(Resume::Polling(1, future), progress);
                     }
                     Poll::Ready(result) => result,
@@ -211,8 +211,8 @@ impl Runner {
                 Resume::Retry(attempt, backoff) => {
                     // Boxed: a retry is rare, and every run's future would otherwise keep room for its timer.
                     Box::pin(tokio::time::sleep(backoff)).await;
-                    if let Some(text) = &run.params_text {
-                        match serde_json::from_slice(text) {
+                    if let Some(read) = run.params_text().map(serde_json::from_slice::<Value>) {
+                        match read {
                             Ok(params) => run.params = params,
                             Err(err) => {
                                 let err =
@@ -275,8 +275,12 @@ impl Runner {
             }
             false => Some(err),
         };
-        // The text is of the params as they were given.
+        // The text is of the params as they were given: their digest, made now, is of them, and a retry reads
+        // the params as they are now.
         run.params_text = None;
+        if let Some(unwritten) = run.unwritten.as_mut() {
+            unwritten.draft.forget_text();
+        }
         let err = refused?;
         Some(self.finish(run, err_outcome(&err, progress.started, 0), Some(err), None))
     }
@@ -310,7 +314,7 @@ impl Runner {
         progress.first_start.get_or_insert(running);
         let writes_ahead = spec.side_effects && self.store.durable().is_some();
         if writes_ahead {
-            self.write(&mut run.unwritten);
+            self.write(run);
         }
         writes_ahead
     }
@@ -320,7 +324,7 @@ impl Runner {
     /// params then too unless their text is at hand (the next attempt reads them again from it); the last
     /// attempt takes the params.
     fn invoke(&self, action: &DynAction, run: &mut RunInHand, attempt: u32) -> Result<ActionFuture, ActionError> {
-        let params = match crate::action::may_retry_after(action.spec(), attempt) && run.params_text.is_none() {
+        let params = match crate::action::may_retry_after(action.spec(), attempt) && run.params_text().is_none() {
             true => run.params.clone(),
             false => std::mem::take(&mut run.params),
         };
@@ -346,7 +350,7 @@ impl Runner {
             if let Poll::Ready(result) = poll_once(&mut future, cx) {
                 return Poll::Ready(result);
             }
-            self.write(&mut run.unwritten);
+            self.write(run);
             let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
             match timer.as_mut().poll(cx) {
                 Poll::Ready(()) => Poll::Ready(Err(ActionError::Timeout { after: timeout })),
@@ -391,15 +395,15 @@ impl Runner {
         let backoff = spec.retry.backoff(attempt, jitter_sample(&run.ctx));
         tracing::debug!(attempt, ?backoff, %err, "retrying");
         let retried = EventKind::ActionRetried { action: spec.id.clone(), attempt, class: err.class(), backoff };
-        self.write(&mut run.unwritten);
+        self.write(run);
         let ctx = &run.ctx;
         self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
         Next::Retry(backoff)
     }
 
     /// Journals and announces how a run ended. A record not written yet is written now, unless the store is
-    /// durable: then it is handed back with the outcome (see [`Runner::execute_unwritten`]). In memory nothing
-    /// is gained by waiting, and the record is written while it is at hand.
+    /// durable: then it is handed back with the outcome (see [`Runner::start`]). In memory nothing is gained by
+    /// waiting, and the record is written while it is at hand (the in-memory journal takes it as drafted).
     /// `first_start`: when the first attempt started, if one did; the end is stamped as that plus the latency.
     fn finish(
         &self,
@@ -426,8 +430,10 @@ impl Runner {
         };
         let end = first_start.and_then(|start| start.checked_add_signed(TimeDelta::from_std(outcome.latency).ok()?));
         let at = self.report(run, update, kind, end);
-        if self.store.durable().is_none() {
-            self.write(&mut run.unwritten);
+        if self.store.durable().is_none()
+            && let Some(unwritten) = run.unwritten.take()
+        {
+            unwritten.write_ended(&*self.store);
         }
         let report = Box::new(RunReport { run_id: run.ctx.run_id, action: run.ctx.action_id.clone(), outcome });
         Ending { report, error, unwritten: None, at }
@@ -435,7 +441,7 @@ impl Runner {
 }
 
 /// How a run ended: its outcome (in the box its outcome signal keeps it in), the error it ended with (for a
-/// caller that passes it on), its record if that is not journaled yet (see [`Runner::execute_unwritten`]), and
+/// caller that passes it on), its record if that is not journaled yet (see [`Runner::start`]), and
 /// when it ended, as its record says (the time its outcome signal is stamped with).
 pub(crate) struct Ending {
     pub report: Box<RunReport>,
@@ -449,9 +455,8 @@ pub(crate) struct Ending {
 pub(crate) struct RunInHand {
     pub ctx: ActionContext,
     pub params: Value,
-    /// The params' compact JSON text, if it was made (for their digest): an attempt another may follow then
-    /// takes the params, and the next one reads them again from the text, instead of every first attempt
-    /// copying them in case it fails. (JSON text reads back exactly the value it was made of.)
+    /// The params' compact JSON text, if it was made (for their digest) and the run's record is written; while
+    /// it is not, the record's draft keeps the text (see [`RunInHand::params_text()`]).
     pub params_text: Option<Vec<u8>>,
     pub unwritten: Option<Unwritten>,
 }
@@ -460,6 +465,24 @@ impl RunInHand {
     /// A run with its context and params, whose record is already journaled.
     pub(crate) fn new(ctx: ActionContext, params: Value) -> Self {
         Self { ctx, params, params_text: None, unwritten: None }
+    }
+
+    /// The params' compact JSON text, if it was made, wherever it is kept. An attempt another may follow takes
+    /// the params when there is a text, and the next one reads them again from it, instead of every first
+    /// attempt copying them in case it fails. (JSON text reads back exactly the value it was made of.)
+    pub(crate) fn params_text(&self) -> Option<&[u8]> {
+        let drafted = || self.unwritten.as_ref().and_then(|unwritten| unwritten.draft.params_text());
+        self.params_text.as_deref().or_else(drafted)
+    }
+
+    /// Journals the run's record if it is not written yet; the params' text its draft kept stays with the run.
+    pub(crate) fn write_record(&mut self, store: &dyn Store) {
+        if let Some(unwritten) = self.unwritten.take() {
+            let text = unwritten.write(store);
+            if self.params_text.is_none() {
+                self.params_text = text;
+            }
+        }
     }
 }
 
@@ -550,7 +573,7 @@ impl Drop for Rest {
 
 /// Journals a run let go of before it ended (its record first, if it was not written yet) as cancelled.
 fn cancel(runner: &Runner, run: &mut RunInHand) {
-    runner.write(&mut run.unwritten);
+    runner.write(run);
     runner.cancelled(&run.ctx, "the run was cancelled before it ended");
 }
 
@@ -595,10 +618,22 @@ mod tests {
     use crate::events::EventBus;
     use crate::id::{ActionId, AgentId};
     use crate::store::digest_tests::params;
-    use crate::store::{MemoryStore, RunRecord, RunStatus, SqliteStore, Store, Unwritten};
+    use crate::store::{DraftIds, MemoryStore, RecordDraft, RunStatus, SqliteStore, Store, Unwritten};
     use proptest::prelude::*;
     use serde_json::{Value, json};
     use std::sync::Arc;
+
+    /// The unwritten record of a run queued just now, with `{}` for params.
+    fn unwritten(ctx: &ActionContext) -> Unwritten {
+        let ids = DraftIds {
+            run: ctx.run_id,
+            agent: ctx.agent_id.clone(),
+            action: ctx.action_id.clone(),
+            correlation: ctx.run_id,
+            parent_run: None,
+        };
+        Unwritten { draft: RecordDraft::queued(ids, &json!({}), None, chrono::Utc::now()), plan: None }
+    }
 
     /// A run that must wait for its write-ahead has its record with the journal's writer once its start
     /// returns, before anything polls the rest of it: whatever the server journals next (a snapshot folding in
@@ -611,10 +646,9 @@ mod tests {
         let spec = ActionSpec::new("ledger.write", "writes").unwrap().side_effects(true);
         let action = DynAction::new(spec, |_, _| Box::pin(async { Ok(Value::Null) })).unwrap();
         let ctx = ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("ledger.write").unwrap());
-        let record = RunRecord::queued(ctx.run_id, ctx.agent_id.clone(), ctx.action_id.clone(), &json!({}), ctx.run_id);
         let run_id = ctx.run_id;
         let mut run = RunInHand::new(ctx, json!({}));
-        run.unwritten = Some(Unwritten { record, plan: None });
+        run.unwritten = Some(unwritten(&run.ctx));
         let Start::Waiting(rest) = runner.start(action, Box::new(run)) else {
             panic!("a run with side effects waits for its start to be durable")
         };
@@ -632,10 +666,9 @@ mod tests {
         let spec = ActionSpec::new("wait.ever", "waits").unwrap();
         let action = DynAction::new(spec, |_, _| Box::pin(std::future::pending())).unwrap();
         let ctx = ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("wait.ever").unwrap());
-        let record = RunRecord::queued(ctx.run_id, ctx.agent_id.clone(), ctx.action_id.clone(), &json!({}), ctx.run_id);
         let run_id = ctx.run_id;
         let mut run = RunInHand::new(ctx, json!({}));
-        run.unwritten = Some(Unwritten { record, plan: None });
+        run.unwritten = Some(unwritten(&run.ctx));
         let Start::Waiting(rest) = runner.start(action, Box::new(run)) else { panic!("a run that waits") };
         assert_eq!(store.get(run_id).map(|r| r.status()), Some(RunStatus::Running));
         drop(rest);

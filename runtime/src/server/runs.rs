@@ -13,7 +13,7 @@ use crate::events::EventKind;
 use crate::interpret::Origin;
 use crate::messages::{Admitted, Invoker, Requester, RunRequest, ServerMsg};
 use crate::runner::{RunInHand, Start};
-use crate::store::{RunRecord, RunStatus, RunUpdate, Unwritten, text_digest};
+use crate::store::{DraftIds, RecordDraft, RunStatus, RunUpdate, Unwritten};
 use crate::table::{Gate, gate};
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
@@ -34,17 +34,24 @@ impl<A: Agent> ServerState<A> {
         };
         // The params' text makes their digest, and a retry's params (see `RunInHand::params_text`).
         let params_text = serde_json::to_vec(&params).ok();
-        let digest = params_text.as_deref().map_or_else(|| crate::store::params_digest(&params), text_digest);
-        let params_of = (&params, params_text.as_deref(), digest);
-        let unwritten = self.journal_queued(&ctx, params_of, parent_run, &by, queued);
-        let run = Box::new(RunInHand { ctx, params, params_text, unwritten });
+        let plan = self.plan_run(&ctx, (&params, params_text.as_deref()), &by);
+        let ids = DraftIds {
+            run: ctx.run_id,
+            agent: self.agent.id.clone(),
+            action: ctx.action_id.clone(),
+            correlation: ctx.correlation_id,
+            parent_run,
+        };
+        let unwritten = Unwritten { draft: RecordDraft::queued(ids, &params, params_text, queued), plan };
+        let mut run = Box::new(RunInHand { ctx, params, params_text: None, unwritten: Some(unwritten) });
+        self.announce_queued(&mut run, parent_run);
         self.through_gate(Ticket { run, by, approved: false, cleared: None });
     }
 
     /// Journals a run's record if it is not written yet: when it is parked, refused, handed to a routine, or
     /// cancelled before it starts. (A run that starts has its record written by the runner.)
-    fn write_record(&self, unwritten: &mut Option<Unwritten>) {
-        Unwritten::write_pending(unwritten, &*self.shared.store);
+    fn write_record(&self, run: &mut RunInHand) {
+        run.write_record(&*self.shared.store);
     }
 
     /// The gate, for a new run and again for a queued or approved one when it starts: refused, parked for
@@ -72,7 +79,7 @@ impl<A: Agent> ServerState<A> {
         match ticket.by {
             Requester::Routine { reply, .. } => {
                 // It starts in its caller's task, which needs it journaled.
-                self.write_record(&mut ticket.run.unwritten);
+                self.write_record(&mut ticket.run);
                 let ctx = ticket.run.ctx;
                 if let Err(Ok(refused)) = reply.send(Ok(Admitted { action, ctx })) {
                     self.shared
@@ -85,7 +92,7 @@ impl<A: Agent> ServerState<A> {
                     self.launch(action, Ticket { by, ..ticket });
                 } else {
                     let cleared = Clearance { table: self.table.epoch(), policy: self.policy_epoch, action };
-                    self.write_record(&mut ticket.run.unwritten);
+                    self.write_record(&mut ticket.run);
                     // A run that waits keeps its params once, not their text as well (a retry then copies them).
                     ticket.run.params_text = None;
                     self.work().queue.push_back(Ticket { by, cleared: Some(cleared), ..ticket });
@@ -96,7 +103,7 @@ impl<A: Agent> ServerState<A> {
 
     /// Ends a run before it started: journaled as blocked and announced, and its requester told.
     fn refuse(&mut self, mut ticket: Ticket, error: ActionError) {
-        self.write_record(&mut ticket.run.unwritten);
+        self.write_record(&mut ticket.run);
         let outcome = self.block(&ticket.run.ctx, &error);
         let ids = RunIds::of(&ticket.run.ctx);
         let report = ids.report(outcome);
@@ -107,7 +114,7 @@ impl<A: Agent> ServerState<A> {
     /// MCP client with a user) is asked to approve it, for itself or for a call its run makes; any other outside
     /// caller cannot wait for an approval, and its run is refused with [`RuntimeError::NeedsApproval`].
     fn await_approval(&mut self, mut ticket: Ticket, risk: Risk) {
-        self.write_record(&mut ticket.run.unwritten);
+        self.write_record(&mut ticket.run);
         let run = ticket.run.ctx.run_id;
         // Asked only if the caller is still there to hear it: a gone caller's run is refused, not parked.
         let asked = match (ticket.run.ctx.caller(), self.table.get(&ticket.run.ctx.action_id)) {
@@ -207,7 +214,7 @@ impl<A: Agent> ServerState<A> {
             _ => None,
         };
         if invoker.as_ref().is_some_and(|reply| reply.is_closed()) {
-            self.write_record(&mut run.unwritten);
+            self.write_record(&mut run);
             self.shared.runner.cancelled(&run.ctx, "the caller gave up before the run started");
             return;
         }
@@ -395,30 +402,18 @@ impl<A: Agent> ServerState<A> {
     }
 
     /// Every run is journaled and announced as queued, even one the gate then refuses. Its record is written
-    /// late (see [`Unwritten`]) and returned, to be written by whoever takes the run on; but while anyone listens
-    /// to events it is written at once, since an event about a run is published only once the run is in the
-    /// journal.
-    fn journal_queued(
-        &self,
-        ctx: &ActionContext,
-        (params, params_json, digest): (&serde_json::Value, Option<&[u8]>, Uuid),
-        parent_run: Option<Uuid>,
-        by: &Requester,
-        queued: chrono::DateTime<Utc>,
-    ) -> Option<Unwritten> {
-        let (agent, action) = (self.agent.id.clone(), ctx.action_id.clone());
-        let mut record = RunRecord::queued_at(ctx.run_id, agent, action, digest, ctx.correlation_id, queued);
-        record.parent_run = parent_run;
-        let unwritten = Unwritten { record, plan: self.plan_run(ctx, (params, params_json), by) };
+    /// late (see [`Unwritten`]), by whoever takes the run on; but while anyone listens to events it is written
+    /// at once, since an event about a run is published only once the run is in the journal.
+    fn announce_queued(&self, run: &mut RunInHand, parent_run: Option<Uuid>) {
         if !self.shared.events.is_listened() {
-            return Some(unwritten);
+            return;
         }
-        let at = unwritten.record.history.first().map_or_else(chrono::Utc::now, |(_, at)| *at);
-        unwritten.write(&*self.shared.store);
+        let at = run.unwritten.as_ref().map_or_else(chrono::Utc::now, |unwritten| unwritten.draft.queued_at());
+        run.write_record(&*self.shared.store);
+        let ctx = &run.ctx;
         let kind = EventKind::ActionQueued { action: ctx.action_id.clone(), parent_run, depth: ctx.depth() };
         let (agent, run, correlation) = (self.agent.id.clone(), Some(ctx.run_id), Some(ctx.correlation_id));
         self.shared.events.publish(crate::events::Event { at, agent, run, correlation, kind });
-        None
     }
 
     fn journal(&self, run: Uuid, update: RunUpdate) {

@@ -1,6 +1,6 @@
 //! The in-memory journal.
 
-use super::{FastHash, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
+use super::{FastHash, RecordDraft, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use chrono::{DateTime, Utc};
 use dashmap::DashMap;
@@ -17,6 +17,13 @@ pub const DEFAULT_KEEP: usize = 100_000;
 struct Entry {
     place: u64,
     record: RunRecord,
+}
+
+/// A run on the mover's list: its record, or the server's draft of it (made into its record as it is moved).
+#[derive(Debug)]
+enum Retiring {
+    Record(Entry),
+    Draft(u64, RecordDraft),
 }
 
 /// Ended runs, in the order they ended, with an index by run id.
@@ -50,7 +57,9 @@ impl Ended {
 ///
 /// A run recorded once it already ended (as a run that ends at its first poll is) is checked against the runs
 /// still going, not against the ended ones; one whose id is already among the ended runs is dropped, with an
-/// error in the log, when it is moved.
+/// error in the log, when it is moved. Such a run recorded by an agent's server goes on the list as the server
+/// drafted it, unchecked (its id is one the server just made), and the mover makes its record: the params'
+/// digest and the history are made on the mover's thread instead of the agent's.
 ///
 /// ```
 /// use agentry::store::{MemoryStore, RunQuery, RunRecord, RunStatus, RunUpdate, Store};
@@ -76,7 +85,7 @@ struct Journal {
     next: AtomicU64,
     ended: Mutex<Ended>,
     /// Runs that ended, in the order they ended, not yet moved to `ended`.
-    retiring: Mutex<Vec<(Uuid, Entry)>>,
+    retiring: Mutex<Vec<Retiring>>,
     keep: usize,
     /// The most recent refused effects, at most `keep`.
     refusals: Mutex<VecDeque<Refusal>>,
@@ -134,12 +143,19 @@ impl MemoryStore {
         Self { journal: Arc::new(journal) }
     }
 
+    /// Journals a run the server drafted, and that ended before it was written: its record is made when the
+    /// mover moves it in (or a read does).
+    pub(crate) fn record_draft(&self, draft: RecordDraft) {
+        let place = self.journal.next.fetch_add(1, Ordering::Relaxed);
+        self.retire(Retiring::Draft(place, draft));
+    }
+
     /// Puts a run that just ended on the mover's list, and wakes the mover if it sleeps.
-    fn retire(&self, run: Uuid, entry: Entry) {
+    fn retire(&self, run: Retiring) {
         let journal = &self.journal;
         let first = {
             let mut retiring = lock(&journal.retiring);
-            retiring.push((run, entry));
+            retiring.push(run);
             retiring.len() == 1
         };
         let mover = journal.mover.get_or_init(|| spawn_mover(Arc::downgrade(journal)));
@@ -170,8 +186,13 @@ impl Journal {
     }
 
     /// Moves ended runs to the back of the ended runs, and forgets the oldest past the limit.
-    fn move_in(&self, ended: &mut Ended, batch: Vec<(Uuid, Entry)>) {
-        for (run, entry) in batch {
+    fn move_in(&self, ended: &mut Ended, batch: Vec<Retiring>) {
+        for retiring in batch {
+            let entry = match retiring {
+                Retiring::Record(entry) => entry,
+                Retiring::Draft(place, draft) => Entry { place, record: draft.into_record().0 },
+            };
+            let run = entry.record.run;
             let number = ended.first + ended.runs.len() as u64;
             if ended.index.contains_key(&run) {
                 tracing::error!(%run, "a run recorded as ended was already journaled as ended; the later record was dropped");
@@ -241,7 +262,7 @@ impl Store for MemoryStore {
             // A run journaled once it already ended goes straight to the mover's list.
             dashmap::Entry::Vacant(_) if record.status().is_final() => {
                 let place = journal.next.fetch_add(1, Ordering::Relaxed);
-                self.retire(run, Entry { place, record });
+                self.retire(Retiring::Record(Entry { place, record }));
                 Ok(())
             }
             // The shard stays locked while the ended runs are checked, so the run cannot end in between.
@@ -264,7 +285,7 @@ impl Store for MemoryStore {
         });
         match ended {
             // The shard's lock is released here, so taking the list's lock cannot deadlock.
-            Some((run, entry)) => self.retire(run, entry),
+            Some((_, entry)) => self.retire(Retiring::Record(entry)),
             None if !found && journal.settled().index.contains_key(&run) => return Err(StoreError::Ended(run)),
             None if !found => return Err(StoreError::UnknownRun(run)),
             None => {}
@@ -302,6 +323,10 @@ impl Store for MemoryStore {
     fn refusals(&self, agent: &AgentId) -> Vec<Refusal> {
         let refusals = lock(&self.journal.refusals);
         refusals.iter().filter(|r| &r.agent == agent).cloned().collect()
+    }
+
+    fn in_memory(&self) -> Option<&MemoryStore> {
+        Some(self)
     }
 }
 
@@ -351,6 +376,52 @@ mod tests {
         assert!(again.to_string().contains("already ended"), "{again}");
         let unknown = store.update(Uuid::nil(), RunUpdate::default(), Utc::now()).unwrap_err();
         assert_eq!(unknown, StoreError::UnknownRun(Uuid::nil()));
+    }
+
+    /// A run the server drafted and that ended before it was written: the draft goes on the mover's list as it
+    /// is, and every read sees the record it makes (digest of the kept text, full history), in its place
+    /// among the runs recorded before and after it, whether or not the mover moved it in yet.
+    #[test]
+    fn a_drafted_run_reads_back_as_its_record_in_its_place() {
+        use crate::store::{DraftIds, RecordDraft};
+        let store = MemoryStore::new();
+        let before = record("a1", "math.add");
+        store.record(before.clone()).unwrap();
+        let params = json!({"a": 1, "text": "café"});
+        let ids = DraftIds {
+            run: Uuid::now_v7(),
+            agent: AgentId::new("a1").unwrap(),
+            action: ActionId::new("math.div").unwrap(),
+            correlation: Uuid::now_v7(),
+            parent_run: None,
+        };
+        let run = ids.run;
+        let queued = Utc::now();
+        let mut draft = RecordDraft::queued(ids, &params, Some(serde_json::to_vec(&params).unwrap()), queued);
+        let running = RunUpdate { status: Some(RunStatus::Running), attempts: Some(1), ..RunUpdate::default() };
+        let done = RunUpdate {
+            status: Some(RunStatus::Completed),
+            latency: Some(Duration::from_millis(3)),
+            ..RunUpdate::default()
+        };
+        let (started, ended) =
+            (queued + chrono::TimeDelta::milliseconds(1), queued + chrono::TimeDelta::milliseconds(4));
+        draft.apply(running, started);
+        draft.apply(done, ended);
+        store.record_draft(draft);
+        let after = record("a2", "math.add");
+        store.record(after.clone()).unwrap();
+
+        let got = store.get(run).expect("the drafted run is journaled");
+        assert_eq!(got.params_digest, crate::store::params_digest(&params));
+        assert_eq!(
+            got.history,
+            [(RunStatus::Queued, queued), (RunStatus::Running, started), (RunStatus::Completed, ended)]
+        );
+        assert_eq!((got.attempts, got.latency), (1, Some(Duration::from_millis(3))));
+        let order: Vec<Uuid> = store.query(&RunQuery::default()).into_iter().map(|r| r.run).collect();
+        assert_eq!(order, [before.run, run, after.run]);
+        assert_eq!(store.update(run, RunUpdate::default(), Utc::now()), Err(StoreError::Ended(run)));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod agent_rows;
 mod checkpoint;
 mod compact;
+mod draft;
 mod durable;
 mod input_log;
 mod memory;
@@ -11,6 +12,7 @@ mod run_log;
 mod signal_codec;
 mod sqlite;
 
+pub(crate) use draft::{DraftIds, PlanDraft, RecordDraft, Unwritten};
 pub use durable::{
     AgentRecord, AliveAgent, Durable, Flushed, KeyedRun, PlanParts, Revival, RunPlan, ScheduleRecord, Snapshot,
 };
@@ -151,58 +153,6 @@ impl RunRecord {
         }
         if update.error.is_some() {
             self.error = update.error;
-        }
-    }
-}
-
-/// A run's record not yet in the journal, with its plan (for a durable store): the server journals a new run
-/// late, so a run that ends at its first poll is written once, ended, instead of once per status. Whatever
-/// happens to the run meanwhile is applied to the record; it is written as soon as the run waits on anything
-/// (or is parked, or ends), so the journal never misses a run that is going on.
-#[derive(Debug)]
-pub(crate) struct Unwritten {
-    pub record: RunRecord,
-    pub plan: Option<Box<PlanDraft>>,
-}
-
-/// A run's plan as the server keeps it until the run is journaled: [`PlanParts`], owned.
-#[derive(Debug)]
-pub(crate) struct PlanDraft {
-    pub key: String,
-    pub params_json: Vec<u8>,
-    pub by_agent: bool,
-    pub cause: Option<Uuid>,
-    pub correlation: Uuid,
-}
-
-impl PlanDraft {
-    pub fn parts(&self) -> PlanParts<'_> {
-        PlanParts {
-            key: &self.key,
-            params_json: &self.params_json,
-            by_agent: self.by_agent,
-            cause: self.cause,
-            correlation: self.correlation,
-        }
-    }
-}
-
-impl Unwritten {
-    /// Writes a record that is not written yet, if there is one, and leaves `None` in its place.
-    pub fn write_pending(pending: &mut Option<Unwritten>, store: &dyn Store) {
-        if let Some(unwritten) = pending.take() {
-            unwritten.write(store);
-        }
-    }
-
-    /// Writes the record, then its plan (both go to a durable store's writer in that order).
-    pub fn write(self, store: &dyn Store) {
-        let run = self.record.run;
-        if let Err(err) = store.record(self.record) {
-            tracing::error!(%err, "the journal refused a new run");
-        }
-        if let (Some(plan), Some(durable)) = (self.plan, store.durable()) {
-            durable.run_planned_parts(run, plan.parts());
         }
     }
 }
@@ -387,6 +337,12 @@ pub trait Store: Send + Sync + 'static {
     fn refusals(&self, agent: &AgentId) -> Vec<Refusal>;
     /// The part that outlives the process, for a store that has one.
     fn durable(&self) -> Option<&dyn Durable> {
+        None
+    }
+    /// The runtime's own in-memory journal, which takes a run that ended as the server drafted it (see
+    /// [`MemoryStore`]); `None` for any other store.
+    #[doc(hidden)]
+    fn in_memory(&self) -> Option<&MemoryStore> {
         None
     }
 }
