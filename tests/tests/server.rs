@@ -397,6 +397,18 @@ async fn every_attempt_of_a_retried_run_gets_the_params_it_was_given() {
     assert_eq!(floats(&seen[2]), floats(&params), "every float is bit for bit the one given");
 }
 
+/// The same for short params: their text stays with the run's record until that is written (at the first
+/// failed attempt), and goes back to the run for the next attempts.
+#[tokio::test(start_paused = true)]
+async fn every_attempt_of_a_retried_run_gets_its_short_params() {
+    let (_rt, probe, counters) = setup(Policy::default()).await;
+    let params = json!({"z": 0.1, "n": [1, "two"]});
+    let reply = outcome(&probe, "tools.flaky", params.clone()).await;
+    assert_eq!(reply["outcome"]["attempts"], 3);
+    let seen = counters.flaky_params.lock().unwrap().clone();
+    assert_eq!(seen, [params.clone(), params.clone(), params]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn unmounted_actions_and_missing_capabilities_are_denied() {
     let (_rt, probe, _) = setup(Policy::default()).await;
