@@ -528,7 +528,7 @@ enum Next {
 
 /// A run's ending, with its record if that is still not journaled (see [`Runner::start`]).
 fn with_record(mut ending: Ending, run: &mut RunInHand) -> Ending {
-    ending.unwritten = run.unwritten.take().map(Box::new);
+    ending.unwritten = run.unwritten.take().map(|unwritten| Box::new(unwritten.ended()));
     ending
 }
 

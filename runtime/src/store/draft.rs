@@ -60,6 +60,14 @@ impl Unwritten {
         text
     }
 
+    /// The unwritten record of a run that ended, to be written later (beside its outcome): the params' text is
+    /// not needed any more, and is freed now, on the thread that made it (see [`RecordDraft::handed_over`]),
+    /// rather than kept with every other ended run's until their records are written.
+    pub fn ended(mut self) -> Self {
+        self.draft = self.draft.handed_over();
+        self
+    }
+
     /// Writes the record of a run that ended (its params' text is not needed any more). An in-memory journal
     /// takes the draft as it is, and makes the record on its own thread.
     pub fn write_ended(self, store: &dyn Store) {
