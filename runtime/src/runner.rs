@@ -435,7 +435,8 @@ impl Runner {
         {
             unwritten.write_ended(&*self.store);
         }
-        let report = Box::new(RunReport { run_id: run.ctx.run_id, action: run.ctx.action_id.clone(), outcome });
+        let report = RunReport { run_id: run.ctx.run_id, action: run.ctx.action_id.clone(), outcome };
+        let report = crate::action::report_box::boxed(report);
         Ending { report, error, unwritten: None, at }
     }
 }

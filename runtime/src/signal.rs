@@ -349,6 +349,15 @@ impl Signal {
         self.data.report()
     }
 
+    /// The run report the signal holds, if it holds one (typed, or read from its JSON already), taking the
+    /// signal apart.
+    pub(crate) fn into_report(self) -> Option<Box<RunReport>> {
+        match self.data {
+            Payload::Report { report, .. } => Some(report),
+            Payload::Json { report, .. } => report.into_inner().flatten(),
+        }
+    }
+
     /// The same signal, said to come from `source` (the server stamps what an agent emits with the agent's own).
     pub(crate) fn with_source(mut self, source: Arc<str>) -> Self {
         self.source = source;

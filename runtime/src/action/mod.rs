@@ -12,6 +12,7 @@ mod dynamic;
 mod error;
 mod job;
 mod outcome;
+pub(crate) mod report_box;
 mod retry;
 mod spec;
 

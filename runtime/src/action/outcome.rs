@@ -164,6 +164,11 @@ impl PartialEq for Outcome {
 }
 
 impl Outcome {
+    /// An outcome that holds nothing: what a spared report box keeps (see `report_box`).
+    pub(crate) fn emptied() -> Self {
+        Self::completed(Value::Null, Duration::ZERO, 0)
+    }
+
     /// A completed outcome; its text is the output itself when that is a string, else compact JSON.
     pub fn completed(output: Value, latency: Duration, attempts: u32) -> Self {
         Self {

@@ -123,7 +123,11 @@ pub(crate) struct RunIds {
 impl RunIds {
     /// The report of this run's `outcome`.
     pub fn report(&self, outcome: crate::action::Outcome) -> Box<crate::action::RunReport> {
-        Box::new(crate::action::RunReport { run_id: self.run, action: self.action.clone(), outcome })
+        crate::action::report_box::boxed(crate::action::RunReport {
+            run_id: self.run,
+            action: self.action.clone(),
+            outcome,
+        })
     }
 
     pub fn of(ctx: &ActionContext) -> Self {
@@ -387,6 +391,10 @@ impl<A: Agent> ServerState<A> {
             Ok(Ok(step)) => self.interpret(step.effects, crate::interpret::Origin::Step(&signal)),
             Ok(Err(err)) => tracing::warn!(%err, "the signal could not be handled"),
             Err(_panic) => self.survive_panic(Some(signal.correlation_id()), "the agent's handler"),
+        }
+        // A consumed outcome's report box is kept for the next run's report (see `report_box`).
+        if let Some(report) = signal.into_report() {
+            crate::action::report_box::spare(report);
         }
         self.after_input();
     }
