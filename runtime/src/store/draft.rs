@@ -188,7 +188,8 @@ impl RecordDraft {
 
     /// Applies an update, as a store does to a run still going; `at` stamps a new status.
     pub fn apply(&mut self, update: RunUpdate, at: DateTime<Utc>) {
-        if let Some(status) = update.status {
+        let status = update.apply_to(&mut self.attempts, &mut self.latency, &mut self.cost, &mut self.error);
+        if let Some(status) = status {
             match self.history.get_mut(usize::from(self.statuses)) {
                 Some(slot) => {
                     *slot = (status, at);
@@ -196,18 +197,6 @@ impl RecordDraft {
                 }
                 None => self.more.push((status, at)),
             }
-        }
-        if let Some(attempts) = update.attempts {
-            self.attempts = attempts;
-        }
-        if update.latency.is_some() {
-            self.latency = update.latency;
-        }
-        if update.cost.is_some() {
-            self.cost = update.cost;
-        }
-        if update.error.is_some() {
-            self.error = update.error;
         }
     }
 
@@ -255,15 +244,7 @@ mod tests {
     }
 
     fn status() -> impl Strategy<Value = RunStatus> {
-        prop_oneof![
-            Just(RunStatus::Queued),
-            Just(RunStatus::AwaitingApproval),
-            Just(RunStatus::Approved),
-            Just(RunStatus::Running),
-            Just(RunStatus::Completed),
-            Just(RunStatus::Failed),
-            Just(RunStatus::Blocked),
-        ]
+        (0u8..7).prop_map(|n| super::super::run_codec::status_of(n).expect("seven statuses"))
     }
 
     fn update() -> impl Strategy<Value = RunUpdate> {

@@ -139,20 +139,8 @@ impl RunRecord {
 
     /// Applies an update, as a store does to a run still going; `at` stamps a new status.
     pub(crate) fn apply(&mut self, update: RunUpdate, at: DateTime<Utc>) {
-        if let Some(status) = update.status {
+        if let Some(status) = update.apply_to(&mut self.attempts, &mut self.latency, &mut self.cost, &mut self.error) {
             self.history.push((status, at));
-        }
-        if let Some(attempts) = update.attempts {
-            self.attempts = attempts;
-        }
-        if update.latency.is_some() {
-            self.latency = update.latency;
-        }
-        if update.cost.is_some() {
-            self.cost = update.cost;
-        }
-        if update.error.is_some() {
-            self.error = update.error;
         }
     }
 }
@@ -216,6 +204,32 @@ pub struct RunUpdate {
     pub cost: Option<f64>,
     /// The error class it ended with.
     pub error: Option<ErrorClass>,
+}
+
+impl RunUpdate {
+    /// Applies the update's attempts, latency, cost and error to a record's fields, and returns its new status,
+    /// if it has one: a record and a draft of one keep their histories apart, and share the rest.
+    pub(crate) fn apply_to(
+        self,
+        attempts: &mut u32,
+        latency: &mut Option<Duration>,
+        cost: &mut Option<f64>,
+        error: &mut Option<ErrorClass>,
+    ) -> Option<RunStatus> {
+        if let Some(n) = self.attempts {
+            *attempts = n;
+        }
+        if self.latency.is_some() {
+            *latency = self.latency;
+        }
+        if self.cost.is_some() {
+            *cost = self.cost;
+        }
+        if self.error.is_some() {
+            *error = self.error;
+        }
+        self.status
+    }
 }
 
 /// Which runs to list, oldest first; every `Some` field must match. `offset` and `limit` page through the

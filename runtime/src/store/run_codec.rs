@@ -37,7 +37,8 @@ pub(super) fn status_number(status: RunStatus) -> u8 {
     }
 }
 
-fn status_of(number: u8) -> Option<RunStatus> {
+/// The status numbered `number` ([`status_number`]), if there is one.
+pub(super) fn status_of(number: u8) -> Option<RunStatus> {
     [
         RunStatus::Queued,
         RunStatus::AwaitingApproval,
