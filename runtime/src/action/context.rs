@@ -57,6 +57,35 @@ pub(crate) enum RunKey {
     Run,
 }
 
+impl RunKey {
+    /// Appends the key's text (see [`ActionContext::idempotency_key`]) for a run `run` of `agent` to `out`.
+    /// Written piece by piece rather than through `format!`: every run with a durable journal has its key made.
+    pub(crate) fn write_to(&self, agent: &AgentId, run: Uuid, out: &mut String) {
+        let mut number = itoa::Buffer::new();
+        match self {
+            RunKey::Input { seq, index } => {
+                out.reserve(agent.as_str().len() + 24);
+                out.push_str(agent.as_str());
+                out.push('/');
+                out.push_str(number.format(*seq));
+                out.push('/');
+                out.push_str(number.format(*index));
+            }
+            RunKey::Within { caller, index } => {
+                out.push_str(caller);
+                out.push('/');
+                out.push_str(number.format(*index));
+            }
+            RunKey::Given(key) => out.push_str(key),
+            RunKey::Run => {
+                out.push_str(agent.as_str());
+                out.push_str("/run/");
+                out.push_str(run.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+            }
+        }
+    }
+}
+
 impl RunSink {
     /// Adds to the run's cost.
     pub(crate) fn add_cost(&mut self, amount: f64) {
@@ -329,12 +358,9 @@ impl ActionContext {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn idempotency_key(&self) -> String {
-        match &self.scope.key {
-            RunKey::Input { seq, index } => format!("{}/{seq}/{index}", self.agent_id),
-            RunKey::Within { caller, index } => format!("{caller}/{index}"),
-            RunKey::Given(key) => key.to_string(),
-            RunKey::Run => format!("{}/run/{}", self.agent_id, self.run_id),
-        }
+        let mut key = String::new();
+        self.scope.key.write_to(&self.agent_id, self.run_id, &mut key);
+        key
     }
 
     /// The same context with this drive folder (for direct invocation, e.g. testing a file skill).
@@ -744,6 +770,28 @@ mod tests {
 
     fn context() -> ActionContext {
         ActionContext::new(AgentId::new("a").expect("a valid id"), ActionId::new("x.y").expect("a valid id"))
+    }
+
+    proptest::proptest! {
+        /// Model: the key as `format!` writes it, for every kind of key.
+        #[test]
+        fn a_key_is_written_as_its_parts_joined_by_slashes(
+            agent in "[a-z][a-z0-9-]{0,20}", seq in proptest::prelude::any::<u64>(),
+            index in proptest::prelude::any::<u32>(), caller in "[a-z0-9/-]{1,30}",
+        ) {
+            let agent = AgentId::new(&agent).expect("a valid id");
+            let run = Uuid::now_v7();
+            let written = |key: RunKey| {
+                let mut out = String::from("kept ");
+                key.write_to(&agent, run, &mut out);
+                out
+            };
+            proptest::prop_assert_eq!(written(RunKey::Input { seq, index }), format!("kept {agent}/{seq}/{index}"));
+            let within = RunKey::Within { caller: caller.as_str().into(), index };
+            proptest::prop_assert_eq!(written(within), format!("kept {caller}/{index}"));
+            proptest::prop_assert_eq!(written(RunKey::Given(caller.as_str().into())), format!("kept {caller}"));
+            proptest::prop_assert_eq!(written(RunKey::Run), format!("kept {agent}/run/{run}"));
+        }
     }
 
     #[test]
