@@ -97,7 +97,7 @@ impl Runner {
                 Start::Waiting(rest) => rest.await,
             };
             if let Some(unwritten) = unwritten {
-                unwritten.write(&*self.store);
+                unwritten.write_ended(&*self.store);
             }
             (report.outcome, error)
         }
@@ -279,7 +279,7 @@ impl Runner {
         // the params as they are now.
         run.params_text = None;
         if let Some(unwritten) = run.unwritten.as_mut() {
-            unwritten.draft.forget_text();
+            unwritten.forget_text();
         }
         let err = refused?;
         Some(self.finish(run, err_outcome(&err, progress.started, 0), Some(err), None))

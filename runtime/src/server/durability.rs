@@ -181,23 +181,22 @@ impl<A: Agent> ServerState<A> {
     }
 
     /// What starting a new run again needs, to be kept with its record (with a durable store).
-    /// `params_json`: the params' JSON text, when it is made already.
+    /// `params_text`: whether the run's draft keeps the params' JSON text (which the plan then shares).
     pub(super) fn plan_run(
         &self,
         ctx: &crate::action::ActionContext,
-        (params, params_json): (&Value, Option<&[u8]>),
+        (params, params_text): (&Value, bool),
         by: &Requester,
-    ) -> Option<Box<crate::store::PlanDraft>> {
+    ) -> Option<crate::store::PlanDraft> {
         self.shared.store.durable()?;
-        // Serializing a `Value` cannot fail.
-        let params_json = params_json.map_or_else(|| serde_json::to_vec(params).unwrap_or_default(), <[u8]>::to_vec);
-        Some(Box::new(crate::store::PlanDraft {
-            key: ctx.idempotency_key(),
-            params_json,
+        Some(crate::store::PlanDraft {
+            key: ctx.scope.key.clone(),
             by_agent: matches!(by, Requester::Agent { .. }),
             cause: ctx.causation_id,
             correlation: ctx.correlation_id,
-        }))
+            // Serializing a `Value` cannot fail.
+            params_text: (!params_text).then(|| serde_json::to_vec(params).unwrap_or_default()),
+        })
     }
 
     /// Whether a run of `action` may be started again with the same key: its action (still mounted) has no side

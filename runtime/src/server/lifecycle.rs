@@ -108,7 +108,7 @@ impl<A: Agent> ServerState<A> {
         // Runs that ended without being journaled, whose outcomes were not handled yet: journaled as they ended.
         for ended in underway.iter_mut().flat_map(|u| u.ended.iter_mut()) {
             if let Some(unwritten) = ended.unwritten.take() {
-                unwritten.write(&*self.shared.store);
+                unwritten.write_ended(&*self.shared.store);
             }
         }
         for (_, running) in underway.iter().flat_map(|u| &u.running) {

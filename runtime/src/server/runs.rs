@@ -34,7 +34,7 @@ impl<A: Agent> ServerState<A> {
         };
         // The params' text makes their digest, and a retry's params (see `RunInHand::params_text`).
         let params_text = serde_json::to_vec(&params).ok();
-        let plan = self.plan_run(&ctx, (&params, params_text.as_deref()), &by);
+        let plan = self.plan_run(&ctx, (&params, params_text.is_some()), &by);
         let ids = DraftIds {
             run: ctx.run_id,
             agent: self.agent.id.clone(),
@@ -253,7 +253,7 @@ impl<A: Agent> ServerState<A> {
             };
             let (report, unwritten) = ended.unwrap_or_else(|_panic| (report(task_panicked()), None));
             if let Some(unwritten) = unwritten {
-                unwritten.write(&*store);
+                unwritten.write_ended(&*store);
             }
             let _ = me.cast(ServerMsg::Finished(report, invoker));
         });
@@ -275,7 +275,7 @@ impl<A: Agent> ServerState<A> {
         let Ended { ids, effects, report, invoker, unwritten, at } = ended;
         // A run that ended without being journaled is journaled now, just before its outcome.
         if let Some(unwritten) = unwritten {
-            unwritten.write(&*self.shared.store);
+            unwritten.write_ended(&*self.shared.store);
         }
         // A run whose effects were interpreted is never started again behind the agent's back: its end is
         // journaled with the next commit, not held back until its outcome is consumed.

@@ -7,7 +7,7 @@
 //! and makes its record on its own thread, beside the agents (see [`super::MemoryStore`]).
 
 use super::{PlanParts, RunRecord, RunStatus, RunUpdate, Store, params_digest, text_digest};
-use crate::action::ErrorClass;
+use crate::action::{ErrorClass, RunKey};
 use crate::id::{ActionId, AgentId};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -20,28 +20,53 @@ use uuid::Uuid;
 #[derive(Debug)]
 pub(crate) struct Unwritten {
     pub draft: RecordDraft,
-    pub plan: Option<Box<PlanDraft>>,
+    pub plan: Option<PlanDraft>,
 }
 
-/// A run's plan as the server keeps it until the run is journaled: [`PlanParts`], owned.
+/// A run's plan as the server keeps it until the run is journaled: [`PlanParts`] in their parts, with no text
+/// made yet. The key is made when the plan is written; the params' text is the draft's, which keeps it for
+/// the digest anyway, unless the run's params were coerced since (the plan keeps the params as they were
+/// asked for, since a recovery asks for them again).
 #[derive(Debug)]
 pub(crate) struct PlanDraft {
-    pub key: String,
-    pub params_json: Vec<u8>,
+    pub key: RunKey,
     pub by_agent: bool,
     pub cause: Option<Uuid>,
     pub correlation: Uuid,
+    /// The params' text as asked for, when the draft no longer keeps it.
+    pub params_text: Option<Vec<u8>>,
 }
 
+/// A run that ended, as the server drafted it, offered to a store to journal its own way (see
+/// [`Store::take_ended`]).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct EndedDraft(pub(crate) Unwritten);
+
 impl PlanDraft {
-    pub fn parts(&self) -> PlanParts<'_> {
-        PlanParts {
-            key: &self.key,
-            params_json: &self.params_json,
+    /// Calls `write` with the plan's parts, its key made now for run `run` of `agent`, and its params' text its
+    /// own or else `draft_text` (the draft's). `None` if there is no text to write (never, as the server drafts
+    /// runs: it is logged).
+    pub fn with_parts<T>(
+        &self,
+        (agent, run): (&AgentId, Uuid),
+        draft_text: Option<&[u8]>,
+        write: impl FnOnce(PlanParts<'_>) -> T,
+    ) -> Option<T> {
+        let Some(params_json) = self.params_text.as_deref().or(draft_text) else {
+            tracing::error!(%run, "a run's plan has no params' text; the plan is not kept");
+            return None;
+        };
+        let mut key = String::new();
+        self.key.write_to(agent, run, &mut key);
+        let parts = PlanParts {
+            key: &key,
+            params_json,
             by_agent: self.by_agent,
             cause: self.cause,
             correlation: self.correlation,
-        }
+        };
+        Some(write(parts))
     }
 }
 
@@ -49,31 +74,50 @@ impl Unwritten {
     /// Writes the record, then its plan (both go to a durable store's writer in that order). Returns the
     /// params' text the draft kept, for the run to keep (a retry reads its params again from it).
     pub fn write(self, store: &dyn Store) -> Option<Vec<u8>> {
-        let (record, text) = self.draft.into_record();
-        let run = record.run;
+        let Unwritten { draft, plan } = self;
+        let (run, agent) = (draft.run, draft.agent.clone());
+        // A short text kept in place is gone with the draft: copied out for the plan.
+        let short = match &draft.params {
+            Params::Short(len, short) => Some((*len, *short)),
+            _ => None,
+        };
+        let (record, text) = draft.into_record();
         if let Err(err) = store.record(record) {
             tracing::error!(%err, "the journal refused a new run");
         }
-        if let (Some(plan), Some(durable)) = (self.plan, store.durable()) {
-            durable.run_planned_parts(run, plan.parts());
+        if let (Some(plan), Some(durable)) = (plan, store.durable()) {
+            let short = short.as_ref().and_then(|(len, short)| short.get(..usize::from(*len)));
+            plan.with_parts((&agent, run), text.as_deref().or(short), |parts| durable.run_planned_parts(run, parts));
         }
         text
     }
 
     /// The unwritten record of a run that ended, to be written later (beside its outcome): the params' text is
     /// not needed any more, and is freed now, on the thread that made it (see [`RecordDraft::handed_over`]),
-    /// rather than kept with every other ended run's until their records are written.
+    /// rather than kept with every other ended run's until their records are written; unless the plan is to
+    /// be written with it and it is too long to be kept in place.
     pub fn ended(mut self) -> Self {
-        self.draft = self.draft.handed_over();
+        let keep_long = self.plan.as_ref().is_some_and(|plan| plan.params_text.is_none());
+        self.draft = self.draft.handed_over(keep_long);
         self
     }
 
-    /// Writes the record of a run that ended (its params' text is not needed any more). An in-memory journal
-    /// takes the draft as it is, and makes the record on its own thread.
+    /// The run's params changed (they were coerced): the draft makes their digest now and forgets their text,
+    /// which the plan keeps if it has none of its own (it keeps the params as asked for).
+    pub fn forget_text(&mut self) {
+        let text = self.draft.forget_text();
+        if let Some(plan) = self.plan.as_mut()
+            && plan.params_text.is_none()
+        {
+            plan.params_text = text;
+        }
+    }
+
+    /// Writes the record of a run that ended (its params' text is not needed any more): offered to the store
+    /// as drafted first (the runtime's own stores make the record on their own threads).
     pub fn write_ended(self, store: &dyn Store) {
-        match (store.in_memory(), &self.plan) {
-            (Some(memory), None) => memory.record_draft(self.draft.handed_over()),
-            _ => drop(self.write(store)),
+        if let Some(EndedDraft(unwritten)) = store.take_ended(EndedDraft(self)) {
+            drop(unwritten.write(store));
         }
     }
 }
@@ -148,9 +192,59 @@ impl RecordDraft {
         }
     }
 
-    /// When the run was queued.
+    /// A record as a draft, to cross to another thread: its statuses in place (its history's vector is freed
+    /// here, on the thread that allocated it), any past the usual few in a vector of their own.
+    pub fn of_record(record: RunRecord) -> Self {
+        let RunRecord {
+            run,
+            agent,
+            action,
+            params_digest,
+            correlation,
+            parent_run,
+            history,
+            attempts,
+            latency,
+            cost,
+            error,
+        } = record;
+        let first = history.first().copied().unwrap_or((RunStatus::Queued, DateTime::<Utc>::UNIX_EPOCH));
+        let mut in_place = [first; IN_PLACE];
+        let statuses = history.len().min(IN_PLACE);
+        in_place[..statuses].copy_from_slice(&history[..statuses]);
+        let more = history.get(IN_PLACE..).map(<[_]>::to_vec).unwrap_or_default();
+        Self {
+            run,
+            agent,
+            action,
+            params: Params::Digest(params_digest),
+            correlation,
+            parent_run,
+            history: in_place,
+            // At most IN_PLACE, which is a u8.
+            statuses: statuses as u8,
+            more,
+            attempts,
+            latency,
+            cost,
+            error,
+        }
+    }
+
+    /// When the run was queued (when it was first recorded).
     pub fn queued_at(&self) -> DateTime<Utc> {
         self.history[0].1
+    }
+
+    /// When the run was first recorded, in milliseconds since the epoch (0 for a record with no history).
+    pub fn recorded_ms(&self) -> i64 {
+        if self.statuses == 0 { 0 } else { self.history[0].1.timestamp_millis() }
+    }
+
+    /// The run's status now: its latest (queued, for a record with no history).
+    pub fn status(&self) -> RunStatus {
+        let in_place = self.history[..usize::from(self.statuses)].last();
+        self.more.last().or(in_place).map_or(RunStatus::Queued, |(status, _)| *status)
     }
 
     /// The params' text the draft keeps, if it keeps it.
@@ -164,26 +258,42 @@ impl RecordDraft {
 
     /// The draft, ready to go to another thread that makes its record: the params' text is freed here, where it
     /// was made (a block freed by another thread costs both threads a lock), a short one copied in place first.
-    pub fn handed_over(mut self) -> Self {
+    /// With `keep_long`, a text too long to be kept in place is kept as it is (for a plan still to be written).
+    pub fn handed_over(mut self, keep_long: bool) -> Self {
         if let Params::Text(text) = &self.params {
-            self.params = match u8::try_from(text.len()) {
+            match u8::try_from(text.len()) {
                 Ok(len) if text.len() <= SHORT_TEXT => {
                     let mut short = [0; SHORT_TEXT];
                     short[..text.len()].copy_from_slice(text);
-                    Params::Short(len, short)
+                    self.params = Params::Short(len, short);
                 }
-                _ => Params::Digest(text_digest(text)),
-            };
+                _ if keep_long => {}
+                _ => self.params = Params::Digest(text_digest(text)),
+            }
         }
         self
     }
 
-    /// Makes the params' digest now from the text the draft kept, and forgets the text: the run's params
-    /// changed since (they were coerced to their schema), and a retry must not read the old ones.
-    pub fn forget_text(&mut self) {
-        if let Some(text) = self.params_text() {
-            self.params = Params::Digest(text_digest(text));
+    /// The params' text, if the draft keeps it in place (short, handed over): what a thread the draft was
+    /// handed to may read.
+    pub fn text_in_place(&self) -> Option<&[u8]> {
+        match &self.params {
+            Params::Short(len, short) => short.get(..usize::from(*len)),
+            Params::Text(_) | Params::Digest(_) => None,
         }
+    }
+
+    /// The run's id and its agent.
+    pub fn ids(&self) -> (&AgentId, Uuid) {
+        (&self.agent, self.run)
+    }
+
+    /// Makes the params' digest now from the text the draft kept, and forgets the text (returned): the run's
+    /// params changed since (they were coerced to their schema), and a retry must not read the old ones.
+    pub fn forget_text(&mut self) -> Option<Vec<u8>> {
+        let text = self.params_text().map(<[u8]>::to_vec)?;
+        self.params = Params::Digest(text_digest(&text));
+        Some(text)
     }
 
     /// Applies an update, as a store does to a run still going; `at` stamps a new status.
@@ -265,6 +375,29 @@ mod tests {
     }
 
     proptest! {
+        /// A record crosses to another thread as a draft and is made whole again there, whatever its history's
+        /// length (its first statuses cross in place), with its status and when it was recorded read alike.
+        #[test]
+        fn a_record_made_a_draft_is_made_again_the_same(
+            updates in proptest::collection::vec((update(), 0i64..100_000), 0..9),
+            empty in any::<bool>(),
+        ) {
+            let ids = ids();
+            let mut record = RunRecord::queued(ids.run, ids.agent, ids.action, &json!({"i": 1}), ids.correlation);
+            record.parent_run = ids.parent_run;
+            if empty {
+                record.history.clear();
+            }
+            for (update, ms) in updates {
+                record.apply(update, Utc::now() + chrono::TimeDelta::milliseconds(ms));
+            }
+            let draft = RecordDraft::of_record(record.clone());
+            prop_assert_eq!(draft.status(), record.status());
+            let recorded = record.history.first().map_or(0, |(_, at)| at.timestamp_millis());
+            prop_assert_eq!(draft.recorded_ms(), recorded);
+            prop_assert_eq!(draft.into_record(), (record, None));
+        }
+
         /// Model: the record the journal has always made, a queued record with every update applied to it. A
         /// draft given the same updates makes the same record, however many statuses it had, with the params'
         /// digest made from the text it kept, or from the params when it kept none.
@@ -292,7 +425,7 @@ mod tests {
                 draft.apply(update, at);
             }
             if handed_over {
-                draft = draft.handed_over();
+                draft = draft.handed_over(false);
             }
             let (record, kept) = draft.into_record();
             prop_assert_eq!(record, model);

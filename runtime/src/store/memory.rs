@@ -1,6 +1,6 @@
 //! The in-memory journal.
 
-use super::{FastHash, RecordDraft, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
+use super::{EndedDraft, FastHash, RecordDraft, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
 use crate::id::AgentId;
 use chrono::{DateTime, Utc};
 use dashmap::DashMap;
@@ -325,8 +325,16 @@ impl Store for MemoryStore {
         refusals.iter().filter(|r| &r.agent == agent).cloned().collect()
     }
 
-    fn in_memory(&self) -> Option<&MemoryStore> {
-        Some(self)
+    /// A run that ended without a plan (this journal is not durable, so the server drafts none) goes on the
+    /// mover's list as drafted.
+    fn take_ended(&self, ended: EndedDraft) -> Option<EndedDraft> {
+        match ended.0.plan {
+            None => {
+                self.record_draft(ended.0.draft.handed_over(false));
+                None
+            }
+            Some(_) => Some(ended),
+        }
     }
 }
 

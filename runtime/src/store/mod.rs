@@ -12,6 +12,8 @@ mod run_log;
 mod signal_codec;
 mod sqlite;
 
+#[doc(hidden)]
+pub use draft::EndedDraft;
 pub(crate) use draft::{DraftIds, PlanDraft, RecordDraft, Unwritten};
 pub use durable::{
     AgentRecord, AliveAgent, Durable, Flushed, KeyedRun, PlanParts, Revival, RunPlan, ScheduleRecord, Snapshot,
@@ -353,11 +355,12 @@ pub trait Store: Send + Sync + 'static {
     fn durable(&self) -> Option<&dyn Durable> {
         None
     }
-    /// The runtime's own in-memory journal, which takes a run that ended as the server drafted it (see
-    /// [`MemoryStore`]); `None` for any other store.
+    /// Takes a run that ended as the server drafted it, to journal its own way, or hands it back, to be
+    /// journaled through [`Store::record`] (and [`Durable::run_planned_parts`]), as by default. The runtime's own
+    /// stores take it and make its record on their own threads, beside the agents.
     #[doc(hidden)]
-    fn in_memory(&self) -> Option<&MemoryStore> {
-        None
+    fn take_ended(&self, ended: EndedDraft) -> Option<EndedDraft> {
+        Some(ended)
     }
 }
 

@@ -20,7 +20,9 @@ use super::durable::{
 use super::input_log::{self, InputBatches};
 use super::run_log::{self, RunBatches, Settled};
 use super::signal_codec;
-use super::{FastHash, Refusal, RunQuery, RunRecord, RunStatus, RunUpdate, Store, StoreError};
+use super::{
+    EndedDraft, FastHash, PlanDraft, RecordDraft, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError, Unwritten,
+};
 use crate::id::AgentId;
 use crate::signal::Signal;
 use chrono::{DateTime, Utc};
@@ -150,6 +152,8 @@ pub struct SqliteOptions {
 }
 
 /// What the writer thread is asked to do.
+// A run's row is by far the largest, and carried inline on purpose (see `Op::Run`).
+#[allow(clippy::large_enum_variant)]
 enum Op {
     /// Carried inline, like every write of the run path: a box made by the sending thread and freed by the
     /// writer costs both threads the allocator's slow path.
@@ -175,57 +179,40 @@ enum Op {
     Flush(Waiter),
 }
 
-/// A run's record on its way to the writer, which serializes it: a run written more than once in one commit
-/// (queued, started, ended) is serialized once, and the agent's thread, the busier of the two, does none of it.
+/// A run's record on its way to the writer, which makes and serializes it: a run written more than once in one
+/// commit (queued, started, ended) is serialized once, and the agent's thread, the busier of the two, does none
+/// of it. A run that ended crosses as the server drafted it, with its plan in its parts (see [`PlanRow`]).
 ///
-/// Its history crosses in place, not in the record's vector: memory allocated on one thread and freed on another
-/// makes glibc's allocator lock the first thread's arena from the second, and with a vector per run crossing,
-/// the agent's thread spent more time asleep on that lock than the writer spent writing. The writer puts the
-/// history back in a vector of its own ([`RunRow::restored`]).
+/// It crosses as a draft, with nothing on the heap: memory allocated on one thread and freed on another makes
+/// glibc's allocator lock the first thread's arena from the second, and with a vector per run crossing, the
+/// agent's thread spent more time asleep on that lock than the writer spent writing. Its statuses cross in place,
+/// and its params as their digest or their short text; the writer makes the record (its digest, its history's
+/// vector) on its own thread.
 struct RunRow {
-    /// The record, its history moved out to `history` when it crosses.
+    draft: RecordDraft,
+    plan: Option<PlanRow>,
+}
+
+/// A run's plan on its way to the writer with its record.
+enum PlanRow {
+    /// Its parts, the params' text being the draft's, in place: the writer makes its text.
+    Parts(PlanDraft),
+    /// Its text, made by the sending thread (the params' text was too long to cross in place).
+    Made(PlanText),
+}
+
+impl RunRow {
+    fn of(record: RunRecord) -> Self {
+        Self { draft: RecordDraft::of_record(record), plan: None }
+    }
+}
+
+/// A run's record as the writer keeps it until it is written.
+struct Recorded {
     record: RunRecord,
-    history: CrossingHistory,
     /// When it was recorded, in milliseconds since the epoch.
     recorded: i64,
     ended: bool,
-}
-
-/// A run's history on its way to the writer: the usual few statuses in place, a longer one in its vector.
-enum CrossingHistory {
-    InPlace(usize, [(RunStatus, DateTime<Utc>); CROSSES_IN_PLACE]),
-    Spilled(Vec<(RunStatus, DateTime<Utc>)>),
-}
-
-/// How many statuses a history may have to cross in place: queued, running and an end.
-const CROSSES_IN_PLACE: usize = 3;
-
-impl RunRow {
-    fn of(mut record: RunRecord) -> Self {
-        let recorded = record.history.first().map_or(0, |(_, at)| at.timestamp_millis());
-        let ended = record.status().is_final();
-        let statuses = std::mem::take(&mut record.history);
-        let history = match &statuses[..] {
-            [first, ..] if statuses.len() <= CROSSES_IN_PLACE => {
-                let mut in_place = [*first; CROSSES_IN_PLACE];
-                in_place[..statuses.len()].copy_from_slice(&statuses);
-                // The vector is freed here, on the thread that allocated it.
-                CrossingHistory::InPlace(statuses.len(), in_place)
-            }
-            _ => CrossingHistory::Spilled(statuses),
-        };
-        Self { record, history, ended, recorded }
-    }
-
-    /// The row with its record whole again, its history in a vector the writer's thread allocated.
-    fn restored(mut self) -> Self {
-        let history = std::mem::replace(&mut self.history, CrossingHistory::Spilled(Vec::new()));
-        self.record.history = match history {
-            CrossingHistory::InPlace(len, statuses) => statuses[..len].to_vec(),
-            CrossingHistory::Spilled(statuses) => statuses,
-        };
-        self
-    }
 }
 
 /// The buffers that carry serialized plans, outcomes and inputs to the writer, which hands them back once they
@@ -684,13 +671,13 @@ fn write_loop(
                 }
             }
         }
-        commit(&mut db, &mut batch, (&mut runs, &mut inputs), &mut spent, keep_inputs, committed);
+        commit(&mut db, &mut batch, (&mut runs, &mut inputs), (&mut spent, texts), keep_inputs, committed);
         checkpointer.committed(&db);
         texts.give_back(&mut spent);
     }
     // The last writes: nothing is held back any more.
     batch.push(Op::Flush(Waiter::Nobody));
-    commit(&mut db, &mut batch, (&mut runs, &mut inputs), &mut spent, keep_inputs, committed);
+    commit(&mut db, &mut batch, (&mut runs, &mut inputs), (&mut spent, texts), keep_inputs, committed);
 }
 
 /// Applies `batch` in one transaction, then answers its flushes. A flush anywhere in it writes every run held
@@ -699,7 +686,7 @@ fn commit(
     db: &mut Connection,
     batch: &mut Vec<Op>,
     (runs, inputs): (&mut Runs, &mut InputBatches),
-    spent: &mut Vec<Vec<u8>>,
+    (spent, texts): (&mut Vec<Vec<u8>>, &Texts),
     keep_inputs: bool,
     committed: &AtomicU64,
 ) {
@@ -711,7 +698,7 @@ fn commit(
         for op in batch.drain(..) {
             match op {
                 Op::Flush(done) => flushed.push(done),
-                Op::Run(record) => runs.record(record),
+                Op::Run(row) => runs.record(row, texts, spent),
                 Op::Plan(run, plan) => {
                     let pending = runs.entry(run);
                     pending.plan = Some(plan);
@@ -821,7 +808,7 @@ struct Runs {
 
 #[derive(Default)]
 struct PendingRun {
-    record: Option<RunRow>,
+    record: Option<Recorded>,
     /// The plan's key and JSON.
     plan: Option<PlanText>,
     /// The outcome signal's JSON.
@@ -876,13 +863,22 @@ impl Runs {
         }
     }
 
-    /// A run's record, as it is now.
-    fn record(&mut self, row: RunRow) {
-        let row = row.restored();
-        let (run, agent) = (row.record.run, row.record.agent.clone());
+    /// A run's record, as it is now, with its plan if it came with one.
+    fn record(&mut self, row: RunRow, texts: &Texts, spent: &mut Vec<Vec<u8>>) {
+        let RunRow { draft, plan } = row;
+        let plan = plan.and_then(|plan| match plan {
+            PlanRow::Made(text) => Some(text),
+            PlanRow::Parts(parts) => parts.with_parts(draft.ids(), draft.text_in_place(), |p| texts.plan_parts(p)),
+        });
+        let (recorded, ended) = (draft.recorded_ms(), draft.status().is_final());
+        let (record, _) = draft.into_record();
+        let (run, agent) = (record.run, record.agent.clone());
         let pending = self.entry(run);
         let first = pending.record.is_none();
-        pending.record = Some(row);
+        pending.record = Some(Recorded { record, recorded, ended });
+        if let Some(plan) = plan {
+            spent.extend(pending.plan.replace(plan).map(PlanText::into_bytes));
+        }
         pending.writes += 1;
         if first {
             self.by_agent.entry(agent).or_default().push(run);
@@ -1227,6 +1223,23 @@ impl Store for SqliteStore {
     fn durable(&self) -> Option<&dyn Durable> {
         Some(self)
     }
+
+    /// A run that ended crosses to the writer as the server drafted it, with its plan, in one write (see
+    /// [`RunRow`]). It was never recorded, so it cannot be a duplicate of a run going on.
+    fn take_ended(&self, ended: EndedDraft) -> Option<EndedDraft> {
+        let Unwritten { draft, plan } = ended.0;
+        let plan = match plan {
+            Some(plan) if plan.params_text.is_none() && draft.text_in_place().is_some() => Some(PlanRow::Parts(plan)),
+            Some(plan) => {
+                let made = plan.with_parts(draft.ids(), draft.params_text(), |parts| self.texts.plan_parts(parts));
+                made.map(PlanRow::Made)
+            }
+            None => None,
+        };
+        // A long text was copied into the plan's: freed here.
+        self.send(Op::Run(RunRow { draft: draft.handed_over(false), plan }));
+        None
+    }
 }
 
 impl Durable for SqliteStore {
@@ -1375,6 +1388,7 @@ mod runs_tests;
 mod tests {
     use super::*;
     use crate::id::ActionId;
+    use crate::store::RunStatus;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -1412,30 +1426,6 @@ mod tests {
             let (whole, made) = (texts.plan(&plan), texts.plan_parts(parts));
             prop_assert_eq!((made.key(), made.plan()), (whole.key(), whole.plan()));
             prop_assert_eq!(serde_json::from_str::<RunPlan>(made.plan()).unwrap(), plan);
-        }
-    }
-
-    #[test]
-    fn a_run_row_crosses_with_its_history_in_place_or_spilled_and_is_restored_whole() {
-        let statuses = [
-            RunStatus::Queued,
-            RunStatus::AwaitingApproval,
-            RunStatus::Approved,
-            RunStatus::Running,
-            RunStatus::Completed,
-        ];
-        for len in 1..=statuses.len() {
-            let run = Uuid::now_v7();
-            let mut record = RunRecord::queued(run, agent("me"), ActionId::new("x.y").unwrap(), &json!({}), run);
-            for status in &statuses[1..len] {
-                record.apply(RunUpdate { status: Some(*status), ..RunUpdate::default() }, Utc::now());
-            }
-            assert_eq!(record.history.len(), len);
-            let row = RunRow::of(record.clone());
-            assert_eq!(matches!(row.history, CrossingHistory::InPlace(..)), len <= CROSSES_IN_PLACE);
-            assert!(row.record.history.is_empty(), "the vector does not cross");
-            assert_eq!(row.ended, len == statuses.len());
-            assert_eq!(row.restored().record, record);
         }
     }
 
@@ -1758,9 +1748,10 @@ mod tests {
         }
 
         pub(super) fn commit(&mut self, ops: Vec<Op>) {
-            let (mut batch, mut spent) = (ops, Vec::new());
+            let (mut batch, mut spent, texts) = (ops, Vec::new(), Texts::default());
             let mut inputs = InputBatches::default();
-            commit(&mut self.db, &mut batch, (&mut self.runs, &mut inputs), &mut spent, false, &self.committed);
+            let (runs, inputs) = (&mut self.runs, &mut inputs);
+            commit(&mut self.db, &mut batch, (runs, inputs), (&mut spent, &texts), false, &self.committed);
         }
 
         fn committed(&self) -> u64 {
