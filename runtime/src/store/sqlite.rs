@@ -1387,9 +1387,11 @@ mod runs_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::action::RunKey;
     use crate::id::ActionId;
-    use crate::store::RunStatus;
+    use crate::store::{KeyedRun, RunStatus};
     use proptest::prelude::*;
+    use serde_json::Value;
     use serde_json::json;
 
     fn agent(name: &str) -> AgentId {
@@ -1580,6 +1582,83 @@ mod tests {
         assert_eq!(keys, ["me/1/1", "me/3/0"]);
         assert_eq!(mine.runs.iter().map(|r| r.record.run).collect::<Vec<_>>(), [ids[1], ids[2]]);
         assert_eq!(nobody, &Revival::default(), "an agent the store does not know has nothing to bring back");
+    }
+
+    /// A run of `me`'s that ended at its first poll, as the server drafts it with its plan, twice (for two
+    /// stores); and what the journal must bring back of it (its record, its plan with the params as asked for,
+    /// no outcome).
+    fn drafted_run(me: &AgentId, key: RunKey, params: &Value, coerced: bool) -> ([Unwritten; 2], KeyedRun) {
+        let run = Uuid::now_v7();
+        let (action, cause, queued) = (ActionId::new("x.y").unwrap(), Uuid::now_v7(), Utc::now());
+        let running = RunUpdate { status: Some(RunStatus::Running), attempts: Some(1), ..RunUpdate::default() };
+        let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
+        let updates = [(running, Utc::now()), (done, Utc::now())];
+        let drafted = || {
+            let ids = crate::store::DraftIds {
+                run,
+                agent: me.clone(),
+                action: action.clone(),
+                correlation: run,
+                parent_run: None,
+            };
+            let text = serde_json::to_vec(params).unwrap();
+            let draft = RecordDraft::queued(ids, params, Some(text), queued);
+            let plan =
+                PlanDraft { key: key.clone(), by_agent: true, cause: Some(cause), correlation: run, params_text: None };
+            let mut unwritten = Unwritten { draft, plan: Some(plan) };
+            if coerced {
+                unwritten.forget_text();
+            }
+            for (update, at) in &updates {
+                unwritten.draft.apply(update.clone(), *at);
+            }
+            unwritten.ended()
+        };
+        let mut model =
+            RunRecord::queued_at(run, me.clone(), action.clone(), crate::store::params_digest(params), run, queued);
+        for (update, at) in &updates {
+            model.apply(update.clone(), *at);
+        }
+        let mut key_text = String::new();
+        key.write_to(me, run, &mut key_text);
+        let plan =
+            RunPlan { key: key_text, params: params.clone(), by_agent: true, cause: Some(cause), correlation: run };
+        ([drafted(), drafted()], KeyedRun { record: model, plan: Some(plan), outcome: None, delivered: false })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Model: a run's record and plan as the server drafted them. A run that ended reaches the journal as
+        /// drafted (its plan made by the writer from its parts, or by the sending thread when its params are
+        /// long or were coerced since), and the recovery reads back the same record and plan as when the same
+        /// run is journaled through `record` and `run_planned_parts`.
+        #[test]
+        fn an_ended_run_taken_as_drafted_reads_back_as_one_written_through_record_and_plan(
+            runs in proptest::collection::vec((any::<bool>(), any::<bool>(), any::<bool>(), 0u32..4), 1..6),
+        ) {
+            let me = agent("me");
+            let folder = tempfile::tempdir().unwrap();
+            let drafted = SqliteStore::open(folder.path().join("drafted.db")).unwrap();
+            let general = SqliteStore::open(folder.path().join("general.db")).unwrap();
+            let mut expected = Vec::new();
+            for (i, (long, given, coerced, index)) in runs.into_iter().enumerate() {
+                let text = if long { "a text long enough not to be kept in place by a draft" } else { "short" };
+                let params = json!({"i": i, "text": text});
+                let seq = i as u64 + 1;
+                let key = if given { RunKey::Given(format!("me/{seq}/{index}").into()) } else { RunKey::Input { seq, index } };
+                let ([taken, written], model) = drafted_run(&me, key, &params, coerced);
+                taken.write_ended(&drafted);
+                // The same run, through the general road.
+                drop(written.write(&general));
+                expected.push(model);
+            }
+            for store in [&drafted, &general] {
+                let revivals = store.revivals(std::slice::from_ref(&me)).unwrap();
+                let [Ok(revival)] = &revivals[..] else { panic!("one revival: {revivals:?}") };
+                prop_assert_eq!(&revival.runs, &expected);
+            }
+        }
     }
 
     fn record_of(agent: &AgentId, parent: Option<&AgentId>, asleep: bool) -> AgentRecord {
