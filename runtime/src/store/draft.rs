@@ -59,14 +59,12 @@ impl PlanDraft {
         };
         let mut key = String::new();
         self.key.write_to(agent, run, &mut key);
-        let parts = PlanParts {
-            key: &key,
-            params_json,
-            by_agent: self.by_agent,
-            cause: self.cause,
-            correlation: self.correlation,
-        };
-        Some(write(parts))
+        Some(write(self.parts(&key, params_json)))
+    }
+
+    /// The plan's parts, with its key and its params' text as given.
+    pub fn parts<'a>(&self, key: &'a str, params_json: &'a [u8]) -> PlanParts<'a> {
+        PlanParts { key, params_json, by_agent: self.by_agent, cause: self.cause, correlation: self.correlation }
     }
 }
 
@@ -129,6 +127,28 @@ enum Params {
     Digest(Uuid),
     Text(Vec<u8>),
     Short(u8, [u8; SHORT_TEXT]),
+}
+
+/// A short params' text, copied out of a draft that keeps it in place (see [`RecordDraft::text_in_place`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShortText {
+    len: u8,
+    bytes: [u8; SHORT_TEXT],
+}
+
+impl ShortText {
+    /// `text`, if it is short enough to be kept in place.
+    pub fn of(text: &[u8]) -> Option<Self> {
+        let len = u8::try_from(text.len()).ok().filter(|_| text.len() <= SHORT_TEXT)?;
+        let mut bytes = [0; SHORT_TEXT];
+        bytes[..text.len()].copy_from_slice(text);
+        Some(Self { len, bytes })
+    }
+
+    /// The text.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
 }
 
 /// The longest params' text a draft handed over keeps in place, rather than their digest (made before it goes).

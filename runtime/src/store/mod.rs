@@ -7,6 +7,7 @@ mod draft;
 mod durable;
 mod input_log;
 mod memory;
+mod plan_codec;
 mod run_codec;
 mod run_log;
 mod signal_codec;

@@ -25,7 +25,7 @@
 //! for none) and the bytes.
 
 use super::agent_rows::{AgentRows, Row};
-use super::durable::{KeyedRun, RunPlan};
+use super::durable::KeyedRun;
 use super::run_codec;
 use super::{RunQuery, RunRecord, RunStatus, StoreError};
 use crate::id::{ActionId, AgentId};
@@ -113,7 +113,8 @@ pub(super) struct Settled<'a> {
     pub recorded: i64,
     pub record: &'a RunRecord,
     pub key: Option<&'a str>,
-    pub plan: Option<&'a str>,
+    /// Its plan, as JSON or in the compact form (`plan_codec.rs`).
+    pub plan: Option<&'a [u8]>,
 }
 
 /// The ended runs the writer is gathering in the current commit, an agent at a time.
@@ -146,7 +147,7 @@ impl RunBatches {
         let (agent, action) = (&run.record.agent, &run.record.action);
         let Some(ms) = id_ms(run.record.run) else { return Ok(false) };
         let key_len = run.key.map_or(Ok(NONE), length)?;
-        let plan_len = run.plan.map_or(Ok(NONE), length)?;
+        let plan_len = run.plan.map_or(Ok(NONE), |plan| length_of(plan.len()))?;
         // A row is full once its body reaches BODY_MOST (an entry's size is known only once it is written).
         let ends_row = |row: &Row<Summary>| {
             row.summary.ids_to.max(ms) - row.summary.ids_from.min(ms) > SPAN_MS || row.body.len() >= BODY_MOST
@@ -183,9 +184,9 @@ impl RunBatches {
         }
         body.extend_from_slice(&run.place.to_le_bytes());
         body.extend_from_slice(run.record.run.as_bytes());
-        for (len, text) in [(key_len, run.key), (plan_len, run.plan)] {
+        for (len, text) in [(key_len, run.key.map(str::as_bytes)), (plan_len, run.plan)] {
             body.extend_from_slice(&len.to_le_bytes());
-            body.extend_from_slice(text.unwrap_or_default().as_bytes());
+            body.extend_from_slice(text.unwrap_or_default());
         }
         // The record is written in place, its length once it is known.
         let at = body.len();
@@ -514,12 +515,9 @@ pub(super) fn revival_runs(db: &Connection, agent: &AgentId, after: u64) -> Resu
             for entry in entries(blob(row, 5)?) {
                 let entry = entry?;
                 if entry.key.and_then(|key| key_seq(agent.as_str(), key)).is_some_and(|seq| seq > after) {
-                    let run = KeyedRun {
-                        record: run_codec::decode(entry.run, agent, entry.record)?,
-                        plan: entry.plan.map(|p| decode::<RunPlan>("run plan", p)).transpose()?,
-                        outcome: None,
-                        delivered: true,
-                    };
+                    let record = run_codec::decode(entry.run, agent, entry.record)?;
+                    let plan = entry.plan.map(|p| super::plan_codec::decode(p, entry.key, record.correlation));
+                    let run = KeyedRun { record, plan: plan.transpose()?, outcome: None, delivered: true };
                     placed.push((entry.place, run));
                 }
             }

@@ -14,10 +14,12 @@
 //! cost a tenth of a durable run's time), so an update to it, or a `get` of it, reads the file.
 
 use super::checkpoint::Checkpointer;
+use super::draft::ShortText;
 use super::durable::{
     AgentRecord, AliveAgent, Durable, Flushed, PlanParts, Revival, RunPlan, ScheduleRecord, Snapshot,
 };
 use super::input_log::{self, InputBatches};
+use super::plan_codec;
 use super::run_log::{self, RunBatches, Settled};
 use super::signal_codec;
 use super::{
@@ -43,8 +45,9 @@ const APPLICATION_ID: i64 = 0x4147_5459;
 /// Version 4 writes ended runs an agent and a commit at a time (`run_batches`, see `run_log.rs`); a version 3
 /// file's runs stay where they are and are read beside them. Version 5 keeps a batched run's record and an
 /// outcome signal the runtime made in a compact form (`run_codec.rs`, `signal_codec.rs`); a version 4 file's
-/// JSON is read beside it.
-const VERSION: i64 = 5;
+/// JSON is read beside it. Version 6 keeps a batched run's plan in a compact form too (`plan_codec.rs`); a
+/// version 5 file's JSON plans are read beside it.
+const VERSION: i64 = 6;
 /// The most writes waiting for the writer. A thread that writes faster than the disk takes them waits when
 /// this many are queued (backpressure), so memory stays bounded however long the burst.
 const QUEUE: usize = 4 * BATCH;
@@ -752,7 +755,7 @@ fn commit(
             }
         }
         inputs.write_all(&tx)?;
-        runs.write(&tx, spent, !flushed.is_empty())?;
+        runs.write(&tx, (spent, texts), !flushed.is_empty())?;
         tx.commit()
     })();
     // A batch that failed leaves what it did not get to in `batch`: dropped with it, like the runs it held.
@@ -804,6 +807,9 @@ struct Runs {
     batches: RunBatches,
     /// Where a run's record is serialized for its row in `runs`.
     scratch: Vec<u8>,
+    /// Where a batched run's key and plan are made from their parts.
+    key: String,
+    plan: Vec<u8>,
 }
 
 #[derive(Default)]
@@ -811,6 +817,9 @@ struct PendingRun {
     record: Option<Recorded>,
     /// The plan's key and JSON.
     plan: Option<PlanText>,
+    /// Or the plan in its parts, with its params' text: made into the form it is written in only then (compact
+    /// in a batch of ended runs, JSON in `runs`).
+    parts: Option<(PlanDraft, ShortText)>,
     /// The outcome signal's JSON.
     outcome: Option<Vec<u8>>,
     delivered: bool,
@@ -866,10 +875,15 @@ impl Runs {
     /// A run's record, as it is now, with its plan if it came with one.
     fn record(&mut self, row: RunRow, texts: &Texts, spent: &mut Vec<Vec<u8>>) {
         let RunRow { draft, plan } = row;
-        let plan = plan.and_then(|plan| match plan {
-            PlanRow::Made(text) => Some(text),
-            PlanRow::Parts(parts) => parts.with_parts(draft.ids(), draft.text_in_place(), |p| texts.plan_parts(p)),
-        });
+        let (plan, parts) = match plan {
+            Some(PlanRow::Made(text)) => (Some(text), None),
+            Some(PlanRow::Parts(parts)) => match draft.text_in_place().and_then(ShortText::of) {
+                Some(params) => (None, Some((parts, params))),
+                // Never, as the store sends them: a plan in its parts comes with its params' text in place.
+                None => (parts.with_parts(draft.ids(), draft.params_text(), |p| texts.plan_parts(p)), None),
+            },
+            None => (None, None),
+        };
         let (recorded, ended) = (draft.recorded_ms(), draft.status().is_final());
         let (record, _) = draft.into_record();
         let (run, agent) = (record.run, record.agent.clone());
@@ -878,6 +892,9 @@ impl Runs {
         pending.record = Some(Recorded { record, recorded, ended });
         if let Some(plan) = plan {
             spent.extend(pending.plan.replace(plan).map(PlanText::into_bytes));
+        }
+        if parts.is_some() {
+            pending.parts = parts;
         }
         pending.writes += 1;
         if first {
@@ -916,7 +933,12 @@ impl Runs {
 
     /// Writes what is pending, in order, and forgets it; unless `all`, ended runs not yet delivered may be held
     /// back, each for [`HOLD_FOR`] at most, [`HELD_MOST`] at a time.
-    fn write(&mut self, db: &Connection, spent: &mut Vec<Vec<u8>>, all: bool) -> rusqlite::Result<()> {
+    fn write(
+        &mut self,
+        db: &Connection,
+        (spent, texts): (&mut Vec<Vec<u8>>, &Texts),
+        all: bool,
+    ) -> rusqlite::Result<()> {
         let now = Instant::now();
         self.held_writes = 0;
         self.held_until = None;
@@ -939,19 +961,34 @@ impl Runs {
             let place = self.next_place;
             self.next_place += 1;
             if self.settled(run, &pending)
-                && let (Some(row), plan) = (&pending.record, &pending.plan)
+                && let Some(row) = &pending.record
             {
-                let settled = Settled {
-                    place,
-                    recorded: row.recorded,
-                    record: &row.record,
-                    key: plan.as_ref().map(PlanText::key),
-                    plan: plan.as_ref().map(PlanText::plan),
+                let (key, plan) = match (&pending.plan, &pending.parts) {
+                    (Some(text), _) => (Some(text.key()), Some(text.plan().as_bytes())),
+                    (None, Some(parts)) => {
+                        let (draft, params) = parts;
+                        let (key, plan) = (&mut self.key, &mut self.plan);
+                        key.clear();
+                        draft.key.write_to(&row.record.agent, run, key);
+                        plan.clear();
+                        let parts = draft.parts(key, params.as_bytes());
+                        plan_codec::encode(&parts, row.record.correlation, plan);
+                        (Some(key.as_str()), Some(&plan[..]))
+                    }
+                    (None, None) => (None, None),
                 };
+                let settled = Settled { place, recorded: row.recorded, record: &row.record, key, plan };
                 if self.batches.add(db, &settled)? {
                     spent.extend(pending.plan.map(PlanText::into_bytes));
                     continue;
                 }
+            }
+            // Written in `runs`: a plan still in its parts is made into its JSON.
+            let mut pending = pending;
+            if let (Some(parts), Some(row)) = (pending.parts.take(), &pending.record) {
+                let (draft, params) = parts;
+                let ids = (&row.record.agent, run);
+                pending.plan = draft.with_parts(ids, Some(params.as_bytes()), |p| texts.plan_parts(p));
             }
             if let Some(row) = &pending.record {
                 if row.ended {
@@ -1873,6 +1910,29 @@ mod tests {
         (run, outcome, ops)
     }
 
+    /// A run that ended as drafted, its outcome consumed in the same commit, joins a batch: its plan is kept in
+    /// the compact form (a few bytes beside its params, against ~180 as JSON), and a recovery reads it whole.
+    #[test]
+    fn a_batched_run_keeps_its_plan_compact_and_a_recovery_reads_it_whole() {
+        let me = agent("me");
+        let mut writer = Writer::new();
+        let ([drafted, _], model) = drafted_run(&me, RunKey::Input { seq: 1, index: 0 }, &json!({"i": 7}), false);
+        let Unwritten { draft, plan } = drafted;
+        let run = model.record.run;
+        writer.commit(vec![
+            Op::Run(RunRow { draft: draft.handed_over(false), plan: plan.map(PlanRow::Parts) }),
+            Op::Outcome(run, outcome_of(run).into_bytes(), true),
+            Op::KeptInput(me.clone(), 1, run),
+        ]);
+        let body: Vec<u8> = writer.db.query_row("SELECT body FROM run_batches", [], |r| r.get(0)).unwrap();
+        let entry = run_log::entries(&body).next().unwrap().unwrap();
+        assert_eq!(entry.key, Some("me/1/0"));
+        let plan = entry.plan.expect("a plan");
+        assert!(plan.len() < 40 && plan.first() != Some(&b'{'), "compact: {:?}", String::from_utf8_lossy(plan));
+        let runs = run_log::revival_runs(&writer.db, &me, 0).unwrap();
+        assert_eq!(runs, vec![KeyedRun { delivered: true, ..model }]);
+    }
+
     #[test]
     fn outcome_signals_the_runtime_made_are_kept_compact_and_read_back_equal() {
         let folder = tempfile::tempdir().unwrap();
@@ -2152,6 +2212,9 @@ mod tests {
         assert_eq!(revival.inputs, vec![(1, input)], "an input logged as JSON reads");
         let kept = revival.runs.iter().find(|r| r.record.run == waiting.run).expect("the run whose outcome waits");
         assert_eq!(kept.outcome.as_ref(), Some(&outcome), "an outcome kept as JSON reads");
+        let asked =
+            revival.runs.iter().find(|r| r.record.run == batched.run).expect("the batched run input 1 asked for");
+        assert_eq!(asked.plan, Some(plan("me/1/0", batched.run)), "a batched run's plan kept as JSON reads");
         drop(store);
         let version: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, VERSION);
