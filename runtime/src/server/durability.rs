@@ -212,12 +212,28 @@ impl<A: Agent> ServerState<A> {
     /// may journal the run's end late (until the agent consumes the outcome) only if `may_wait` (nothing the run
     /// asked for was done yet: no effects) and the run is safe to start again, since a crash before that end is
     /// durable starts the run again.
-    pub(super) fn keep_outcome(&self, run: Uuid, action: &ActionId, signal: &Signal, may_wait: bool) -> bool {
-        if let Some(durable) = self.shared.store.durable()
+    /// `unwritten`: the run's record, if it is not journaled yet: journaled with the outcome (in one write, with
+    /// the runtime's durable store), or alone when the outcome is not kept.
+    pub(super) fn keep_outcome(
+        &self,
+        run: Uuid,
+        action: &ActionId,
+        signal: &Signal,
+        (may_wait, unwritten): (bool, Option<Box<crate::store::Unwritten>>),
+    ) -> bool {
+        let store = &*self.shared.store;
+        if let Some(durable) = store.durable()
             && signal.outcome().is_some_and(|r| !r.awaiting_approval())
         {
-            durable.run_outcome(run, signal, may_wait && self.safe_again(action));
+            let safe_again = may_wait && self.safe_again(action);
+            match unwritten {
+                Some(unwritten) => unwritten.write_ended_with_outcome(store, signal, safe_again),
+                None => durable.run_outcome(run, signal, safe_again),
+            }
             return true;
+        }
+        if let Some(unwritten) = unwritten {
+            unwritten.write_ended(store);
         }
         false
     }
@@ -304,7 +320,7 @@ impl<A: Agent> ServerState<A> {
             };
             let why = "it ended, but the process stopped before its outcome was kept";
             let error = self.interrupt(&ids, why, false);
-            self.tell_outcome(&ids, ids.report(Outcome::failed(&error, Duration::ZERO, 0)), None, false);
+            self.tell_outcome(&ids, ids.report(Outcome::failed(&error, Duration::ZERO, 0)), None, (false, None));
             return;
         }
         if status.is_final() {
@@ -340,7 +356,7 @@ impl<A: Agent> ServerState<A> {
             // Its outcome is kept before it is journaled as ended: a crash in between leaves it going on (to be
             // answered by the next recovery), never ended without its answer.
             let error = ActionError::interrupted(why);
-            self.tell_outcome(&ids, ids.report(Outcome::failed(&error, Duration::ZERO, 0)), None, false);
+            self.tell_outcome(&ids, ids.report(Outcome::failed(&error, Duration::ZERO, 0)), None, (false, None));
             self.interrupt(&ids, why, true);
             return;
         }

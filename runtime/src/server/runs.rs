@@ -148,7 +148,7 @@ impl<A: Agent> ServerState<A> {
             let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
             let ids = RunIds::of(&ticket.run.ctx);
             let report = ids.report(waiting);
-            self.tell_outcome(&ids, report, None, false);
+            self.tell_outcome(&ids, report, None, (false, None));
         }
         let expiry = self.policy.approval_timeout.map(|after| {
             let me = self.myself.clone();
@@ -273,22 +273,26 @@ impl<A: Agent> ServerState<A> {
     /// A run ended: what it asked for is interpreted (if it completed), and its requester gets the outcome.
     pub(super) fn conclude(&mut self, ended: Ended) {
         let Ended { ids, effects, report, invoker, unwritten, at } = ended;
-        // A run that ended without being journaled is journaled now, just before its outcome.
+        let completed = report.outcome.status == OutcomeStatus::Completed;
+        // A run whose effects were interpreted is never started again behind the agent's back: its end is
+        // journaled with the next commit, not held back until its outcome is consumed.
+        let quiet = !completed || effects.is_empty();
+        // A run that ended without being journaled is journaled now: before anything it asked for is done, or,
+        // when it asked for nothing and its outcome goes to the agent, with that outcome, in one write.
+        let (unwritten, with_outcome) = match unwritten {
+            Some(unwritten) if quiet && invoker.is_none() => (None, Some(unwritten)),
+            unwritten => (unwritten, None),
+        };
         if let Some(unwritten) = unwritten {
             unwritten.write_ended(&*self.shared.store);
         }
-        // A run whose effects were interpreted is never started again behind the agent's back: its end is
-        // journaled with the next commit, not held back until its outcome is consumed.
-        let mut quiet = true;
-        if report.outcome.status == OutcomeStatus::Completed {
-            quiet = effects.is_empty();
+        if completed {
             self.interpret(effects, Origin::Run);
         }
-        let by = match invoker {
-            Some(reply) => Requester::Outside(reply, None),
-            None => Requester::Agent { correlation: Some(ids.correlation), cause: ids.causation },
-        };
-        self.answer(by, &ids, (report, at), None, quiet);
+        match invoker {
+            Some(reply) => self.answer(Requester::Outside(reply, None), &ids, (report, at), None, quiet),
+            None => self.tell_outcome(&ids, report, at, (quiet, with_outcome)),
+        }
     }
 
     /// The one route back to a requester: the agent gets an outcome signal in its inbox (fed before the next
@@ -306,7 +310,7 @@ impl<A: Agent> ServerState<A> {
     ) {
         let (report, at) = ended;
         match by {
-            Requester::Agent { .. } => self.tell_outcome(ids, report, at, may_wait),
+            Requester::Agent { .. } => self.tell_outcome(ids, report, at, (may_wait, None)),
             Requester::Routine { reply, .. } => {
                 let error = refusal.unwrap_or_else(|| ActionError::critical(report.outcome.into_output_text()));
                 let _ = reply.send(Err(error));
@@ -318,19 +322,26 @@ impl<A: Agent> ServerState<A> {
     }
 
     /// Puts the outcome signal of one of the agent's runs in its inbox (`may_wait`: see
-    /// [`ServerState::keep_outcome`]).
+    /// [`ServerState::keep_outcome`]), journaling the run's record with it if that is not written yet.
     pub(super) fn tell_outcome(
         &mut self,
         ids: &RunIds,
         report: Box<RunReport>,
         at: Option<DateTime<Utc>>,
-        may_wait: bool,
+        (may_wait, unwritten): (bool, Option<Box<Unwritten>>),
     ) {
         let stamp = at.map_or_else(crate::wall_clock::stamp, |at| (crate::wall_clock::id_at(at), at));
         let chain = (ids.correlation, ids.causation);
-        if let Some(signal) = crate::kinds::report_signal(&self.source, chain, report, stamp) {
-            let kept = self.keep_outcome(ids.run, &ids.action, &signal, may_wait).then_some(ids.run);
-            self.work().inbox.push_back(super::Inbound { signal, kept });
+        match crate::kinds::report_signal(&self.source, chain, report, stamp) {
+            Some(signal) => {
+                let kept = self.keep_outcome(ids.run, &ids.action, &signal, (may_wait, unwritten)).then_some(ids.run);
+                self.work().inbox.push_back(super::Inbound { signal, kept });
+            }
+            None => {
+                if let Some(unwritten) = unwritten {
+                    unwritten.write_ended(&*self.shared.store);
+                }
+            }
         }
     }
 

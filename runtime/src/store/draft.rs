@@ -38,10 +38,18 @@ pub(crate) struct PlanDraft {
 }
 
 /// A run that ended, as the server drafted it, offered to a store to journal its own way (see
-/// [`Store::take_ended`]).
+/// [`Store::take_ended`]), with the outcome signal its agent is given, to be kept with it (see
+/// [`super::Durable::run_outcome`]), if it is.
 #[doc(hidden)]
 #[derive(Debug)]
-pub struct EndedDraft(pub(crate) Unwritten);
+pub struct EndedDraft<'a>(pub(crate) Unwritten, pub(crate) Option<KeptOutcome<'a>>);
+
+/// An outcome signal to keep for the agent, and whether its run is safe to start again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeptOutcome<'a> {
+    pub signal: &'a crate::signal::Signal,
+    pub safe_again: bool,
+}
 
 impl PlanDraft {
     /// Calls `write` with the plan's parts, its key made now for run `run` of `agent`, and its params' text its
@@ -114,8 +122,21 @@ impl Unwritten {
     /// Writes the record of a run that ended (its params' text is not needed any more): offered to the store
     /// as drafted first (the runtime's own stores make the record on their own threads).
     pub fn write_ended(self, store: &dyn Store) {
-        if let Some(EndedDraft(unwritten)) = store.take_ended(EndedDraft(self)) {
+        if let Some(EndedDraft(unwritten, _)) = store.take_ended(EndedDraft(self, None)) {
             drop(unwritten.write(store));
+        }
+    }
+
+    /// [`Unwritten::write_ended`], with the run's outcome signal kept for its agent (`safe_again`: see
+    /// [`super::Durable::run_outcome`]): a durable store of the runtime's takes both in one write.
+    pub fn write_ended_with_outcome(self, store: &dyn Store, signal: &crate::signal::Signal, safe_again: bool) {
+        let run = self.draft.run;
+        let kept = KeptOutcome { signal, safe_again };
+        if let Some(EndedDraft(unwritten, _)) = store.take_ended(EndedDraft(self, Some(kept))) {
+            drop(unwritten.write(store));
+            if let Some(durable) = store.durable() {
+                durable.run_outcome(run, signal, safe_again);
+            }
         }
     }
 }

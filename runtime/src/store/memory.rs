@@ -327,13 +327,13 @@ impl Store for MemoryStore {
 
     /// A run that ended without a plan (this journal is not durable, so the server drafts none) goes on the
     /// mover's list as drafted.
-    fn take_ended(&self, ended: EndedDraft) -> Option<EndedDraft> {
-        match ended.0.plan {
-            None => {
+    fn take_ended<'a>(&self, ended: EndedDraft<'a>) -> Option<EndedDraft<'a>> {
+        match (&ended.0.plan, ended.1) {
+            (None, None) => {
                 self.record_draft(ended.0.draft.handed_over(false));
                 None
             }
-            Some(_) => Some(ended),
+            _ => Some(ended),
         }
     }
 }

@@ -356,11 +356,12 @@ pub trait Store: Send + Sync + 'static {
     fn durable(&self) -> Option<&dyn Durable> {
         None
     }
-    /// Takes a run that ended as the server drafted it, to journal its own way, or hands it back, to be
-    /// journaled through [`Store::record`] (and [`Durable::run_planned_parts`]), as by default. The runtime's own
+    /// Takes a run that ended as the server drafted it (with its outcome signal for the agent, if it keeps
+    /// one), to journal its own way, or hands it back, to be journaled through [`Store::record`] (and
+    /// [`Durable::run_planned_parts`], [`Durable::run_outcome`]), as by default. The runtime's own
     /// stores take it and make its record on their own threads, beside the agents.
     #[doc(hidden)]
-    fn take_ended(&self, ended: EndedDraft) -> Option<EndedDraft> {
+    fn take_ended<'a>(&self, ended: EndedDraft<'a>) -> Option<EndedDraft<'a>> {
         Some(ended)
     }
 }

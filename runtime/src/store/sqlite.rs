@@ -194,6 +194,8 @@ enum Op {
 struct RunRow {
     draft: RecordDraft,
     plan: Option<PlanRow>,
+    /// Its outcome signal for the agent, as [`Op::Outcome`] carries one.
+    outcome: Option<(Vec<u8>, bool)>,
 }
 
 /// A run's plan on its way to the writer with its record.
@@ -206,7 +208,7 @@ enum PlanRow {
 
 impl RunRow {
     fn of(record: RunRecord) -> Self {
-        Self { draft: RecordDraft::of_record(record), plan: None }
+        Self { draft: RecordDraft::of_record(record), plan: None, outcome: None }
     }
 }
 
@@ -709,9 +711,7 @@ fn commit(
                 }
                 Op::Outcome(run, outcome, safe_again) => {
                     let pending = runs.entry(run);
-                    pending.outcome = Some(outcome);
-                    pending.holdable = safe_again;
-                    pending.delivered = false;
+                    pending.keep_outcome(outcome, safe_again, spent);
                     pending.writes += 1;
                 }
                 Op::Input(agent, number, signal, given) => {
@@ -831,6 +831,13 @@ struct PendingRun {
 }
 
 impl PendingRun {
+    /// Its outcome signal for the agent (the one before, if any, is spent).
+    fn keep_outcome(&mut self, outcome: Vec<u8>, safe_again: bool, spent: &mut Vec<Vec<u8>>) {
+        spent.extend(self.outcome.replace(outcome));
+        self.holdable = safe_again;
+        self.delivered = false;
+    }
+
     /// An ended run, safe to start again, whose outcome the agent has not consumed yet, that may still wait.
     fn may_wait(&self, now: Instant) -> bool {
         self.holdable
@@ -874,7 +881,7 @@ impl Runs {
 
     /// A run's record, as it is now, with its plan if it came with one.
     fn record(&mut self, row: RunRow, texts: &Texts, spent: &mut Vec<Vec<u8>>) {
-        let RunRow { draft, plan } = row;
+        let RunRow { draft, plan, outcome } = row;
         let (plan, parts) = match plan {
             Some(PlanRow::Made(text)) => (Some(text), None),
             Some(PlanRow::Parts(parts)) => match draft.text_in_place().and_then(ShortText::of) {
@@ -895,6 +902,9 @@ impl Runs {
         }
         if parts.is_some() {
             pending.parts = parts;
+        }
+        if let Some((outcome, safe_again)) = outcome {
+            pending.keep_outcome(outcome, safe_again, spent);
         }
         pending.writes += 1;
         if first {
@@ -1263,8 +1273,8 @@ impl Store for SqliteStore {
 
     /// A run that ended crosses to the writer as the server drafted it, with its plan, in one write (see
     /// [`RunRow`]). It was never recorded, so it cannot be a duplicate of a run going on.
-    fn take_ended(&self, ended: EndedDraft) -> Option<EndedDraft> {
-        let Unwritten { draft, plan } = ended.0;
+    fn take_ended<'a>(&self, ended: EndedDraft<'a>) -> Option<EndedDraft<'a>> {
+        let EndedDraft(Unwritten { draft, plan }, outcome) = ended;
         let plan = match plan {
             Some(plan) if plan.params_text.is_none() && draft.text_in_place().is_some() => Some(PlanRow::Parts(plan)),
             Some(plan) => {
@@ -1273,8 +1283,9 @@ impl Store for SqliteStore {
             }
             None => None,
         };
+        let outcome = outcome.map(|kept| (self.texts.signal(kept.signal), kept.safe_again));
         // A long text was copied into the plan's: freed here.
-        self.send(Op::Run(RunRow { draft: draft.handed_over(false), plan }));
+        self.send(Op::Run(RunRow { draft: draft.handed_over(false), plan, outcome }));
         None
     }
 }
@@ -1668,32 +1679,56 @@ mod tests {
 
         /// Model: a run's record and plan as the server drafted them. A run that ended reaches the journal as
         /// drafted (its plan made by the writer from its parts, or by the sending thread when its params are
-        /// long or were coerced since), and the recovery reads back the same record and plan as when the same
-        /// run is journaled through `record` and `run_planned_parts`.
+        /// long or were coerced since), with its outcome for the agent or not, and the recovery reads back the
+        /// same record, plan and outcome as when the same run is journaled through `record`,
+        /// `run_planned_parts` and `run_outcome`.
         #[test]
         fn an_ended_run_taken_as_drafted_reads_back_as_one_written_through_record_and_plan(
-            runs in proptest::collection::vec((any::<bool>(), any::<bool>(), any::<bool>(), 0u32..4), 1..6),
+            runs in proptest::collection::vec(
+                (any::<bool>(), any::<bool>(), any::<bool>(), 0u32..4, proptest::option::of(any::<bool>())),
+                1..6,
+            ),
         ) {
             let me = agent("me");
             let folder = tempfile::tempdir().unwrap();
             let drafted = SqliteStore::open(folder.path().join("drafted.db")).unwrap();
             let general = SqliteStore::open(folder.path().join("general.db")).unwrap();
+            let (source, action): (Arc<str>, _) = ("agentry/agent/me".into(), ActionId::new("x.y").unwrap());
             let mut expected = Vec::new();
-            for (i, (long, given, coerced, index)) in runs.into_iter().enumerate() {
+            for (i, (long, given, coerced, index, outcome)) in runs.into_iter().enumerate() {
                 let text = if long { "a text long enough not to be kept in place by a draft" } else { "short" };
                 let params = json!({"i": i, "text": text});
                 let seq = i as u64 + 1;
                 let key = if given { RunKey::Given(format!("me/{seq}/{index}").into()) } else { RunKey::Input { seq, index } };
-                let ([taken, written], model) = drafted_run(&me, key, &params, coerced);
-                taken.write_ended(&drafted);
-                // The same run, through the general road.
-                drop(written.write(&general));
+                let ([taken, written], mut model) = drafted_run(&me, key, &params, coerced);
+                let run = model.record.run;
+                match outcome {
+                    Some(safe_again) => {
+                        let made = crate::action::Outcome::completed(params.clone(), std::time::Duration::ZERO, 1);
+                        let refs = crate::kinds::RunRef { run, action: &action, correlation: run, causation: None };
+                        let signal = crate::kinds::action_outcome_at(&source, refs, made, (Uuid::now_v7(), Utc::now())).unwrap();
+                        taken.write_ended_with_outcome(&drafted, &signal, safe_again);
+                        // The same run, through the general road.
+                        drop(written.write(&general));
+                        general.run_outcome(run, &signal, safe_again);
+                        model.outcome = Some(signal);
+                    }
+                    None => {
+                        taken.write_ended(&drafted);
+                        drop(written.write(&general));
+                    }
+                }
                 expected.push(model);
             }
+            // A run whose end may wait for its outcome to be consumed is written when that wait ends, and takes its
+            // place then: the runs are compared in the order of their ids.
+            expected.sort_by_key(|run| run.record.run);
             for store in [&drafted, &general] {
                 let revivals = store.revivals(std::slice::from_ref(&me)).unwrap();
                 let [Ok(revival)] = &revivals[..] else { panic!("one revival: {revivals:?}") };
-                prop_assert_eq!(&revival.runs, &expected);
+                let mut runs = revival.runs.clone();
+                runs.sort_by_key(|run| run.record.run);
+                prop_assert_eq!(runs, expected.clone());
             }
         }
     }
@@ -1920,8 +1955,12 @@ mod tests {
         let Unwritten { draft, plan } = drafted;
         let run = model.record.run;
         writer.commit(vec![
-            Op::Run(RunRow { draft: draft.handed_over(false), plan: plan.map(PlanRow::Parts) }),
-            Op::Outcome(run, outcome_of(run).into_bytes(), true),
+            // The record with its plan and its outcome, in one write, as the store sends a run that ended.
+            Op::Run(RunRow {
+                draft: draft.handed_over(false),
+                plan: plan.map(PlanRow::Parts),
+                outcome: Some((outcome_of(run).into_bytes(), true)),
+            }),
             Op::KeptInput(me.clone(), 1, run),
         ]);
         let body: Vec<u8> = writer.db.query_row("SELECT body FROM run_batches", [], |r| r.get(0)).unwrap();
