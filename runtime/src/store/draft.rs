@@ -3,8 +3,9 @@
 //!
 //! Until then the record is a draft that costs the agent's thread little: its statuses are kept in place rather
 //! than in a vector of their own, and the params' digest is not made yet (the draft keeps their JSON text, made
-//! anyway). Whoever writes the draft makes the record. An in-memory journal takes a run that ended as a draft
-//! and makes its record on its own thread, beside the agents (see [`super::MemoryStore`]).
+//! anyway). Whoever writes the draft makes the record. The runtime's journals take a run that ended as a draft
+//! (see [`Store::take_ended`]) and make its record on a thread of their own, beside the agents: the in-memory one
+//! on its mover (see [`super::MemoryStore`]), the SQLite one on its writer, with the run's plan and outcome.
 
 use super::{PlanParts, RunRecord, RunStatus, RunUpdate, Store, params_digest, text_digest};
 use crate::action::{ErrorClass, RunKey};
@@ -83,16 +84,13 @@ impl Unwritten {
         let Unwritten { draft, plan } = self;
         let (run, agent) = (draft.run, draft.agent.clone());
         // A short text kept in place is gone with the draft: copied out for the plan.
-        let short = match &draft.params {
-            Params::Short(len, short) => Some((*len, *short)),
-            _ => None,
-        };
+        let short = draft.text_in_place().and_then(ShortText::of);
         let (record, text) = draft.into_record();
         if let Err(err) = store.record(record) {
             tracing::error!(%err, "the journal refused a new run");
         }
         if let (Some(plan), Some(durable)) = (plan, store.durable()) {
-            let short = short.as_ref().and_then(|(len, short)| short.get(..usize::from(*len)));
+            let short = short.as_ref().map(ShortText::as_bytes);
             plan.with_parts((&agent, run), text.as_deref().or(short), |parts| durable.run_planned_parts(run, parts));
         }
         text
@@ -147,7 +145,7 @@ impl Unwritten {
 enum Params {
     Digest(Uuid),
     Text(Vec<u8>),
-    Short(u8, [u8; SHORT_TEXT]),
+    Short(ShortText),
 }
 
 /// A short params' text, copied out of a draft that keeps it in place (see [`RecordDraft::text_in_place`]).
@@ -292,7 +290,7 @@ impl RecordDraft {
     pub fn params_text(&self) -> Option<&[u8]> {
         match &self.params {
             Params::Text(text) => Some(text),
-            Params::Short(len, short) => short.get(..usize::from(*len)),
+            Params::Short(short) => Some(short.as_bytes()),
             Params::Digest(_) => None,
         }
     }
@@ -302,14 +300,10 @@ impl RecordDraft {
     /// With `keep_long`, a text too long to be kept in place is kept as it is (for a plan still to be written).
     pub fn handed_over(mut self, keep_long: bool) -> Self {
         if let Params::Text(text) = &self.params {
-            match u8::try_from(text.len()) {
-                Ok(len) if text.len() <= SHORT_TEXT => {
-                    let mut short = [0; SHORT_TEXT];
-                    short[..text.len()].copy_from_slice(text);
-                    self.params = Params::Short(len, short);
-                }
-                _ if keep_long => {}
-                _ => self.params = Params::Digest(text_digest(text)),
+            match ShortText::of(text) {
+                Some(short) => self.params = Params::Short(short),
+                None if keep_long => {}
+                None => self.params = Params::Digest(text_digest(text)),
             }
         }
         self
@@ -319,7 +313,7 @@ impl RecordDraft {
     /// handed to may read.
     pub fn text_in_place(&self) -> Option<&[u8]> {
         match &self.params {
-            Params::Short(len, short) => short.get(..usize::from(*len)),
+            Params::Short(short) => Some(short.as_bytes()),
             Params::Text(_) | Params::Digest(_) => None,
         }
     }
@@ -356,7 +350,7 @@ impl RecordDraft {
         let (params_digest, text) = match self.params {
             Params::Digest(digest) => (digest, None),
             Params::Text(text) => (text_digest(&text), Some(text)),
-            Params::Short(len, short) => (text_digest(&short[..usize::from(len)]), None),
+            Params::Short(short) => (text_digest(short.as_bytes()), None),
         };
         let mut history = Vec::with_capacity(usize::from(self.statuses) + self.more.len());
         history.extend_from_slice(&self.history[..usize::from(self.statuses)]);

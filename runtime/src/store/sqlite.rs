@@ -706,7 +706,8 @@ fn commit(
                 Op::Run(row) => runs.record(row, texts, spent),
                 Op::Plan(run, plan) => {
                     let pending = runs.entry(run);
-                    pending.plan = Some(plan);
+                    spent.extend(pending.plan.replace(plan).map(PlanText::into_bytes));
+                    pending.parts = None;
                     pending.writes += 1;
                 }
                 Op::Outcome(run, outcome, safe_again) => {
@@ -897,11 +898,14 @@ impl Runs {
         let pending = self.entry(run);
         let first = pending.record.is_none();
         pending.record = Some(Recorded { record, recorded, ended });
+        // A run has one plan, in one form or the other.
         if let Some(plan) = plan {
             spent.extend(pending.plan.replace(plan).map(PlanText::into_bytes));
+            pending.parts = None;
         }
-        if parts.is_some() {
-            pending.parts = parts;
+        if let Some(parts) = parts {
+            spent.extend(pending.plan.take().map(PlanText::into_bytes));
+            pending.parts = Some(parts);
         }
         if let Some((outcome, safe_again)) = outcome {
             pending.keep_outcome(outcome, safe_again, spent);
