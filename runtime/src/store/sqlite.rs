@@ -222,8 +222,8 @@ struct Recorded {
 
 /// The buffers that carry serialized plans, outcomes and inputs to the writer, which hands them back once they
 /// are written, so the same buffers go round: nothing is allocated by one thread to be freed by another
-/// (which glibc makes both threads pay for, with a lock). (Run records cross as they are and are serialized by
-/// the writer: see [`RunRow`].)
+/// (which glibc makes both threads pay for, with a lock). (Run records cross as drafts, usually with their plans
+/// in their parts, and the writer makes and serializes both: see [`RunRow`].)
 #[derive(Debug, Default)]
 struct Texts(Mutex<Vec<Vec<u8>>>);
 
