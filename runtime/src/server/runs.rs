@@ -32,9 +32,6 @@ impl<A: Agent> ServerState<A> {
             Requester::Routine { caller, .. } => Some(caller.run_id),
             _ => None,
         };
-        // The params' text makes their digest, and a retry's params (see `RunInHand::params_text`).
-        let params_text = serde_json::to_vec(&params).ok();
-        let plan = self.plan_run(&ctx, (&params, params_text.is_some()), &by);
         let ids = DraftIds {
             run: ctx.run_id,
             agent: self.agent.id.clone(),
@@ -42,7 +39,10 @@ impl<A: Agent> ServerState<A> {
             correlation: ctx.correlation_id,
             parent_run,
         };
-        let unwritten = Unwritten { draft: RecordDraft::queued(ids, &params, params_text, queued), plan };
+        // The params' text makes their digest, and a retry's params (see `RunInHand::params_text`).
+        let draft = RecordDraft::queued_with_text(ids, &params, queued);
+        let plan = self.plan_run(&ctx, (&params, draft.params_text().is_some()), &by);
+        let unwritten = Unwritten { draft, plan };
         let mut run = Box::new(RunInHand { ctx, params, params_text: None, unwritten: Some(unwritten) });
         self.announce_queued(&mut run, parent_run);
         self.through_gate(Ticket { run, by, approved: false, cleared: None });

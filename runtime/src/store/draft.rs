@@ -83,15 +83,16 @@ impl Unwritten {
     pub fn write(self, store: &dyn Store) -> Option<Vec<u8>> {
         let Unwritten { draft, plan } = self;
         let (run, agent) = (draft.run, draft.agent.clone());
-        // A short text kept in place is gone with the draft: copied out for the plan.
+        // A short text kept in place is gone with the draft: copied out first.
         let short = draft.text_in_place().and_then(ShortText::of);
-        let (record, text) = draft.into_record();
+        let (record, long) = draft.into_record();
         if let Err(err) = store.record(record) {
             tracing::error!(%err, "the journal refused a new run");
         }
+        // The text made again from one kept in place, for the run to keep.
+        let text = long.or_else(|| short.map(|short| short.as_bytes().to_vec()));
         if let (Some(plan), Some(durable)) = (plan, store.durable()) {
-            let short = short.as_ref().map(ShortText::as_bytes);
-            plan.with_parts((&agent, run), text.as_deref().or(short), |parts| durable.run_planned_parts(run, parts));
+            plan.with_parts((&agent, run), text.as_deref(), |parts| durable.run_planned_parts(run, parts));
         }
         text
     }
@@ -148,7 +149,7 @@ enum Params {
     Short(ShortText),
 }
 
-/// A short params' text, copied out of a draft that keeps it in place (see [`RecordDraft::text_in_place`]).
+/// A short params' text, kept in a draft in place (see [`RecordDraft::text_in_place`]), or copied out of one.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ShortText {
     len: u8,
@@ -164,9 +165,37 @@ impl ShortText {
         Some(Self { len, bytes })
     }
 
+    /// The compact JSON text of `value`, written in place, if it is short enough.
+    pub fn written(value: &Value) -> Option<Self> {
+        let mut filling = Filling { bytes: [0; SHORT_TEXT], len: 0 };
+        serde_json::to_writer(&mut filling, value).ok()?;
+        // At most SHORT_TEXT, which fits a u8.
+        Some(Self { len: filling.len as u8, bytes: filling.bytes })
+    }
+
     /// The text.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
+    }
+}
+
+/// A [`ShortText`] being written: refuses (with an error that allocates nothing) whatever would not fit.
+struct Filling {
+    bytes: [u8; SHORT_TEXT],
+    len: usize,
+}
+
+impl std::io::Write for Filling {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let end = self.len + buf.len();
+        let room = self.bytes.get_mut(self.len..end).ok_or(std::io::ErrorKind::WriteZero)?;
+        room.copy_from_slice(buf);
+        self.len = end;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -208,12 +237,31 @@ pub(crate) struct DraftIds {
 impl RecordDraft {
     /// A run queued `at`, with `params` and their compact JSON text, if it was made (the draft keeps it and
     /// makes the digest from it when the record is made).
+    #[cfg(test)]
     pub fn queued(ids: DraftIds, params: &Value, text: Option<Vec<u8>>, at: DateTime<Utc>) -> Self {
-        let DraftIds { run, agent, action, correlation, parent_run } = ids;
         let params = match text {
             Some(text) => Params::Text(text),
             None => Params::Digest(params_digest(params)),
         };
+        Self::with_params(ids, params, at)
+    }
+
+    /// A run queued `at`, with `params`, whose compact JSON text the draft makes and keeps: for the digest, made
+    /// when the record is made, and for a retry to read the params back from. A short text is written in place,
+    /// so a run with short params that ends at once allocates nothing for it.
+    pub fn queued_with_text(ids: DraftIds, params: &Value, at: DateTime<Utc>) -> Self {
+        let params = match ShortText::written(params) {
+            Some(short) => Params::Short(short),
+            None => match serde_json::to_vec(params) {
+                Ok(text) => Params::Text(text),
+                Err(_) => Params::Digest(params_digest(params)),
+            },
+        };
+        Self::with_params(ids, params, at)
+    }
+
+    fn with_params(ids: DraftIds, params: Params, at: DateTime<Utc>) -> Self {
+        let DraftIds { run, agent, action, correlation, parent_run } = ids;
         Self {
             run,
             agent,
@@ -309,8 +357,8 @@ impl RecordDraft {
         self
     }
 
-    /// The params' text, if the draft keeps it in place (short, handed over): what a thread the draft was
-    /// handed to may read.
+    /// The params' text, if the draft keeps it in place (short: written so when queued, or copied so when
+    /// handed over): what a thread the draft was handed to may read.
     pub fn text_in_place(&self) -> Option<&[u8]> {
         match &self.params {
             Params::Short(short) => Some(short.as_bytes()),
@@ -409,7 +457,39 @@ mod tests {
             })
     }
 
+    /// JSON values, nested, with text that takes more bytes than characters and needs escapes.
+    fn params() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            "[a-zé\\\"\n]{0,30}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                proptest::collection::vec(("[a-z]{0,6}", inner), 0..6)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+
     proptest! {
+        /// A draft that writes its params' text itself keeps the same text `serde_json::to_vec` makes, in place
+        /// when it fits (nothing to hand over, nothing to give back) and in a vector of its own when it does
+        /// not; either way its record has the params' digest.
+        #[test]
+        fn a_draft_writes_the_params_text_in_place_when_it_fits(params in params()) {
+            let expected = serde_json::to_vec(&params).unwrap();
+            let draft = RecordDraft::queued_with_text(ids(), &params, Utc::now());
+            prop_assert_eq!(draft.params_text(), Some(&expected[..]));
+            let short = expected.len() <= SHORT_TEXT;
+            prop_assert_eq!(draft.text_in_place().is_some(), short, "{} bytes", expected.len());
+            let (record, given_back) = draft.into_record();
+            prop_assert_eq!(record.params_digest, params_digest(&params));
+            prop_assert_eq!(given_back, (!short).then_some(expected));
+        }
+
         /// A record crosses to another thread as a draft and is made whole again there, whatever its history's
         /// length (its first statuses cross in place), with its status and when it was recorded read alike.
         #[test]
