@@ -93,6 +93,48 @@ async fn a_refreshed_skill_changes_the_table_of_every_agent_that_has_it() {
     assert_eq!(unknown, RuntimeError::UnknownSkill(SkillId::new("ghost").unwrap()));
 }
 
+/// A skill that answers a `ping` call with `answer`, from its signal handler.
+fn pinged(answer: &'static str) -> Skill {
+    Skill::builder("pinged", "1.0.0")
+        .on_signal(move |_: &Value, signal: &agentry::signal::Signal, _ctx| {
+            if signal.kind().as_str() != "ping" {
+                return agentry::skill::SkillReaction::Ignore;
+            }
+            agentry::skill::SkillReaction::Handled(Value::Null, vec![Effect::reply(signal, json!(answer))])
+        })
+        .build()
+        .unwrap()
+}
+
+/// An agent that leaves every signal to its skills.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Quiet;
+
+impl agentry::agent::Agent for Quiet {
+    fn name() -> &'static str {
+        "quiet"
+    }
+
+    fn handle_signal(&self, _: &agentry::signal::Signal) -> agentry::agent::Reaction<Self> {
+        agentry::agent::Reaction::Ignore
+    }
+}
+
+/// An agent's server keeps the catalog its `step` reads from one signal to the next: a skill refreshed in
+/// between is the one the next signal meets.
+#[tokio::test]
+async fn a_refreshed_skill_handles_the_next_signal_of_an_agent_that_read_the_old_one() {
+    let runtime = agentry::runtime::Runtime::builder().skill(pinged("v1")).build();
+    let agent = runtime.spawn(Quiet, agentry::runtime::SpawnOptions::default()).await.unwrap();
+    agent.mount(&SkillId::new("pinged").unwrap(), Value::Null).await.unwrap();
+    let ping = || agentry::signal::Signal::new("ping", json!({})).unwrap();
+    assert_eq!(agent.call(ping(), agentry_tests::CALL).await.unwrap(), json!("v1"));
+    assert_eq!(agent.call(ping(), agentry_tests::CALL).await.unwrap(), json!("v1"), "the kept catalog, read again");
+    let failed = runtime.refresh_skill(pinged("v2")).await.unwrap();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(agent.call(ping(), agentry_tests::CALL).await.unwrap(), json!("v2"));
+}
+
 #[tokio::test]
 async fn an_invoked_run_passes_the_gate_and_its_outcome_goes_to_the_caller() {
     let risky = ActionSpec::new("desk.shred", "shreds").unwrap().risk(Risk::High);

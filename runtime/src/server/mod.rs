@@ -211,6 +211,8 @@ pub(crate) struct ServerState<A: Agent> {
     pub exit: Exit,
     pub restarts: Arc<std::sync::Mutex<Restarts>>,
     pub shared: Arc<Shared>,
+    /// The catalog its agent's `step` reads, as of the last signal (see [`crate::skill::LiveCatalog::current`]).
+    pub catalog: crate::skill::HeldCatalog,
     /// How it was spawned: its name, parent, restart policy and how many runs it may have in flight.
     pub again: Arc<crate::runtime::Again>,
     /// The source of the signals this server makes (`agentry/agent/<id>`).
@@ -253,6 +255,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             underway: None,
             exit: Exit::Unknown,
             restarts: args.history,
+            catalog: args.shared.catalog.held(),
             shared: args.shared,
             seq: 0,
             step_runs: 0,
@@ -385,8 +388,8 @@ impl<A: Agent> ServerState<A> {
         let span = tracing::info_span!("signal", agent = %self.agent.id, kind = %signal.kind(), id = %signal.id());
         let _entered = span.enter();
         self.log_input(&signal, kept);
-        let catalog = self.shared.catalog.snapshot();
-        let result = catch_unwind(AssertUnwindSafe(|| step(&mut self.agent, &signal, &catalog)));
+        let catalog = self.shared.catalog.current(&mut self.catalog);
+        let result = catch_unwind(AssertUnwindSafe(|| step(&mut self.agent, &signal, catalog)));
         match result {
             Ok(Ok(step)) => self.interpret(step.effects, crate::interpret::Origin::Step(&signal)),
             Ok(Err(err)) => tracing::warn!(%err, "the signal could not be handled"),

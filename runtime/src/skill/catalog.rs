@@ -4,6 +4,7 @@ use super::Skill;
 use crate::id::SkillId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Every skill a runtime knows, by id. Cloning shares the skills.
 #[derive(Debug, Clone, Default)]
@@ -62,11 +63,39 @@ impl FromIterator<Skill> for Catalog {
 #[derive(Debug, Default)]
 pub(crate) struct LiveCatalog {
     current: std::sync::RwLock<Arc<Catalog>>,
+    /// Counts the catalog's replacements, so that a reader holding a snapshot knows it is still the catalog.
+    version: AtomicU64,
+}
+
+/// A snapshot of a [`LiveCatalog`] a reader keeps, with the version it was taken at (see
+/// [`LiveCatalog::current`]).
+#[derive(Debug, Clone)]
+pub(crate) struct HeldCatalog {
+    version: u64,
+    catalog: Arc<Catalog>,
 }
 
 impl LiveCatalog {
     pub(crate) fn new(catalog: Catalog) -> Self {
-        Self { current: std::sync::RwLock::new(Arc::new(catalog)) }
+        Self { current: std::sync::RwLock::new(Arc::new(catalog)), version: AtomicU64::new(0) }
+    }
+
+    /// A snapshot to keep and read through [`LiveCatalog::current`].
+    pub(crate) fn held(&self) -> HeldCatalog {
+        let version = self.version.load(Ordering::Acquire);
+        HeldCatalog { version, catalog: self.snapshot() }
+    }
+
+    /// The catalog as it is now, read through the snapshot `held`, which is taken again only if the catalog
+    /// was replaced since: an agent's server reads the catalog for every signal, and a snapshot takes the lock
+    /// and shares the catalog anew (four atomic writes to memory every agent's server touches), where this
+    /// reads one number.
+    pub(crate) fn current<'a>(&self, held: &'a mut HeldCatalog) -> &'a Arc<Catalog> {
+        if self.version.load(Ordering::Acquire) != held.version {
+            // The version is read before the catalog, so a replacement in between is seen next time.
+            *held = self.held();
+        }
+        &held.catalog
     }
 
     /// The catalog as it is now.
@@ -82,6 +111,8 @@ impl LiveCatalog {
         let mut next = Catalog::clone(&current);
         let result = change(&mut next)?;
         *current = Arc::new(next);
+        // Counted under the lock, before the change is reported done: whoever hears of it sees the new version.
+        self.version.fetch_add(1, Ordering::AcqRel);
         Ok(result)
     }
 }
@@ -112,6 +143,23 @@ mod tests {
         let collected: Catalog = [skill("b", "1.0.0"), skill("a", "1.0.0"), skill("b", "1.1.0")].into_iter().collect();
         let ids: Vec<String> = collected.iter().map(|s| format!("{}@{}", s.id(), s.vsn())).collect();
         assert_eq!(ids, ["a@1.0.0", "b@1.1.0"], "collected in order, the last of an id wins");
+    }
+
+    /// A held snapshot is read as it is while the catalog is unchanged, and taken again once it changed (a
+    /// refused change changes nothing).
+    #[test]
+    fn a_held_catalog_is_taken_again_only_once_the_catalog_changed() {
+        let live = LiveCatalog::new([skill("web", "1.0.0")].into_iter().collect());
+        let mut held = live.held();
+        let first = Arc::as_ptr(live.current(&mut held));
+        assert_eq!(Arc::as_ptr(live.current(&mut held)), first, "unchanged: the same snapshot");
+        let refused: Result<(), &str> = live.update(|_| Err("no"));
+        assert!(refused.is_err());
+        assert_eq!(Arc::as_ptr(live.current(&mut held)), first, "a refused change is no change");
+        live.update(|catalog| catalog.insert(skill("math", "1.0.0")).map_or(Ok::<_, ()>(()), |_| Err(()))).unwrap();
+        let now = live.current(&mut held);
+        assert_eq!(now.len(), 2, "the changed catalog");
+        assert!(Arc::ptr_eq(now, &live.snapshot()));
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod state;
 
 pub use build::{BuildError, SkillBuilder};
 pub use catalog::Catalog;
-pub(crate) use catalog::LiveCatalog;
+pub(crate) use catalog::{HeldCatalog, LiveCatalog};
 pub use error::MountError;
 pub use map::{Iter as SkillIter, SkillMap};
 pub(crate) use map::{SCAN, find_sorted};
