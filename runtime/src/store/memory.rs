@@ -220,9 +220,10 @@ impl Journal {
     fn settled(&self) -> MutexGuard<'_, Ended> {
         let mut ended = lock(&self.ended);
         // Taken under the ended runs' lock, so batches are moved in the order they ended. The list left in its
-        // place has room for as many as the last batch (up to a bound), made here: whoever ends runs then pushes
-        // onto it without growing it, and it is freed where it was made.
-        let room = Vec::with_capacity(ended.last_batch.min(RETIRING_ROOM));
+        // place has room for twice as many as the last batch (up to a bound), made here: whoever ends runs then
+        // pushes onto it without growing it (as a run takes a few hundred bytes, growing copies them all), even
+        // as runs come faster, and it is freed where it was made.
+        let room = Vec::with_capacity(ended.last_batch.saturating_mul(2).min(RETIRING_ROOM));
         let batch = std::mem::replace(&mut *lock(&self.retiring), room);
         ended.last_batch = batch.len();
         self.move_in(&mut ended, batch);

@@ -789,10 +789,13 @@ fn commit(
 /// agent (which folds in the input that asked for the run, so a recovery from it could no longer ask again).
 #[derive(Default)]
 struct Runs {
-    pending: std::collections::HashMap<Uuid, PendingRun, FastHash>,
     /// The runs in the order they first appeared, so rows keep the order runs were recorded in. Between
-    /// batches, the runs held back.
-    order: Vec<Uuid>,
+    /// batches, the runs held back. (A run pending is a few hundred bytes: kept in order, it is read and
+    /// written where the runs before it were, where a map would scatter thousands of them over memory no
+    /// cache holds.)
+    pending: Vec<(Uuid, PendingRun)>,
+    /// Where each pending run is in `pending`.
+    index: std::collections::HashMap<Uuid, usize, FastHash>,
     /// When the first run held back must be written, and how many writes the runs held back stand for.
     held_until: Option<Instant>,
     held_writes: u64,
@@ -865,16 +868,24 @@ impl Runs {
     }
 
     fn entry(&mut self, run: Uuid) -> &mut PendingRun {
-        self.pending.entry(run).or_insert_with(|| {
-            self.order.push(run);
-            PendingRun::default()
-        })
+        let at = *self.index.entry(run).or_insert_with(|| {
+            self.pending.push((run, PendingRun::default()));
+            self.pending.len() - 1
+        });
+        &mut self.pending[at].1
+    }
+
+    fn get_mut(&mut self, run: &Uuid) -> Option<&mut PendingRun> {
+        let at = *self.index.get(run)?;
+        self.pending.get_mut(at).map(|(_, pending)| pending)
     }
 
     /// `agent`'s ended runs held back, or pending in this batch, are written with it, outcome and all.
     fn release(&mut self, agent: &AgentId) {
         for run in self.by_agent.get(agent).into_iter().flatten() {
-            if let Some(pending) = self.pending.get_mut(run) {
+            if let Some(at) = self.index.get(run)
+                && let Some((_, pending)) = self.pending.get_mut(*at)
+            {
                 pending.holdable = false;
             }
         }
@@ -939,7 +950,7 @@ impl Runs {
     /// The agent consumed the outcome of `run`: its JSON, if it is still pending here (then the run is marked
     /// delivered and written without it).
     fn consumed(&mut self, run: Uuid) -> Option<Vec<u8>> {
-        let pending = self.pending.get_mut(&run)?;
+        let pending = self.get_mut(&run)?;
         let outcome = pending.outcome.take()?;
         pending.delivered = true;
         Some(outcome)
@@ -959,19 +970,19 @@ impl Runs {
         // Only the runs held back stay pending: they make the new order and the new index by agent.
         self.by_agent.clear();
         let mut statement = None;
-        for run in std::mem::take(&mut self.order) {
-            let Some(pending) = self.pending.get_mut(&run) else { continue };
-            if !all && self.order.len() < HELD_MOST && pending.may_wait(now) {
+        self.index.clear();
+        for (run, mut pending) in std::mem::take(&mut self.pending) {
+            if !all && self.pending.len() < HELD_MOST && pending.may_wait(now) {
                 let until = *pending.hold_until.get_or_insert(now + HOLD_FOR);
                 self.held_until = Some(self.held_until.map_or(until, |first| first.min(until)));
                 self.held_writes += pending.writes;
                 if let Some(row) = &pending.record {
                     self.by_agent.entry(row.record.agent.clone()).or_default().push(run);
                 }
-                self.order.push(run);
+                self.index.insert(run, self.pending.len());
+                self.pending.push((run, pending));
                 continue;
             }
-            let Some(pending) = self.pending.remove(&run) else { continue };
             let place = self.next_place;
             self.next_place += 1;
             if self.settled(run, &pending)
@@ -1027,10 +1038,10 @@ impl Runs {
 
     /// Drops everything pending (its batch failed), handing its texts back.
     fn forget(&mut self, spent: &mut Vec<Vec<u8>>) {
-        for (_, pending) in self.pending.drain() {
+        for (_, pending) in self.pending.drain(..) {
             spent.extend(pending.plan.map(PlanText::into_bytes).into_iter().chain(pending.outcome));
         }
-        self.order.clear();
+        self.index.clear();
         self.by_agent.clear();
         self.batches.forget();
         self.held_until = None;
@@ -2069,7 +2080,7 @@ mod tests {
         assert!(writer.runs.held_until().is_some_and(|until| until <= Instant::now() + HOLD_FOR));
         writer.commit(Vec::new());
         assert_eq!(writer.row(late), None, "a batch of nothing before its time writes nothing");
-        for pending in writer.runs.pending.values_mut() {
+        for (_, pending) in &mut writer.runs.pending {
             pending.hold_until = Some(Instant::now());
         }
         writer.commit(Vec::new());
