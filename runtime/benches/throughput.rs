@@ -293,11 +293,13 @@ fn fixed_work(kind: &str, batches: u64) {
             rt.block_on(pump_on(durable))
         }
         "raw_tokio" => {
+            let start = Instant::now();
             rt.block_on(async {
                 for _ in 0..batches {
                     raw_tokio_batch(BATCH).await;
                 }
             });
+            eprintln!("{kind}: {} actions in {:?}", batches * BATCH, start.elapsed());
             return;
         }
         other => {
