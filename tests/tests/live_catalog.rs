@@ -239,3 +239,35 @@ async fn a_run_whose_outside_caller_gives_up_is_cancelled() {
     }
     assert_eq!(op.runtime.store().get(run).unwrap().status(), RunStatus::Failed);
 }
+
+/// A skill at version 1.0.0 whose action holds `token` (as a skill made from an MCP server holds its client).
+fn holding(token: std::sync::Arc<()>) -> Skill {
+    let spec = ActionSpec::new("held.run", "holds a token").unwrap();
+    let action = DynAction::new(spec, move |_, _| {
+        let _held = &token;
+        Box::pin(async { Ok(Value::Null) })
+    })
+    .unwrap();
+    Skill::builder("held", "1.0.0").dyn_action(action).build().unwrap()
+}
+
+/// Once `refresh_skill` returns, no agent still keeps the build it replaced, whether it has the skill mounted or
+/// not, and however long it stays idle: what the old build holds (a client, a connection) is let go then.
+#[tokio::test]
+async fn a_replaced_build_is_let_go_once_its_refresh_returns() {
+    let token = std::sync::Arc::new(());
+    let old = std::sync::Arc::downgrade(&token);
+    let runtime = agentry::runtime::Runtime::builder().skill(holding(token)).build();
+    let user = runtime.spawn(Quiet, agentry::runtime::SpawnOptions::default()).await.unwrap();
+    user.mount(&SkillId::new("held").unwrap(), Value::Null).await.unwrap();
+    let named = |name: &str| agentry::runtime::SpawnOptions { name: Some(name.into()), ..Default::default() };
+    // An agent keeps the catalog it started with (the old build in it) until something makes it look again.
+    let _bystander = runtime.spawn(Quiet, named("bystander")).await.unwrap();
+    assert_eq!(runtime.invoke(user.id(), "held.run", json!({})).await.unwrap().status, OutcomeStatus::Completed);
+    assert!(old.upgrade().is_some(), "the old build is in use");
+
+    let failed = runtime.refresh_skill(holding(std::sync::Arc::new(()))).await.unwrap();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(old.upgrade().is_none(), "an idle agent still keeps the replaced build");
+    assert_eq!(runtime.invoke(user.id(), "held.run", json!({})).await.unwrap().status, OutcomeStatus::Completed);
+}

@@ -27,6 +27,10 @@ impl<A: Agent> ServerState<A> {
     }
 
     pub(super) fn on_refresh(&mut self, skill: &SkillId, done: tokio::sync::oneshot::Sender<Result<(), RuntimeError>>) {
+        // Every agent is told of a refresh, with the skill mounted or not: the catalog it keeps is taken again
+        // now, so the build replaced (and whatever it holds: a client, a connection) is let go once the refresh
+        // returns, not at each idle agent's next signal.
+        self.shared.catalog.current(&mut self.catalog);
         let result = self.refresh(skill);
         self.reply_when_kept(result, move |result| {
             let _ = done.send(result);
