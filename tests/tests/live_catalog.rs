@@ -260,9 +260,9 @@ async fn a_replaced_build_is_let_go_once_its_refresh_returns() {
     let runtime = agentry::runtime::Runtime::builder().skill(holding(token)).build();
     let user = runtime.spawn(Quiet, agentry::runtime::SpawnOptions::default()).await.unwrap();
     user.mount(&SkillId::new("held").unwrap(), Value::Null).await.unwrap();
-    let named = |name: &str| agentry::runtime::SpawnOptions { name: Some(name.into()), ..Default::default() };
     // An agent keeps the catalog it started with (the old build in it) until something makes it look again.
-    let _bystander = runtime.spawn(Quiet, named("bystander")).await.unwrap();
+    let named = agentry::runtime::SpawnOptions { name: Some("bystander".into()), ..Default::default() };
+    let _bystander = runtime.spawn(Quiet, named).await.unwrap();
     assert_eq!(runtime.invoke(user.id(), "held.run", json!({})).await.unwrap().status, OutcomeStatus::Completed);
     assert!(old.upgrade().is_some(), "the old build is in use");
 
