@@ -14,7 +14,7 @@ use serde_json::json;
         "calculate" => calculate,
         "action.completed" => answer,
         "action.failed" => answer,
-        "action.blocked" => blocked
+        "action.blocked" => answer
     )
 )]
 pub struct Calculator {
@@ -34,22 +34,15 @@ impl Calculator {
         Reaction::Update(Calculator { asked: self.asked + 1 }, vec![run])
     }
 
-    /// Answers the `calculate` call that caused a run with the run's output, or its error.
+    /// Answers the `calculate` call that caused a run with the run's output, or its error; a run that only waits
+    /// for approval is answered later, when it has run or been refused.
     fn answer(&self, signal: &Signal) -> Vec<Effect> {
         let (Some(report), Some(call)) = (signal.outcome(), signal.causation_id()) else { return vec![] };
-        let answer = match report.error_message() {
-            None => json!({"result": report.outcome.output}),
-            Some(_) => json!({"error": report.outcome.output_text()}),
+        let answer = match report.outcome.status {
+            OutcomeStatus::Completed => json!({"result": report.outcome.output}),
+            OutcomeStatus::Failed | OutcomeStatus::Blocked => json!({"error": report.outcome.output_text()}),
+            OutcomeStatus::AwaitingApproval => return vec![],
         };
         vec![Effect::reply_to(call, answer)]
-    }
-
-    /// Answers with the error when the gate refused the run (or its approver denied it); a run that only waits
-    /// for approval is answered later, when it has run or been denied.
-    fn blocked(&self, signal: &Signal) -> Vec<Effect> {
-        match signal.outcome() {
-            Some(report) if report.awaiting_approval() => vec![],
-            _ => self.answer(signal),
-        }
     }
 }

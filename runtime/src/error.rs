@@ -19,7 +19,10 @@ pub enum RuntimeError {
     #[error("agent `{0}` is of another type than the one asked for")]
     WrongType(AgentId),
     /// A skill is not in the runtime's catalog.
-    #[error("skill `{0}` is not in the runtime's catalog; expected it added with `RuntimeBuilder::skill`")]
+    #[error(
+        "skill `{0}` is not in the runtime's catalog; add it with `RuntimeBuilder::skill` (or `Runtime::add_skill` \
+         while it runs)"
+    )]
     UnknownSkill(SkillId),
     /// An agent type is not registered.
     #[error("agent type `{0}` is not registered; expected it added with `RuntimeBuilder::agent`")]

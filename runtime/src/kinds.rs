@@ -15,7 +15,7 @@
 
 pub use crate::action::RunReport;
 use crate::action::{JobRecord, Outcome, OutcomeStatus};
-use crate::id::{ActionId, AgentId};
+use crate::id::{ActionId, AgentId, SkillId};
 use crate::signal::{Kind, KindError, Signal, SignalBuilder};
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -39,6 +39,11 @@ pub const JOB_CANCELLED: &str = "job.cancelled";
 pub const AGENT_CHILD_EXITED: &str = "agent.child_exited";
 /// A `SpawnAgent` effect of the agent failed; `data` is `{child, error}`.
 pub const AGENT_SPAWN_FAILED: &str = "agent.spawn_failed";
+
+/// A `MountSkill` or `UnmountSkill` effect of the agent was refused (a skill missing from the catalog, one its
+/// policy denies, a missing requirement, …); `data` is `{skill, effect, error}`, `effect` being `mount_skill` or
+/// `unmount_skill`. It follows the signal whose handling asked for the change.
+pub const AGENT_MOUNT_FAILED: &str = "agent.mount_failed";
 
 /// The namespaces (first kind segments) the runtime keeps for itself.
 pub const RESERVED_NAMESPACES: [&str; 3] = ["action", "job", "agent"];
@@ -124,7 +129,7 @@ pub(crate) fn report_signal(
     let kind = match report.outcome.status {
         OutcomeStatus::Completed => &kinds[0],
         OutcomeStatus::Failed => &kinds[1],
-        OutcomeStatus::Blocked => &kinds[2],
+        OutcomeStatus::Blocked | OutcomeStatus::AwaitingApproval => &kinds[2],
     };
     // What the JSON form would say of a cost that is not a number (`null`), so both forms read the same.
     report.outcome.cost = report.outcome.cost.filter(|cost| cost.is_finite());
@@ -165,4 +170,29 @@ pub(crate) fn spawn_failed(source: &Arc<str>, child: &AgentId, error: &str) -> O
 /// [`spawn_failed`](self) stamped as the caller says.
 pub fn spawn_failed_at(source: &Arc<str>, child: &AgentId, error: &str, stamp: Stamp) -> Option<Signal> {
     made(Signal::builder(AGENT_SPAWN_FAILED).data(json!({"child": child, "error": error})), source, None, stamp)
+}
+
+/// The `agent.mount_failed` signal an agent gets when its `MountSkill` (`mounting`) or `UnmountSkill` effect
+/// was refused with `error`, following `cause` (the signal whose handling asked for it, if one did), stamped as
+/// the caller says.
+pub fn mount_failed_at(
+    source: &Arc<str>,
+    (skill, mounting): (&SkillId, bool),
+    error: &str,
+    cause: Option<&Signal>,
+    stamp: Stamp,
+) -> Option<Signal> {
+    let effect = if mounting { "mount_skill" } else { "unmount_skill" };
+    let builder = Signal::builder(AGENT_MOUNT_FAILED).data(json!({"skill": skill, "effect": effect, "error": error}));
+    made(builder, source, cause.map(|c| (c.correlation_id(), c.id())), stamp)
+}
+
+/// [`mount_failed_at`] stamped now.
+pub(crate) fn mount_failed(
+    source: &Arc<str>,
+    change: (&SkillId, bool),
+    error: &str,
+    cause: Option<&Signal>,
+) -> Option<Signal> {
+    mount_failed_at(source, change, error, cause, now())
 }

@@ -334,12 +334,16 @@ impl Signal {
     ///
     /// ```
     /// # use agentry::Signal;
+    /// use agentry::action::OutcomeStatus;
+    ///
     /// fn answer(signal: &Signal) -> Option<String> {
     ///     let report = signal.outcome()?;
-    ///     Some(match report.error_message() {
-    ///         None => report.outcome.output_text().into_owned(),
-    ///         Some(error) => format!("{} failed: {error}", report.action),
-    ///     })
+    ///     let text = report.outcome.output_text();
+    ///     match report.outcome.status {
+    ///         OutcomeStatus::Completed => Some(text.into_owned()),
+    ///         OutcomeStatus::Failed | OutcomeStatus::Blocked => Some(format!("{} failed: {text}", report.action)),
+    ///         OutcomeStatus::AwaitingApproval => None, // not over: its end comes as another signal
+    ///     }
     /// }
     /// ```
     pub fn outcome(&self) -> Option<&RunReport> {

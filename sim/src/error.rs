@@ -25,6 +25,14 @@ pub enum SimError {
         /// Why it is not valid.
         reason: String,
     },
+    /// A process was given data that is not a JSON object.
+    #[error("the data of process `{kind}` must be a JSON object (a contact is added to it as `peer`), not `{data}`")]
+    BadProcessData {
+        /// The process's signal kind.
+        kind: String,
+        /// The data given.
+        data: String,
+    },
     /// An action model for an action that no skill in the simulation's catalog provides.
     #[error("an action model is given for `{0}`, which no skill in the simulation's catalog provides")]
     UnknownAction(ActionId),

@@ -17,10 +17,10 @@ pub enum Who {
     Agents(Vec<AgentId>),
 }
 
-/// Whom a process's signal names as the contact (in its data, as `{"peer": "<agent id>"}`).
+/// Whom a process's signal names as the contact (in its data, as `"peer": "<agent id>"`).
 #[derive(Debug, Clone)]
 pub enum Contacts {
-    /// No one: the signal's data is `null`.
+    /// No one: the signal's data is the process's own ([`Process::data`]), `null` if it has none.
     None,
     /// Any other agent, uniformly (a well-mixed population).
     WellMixed,
@@ -31,10 +31,18 @@ pub enum Contacts {
 /// Signals of one kind reaching each agent of `who` at `rate` per unit of virtual time (a second), each
 /// naming a contact as `contacts` says.
 ///
+/// What a process's signal holds: its kind; `source` `agentry/sim`; an id from the simulation's generator and
+/// the virtual time it arrives at; and as data, the object given with [`data`](Process::data) (`null` if none),
+/// with `"peer": "<agent id>"` added when it names a contact.
+///
 /// ```
 /// use agentry_sim::{Contacts, Process, Who};
+/// use serde_json::json;
+///
 /// let contacts = Process::new("contact", 0.8).unwrap().reaching(Who::All).with_contacts(Contacts::WellMixed);
-/// # let _ = contacts;
+/// // Each `order` signal carries `{"item": "tea", "quantity": 2}`; a contact would add `"peer"`.
+/// let orders = Process::new("order", 0.1).unwrap().data(json!({"item": "tea", "quantity": 2})).unwrap();
+/// # let _ = (contacts, orders);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Process {
@@ -43,6 +51,8 @@ pub struct Process {
     pub(crate) rate: f64,
     pub(crate) who: Who,
     pub(crate) contacts: Contacts,
+    /// The data given, an object, where one was: a contact is added to it as `peer`.
+    pub(crate) data: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Process {
@@ -53,7 +63,18 @@ impl Process {
             .source("agentry/sim")
             .build()
             .map_err(|e| SimError::BadKind { kind: kind.to_owned(), reason: e.to_string() })?;
-        Ok(Self { template, rate, who: Who::All, contacts: Contacts::None })
+        Ok(Self { template, rate, who: Who::All, contacts: Contacts::None, data: None })
+    }
+
+    /// Every signal of the process carries this data: a JSON object (a contact, if the process names one, is
+    /// added to it as `peer`). Anything but an object is refused, since a contact could not be added to it.
+    pub fn data(mut self, data: serde_json::Value) -> Result<Self, SimError> {
+        let serde_json::Value::Object(data) = data else {
+            return Err(SimError::BadProcessData { kind: self.template.kind().to_string(), data: data.to_string() });
+        };
+        self.template = self.template.with_data(serde_json::Value::Object(data.clone()));
+        self.data = Some(data);
+        Ok(self)
     }
 
     /// Reaching these agents.

@@ -268,6 +268,33 @@ fn a_trace_replays_an_agent_s_history_step_by_step() {
 }
 
 #[test]
+fn a_process_carries_its_data_with_the_contact_added() {
+    let contact = Process::new("contact", 2.0).unwrap().data(json!({"topic": "tea", "peer": "overwritten"})).unwrap();
+    let alone = Process::new("tip", 2.0).unwrap().data(json!({"amount": 3})).unwrap();
+    let mut sim = SimBuilder::<Worker>::new(5)
+        .skill(tools())
+        .process(contact.with_contacts(Contacts::WellMixed))
+        .process(alone)
+        .keep_trace(true)
+        .build()
+        .unwrap();
+    for n in 0..3 {
+        sim.add(id(n), Worker::default()).unwrap();
+    }
+    sim.run_until(Duration::from_secs(5));
+    let inputs: Vec<Signal> =
+        sim.trace().history::<Worker>(&id(0), sim.catalog()).unwrap().into_iter().map(|m| m.input).collect();
+    let contact = inputs.iter().find(|s| s.kind().as_str() == "contact").expect("a contact in 5 s at rate 2");
+    assert_eq!(contact.data()["topic"], "tea");
+    let peer = contact.data()["peer"].as_str().unwrap();
+    assert!(peer != id(0).as_str() && (0..3).any(|n| id(n).as_str() == peer), "{peer}");
+    let tip = inputs.iter().find(|s| s.kind().as_str() == "tip").expect("a tip in 5 s at rate 2");
+    assert_eq!(tip.data(), &json!({"amount": 3}));
+    assert_eq!(tip.source(), "agentry/sim");
+    assert!(matches!(Process::new("tip", 1.0).unwrap().data(json!(3)), Err(SimError::BadProcessData { .. })));
+}
+
+#[test]
 fn bad_setups_are_typed_errors_before_the_run() {
     assert!(matches!(Process::new("contact", -1.0), Err(SimError::BadNumber { .. })));
     assert!(matches!(Process::new("not a kind", 1.0), Err(SimError::BadKind { .. })));

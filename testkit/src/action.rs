@@ -312,6 +312,26 @@ impl ActionCheck {
             steps: vec![format!("run `{id}` with params {params}")],
             reason,
         };
+        // "No params", as models and clients send it for an action that needs none: `{}` and `null` (coerced to
+        // `{}` live). Where the schema takes them, the action must too, drawn or not.
+        for params in [Value::Object(serde_json::Map::new()), Value::Null] {
+            if !self.action.is_valid(&self.action.coerce(params.clone())) {
+                continue;
+            }
+            let expected = self.refusals_allowed || self.expected_refusal.as_ref().is_some_and(|when| when(&params));
+            let run = harness.run(params.clone());
+            match run.result {
+                Err(err) if run.panicked || run.broke_output_schema => {
+                    return Err(counterexample(err.to_string(), params));
+                }
+                Err(err) if err.class() == ErrorClass::Validation && !expected => {
+                    let reason =
+                        format!("the schema takes these params (no params) but the action refuses them: {err}");
+                    return Err(counterexample(reason, params));
+                }
+                _ => {}
+            }
+        }
         let result = TestRunner::new(config.clone()).run(&valid, |params| {
             if let Err(err) = self.action.validate(&params) {
                 return Err(TestCaseError::fail(format!("params generated from the schema do not validate: {err}")));

@@ -61,6 +61,18 @@ pub enum AgentHarnessError {
     /// Mounting or unmounting a skill failed.
     #[error("{0}")]
     Mount(String),
+    /// The agent asked to mount (`Effect::mount_skill`) a skill the harness's catalog does not have. It was
+    /// refused as live, and the agent got `agent.mount_failed`; the call in which it happened says so.
+    #[error(
+        "the agent asked to mount skill `{skill}` while handling a `{kind}` signal, and it is not in the harness's \
+         catalog; give it to `AgentHarness::with` in the catalog (live: add it with `RuntimeBuilder::skill`)"
+    )]
+    MissingSkill {
+        /// The skill asked for.
+        skill: SkillId,
+        /// The kind of the signal whose handling asked for it (or `none`, for a mount at start).
+        kind: String,
+    },
     /// The agent kept producing signals for itself past the harness's budget.
     #[error("the agent handled {0} signals in one call without settling; expected it to stop producing signals")]
     Looping(usize),
@@ -146,6 +158,8 @@ pub struct AgentHarness<A: Agent> {
     inputs: Vec<Signal>,
     effects: Vec<Effect>,
     said: Said,
+    /// A skill the agent asked to mount that the catalog lacks, reported by the call in which it happened.
+    missing: Option<AgentHarnessError>,
 }
 
 impl<A: Agent> AgentHarness<A> {
@@ -155,7 +169,39 @@ impl<A: Agent> AgentHarness<A> {
     }
 
     /// A harness whose agent may also mount the skills of `catalog` (through `mount_skill` effects or
-    /// [`mount`](Self::mount)), under `policy`.
+    /// [`mount`](Self::mount)), and runs under `policy` (its gate, approvals and mounts: the policy given at
+    /// spawn, live). The agent's start skills are added to the catalog by themselves.
+    ///
+    /// A `mount_skill` effect for a skill the catalog lacks is refused as live (the agent gets
+    /// `agent.mount_failed`), and the call in which it happened returns [`AgentHarnessError::MissingSkill`].
+    ///
+    /// ```
+    /// use agentry::prelude::*;
+    /// use agentry_testkit::{AgentHarness, AgentHarnessError};
+    /// use serde::{Deserialize, Serialize};
+    /// use serde_json::json;
+    ///
+    /// #[derive(Debug, Clone, Default, Serialize, Deserialize, Agent)]
+    /// #[agent(routes("learn" => learn))]
+    /// struct Student {}
+    ///
+    /// impl Student {
+    ///     fn learn(&self, _: &Signal) -> Reaction<Self> {
+    ///         let skill = SkillId::new("arithmetic").expect("a valid id");
+    ///         Reaction::Keep(vec![Effect::mount_skill(skill, json!(null))])
+    ///     }
+    /// }
+    ///
+    /// // Without the skill in its catalog, the harness says so at the step that asked for it.
+    /// let mut alone = AgentHarness::new(Student {}).unwrap();
+    /// let err = alone.send("learn", json!(null)).unwrap_err();
+    /// assert!(matches!(err, AgentHarnessError::MissingSkill { .. }), "{err}");
+    ///
+    /// let catalog: Catalog = [agentry_skills::Arithmetic::skill().unwrap()].into_iter().collect();
+    /// let mut harness = AgentHarness::with(Student {}, &catalog, &Policy::default()).unwrap();
+    /// harness.send("learn", json!(null)).unwrap();
+    /// assert!(harness.actions().iter().any(|a| a.as_str() == "arithmetic.add"));
+    /// ```
     pub fn with(initial: A, catalog: &Catalog, policy: &Policy) -> Result<Self, AgentHarnessError> {
         let id = AgentId::new(A::name()).map_err(|_| AgentHarnessError::Name(A::name().to_owned()))?;
         let source = kinds::agent_source(&id);
@@ -182,6 +228,7 @@ impl<A: Agent> AgentHarness<A> {
             inputs: Vec::new(),
             effects: Vec::new(),
             said: Said::default(),
+            missing: None,
         };
         harness.mounting(effects);
         Ok(harness)
@@ -412,6 +459,7 @@ impl<A: Agent> AgentHarness<A> {
         }
         self.effects.clear();
         self.said = Said::default();
+        self.missing = None;
         Ok(())
     }
 
@@ -477,7 +525,10 @@ impl<A: Agent> AgentHarness<A> {
                 break;
             }
         }
-        Ok(())
+        match self.missing.take() {
+            Some(missing) => Err(missing),
+            None => Ok(()),
+        }
     }
 
     /// After an unmount, actions another mounted skill still provides run that skill's code, as live.
@@ -497,12 +548,29 @@ impl<A: Agent> AgentHarness<A> {
     fn mount_skill(&mut self, skill: &SkillId, opts: &Value, origin: Origin<'_>) {
         let result = match self.catalog.get(skill).cloned() {
             Some(found) => mount(&mut self.state, &found, opts, &self.policy).map_err(|err| err.to_string()),
-            None => Err(format!("skill `{skill}` is not in the catalog")),
+            None => {
+                let kind = origin.cause().map_or_else(|| "none".to_owned(), |s| s.kind().to_string());
+                self.missing.get_or_insert(AgentHarnessError::MissingSkill { skill: skill.clone(), kind });
+                Err(format!(
+                    "skill `{skill}` is not in the harness's catalog; give it to `AgentHarness::with` (live: add it \
+                     with `RuntimeBuilder::skill`)"
+                ))
+            }
         };
         match result {
             Ok(effects) => self.mounting(effects),
-            Err(reason) => self.said.refused.push(Command::mount_failed(true, skill.clone(), origin, reason)),
+            Err(reason) => self.mount_refused((skill.clone(), true), origin, reason),
         }
+    }
+
+    /// A mount or unmount the agent asked for that failed: refused, and told to the agent as `agent.mount_failed`
+    /// in its inbox, as live.
+    fn mount_refused(&mut self, (skill, mounting): (SkillId, bool), origin: Origin<'_>, reason: String) {
+        let stamp = (self.fresh_id(), self.time());
+        if let Some(signal) = kinds::mount_failed_at(&self.source, (&skill, mounting), &reason, origin.cause(), stamp) {
+            self.inbox.push_back(signal);
+        }
+        self.said.refused.push(Command::mount_failed(mounting, skill, origin, reason));
     }
 
     fn carry_out(&mut self, effect: Effect, origin: Origin<'_>) {
@@ -546,7 +614,7 @@ impl<A: Agent> AgentHarness<A> {
                     self.mounting(effects);
                     self.repoint(&skill);
                 }
-                Err(err) => self.said.refused.push(Command::mount_failed(false, skill, origin, err.to_string())),
+                Err(err) => self.mount_refused((skill, false), origin, err.to_string()),
             },
             Command::Refused(refusal) => self.said.refused.push(refusal),
         }

@@ -10,8 +10,23 @@ use serde_json::{Map, Value};
 /// value where an array is expected (as a one-element array); and `null` for an optional property that does
 /// not accept `null` (the property is removed, so its default applies). Pure; works through `$ref`, `allOf` of
 /// one schema, and `anyOf`/`oneOf` with a `null` branch (`Option<T>`).
+///
+/// At the top, `null` params for a schema of an object with no required properties (an action with nothing
+/// to be told, or only optional fields) are `{}`: "no params", as a caller that sends no arguments means it.
 pub fn coerce(schema: &Value, params: Value) -> Value {
+    if params.is_null() && takes_no_params(schema) {
+        return Value::Object(Map::new());
+    }
     coerce_at(schema, schema, params, 0)
+}
+
+/// Whether a schema is one of an object that needs nothing: it takes objects, not `null`, and requires no
+/// property.
+fn takes_no_params(schema: &Value) -> bool {
+    let types = types(schema);
+    types.contains(&"object")
+        && !types.contains(&"null")
+        && schema.get("required").and_then(Value::as_array).is_none_or(Vec::is_empty)
 }
 
 /// How deep schemas are followed (a recursive `$ref` stops here and is left as it is).
@@ -214,6 +229,19 @@ mod tests {
         let expected = json!({"count": 5, "ratio": 0.5, "flag": true, "tags": ["one"], "ids": [1, 2],
                               "maybe": {"n": 7}, "needed": -2});
         assert_eq!(coerce(&schema(), given), expected);
+    }
+
+    #[test]
+    fn null_params_are_no_params_only_where_nothing_is_required() {
+        let empty = json!({"type": "object", "properties": {}});
+        assert_eq!(coerce(&empty, Value::Null), json!({}));
+        let optional = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        assert_eq!(coerce(&optional, Value::Null), json!({}));
+        // Something is required: `null` is left for validation to report.
+        assert_eq!(coerce(&schema(), Value::Null), Value::Null);
+        // A schema that takes `null` itself keeps it.
+        let nullable = json!({"type": ["object", "null"], "properties": {}});
+        assert_eq!(coerce(&nullable, Value::Null), Value::Null);
     }
 
     #[test]

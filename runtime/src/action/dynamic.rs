@@ -4,7 +4,7 @@
 use super::Action;
 use super::context::ActionContext;
 use super::error::ActionError;
-use super::spec::{ActionSpec, schema_for};
+use super::spec::{ActionSpec, is_unit_schema, params_schema_for, schema_for};
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;
@@ -58,10 +58,14 @@ impl fmt::Debug for DynAction {
 }
 
 impl DynAction {
-    /// Erases a typed action. Its schemas come from its types.
+    /// Erases a typed action. Its schemas come from its types (params through [`params_schema_for`]: params
+    /// with no fields are an object, even written as a unit struct, which then reads from `{}`).
     pub fn typed<A: Action>() -> Result<Self, SchemaError> {
-        let spec = A::spec().params_schema(schema_for::<A>()).output_schema(schema_for::<A::Output>());
-        Self::new(spec, |params, ctx| {
+        let unit = is_unit_schema(&schema_for::<A>());
+        let spec = A::spec().params_schema(params_schema_for::<A>()).output_schema(schema_for::<A::Output>());
+        Self::new(spec, move |params, ctx| {
+            // A unit struct reads only from `null`; its params (an object, checked already) say nothing more.
+            let params = if unit { Value::Null } else { params };
             Box::pin(async move {
                 let params: A = serde_json::from_value(params)
                     .map_err(|e| ActionError::validation(format!("params do not fit the action's type: {e}")))?;

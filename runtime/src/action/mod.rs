@@ -27,7 +27,7 @@ pub use job::{JobRecord, JobStatus};
 pub use outcome::{Outcome, OutcomeError, OutcomeStatus, RunReport};
 pub(crate) use retry::may_retry_after;
 pub use retry::{RetryPolicy, should_retry};
-pub use spec::{ActionSpec, Capability, Category, Cost, DEFAULT_TIMEOUT, Risk, schema_for};
+pub use spec::{ActionSpec, Capability, Category, Cost, DEFAULT_TIMEOUT, Risk, params_schema_for, schema_for};
 
 use schemars::JsonSchema;
 use serde::{Serialize, de::DeserializeOwned};

@@ -10,16 +10,58 @@ use std::path::PathBuf;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+/// How a run ended, or that it has not ended yet because it waits for approval.
+///
+/// Only [`AwaitingApproval`](Self::AwaitingApproval) is not an end: the run goes on once it is approved (or is
+/// refused when denied or expired), and its end reaches the agent as another outcome signal. Match on the
+/// status and the obvious code is the right code:
+///
+/// ```
+/// use agentry::action::{Outcome, OutcomeStatus};
+///
+/// fn answer(outcome: &Outcome) -> Option<String> {
+///     match outcome.status {
+///         OutcomeStatus::Completed => Some(format!("done: {}", outcome.output_text())),
+///         OutcomeStatus::Failed | OutcomeStatus::Blocked => Some(format!("error: {}", outcome.output_text())),
+///         OutcomeStatus::AwaitingApproval => None, // not over yet: its end comes later
+///     }
+/// }
+/// assert_eq!(answer(&Outcome::awaiting_approval("waiting for approval".into())), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeStatus {
     /// The action returned its output.
     Completed,
     /// The action failed (after any retries).
     Failed,
-    /// The run waits for approval, or was refused by the gate.
+    /// The run was refused: by the gate, by its approver, or because its approval expired (its outcome carries
+    /// a `Denied` error).
     Blocked,
+    /// The run has not ended: it waits for approval. Its outcome has no error and no output; its end comes as
+    /// another outcome signal of the same run.
+    AwaitingApproval,
+}
+
+/// A status as it is read: also `blocked`, which before `awaiting_approval` existed said both "refused" and
+/// "waiting" (told apart by [`Outcome`]'s error when the outcome is read).
+impl<'de> Deserialize<'de> for OutcomeStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Form {
+            Completed,
+            Failed,
+            Blocked,
+            AwaitingApproval,
+        }
+        Ok(match Form::deserialize(deserializer)? {
+            Form::Completed => Self::Completed,
+            Form::Failed => Self::Failed,
+            Form::Blocked => Self::Blocked,
+            Form::AwaitingApproval => Self::AwaitingApproval,
+        })
+    }
 }
 
 /// The error part of a failed or blocked outcome.
@@ -125,8 +167,13 @@ impl Serialize for Outcome {
 impl<'de> Deserialize<'de> for Outcome {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let form = OutcomeForm::deserialize(deserializer)?;
+        // A journal written before `awaiting_approval` existed said `blocked` with no error for a waiting run.
+        let status = match (form.status, &form.error) {
+            (OutcomeStatus::Blocked, None) => OutcomeStatus::AwaitingApproval,
+            (status, _) => status,
+        };
         let outcome = Outcome {
-            status: form.status,
+            status,
             output: form.output,
             text: None,
             error: form.error,
@@ -183,10 +230,11 @@ impl Outcome {
         }
     }
 
-    /// A blocked outcome with no error: the run waits for approval.
+    /// The outcome of a run that has not ended: it waits for approval ([`OutcomeStatus::AwaitingApproval`],
+    /// told to the agent as `action.blocked` with no error).
     pub fn awaiting_approval(output_text: String) -> Self {
         Self {
-            status: OutcomeStatus::Blocked,
+            status: OutcomeStatus::AwaitingApproval,
             output: Value::Null,
             text: Some(output_text),
             error: None,
@@ -301,12 +349,18 @@ impl RunReport {
         self.outcome.status == OutcomeStatus::Completed
     }
 
-    /// Whether the run only waits for approval (blocked, with no error yet).
+    /// Whether the run has not ended: it waits for approval, and its end will come as another outcome signal.
     pub fn awaiting_approval(&self) -> bool {
-        self.outcome.status == OutcomeStatus::Blocked && self.outcome.error.is_none()
+        self.outcome.status == OutcomeStatus::AwaitingApproval
     }
 
-    /// The error's message, when it failed or was refused.
+    /// Whether the run has ended (completed, failed or refused): whether this is the last outcome signal of it.
+    pub fn ended(&self) -> bool {
+        !self.awaiting_approval()
+    }
+
+    /// The error's message, when it failed or was refused (`None` while it waits for approval: check
+    /// [`ended`](Self::ended) before reading `None` as success).
     pub fn error_message(&self) -> Option<&str> {
         self.outcome.error.as_ref().map(|e| e.message.as_str())
     }
@@ -319,6 +373,7 @@ impl OutcomeStatus {
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Blocked => "blocked",
+            Self::AwaitingApproval => "awaiting_approval",
         }
     }
 }
@@ -355,8 +410,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn outcome() -> impl Strategy<Value = Outcome> {
-        let status =
-            prop_oneof![Just(OutcomeStatus::Completed), Just(OutcomeStatus::Failed), Just(OutcomeStatus::Blocked)];
+        let status = prop_oneof![
+            Just(OutcomeStatus::Completed),
+            Just(OutcomeStatus::Failed),
+            Just(OutcomeStatus::Blocked),
+            Just(OutcomeStatus::AwaitingApproval)
+        ];
         let class = prop_oneof![
             Just(ErrorClass::Validation),
             Just(ErrorClass::Transient),
@@ -382,11 +441,18 @@ mod tests {
             any::<u32>(),
         )
             .prop_map(|(status, output, output_text, error, artifacts, cost, latency, attempts)| {
+                let error = error.map(|(class, message)| OutcomeError { class, message });
+                // As the runtime makes them: a refusal carries its error, a run waiting for approval none.
+                let status = match (status, &error) {
+                    (OutcomeStatus::Blocked, None) => OutcomeStatus::AwaitingApproval,
+                    (OutcomeStatus::AwaitingApproval, Some(_)) => OutcomeStatus::Blocked,
+                    (status, _) => status,
+                };
                 let outcome = Outcome {
                     status,
                     output,
                     text: None,
-                    error: error.map(|(class, message)| OutcomeError { class, message }),
+                    error,
                     artifacts: artifacts.into_iter().map(PathBuf::from).collect(),
                     cost,
                     latency: Duration::from_millis(latency),
@@ -398,6 +464,21 @@ mod tests {
                     None => outcome,
                 }
             })
+    }
+
+    /// Before `awaiting_approval` existed, a run waiting for approval was written `blocked` with no error; it
+    /// reads back as waiting, and a refusal (with its error) stays blocked.
+    #[test]
+    fn an_old_blocked_outcome_without_error_reads_as_awaiting_approval() {
+        let old = json!({"status": "blocked", "output": null, "output_text": "waiting", "latency": 0, "attempts": 0});
+        let read: Outcome = serde_json::from_value(old).expect("reads");
+        assert_eq!(read.status, OutcomeStatus::AwaitingApproval);
+        let refused = json!({"status": "blocked", "output": null, "output_text": "no", "latency": 0, "attempts": 0,
+            "error": {"class": "denied", "message": "no"}});
+        let read: Outcome = serde_json::from_value(refused).expect("reads");
+        assert_eq!(read.status, OutcomeStatus::Blocked);
+        let waiting = Outcome::awaiting_approval("waiting".to_owned());
+        assert_eq!(serde_json::to_value(&waiting).unwrap()["status"], "awaiting_approval");
     }
 
     proptest! {

@@ -141,9 +141,10 @@ impl ActionSpec {
         })
     }
 
-    /// Sets the params schema from a type.
+    /// Sets the params schema from a type ([`params_schema_for`]: a unit struct is an object with no
+    /// properties).
     pub fn params<P: JsonSchema>(mut self) -> Self {
-        self.params_schema = schema_for::<P>();
+        self.params_schema = params_schema_for::<P>();
         self
     }
 
@@ -212,6 +213,43 @@ impl ActionSpec {
         self.category = category;
         self
     }
+}
+
+/// The params schema agentry uses for a type: [`schema_for`], except that a params type with no fields written
+/// as a unit struct (`struct Ping;`, whose own schema is `{"type": "null"}`) describes itself as an object with
+/// no properties, as a braced `struct Ping {}` does and as tools are described to models, so the `{}` a model
+/// sends is taken (and read as the unit).
+///
+/// ```
+/// use agentry::action::params_schema_for;
+/// use schemars::JsonSchema;
+///
+/// #[derive(JsonSchema)]
+/// struct Ping;
+/// assert_eq!(params_schema_for::<Ping>()["type"], "object");
+/// ```
+pub fn params_schema_for<T: JsonSchema>() -> Value {
+    let schema = schema_for::<T>();
+    if !is_unit_schema(&schema) {
+        return schema;
+    }
+    let mut object = serde_json::Map::new();
+    for key in ["$schema", "title", "description"] {
+        if let Some(value) = schema.get(key) {
+            object.insert(key.to_owned(), value.clone());
+        }
+    }
+    object.insert("type".to_owned(), Value::from("object"));
+    object.insert("properties".to_owned(), Value::Object(serde_json::Map::new()));
+    Value::Object(object)
+}
+
+/// Whether a type's schema is that of a unit (`{"type": "null"}` and nothing more but its names).
+pub(crate) fn is_unit_schema(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("null")
+        && schema
+            .as_object()
+            .is_some_and(|o| o.keys().all(|k| matches!(k.as_str(), "type" | "$schema" | "title" | "description")))
 }
 
 /// The JSON Schema agentry uses for a type: draft 2020-12, subschemas inlined where possible (LLM providers

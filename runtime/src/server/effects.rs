@@ -61,17 +61,34 @@ impl<A: Agent> ServerState<A> {
                 Command::Stop { reason } => self.stop_self(crate::supervisor::Exit::Normal(reason.into())),
                 Command::Mount { skill, opts } => {
                     if let Err(err) = self.mount(&skill, &opts) {
-                        self.refuse_effect(cause, Command::mount_failed(true, skill, origin, err.to_string()));
+                        self.mount_refused(cause, (skill, true), origin, &err);
                     }
                 }
                 Command::Unmount { skill } => {
                     if let Err(err) = self.unmount(&skill) {
-                        self.refuse_effect(cause, Command::mount_failed(false, skill, origin, err.to_string()));
+                        self.mount_refused(cause, (skill, false), origin, &err);
                     }
                 }
                 Command::Refused(refusal) => self.refuse_effect(cause, refusal),
             }
         }
+    }
+
+    /// A `MountSkill` (`mounting`) or `UnmountSkill` effect that failed: journaled and announced as refused, and
+    /// told to the agent as an `agent.mount_failed` signal (in its inbox, before its next message), so it can see
+    /// why the skill it asked for is not there rather than meeting "not registered" later.
+    fn mount_refused(
+        &mut self,
+        cause: Option<&Signal>,
+        (skill, mounting): (crate::id::SkillId, bool),
+        origin: Origin<'_>,
+        error: &crate::error::RuntimeError,
+    ) {
+        let error = error.to_string();
+        if let Some(signal) = crate::kinds::mount_failed(&self.source, (&skill, mounting), &error, cause) {
+            self.work().inbox.push_back(super::Inbound { signal, kept: None });
+        }
+        self.refuse_effect(cause, Command::mount_failed(mounting, skill, origin, error));
     }
 
     /// Journals and announces an effect the server did not apply.

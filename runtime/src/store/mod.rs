@@ -70,6 +70,7 @@ impl From<OutcomeStatus> for RunStatus {
             OutcomeStatus::Completed => Self::Completed,
             OutcomeStatus::Failed => Self::Failed,
             OutcomeStatus::Blocked => Self::Blocked,
+            OutcomeStatus::AwaitingApproval => Self::AwaitingApproval,
         }
     }
 }

@@ -55,6 +55,7 @@ pub(super) fn encode(signal: &Signal, out: &mut Vec<u8>) {
         OutcomeStatus::Completed => 0,
         OutcomeStatus::Failed => 1,
         OutcomeStatus::Blocked => 2,
+        OutcomeStatus::AwaitingApproval => 3,
     });
     // The output's JSON is written in place, its length once it is known.
     let at = out.len();
@@ -104,6 +105,7 @@ fn signal(mut r: Reader<'_>) -> Result<Signal, StoreError> {
         0 => OutcomeStatus::Completed,
         1 => OutcomeStatus::Failed,
         2 => OutcomeStatus::Blocked,
+        3 => OutcomeStatus::AwaitingApproval,
         other => return Err(r.damaged(format!("its status is {other}, not one known"))),
     };
     let output = serde_json::from_str(r.text("output")?).map_err(|e| r.damaged(format!("its output: {e}")))?;
@@ -124,7 +126,11 @@ fn signal(mut r: Reader<'_>) -> Result<Signal, StoreError> {
     let attempts = r.u32("attempts")?;
     r.end()?;
     let mut outcome = Outcome::completed(output, latency, attempts).keeping_text(kept);
-    outcome.status = status;
+    // Written before `AwaitingApproval` existed, a waiting run was `Blocked` with no error.
+    outcome.status = match (status, &error) {
+        (OutcomeStatus::Blocked, None) => OutcomeStatus::AwaitingApproval,
+        (status, _) => status,
+    };
     outcome.error = error;
     outcome.artifacts = artifacts;
     outcome.cost = cost;
@@ -173,6 +179,7 @@ mod tests {
             .prop_map(|(output, error, text, artifacts, cost, latency, attempts)| {
                 let mut outcome = match error {
                     Some(error) => Outcome::failed(&error, latency, attempts),
+                    None if attempts % 5 == 0 => Outcome::awaiting_approval("waiting".to_owned()),
                     None => Outcome::completed(output, latency, attempts),
                 };
                 if let Some(text) = text {
@@ -204,6 +211,25 @@ mod tests {
                 let stamp = (Uuid::now_v7(), DateTime::from_timestamp(seconds, 123_456_789).unwrap());
                 action_outcome_at(&source, run, outcome, stamp).expect("an outcome signal")
             })
+    }
+
+    /// A journal written before `AwaitingApproval` existed kept a waiting run's outcome as `Blocked` (2) with no
+    /// error: it reads back as waiting, not as refused.
+    #[test]
+    fn an_old_blocked_outcome_without_error_reads_as_awaiting_approval() {
+        let source: Arc<str> = "agentry/agent/someone".into();
+        let action = ActionId::new("noop.run").unwrap();
+        let run = RunRef { run: Uuid::from_u128(7), action: &action, correlation: Uuid::from_u128(1), causation: None };
+        let waiting = Outcome::awaiting_approval("waiting".to_owned());
+        let stamp = (Uuid::now_v7(), DateTime::from_timestamp(0, 0).unwrap());
+        let signal = action_outcome_at(&source, run, waiting, stamp).expect("an outcome signal");
+        let mut bytes = Vec::new();
+        encode(&signal, &mut bytes);
+        // The status byte sits right before the output's 4-byte length; the output (`null`) is 4 bytes long.
+        let status = bytes.windows(5).position(|w| w == [3, 4, 0, 0, 0]).expect("status then the output's length");
+        bytes[status] = 2;
+        let read = decode(&bytes).unwrap();
+        assert!(read.outcome().unwrap().awaiting_approval(), "{read:?}");
     }
 
     proptest! {

@@ -572,7 +572,9 @@ impl<A: Agent> Simulation<A> {
                 let found = self.catalog.get(&skill);
                 let slot = &mut self.agents[agent];
                 let mounted = match found {
-                    None => Err(format!("skill `{skill}` is not in the catalog")),
+                    None => Err(format!(
+                        "skill `{skill}` is not in the simulation's catalog; add it with `SimBuilder::skill`"
+                    )),
                     Some(found) => {
                         match catch_unwind(AssertUnwindSafe(|| {
                             agentry::skill::mount(&mut slot.state, found, &opts, &slot.policy)
@@ -587,7 +589,7 @@ impl<A: Agent> Simulation<A> {
                         self.note_skills(agent);
                         self.carry_out_all(agent, effects, Origin::Mounting);
                     }
-                    Err(reason) => self.refused(agent, Command::mount_failed(true, skill, origin, reason)),
+                    Err(reason) => self.mount_refused(agent, (skill, true), origin, reason),
                 }
             }
             Command::Unmount { skill } => match agentry::skill::unmount(&mut self.agents[agent].state, &skill) {
@@ -595,7 +597,7 @@ impl<A: Agent> Simulation<A> {
                     self.note_skills(agent);
                     self.carry_out_all(agent, effects, Origin::Mounting);
                 }
-                Err(e) => self.refused(agent, Command::mount_failed(false, skill, origin, e.to_string())),
+                Err(e) => self.mount_refused(agent, (skill, false), origin, e.to_string()),
             },
             Command::Refused(refusal) => self.refused(agent, refusal),
         }
@@ -607,6 +609,17 @@ impl<A: Agent> Simulation<A> {
         for members in &mut self.members {
             members.set(agent, state.is_mounted(&members.skill));
         }
+    }
+
+    /// A mount or unmount the agent asked for that failed: refused, and told to the agent as `agent.mount_failed`
+    /// in its inbox, as live.
+    fn mount_refused(&mut self, agent: usize, (skill, mounting): (SkillId, bool), origin: Origin<'_>, reason: String) {
+        let source = self.agents[agent].source.clone();
+        let stamp = (self.fresh_id(), self.time(self.now));
+        if let Some(signal) = kinds::mount_failed_at(&source, (&skill, mounting), &reason, origin.cause(), stamp) {
+            self.agents[agent].inbox.push_back(signal);
+        }
+        self.refused(agent, Command::mount_failed(mounting, skill, origin, reason));
     }
 
     fn refused(&mut self, agent: usize, refusal: agentry::effect::EffectRefusal) {

@@ -109,7 +109,8 @@ impl<A: Agent> Simulation<A> {
         match outcome.status {
             OutcomeStatus::Completed => self.counts.completed += 1,
             OutcomeStatus::Failed => self.counts.failed += 1,
-            OutcomeStatus::Blocked => self.counts.blocked += 1,
+            // (A run waiting for approval has not ended, so it is not answered here; counted as blocked if it were.)
+            OutcomeStatus::Blocked | OutcomeStatus::AwaitingApproval => self.counts.blocked += 1,
         }
         if self.keep_runs {
             self.runs.push(RunRecord {

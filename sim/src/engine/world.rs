@@ -68,10 +68,15 @@ impl<A: Agent> Simulation<A> {
                     }
                 };
                 if let Some(peer) = contact {
-                    // The template's data is `null`: only a contact's signal needs other data.
-                    let template = self.processes[index].template.clone();
+                    // The template carries the process's data (or `null`); a contact is added to it.
+                    let process = &self.processes[index];
+                    let template = process.template.clone();
                     let signal = match peer.and_then(|p| self.agents.get(p)) {
-                        Some(peer) => template.with_data(json!({"peer": peer.id.as_str()})),
+                        Some(peer) => {
+                            let mut data = process.data.clone().unwrap_or_default();
+                            data.insert("peer".to_owned(), json!(peer.id.as_str()));
+                            template.with_data(serde_json::Value::Object(data))
+                        }
                         None => template,
                     };
                     let signal = self.stamp_at(signal, self.now);

@@ -169,7 +169,7 @@ async fn call(
                 wrapped,
             })
         }
-        OutcomeStatus::Blocked | OutcomeStatus::Failed => {
+        OutcomeStatus::Blocked | OutcomeStatus::Failed | OutcomeStatus::AwaitingApproval => {
             let error = match outcome.error.clone() {
                 Some(error) => error,
                 None => agentry::action::OutcomeError {
