@@ -26,8 +26,8 @@ use uuid::Uuid;
 pub const ACTION_COMPLETED: &str = "action.completed";
 /// A run the agent asked for failed (after its retries); `data` as for [`ACTION_COMPLETED`].
 pub const ACTION_FAILED: &str = "action.failed";
-/// A run the agent asked for was refused by the gate, denied by its approver, or waits for approval (then its
-/// outcome has no error); `data` as for [`ACTION_COMPLETED`].
+/// A run the agent asked for was refused by the gate or denied by its approver (status `Blocked`), or waits for
+/// approval (status `AwaitingApproval`, no error: not an end); `data` as for [`ACTION_COMPLETED`].
 pub const ACTION_BLOCKED: &str = "action.blocked";
 /// A job of the agent completed; `data` is `{job}` (a [`JobRecord`]).
 pub const JOB_COMPLETED: &str = "job.completed";
