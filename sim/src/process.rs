@@ -51,8 +51,6 @@ pub struct Process {
     pub(crate) rate: f64,
     pub(crate) who: Who,
     pub(crate) contacts: Contacts,
-    /// The data given, an object, where one was: a contact is added to it as `peer`.
-    pub(crate) data: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Process {
@@ -63,7 +61,7 @@ impl Process {
             .source("agentry/sim")
             .build()
             .map_err(|e| SimError::BadKind { kind: kind.to_owned(), reason: e.to_string() })?;
-        Ok(Self { template, rate, who: Who::All, contacts: Contacts::None, data: None })
+        Ok(Self { template, rate, who: Who::All, contacts: Contacts::None })
     }
 
     /// Every signal of the process carries this data: a JSON object (a contact, if the process names one, is
@@ -72,8 +70,7 @@ impl Process {
         let serde_json::Value::Object(data) = data else {
             return Err(SimError::BadProcessData { kind: self.template.kind().to_string(), data: data.to_string() });
         };
-        self.template = self.template.with_data(serde_json::Value::Object(data.clone()));
-        self.data = Some(data);
+        self.template = self.template.with_data(serde_json::Value::Object(data));
         Ok(self)
     }
 

@@ -292,6 +292,20 @@ impl ActionCheck {
         self
     }
 
+    /// Runs params the schema accepts (`what`, for the message): `Err` says why the run breaks the contract (a
+    /// panic, an output the output schema refuses, or a `Validation` refusal not named as expected).
+    fn judge_accepted(&self, harness: &ActionHarness, params: Value, what: &str) -> Result<(), String> {
+        let expected = self.refusals_allowed || self.expected_refusal.as_ref().is_some_and(|when| when(&params));
+        let run = harness.run(params);
+        match run.result {
+            Err(err) if run.panicked || run.broke_output_schema => Err(err.to_string()),
+            Err(err) if err.class() == ErrorClass::Validation && !expected => {
+                Err(format!("the schema accepts {what} but the action refuses them: {err}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Runs the check.
     pub fn run(&self) -> Result<(), CheckFailure> {
         let setup = |reason: String| CheckFailure::Setup { check: CHECK, reason };
@@ -318,33 +332,15 @@ impl ActionCheck {
             if !self.action.is_valid(&self.action.coerce(params.clone())) {
                 continue;
             }
-            let expected = self.refusals_allowed || self.expected_refusal.as_ref().is_some_and(|when| when(&params));
-            let run = harness.run(params.clone());
-            match run.result {
-                Err(err) if run.panicked || run.broke_output_schema => {
-                    return Err(counterexample(err.to_string(), params));
-                }
-                Err(err) if err.class() == ErrorClass::Validation && !expected => {
-                    let reason =
-                        format!("the schema takes these params (no params) but the action refuses them: {err}");
-                    return Err(counterexample(reason, params));
-                }
-                _ => {}
+            if let Err(reason) = self.judge_accepted(&harness, params.clone(), "these params (no params)") {
+                return Err(counterexample(reason, params));
             }
         }
         let result = TestRunner::new(config.clone()).run(&valid, |params| {
             if let Err(err) = self.action.validate(&params) {
                 return Err(TestCaseError::fail(format!("params generated from the schema do not validate: {err}")));
             }
-            let expected = self.refusals_allowed || self.expected_refusal.as_ref().is_some_and(|when| when(&params));
-            let run = harness.run(params);
-            match run.result {
-                Err(err) if run.panicked || run.broke_output_schema => Err(TestCaseError::fail(err.to_string())),
-                Err(err) if err.class() == ErrorClass::Validation && !expected => Err(TestCaseError::fail(format!(
-                    "the schema accepts these params but the action refuses them: {err}"
-                ))),
-                _ => Ok(()),
-            }
+            self.judge_accepted(&harness, params, "these params").map_err(TestCaseError::fail)
         });
         match result {
             Ok(()) => {}

@@ -110,8 +110,11 @@ pub fn sum3() -> DynAction {
     DynAction::new(spec, |params, ctx| {
         Box::pin(async move {
             let xs: Vec<i64> = params["xs"].as_array().into_iter().flatten().filter_map(Value::as_i64).collect();
-            let first = ctx.call("math.add", json!({"a": xs[0], "b": xs[1]})).await?;
-            ctx.call("math.add", json!({"a": first, "b": xs[2]})).await
+            let [a, b, c] = xs[..] else {
+                return Err(ActionError::validation("expected `xs`: three whole numbers"));
+            };
+            let first = ctx.call("math.add", json!({"a": a, "b": b})).await?;
+            ctx.call("math.add", json!({"a": first, "b": c})).await
         })
     })
     .expect("an action")

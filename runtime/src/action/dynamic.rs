@@ -4,7 +4,7 @@
 use super::Action;
 use super::context::ActionContext;
 use super::error::ActionError;
-use super::spec::{ActionSpec, is_unit_schema, params_schema_for, schema_for};
+use super::spec::{ActionSpec, as_params_schema, is_unit_schema, schema_for};
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;
@@ -58,11 +58,12 @@ impl fmt::Debug for DynAction {
 }
 
 impl DynAction {
-    /// Erases a typed action. Its schemas come from its types (params through [`params_schema_for`]: params
+    /// Erases a typed action. Its schemas come from its types (params as [`super::params_schema_for`] says: params
     /// with no fields are an object, even written as a unit struct, which then reads from `{}`).
     pub fn typed<A: Action>() -> Result<Self, SchemaError> {
-        let unit = is_unit_schema(&schema_for::<A>());
-        let spec = A::spec().params_schema(params_schema_for::<A>()).output_schema(schema_for::<A::Output>());
+        let own = schema_for::<A>();
+        let unit = is_unit_schema(&own);
+        let spec = A::spec().params_schema(as_params_schema(own)).output_schema(schema_for::<A::Output>());
         Self::new(spec, move |params, ctx| {
             // A unit struct reads only from `null`; its params (an object, checked already) say nothing more.
             let params = if unit { Value::Null } else { params };

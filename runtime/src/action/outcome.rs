@@ -28,7 +28,7 @@ use uuid::Uuid;
 /// }
 /// assert_eq!(answer(&Outcome::awaiting_approval("waiting for approval".into())), None);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeStatus {
     /// The action returned its output.
@@ -41,27 +41,6 @@ pub enum OutcomeStatus {
     /// The run has not ended: it waits for approval. Its outcome has no error and no output; its end comes as
     /// another outcome signal of the same run.
     AwaitingApproval,
-}
-
-/// A status as it is read: also `blocked`, which before `awaiting_approval` existed said both "refused" and
-/// "waiting" (told apart by [`Outcome`]'s error when the outcome is read).
-impl<'de> Deserialize<'de> for OutcomeStatus {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        enum Form {
-            Completed,
-            Failed,
-            Blocked,
-            AwaitingApproval,
-        }
-        Ok(match Form::deserialize(deserializer)? {
-            Form::Completed => Self::Completed,
-            Form::Failed => Self::Failed,
-            Form::Blocked => Self::Blocked,
-            Form::AwaitingApproval => Self::AwaitingApproval,
-        })
-    }
 }
 
 /// The error part of a failed or blocked outcome.
@@ -167,13 +146,8 @@ impl Serialize for Outcome {
 impl<'de> Deserialize<'de> for Outcome {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let form = OutcomeForm::deserialize(deserializer)?;
-        // A journal written before `awaiting_approval` existed said `blocked` with no error for a waiting run.
-        let status = match (form.status, &form.error) {
-            (OutcomeStatus::Blocked, None) => OutcomeStatus::AwaitingApproval,
-            (status, _) => status,
-        };
         let outcome = Outcome {
-            status,
+            status: form.status.as_read(form.error.is_some()),
             output: form.output,
             text: None,
             error: form.error,
@@ -367,6 +341,15 @@ impl RunReport {
 }
 
 impl OutcomeStatus {
+    /// The status as a journal's outcome says it, with or without an error: before `AwaitingApproval` existed, a
+    /// run waiting for approval was written `Blocked` with no error.
+    pub(crate) fn as_read(self, has_error: bool) -> Self {
+        match (self, has_error) {
+            (Self::Blocked, false) => Self::AwaitingApproval,
+            (status, _) => status,
+        }
+    }
+
     /// The status as its JSON text.
     fn as_str(self) -> &'static str {
         match self {

@@ -229,7 +229,11 @@ impl ActionSpec {
 /// assert_eq!(params_schema_for::<Ping>()["type"], "object");
 /// ```
 pub fn params_schema_for<T: JsonSchema>() -> Value {
-    let schema = schema_for::<T>();
+    as_params_schema(schema_for::<T>())
+}
+
+/// A type's schema as a params schema: a unit's (`{"type": "null"}`) becomes an object with no properties.
+pub(crate) fn as_params_schema(schema: Value) -> Value {
     if !is_unit_schema(&schema) {
         return schema;
     }

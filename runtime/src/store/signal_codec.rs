@@ -126,11 +126,7 @@ fn signal(mut r: Reader<'_>) -> Result<Signal, StoreError> {
     let attempts = r.u32("attempts")?;
     r.end()?;
     let mut outcome = Outcome::completed(output, latency, attempts).keeping_text(kept);
-    // Written before `AwaitingApproval` existed, a waiting run was `Blocked` with no error.
-    outcome.status = match (status, &error) {
-        (OutcomeStatus::Blocked, None) => OutcomeStatus::AwaitingApproval,
-        (status, _) => status,
-    };
+    outcome.status = status.as_read(error.is_some());
     outcome.error = error;
     outcome.artifacts = artifacts;
     outcome.cost = cost;

@@ -69,11 +69,10 @@ impl<A: Agent> Simulation<A> {
                 };
                 if let Some(peer) = contact {
                     // The template carries the process's data (or `null`); a contact is added to it.
-                    let process = &self.processes[index];
-                    let template = process.template.clone();
+                    let template = self.processes[index].template.clone();
                     let signal = match peer.and_then(|p| self.agents.get(p)) {
                         Some(peer) => {
-                            let mut data = process.data.clone().unwrap_or_default();
+                            let mut data = template.data().as_object().cloned().unwrap_or_default();
                             data.insert("peer".to_owned(), json!(peer.id.as_str()));
                             template.with_data(serde_json::Value::Object(data))
                         }
