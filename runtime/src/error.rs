@@ -39,10 +39,11 @@ pub enum RuntimeError {
     /// A skill with this id is in the catalog already.
     #[error("skill `{0}` is in the runtime's catalog already; expected a new id, or `refresh_skill` to replace it")]
     SkillExists(SkillId),
-    /// A run asked for from outside the agent needs an approval nobody can give while the caller waits.
+    /// A run asked for from outside the agent with no caller to tell (`Runtime::invoke`) needs approval.
     #[error(
         "action `{action}` on agent `{agent}` needs approval (risk {risk:?}); run {run} was refused, since a caller \
-         outside the agent cannot wait for one"
+         outside the agent with no way to be told it waits cannot wait for one; expected `Runtime::invoke_with` \
+         and a `Caller`, whose run then waits for the operator's approval"
     )]
     NeedsApproval {
         /// The agent.

@@ -445,8 +445,8 @@ impl Runtime {
     /// Runs one of an agent's actions for a caller outside the agent (an MCP client, a command line) and waits
     /// for its outcome. The run passes the agent's gate like any other: an action that is not registered, not
     /// allowed or lacks a capability comes back as a `Blocked` outcome with a `Denied` error; one that needs
-    /// approval is refused with [`RuntimeError::NeedsApproval`], since nobody can approve it while the caller
-    /// waits (see [`Runtime::invoke_with`] for a caller who can). It counts against the agent's in-flight cap, is
+    /// approval is refused with [`RuntimeError::NeedsApproval`], since nobody could tell the caller it waits (see
+    /// [`Runtime::invoke_with`] for a caller who waits for the operator's approval). It counts against the agent's in-flight cap, is
     /// journaled and announced like any run, and the effects it asks for are interpreted when it completes; the
     /// agent gets no outcome signal for it. Dropping the returned future (a caller that gives up) cancels the run,
     /// journaled as cancelled.
@@ -462,10 +462,12 @@ impl Runtime {
     /// [`Runtime::invoke`] for a caller the run can reach: the run's log lines and progress go to it, its
     /// [`ActionContext::sample`](crate::action::ActionContext::sample) and
     /// [`elicit`](crate::action::ActionContext::elicit) ask it, and the calls the run makes reach it too. When
-    /// the gate asks for approval and the caller can elicit, the run waits for approval like an agent's own run
-    /// and the caller gets a [`CallerRequest::Approve`](crate::action::CallerRequest::Approve) to answer with
-    /// [`AgentRef::approve`] or [`AgentRef::deny`] (or [`Runtime::decide`]); otherwise it is refused as with
-    /// `invoke`.
+    /// the gate asks for approval, the run waits for it like an agent's own run, approved by whom the caller's
+    /// [`Approver`](crate::action::Approver) names: by default the runtime's own approvers
+    /// ([`Runtime::decide`], [`AgentRef::approve`] or [`AgentRef::deny`], whoever watches the event stream), and
+    /// the caller hears [`CallerRequest::AwaitingOperator`](crate::action::CallerRequest::AwaitingOperator); with
+    /// [`Approver::Caller`](crate::action::Approver::Caller) a caller who can elicit gets a
+    /// [`CallerRequest::Approve`](crate::action::CallerRequest::Approve) instead, for risks up to its ceiling.
     ///
     /// ```
     /// use agentry::action::{ActionSpec, Caller, CallerCan, CallerRequest, DynAction, LogLevel};

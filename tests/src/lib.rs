@@ -4,6 +4,7 @@
 pub mod conformance;
 pub mod everything;
 pub mod npm;
+pub mod python_sdk;
 pub mod tls;
 
 pub mod durable;

@@ -1,18 +1,20 @@
-//! A served call's way back to its MCP client, driven by rmcp's own client: a risky tool is approved (or
-//! denied) by the client's user through elicitation and journaled like any approval; a run's log lines (its
+//! A served call's way back to its MCP client, driven by rmcp's own client: where serving lets the client's user
+//! approve, a risky tool is approved (or denied) by that user through elicitation and journaled like any
+//! approval (by default the operator approves: see `who_approves.rs`); a run's log lines (its
 //! own, `system.log`'s and those of the calls it makes) reach the client at or above the level it set; a run
 //! asks the client's model and user only when the client said it can answer.
 
 // rmcp marks logging deprecated because protocol 2026-07-28 drops it; the revisions agentry serves have it.
 #![allow(deprecated)]
 
-use agentry::action::{ActionSpec, DynAction, LogLevel, Risk, Sampling};
+use agentry::action::{ActionSpec, Approver, DynAction, LogLevel, Risk, Sampling};
 use agentry::events::EventKind;
 use agentry::id::AgentId;
 use agentry::policy::Policy;
 use agentry::skill::{Skill, SkillDefinition};
 use agentry::store::RunStatus;
 use agentry_skills::System;
+use agentry_skills::mcp::Served;
 use agentry_tests::Operated;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
@@ -143,7 +145,9 @@ async fn connect_user(
     let runtime = op.runtime.clone();
     tokio::spawn(async move {
         let (reader, writer) = tokio::io::split(ours);
-        agentry_skills::mcp::serve_io(&runtime, &operator(), reader, writer).await
+        // The client's user approves, for whatever risk: what these tests check is the way to and from it.
+        let approver = Approver::Caller { ceiling: Risk::High };
+        Served::new(&runtime, &operator()).approver(approver).io(reader, writer).await
     });
     let (asked_tx, asked) = mpsc::unbounded_channel();
     let (logged_tx, logged) = mpsc::unbounded_channel();
@@ -222,15 +226,42 @@ async fn a_client_that_goes_away_while_asked_leaves_no_approval_waiting() {
     assert_eq!(runs[0].status(), RunStatus::Blocked, "denied, never run");
 }
 
+/// A client that cannot elicit has no user to approve, whatever serving allows: its risky call waits for the
+/// operator, and it is told so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_elicitation_a_risky_tool_is_refused_and_nothing_is_asked() {
+async fn without_elicitation_a_risky_tool_waits_for_the_operator_and_nothing_is_asked() {
     let op = agent().await;
+    let mut events = op.runtime.events();
     let (client, mut heard) = connect(&op, false, ElicitationAction::Accept).await;
-    let refused = call(&client, "desk.shred").await;
+    let call = tokio::spawn(async move { (call(&client, "desk.shred").await, client) });
+    let (level, told) = heard.logged.recv().await.expect("the client is told");
+    assert!(level == LoggingLevel::Notice && told.contains("operator"), "{level:?} {told}");
+    let asked = agentry_tests::wait_for(&mut events, |e| matches!(e.kind, EventKind::ApprovalAsked { .. })).await;
+    op.runtime.decide(&operator(), asked.run.unwrap(), false).await.unwrap();
+    let (refused, client) = call.await.unwrap();
     let Err(ServiceError::McpError(error)) = refused else { panic!("expected a refusal, got {refused:?}") };
-    assert_eq!(error.data.unwrap()["reason"], "approval_required");
+    assert_eq!(error.data.unwrap()["reason"], "denied");
     client.cancel().await.unwrap();
     assert!(heard.asked.recv().await.is_none(), "nobody was asked");
+}
+
+/// A client that goes away while its call waits for the operator leaves nothing waiting: the run is denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_while_the_operator_is_asked_leaves_no_approval_waiting() {
+    let op = agent().await;
+    let mut events = op.runtime.events();
+    let (client, mut heard) = connect(&op, false, ElicitationAction::Accept).await;
+    let call = tokio::spawn(async move {
+        let _ = client.call_tool(CallToolRequestParams::new("desk.shred")).await;
+        client
+    });
+    heard.logged.recv().await.expect("the client is told it waits");
+    call.abort();
+    let denied = agentry_tests::wait_for(&mut events, |e| matches!(e.kind, EventKind::ApprovalGiven { .. })).await;
+    assert!(matches!(denied.kind, EventKind::ApprovalGiven { approved: false, .. }), "{denied:?}");
+    agentry_tests::wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionBlocked { .. })).await;
+    let runs = op.runtime.store().query(&agentry::store::RunQuery { agent: Some(operator()), ..Default::default() });
+    assert_eq!(runs[0].status(), RunStatus::Blocked, "denied, never run");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

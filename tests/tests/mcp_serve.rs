@@ -118,11 +118,22 @@ async fn drive(op: &Operated, client: RunningService<RoleClient, Watcher>, mut c
     assert!(text(&bad).contains("invalid params"), "{}", text(&bad));
 
     // Refusals at the gate are MCP errors that say why.
-    let (code, message, data) = refusal(call(&client, "vault.shred", json!({})).await);
+    // A call that needs approval waits for the operator's, who denies it here.
+    let mut events = op.runtime.events();
+    let operator_denies = async {
+        let asked = agentry_tests::wait_for(&mut events, |e| {
+            matches!(e.kind, agentry::events::EventKind::ApprovalAsked { .. })
+        })
+        .await;
+        let run = asked.run.unwrap();
+        op.runtime.decide(&operator(), run, false).await.unwrap();
+        run
+    };
+    let (refused, run) = tokio::join!(call(&client, "vault.shred", json!({})), operator_denies);
+    let (code, message, data) = refusal(refused);
     assert_eq!(code, agentry_skills::mcp::REFUSED);
-    assert!(message.contains("needs approval"), "{message}");
-    assert_eq!(data["reason"], "approval_required");
-    let run: uuid::Uuid = serde_json::from_value(data["run_id"].clone()).unwrap();
+    assert!(message.contains("denied by its approver"), "{message}");
+    assert_eq!(data["reason"], "denied");
     let record = op.runtime.store().get(run).expect("the refused run is journaled");
     assert_eq!(record.status(), RunStatus::Blocked);
     let (code, message, data) = refusal(call(&client, "vault.peek", json!({})).await);

@@ -140,8 +140,37 @@ pub enum CallerRequest {
         /// Where the answer goes.
         reply: oneshot::Sender<Result<Elicited, String>>,
     },
-    /// Approve or deny a run (see [`ApprovalAsk`]); answered through the runtime, not on a reply channel.
+    /// Approve or deny a run (see [`ApprovalAsk`]); answered through the runtime, not on a reply channel. Sent
+    /// only to a caller whose [`Approver`] is [`Approver::Caller`], for a run at or below its ceiling.
     Approve(Box<ApprovalAsk>),
+    /// A run the caller asked for waits for the operator's approval (the runtime's own approvers, see
+    /// [`Approver::Operator`]); nothing to answer, the call goes on once the run is decided.
+    AwaitingOperator(Box<ApprovalAsk>),
+}
+
+/// Who approves the runs an outside caller asks for when the policy asks for approval. The caller never
+/// approves implicitly: a caller whose user can answer questions (elicitation) still waits for the operator
+/// unless whoever made the [`Caller`] chose otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Approver {
+    /// The runtime's own approvers: the run waits (`AwaitingApproval`) for
+    /// [`Runtime::decide`](crate::runtime::Runtime::decide) (or whoever approves through the event stream), and
+    /// the caller is told so with [`CallerRequest::AwaitingOperator`].
+    #[default]
+    Operator,
+    /// The caller's user, when the caller can elicit and the run's risk is at most `ceiling`; a riskier run
+    /// waits for the operator as with [`Approver::Operator`].
+    Caller {
+        /// The highest risk the caller's user may approve.
+        ceiling: Risk,
+    },
+}
+
+impl Approver {
+    /// Whether a caller that `can` answer what it says may approve a run at `risk`.
+    pub fn lets_caller_approve(self, can: CallerCan, risk: Risk) -> bool {
+        matches!(self, Self::Caller { ceiling } if can.elicit && risk <= ceiling)
+    }
 }
 
 /// What a caller can answer besides log lines and progress, which every caller takes.
@@ -149,7 +178,7 @@ pub enum CallerRequest {
 pub struct CallerCan {
     /// It has a model to sample.
     pub sample: bool,
-    /// It has a user to ask (elicitation), who can also approve runs.
+    /// It has a user to ask (elicitation), who may also approve runs where its [`Approver`] says so.
     pub elicit: bool,
 }
 
@@ -167,18 +196,31 @@ pub struct CallerCan {
 pub struct Caller {
     tx: mpsc::UnboundedSender<CallerRequest>,
     can: CallerCan,
+    approver: Approver,
 }
 
 impl Caller {
     /// A caller that can answer what `can` says, and the receiver of what runs send it.
     pub fn new(can: CallerCan) -> (Self, mpsc::UnboundedReceiver<CallerRequest>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Self { tx, can }, rx)
+        (Self { tx, can, approver: Approver::Operator }, rx)
+    }
+
+    /// The same caller, whose runs that need approval are approved by `approver` (by default the operator).
+    #[must_use]
+    pub fn approved_by(mut self, approver: Approver) -> Self {
+        self.approver = approver;
+        self
     }
 
     /// What the caller can answer.
     pub fn can(&self) -> CallerCan {
         self.can
+    }
+
+    /// Who approves the caller's runs that need approval.
+    pub fn approver(&self) -> Approver {
+        self.approver
     }
 
     /// Sends a request; `false` when the caller is gone.

@@ -16,7 +16,9 @@ pub(crate) mod report_box;
 mod retry;
 mod spec;
 
-pub use caller::{ApprovalAsk, Caller, CallerCan, CallerRequest, Elicited, LogLevel, Role, Sampled, Sampling};
+pub use caller::{
+    ApprovalAsk, Approver, Caller, CallerCan, CallerRequest, Elicited, LogLevel, Role, Sampled, Sampling,
+};
 pub use coerce::coerce;
 pub use context::{ActionContext, Frame, IfDriveExists, Requested};
 pub(crate) use context::{BoxFuture, Clock, Link, RunKey, RunScope, RunServices, RunSink, Stack};

@@ -110,30 +110,39 @@ impl<A: Agent> ServerState<A> {
         self.answer(ticket.by, &ids, (report, None), Some(error), false);
     }
 
-    /// Parks a run until it is approved, denied or its approval expires. An outside caller who can elicit (an
-    /// MCP client with a user) is asked to approve it, for itself or for a call its run makes; any other outside
-    /// caller cannot wait for an approval, and its run is refused with [`RuntimeError::NeedsApproval`].
+    /// Parks a run until it is approved, denied or its approval expires. A run an outside caller asked for (or a
+    /// call such a run makes) is approved by whom the caller's [`Approver`](crate::action::Approver) names: the
+    /// caller's user is asked ([`CallerRequest::Approve`]) only where that says so and the risk is within its
+    /// ceiling; otherwise the run waits for the runtime's own approvers and the caller is told so
+    /// ([`CallerRequest::AwaitingOperator`]). An outside run with no caller to tell (plain
+    /// [`Runtime::invoke`](crate::runtime::Runtime::invoke)), or whose caller is gone, is refused with
+    /// [`RuntimeError::NeedsApproval`].
     fn await_approval(&mut self, mut ticket: Ticket, risk: Risk) {
         self.write_record(&mut ticket.run);
         let run = ticket.run.ctx.run_id;
-        // Asked only if the caller is still there to hear it: a gone caller's run is refused, not parked.
-        let asked = match (ticket.run.ctx.caller(), self.table.get(&ticket.run.ctx.action_id)) {
-            (Some(caller), Some(action)) if caller.can().elicit => {
-                let ask = ApprovalAsk {
+        // Told only if the caller is still there to hear it: a gone caller's run is refused, not parked.
+        let told = match (ticket.run.ctx.caller(), self.table.get(&ticket.run.ctx.action_id)) {
+            (Some(caller), Some(action)) => {
+                let ask = Box::new(ApprovalAsk {
                     agent: self.agent.id.clone(),
                     run,
                     spec: action.action.spec().clone(),
                     risk,
                     params: ticket.run.params.clone(),
-                };
-                caller.send(CallerRequest::Approve(Box::new(ask)))
+                });
+                if caller.approver().lets_caller_approve(caller.can(), risk) {
+                    caller.send(CallerRequest::Approve(ask))
+                } else {
+                    caller.send(CallerRequest::AwaitingOperator(ask))
+                }
             }
             _ => false,
         };
-        if !asked && let Requester::Outside(reply, _) = ticket.by {
+        if !told && let Requester::Outside(reply, _) = ticket.by {
             let error = ActionError::denied(format!(
-                "action `{}` needs approval at risk {risk:?}, and a run asked for from outside the agent cannot \
-                 wait for one; expected the agent to run it itself, or a policy that does not ask",
+                "action `{}` needs approval at risk {risk:?}, and a run asked for from outside the agent without a \
+                 caller to tell cannot wait for one; expected the agent to run it itself, a caller \
+                 (`Runtime::invoke_with`), or a policy that does not ask",
                 ticket.run.ctx.action_id
             ));
             self.block(&ticket.run.ctx, &error);

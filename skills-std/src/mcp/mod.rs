@@ -23,4 +23,4 @@ pub use client::{
 pub use contract::Trust;
 pub use error::McpError;
 pub use oauth::{Authorize, OAuth};
-pub use serve::{http_router, serve_http, serve_io, serve_stdio};
+pub use serve::{Served, http_router, serve_http, serve_io, serve_stdio};

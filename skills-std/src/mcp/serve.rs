@@ -7,7 +7,7 @@ use super::McpError;
 use super::adapter::{self, Change, Identity, Refusal, ToolHost};
 use super::contract::{ToolDef, ToolResult, content_blocks, text_block, tool_def};
 use super::offers;
-use agentry::action::{Caller, ErrorClass, OutcomeStatus};
+use agentry::action::{Approver, Caller, ErrorClass, OutcomeStatus};
 use agentry::events::EventKind;
 use agentry::id::AgentId;
 use agentry::runtime::{Runtime, RuntimeError};
@@ -24,6 +24,8 @@ use tokio_util::sync::CancellationToken;
 struct AgentTools {
     runtime: Runtime,
     agent: AgentId,
+    /// Who approves a served call that needs approval.
+    approver: Approver,
 }
 
 impl ToolHost for AgentTools {
@@ -44,6 +46,7 @@ impl ToolHost for AgentTools {
     ) -> BoxFuture<'static, Result<ToolResult, Refusal>> {
         let runtime = self.runtime.clone();
         let agent = self.agent.clone();
+        let caller = caller.approved_by(self.approver);
         Box::pin(async move { call(&runtime, &agent, &tool, arguments, caller).await })
     }
 
@@ -253,52 +256,125 @@ fn changes(runtime: &Runtime, agent: &AgentId, stop: CancellationToken) -> mpsc:
     changes
 }
 
-fn host(runtime: &Runtime, agent: &AgentId) -> Arc<dyn ToolHost> {
-    Arc::new(AgentTools { runtime: runtime.clone(), agent: agent.clone() })
+/// An agent served over MCP, and how: who approves the served calls that need approval. Build it with
+/// [`Served::new`], then serve it over a byte stream, stdio or streamable HTTP.
+///
+/// By default a call that needs approval waits for the runtime's own approvers ([`Runtime::decide`], or whoever
+/// approves through the event stream) and the client is told it awaits an operator (a `notice` log line, and
+/// the call's progress message): the client's user is never asked, so a client that accepts whatever it is
+/// asked cannot approve its own calls. [`Served::approver`] with [`Approver::Caller`] lets the client's user
+/// approve, through elicitation, the runs up to a risk the operator chooses.
+///
+/// ```no_run
+/// use agentry::action::{Approver, Risk};
+/// use agentry::runtime::Runtime;
+/// use agentry_skills::mcp::Served;
+/// # async fn serve(runtime: Runtime, agent: agentry::id::AgentId) -> Result<(), agentry_skills::mcp::McpError> {
+/// // The client's user approves runs up to `Medium`; riskier ones wait for the operator.
+/// Served::new(&runtime, &agent).approver(Approver::Caller { ceiling: Risk::Medium }).stdio().await
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Served {
+    runtime: Runtime,
+    agent: AgentId,
+    approver: Approver,
 }
 
-/// Serves an agent's actions over a byte stream (a pipe, a socket) until the client disconnects.
+impl Served {
+    /// `agent` of `runtime`, served with the runtime's own approvers approving its calls.
+    pub fn new(runtime: &Runtime, agent: &AgentId) -> Self {
+        Self { runtime: runtime.clone(), agent: agent.clone(), approver: Approver::Operator }
+    }
+
+    /// Who approves a served call that needs approval (by default [`Approver::Operator`]).
+    #[must_use]
+    pub fn approver(mut self, approver: Approver) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    fn host(&self) -> Arc<dyn ToolHost> {
+        Arc::new(AgentTools { runtime: self.runtime.clone(), agent: self.agent.clone(), approver: self.approver })
+    }
+
+    /// Serves over a byte stream (a pipe, a socket) until the client disconnects.
+    pub async fn io<R, W>(&self, reader: R, writer: W) -> Result<(), McpError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let stop = CancellationToken::new();
+        let changes = changes(&self.runtime, &self.agent, stop.clone());
+        let served = adapter::serve_io(self.host(), identity(&self.agent), changes, reader, writer).await;
+        stop.cancel();
+        served
+    }
+
+    /// Serves on this process's stdin and stdout until the client disconnects: the way an MCP client that
+    /// starts servers as child processes talks to an agent. Log to stderr, never stdout.
+    pub async fn stdio(&self) -> Result<(), McpError> {
+        self.io(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// A streamable HTTP MCP endpoint at `/mcp`, for an axum router of the application's own. It stops serving
+    /// when `stop` is cancelled.
+    pub fn router(&self, stop: CancellationToken) -> axum::Router {
+        let changes = changes(&self.runtime, &self.agent, stop.clone());
+        adapter::http_router(self.host(), identity(&self.agent), changes, stop)
+    }
+
+    /// Serves over streamable HTTP at `http://<listener>/mcp` until `shutdown` resolves.
+    pub async fn http(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), McpError> {
+        let stop = CancellationToken::new();
+        let router = self.router(stop.clone());
+        let stopping = stop.clone();
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                stopping.cancel();
+            })
+            .await;
+        stop.cancel();
+        served.map_err(|e| McpError::Serve(e.to_string()))
+    }
+}
+
+/// Serves an agent's actions over a byte stream (a pipe, a socket) until the client disconnects; calls that
+/// need approval wait for the operator (see [`Served`] to choose otherwise).
 pub async fn serve_io<R, W>(runtime: &Runtime, agent: &AgentId, reader: R, writer: W) -> Result<(), McpError>
 where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    let stop = CancellationToken::new();
-    let changes = changes(runtime, agent, stop.clone());
-    let served = adapter::serve_io(host(runtime, agent), identity(agent), changes, reader, writer).await;
-    stop.cancel();
-    served
+    Served::new(runtime, agent).io(reader, writer).await
 }
 
 /// Serves an agent's actions on this process's stdin and stdout until the client disconnects: the way an MCP
-/// client that starts servers as child processes talks to an agent. Log to stderr, never stdout.
+/// client that starts servers as child processes talks to an agent. Log to stderr, never stdout. Calls that
+/// need approval wait for the operator (see [`Served`] to choose otherwise).
 pub async fn serve_stdio(runtime: &Runtime, agent: &AgentId) -> Result<(), McpError> {
-    serve_io(runtime, agent, tokio::io::stdin(), tokio::io::stdout()).await
+    Served::new(runtime, agent).stdio().await
 }
 
 /// An agent's actions as a streamable HTTP MCP endpoint at `/mcp`, for an axum router of the application's
-/// own. It stops serving when `stop` is cancelled.
+/// own. It stops serving when `stop` is cancelled. Calls that need approval wait for the operator (see
+/// [`Served`] to choose otherwise).
 pub fn http_router(runtime: &Runtime, agent: &AgentId, stop: CancellationToken) -> axum::Router {
-    let changes = changes(runtime, agent, stop.clone());
-    adapter::http_router(host(runtime, agent), identity(agent), changes, stop)
+    Served::new(runtime, agent).router(stop)
 }
 
-/// Serves an agent's actions over streamable HTTP at `http://<listener>/mcp` until `shutdown` resolves.
+/// Serves an agent's actions over streamable HTTP at `http://<listener>/mcp` until `shutdown` resolves. Calls
+/// that need approval wait for the operator (see [`Served`] to choose otherwise).
 pub async fn serve_http(
     runtime: &Runtime,
     agent: &AgentId,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), McpError> {
-    let stop = CancellationToken::new();
-    let router = http_router(runtime, agent, stop.clone());
-    let stopping = stop.clone();
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            stopping.cancel();
-        })
-        .await;
-    stop.cancel();
-    served.map_err(|e| McpError::Serve(e.to_string()))
+    Served::new(runtime, agent).http(listener, shutdown).await
 }

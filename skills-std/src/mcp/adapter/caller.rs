@@ -35,6 +35,8 @@ pub(crate) struct ToClient {
     pub host: Arc<dyn ToolHost>,
     /// Cancelled when the call ends or the client cancels it: an approval still being asked is then denied.
     pub done: CancellationToken,
+    /// The runs of this call that wait for the operator's approval: denied if the client cancels the call.
+    pub awaiting_operator: Mutex<Vec<(agentry::id::AgentId, uuid::Uuid)>>,
 }
 
 impl ToClient {
@@ -92,8 +94,50 @@ impl ToClient {
                     host.decide(ask.agent, run, approved).await;
                 });
             }
+            CallerRequest::AwaitingOperator(ask) => {
+                let message = format!(
+                    "`{}` (risk {:?}) waits for the approval of agent `{}`'s operator (run {}); this call goes on \
+                     once it is decided",
+                    ask.spec.id, ask.risk, ask.agent, ask.run
+                );
+                lock(&self.awaiting_operator).push((ask.agent.clone(), ask.run));
+                let logger = ask.spec.id.to_string();
+                let line =
+                    CallerRequest::Log { level: LogLevel::Notice, logger, message: message.clone(), fields: None };
+                Box::pin(self.forward(line)).await;
+                let progress = CallerRequest::Progress { progress: 0.0, total: None, message: Some(message) };
+                Box::pin(self.forward(progress)).await;
+            }
         }
     }
+
+    /// The call ended with its result: the runs it waited on were decided, nothing is left to deny.
+    pub(crate) fn answered(&self) {
+        lock(&self.awaiting_operator).clear();
+    }
+}
+
+/// A call that goes away before its result (the client cancelled it, or its session closed) denies the runs it
+/// still waits on for the operator: nobody is left to hear their outcome.
+impl Drop for ToClient {
+    fn drop(&mut self) {
+        let waiting = std::mem::take(&mut *lock(&self.awaiting_operator));
+        if waiting.is_empty() {
+            return;
+        }
+        let host = self.host.clone();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                for (agent, run) in waiting {
+                    host.decide(agent, run, false).await;
+                }
+            });
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What the client's user is asked to approve: the action and its contract.

@@ -323,6 +323,7 @@ impl ServerHandler for Handler {
             level: self.level.clone(),
             host: self.host.clone(),
             done,
+            awaiting_operator: Mutex::default(),
         };
         let mut call = self.host.call(request.name.to_string(), arguments, caller);
         let result = loop {
@@ -332,7 +333,7 @@ impl ServerHandler for Handler {
                     // Approvals asked but not yet passed on are denied: nobody is left to answer them.
                     requests.close();
                     while let Ok(asked) = requests.try_recv() {
-                        if let CallerRequest::Approve(ask) = asked {
+                        if let CallerRequest::Approve(ask) | CallerRequest::AwaitingOperator(ask) = asked {
                             self.host.decide(ask.agent, ask.run, false).await;
                         }
                     }
@@ -346,6 +347,7 @@ impl ServerHandler for Handler {
         while let Ok(asked) = requests.try_recv() {
             to_client.forward(asked).await;
         }
+        to_client.answered();
         let mut wire = json!({"content": result.content, "isError": result.is_error});
         if let Some(structured) = result.structured {
             wire["structuredContent"] = structured;
