@@ -105,6 +105,11 @@ impl Directory {
         self.by_name.get(name).map(|id| id.clone())
     }
 
+    /// The live agents whose parent is `parent`.
+    pub fn children_of(&self, parent: &AgentId) -> Vec<AgentId> {
+        self.by_id.iter().filter(|e| e.parent.as_ref() == Some(parent)).map(|e| e.key().clone()).collect()
+    }
+
     pub fn ids(&self) -> Vec<AgentId> {
         self.by_id.iter().map(|e| e.key().clone()).collect()
     }

@@ -50,6 +50,8 @@ pub(crate) enum ServerMsg<A: Agent> {
     Actions(oneshot::Sender<Vec<ActionSpec>>),
     /// Replace the agent's policy; runs queued or waiting for approval are gated again when they start.
     SetPolicy(Box<Policy>, oneshot::Sender<()>),
+    /// The agent's parent has this policy now: narrow the agent's to fit within it.
+    NarrowPolicy(std::sync::Arc<Policy>),
     /// Outcome signals made while handling a message, still to be fed (more than one turn's budget).
     Settle,
     /// The skills mounted now, with their versions.
@@ -72,6 +74,8 @@ pub(crate) enum Untyped {
     Actions(oneshot::Sender<Vec<ActionSpec>>),
     /// Replace the agent's policy.
     SetPolicy(Box<Policy>, oneshot::Sender<()>),
+    /// Narrow the agent's policy to its parent's (see [`ServerMsg::NarrowPolicy`]).
+    NarrowPolicy(std::sync::Arc<Policy>),
     /// Hibernate if idle (see [`ServerMsg::Hibernate`]).
     Hibernate(Option<oneshot::Sender<Result<(), RuntimeError>>>, Option<std::time::Duration>),
     /// Approve (`true`) or deny a run that waits for approval.
@@ -90,6 +94,7 @@ impl<A: Agent> From<Untyped> for ServerMsg<A> {
             Untyped::Refresh(skill, done) => Self::Refresh(skill, done),
             Untyped::Actions(reply) => Self::Actions(reply),
             Untyped::SetPolicy(policy, done) => Self::SetPolicy(policy, done),
+            Untyped::NarrowPolicy(parent) => Self::NarrowPolicy(parent),
             Untyped::Hibernate(done, idle) => Self::Hibernate(done, idle),
             Untyped::Decide(run, approve, done) => Self::Decide(run, approve, done.into()),
             Untyped::Mounted(reply) => Self::Mounted(reply),

@@ -254,6 +254,65 @@ impl Policy {
         Ok(())
     }
 
+    /// This policy narrowed to fit within `parent`'s: it allows only what both allow, and asks for approval
+    /// wherever either asks (so `narrowed_to(parent).within(parent)` holds). What a parent's new policy does to
+    /// its live children. Rules compared by text (patterns, hosts) keep only what both name, conservatively; a
+    /// risk override only one of them has becomes risk `High`, since either could be lowering an action's risk.
+    #[must_use]
+    pub fn narrowed_to(&self, parent: &Policy) -> Policy {
+        fn both<T: Ord + Clone>(mine: &Option<BTreeSet<T>>, theirs: &Option<BTreeSet<T>>) -> Option<BTreeSet<T>> {
+            match (mine, theirs) {
+                (None, None) => None,
+                (Some(one), None) | (None, Some(one)) => Some(one.clone()),
+                (Some(mine), Some(theirs)) => Some(mine.intersection(theirs).cloned().collect()),
+            }
+        }
+        fn least<T: Ord + Copy>(mine: Option<T>, theirs: Option<T>) -> Option<T> {
+            match (mine, theirs) {
+                (Some(mine), Some(theirs)) => Some(mine.min(theirs)),
+                (one, None) | (None, one) => one,
+            }
+        }
+        let grants = match (&self.grants, &parent.grants) {
+            (Grants::All, other) | (other, Grants::All) => other.clone(),
+            (Grants::Only(mine), Grants::Only(theirs)) => Grants::Only(mine.intersection(theirs).cloned().collect()),
+        };
+        let allow_actions = match (&self.allow_actions, &parent.allow_actions) {
+            (None, None) => None,
+            (Some(one), None) | (None, Some(one)) => Some(one.clone()),
+            (Some(mine), Some(theirs)) => Some(mine.iter().filter(|p| theirs.contains(p)).cloned().collect()),
+        };
+        let mut deny_actions = self.deny_actions.clone();
+        deny_actions.extend(parent.deny_actions.iter().filter(|p| !self.deny_actions.contains(p)).cloned());
+        let mut risk_overrides = BTreeMap::new();
+        for pattern in self.risk_overrides.keys().chain(parent.risk_overrides.keys()) {
+            let risk = match (self.risk_overrides.get(pattern), parent.risk_overrides.get(pattern)) {
+                (Some(mine), Some(theirs)) => *mine.max(theirs),
+                _ => Risk::High,
+            };
+            risk_overrides.insert(pattern.clone(), risk);
+        }
+        let allow_hosts = if parent.allow_hosts.contains("*") {
+            self.allow_hosts.clone()
+        } else if self.allow_hosts.contains("*") {
+            parent.allow_hosts.clone()
+        } else {
+            self.allow_hosts.intersection(&parent.allow_hosts).cloned().collect()
+        };
+        Policy {
+            allow_skills: both(&self.allow_skills, &parent.allow_skills),
+            deny_skills: self.deny_skills.union(&parent.deny_skills).cloned().collect(),
+            allow_actions,
+            deny_actions,
+            grants,
+            approval_at: least(self.approval_at, parent.approval_at),
+            risk_overrides,
+            allow_hosts,
+            allow_private_network: self.allow_private_network && parent.allow_private_network,
+            approval_timeout: least(self.approval_timeout, parent.approval_timeout),
+        }
+    }
+
     /// Whether a capability is granted.
     pub fn grants(&self, capability: &Capability) -> bool {
         match &self.grants {
@@ -561,6 +620,34 @@ mod tests {
         proptest! {
             // Cheap cases, and a broader child must meet an action that shows it: many of them.
             #![proptest_config(ProptestConfig::with_cases(2048))]
+
+            #[test]
+            fn a_narrowed_policy_is_within_both_and_allows_nothing_either_refuses(
+                (mine, _) in family(),
+                (theirs, _) in family(),
+            ) {
+                let narrowed = mine.narrowed_to(&theirs);
+                prop_assert_eq!(narrowed.within(&theirs), Ok(()));
+                for policy in [&mine, &theirs] {
+                    for spec in specs() {
+                        let (theirs, ours) = (policy.may_run(&spec), narrowed.may_run(&spec));
+                        let denied = |d: &RunDecision| matches!(d, RunDecision::Deny { .. });
+                        prop_assert!(!denied(&theirs) || denied(&ours), "{} {:?}: {:?}", spec.id, spec.risk, ours);
+                        let asks = matches!(theirs, RunDecision::NeedsApproval { .. });
+                        prop_assert!(!asks || ours != RunDecision::Allow, "{} {:?}: it does not ask", spec.id, spec.risk);
+                    }
+                    for name in SKILLS {
+                        let skill = SkillId::new(name).unwrap();
+                        prop_assert!(policy.may_mount(&skill).is_ok() || narrowed.may_mount(&skill).is_err());
+                    }
+                    for host in ["api.test", "x.api.test", "y.api.test", "other.test"] {
+                        prop_assert!(policy.host_allowed(host) || !narrowed.host_allowed(host), "{}", host);
+                    }
+                    prop_assert!(policy.allow_private_network || !narrowed.allow_private_network);
+                }
+                // A policy within its parent already keeps all it allows (but its text-compared rules).
+                prop_assert_eq!(mine.narrowed_to(&mine), mine.clone());
+            }
 
             #[test]
             fn a_policy_is_within_itself((policy, _) in family()) {

@@ -388,9 +388,14 @@ impl Runtime {
         crate::sleep::deliver(&self.shared, to, signal)
     }
 
-    /// Replaces an agent's policy. Runs already going keep the policy they started under; queued runs and runs
-    /// waiting for approval meet the new one at the gate when they start.
+    /// Replaces an agent's policy, for good: a supervised restart starts it under the new one, a durable
+    /// runtime keeps it for recovery, a hibernated agent is thawed to take it, and the agent's children are
+    /// narrowed to fit within it ([`Policy::narrowed_to`]; one asleep or restarting is narrowed when it starts).
+    /// Runs already going keep the policy they started under; queued runs and runs waiting for approval meet the
+    /// new one at the gate when they start, and run under it (`ctx.policy()`). A skill the new policy does not
+    /// allow stays mounted, but none of its actions runs.
     pub async fn set_policy(&self, agent: &AgentId, policy: Policy) -> Result<(), RuntimeError> {
+        crate::sleep::wake(&self.shared, agent).await?;
         let (done, changed) = tokio::sync::oneshot::channel();
         if !self.shared.directory.tell(agent, Untyped::SetPolicy(Box::new(policy), done)) {
             return Err(RuntimeError::NoSuchAgent(agent.clone()));
@@ -637,15 +642,19 @@ pub(crate) async fn spawn_agent<A: Agent>(
     opts: SpawnOptions,
 ) -> Result<AgentRef<A>, RuntimeError> {
     let history = Arc::new(std::sync::Mutex::new(crate::server::Restarts::new(opts.restart)));
-    spawn_supervised(shared, domain, opts, history).await
+    spawn_supervised(shared, domain, opts, history, false).await
 }
 
 /// [`spawn_agent`] with the restarts counted so far (a restart keeps counting in the same window).
+/// `restart`: the agent is started again under the policy it has now, which may have stopped allowing one of
+/// its start skills since it was spawned: those are part of the agent, so they are mounted all the same and the
+/// gate refuses their actions (as it does for a skill mounted before the policy changed).
 fn spawn_supervised<A: Agent>(
     shared: &Arc<Shared>,
     domain: A,
     opts: SpawnOptions,
     history: Arc<std::sync::Mutex<crate::server::Restarts>>,
+    restart: bool,
 ) -> Pin<Box<dyn Future<Output = Result<AgentRef<A>, RuntimeError>> + Send + '_>> {
     Box::pin(async move {
         let id = opts.id.clone().unwrap_or_else(AgentId::random);
@@ -658,7 +667,13 @@ fn spawn_supervised<A: Agent>(
         {
             return Err(RuntimeError::AlreadyExists(name.clone()));
         }
-        let (state, start_effects) = start(id.clone(), domain.clone(), &opts.policy)?;
+        let started = if restart {
+            let mounts_any = Policy { allow_skills: None, deny_skills: Default::default(), ..opts.policy.clone() };
+            start(id.clone(), domain.clone(), &mounts_any)
+        } else {
+            start(id.clone(), domain.clone(), &opts.policy)
+        };
+        let (state, start_effects) = started?;
         let catalog = shared.catalog.snapshot();
         for skill in state.skills().keys() {
             if catalog.get(skill).is_none() {
@@ -684,7 +699,9 @@ pub(crate) struct Again {
     pub id: AgentId,
     pub name: Option<String>,
     pub parent: Option<AgentId>,
-    pub policy: Arc<Policy>,
+    /// The agent's policy now: what `set_policy` last gave it (or its parent's narrowed it to), so a restart
+    /// starts it under that, not the one it was spawned with.
+    policy: std::sync::Mutex<Arc<Policy>>,
     pub restart: RestartPolicy,
     pub max_in_flight: usize,
 }
@@ -696,18 +713,28 @@ impl Again {
             id: id.clone(),
             name: opts.name,
             parent: opts.parent,
-            policy: shared_policy(opts.policy),
+            policy: std::sync::Mutex::new(shared_policy(opts.policy)),
             restart: opts.restart,
             max_in_flight: opts.max_in_flight.max(1),
         }
     }
 
-    /// The spawn options these stand for.
+    /// The agent's policy now.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Changes the agent's policy, for its server now and for whoever starts it again.
+    pub fn set_policy(&self, policy: Arc<Policy>) {
+        *self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = policy;
+    }
+
+    /// The spawn options these stand for, with the agent's policy now.
     pub fn options(&self) -> SpawnOptions {
         SpawnOptions {
             id: Some(self.id.clone()),
             name: self.name.clone(),
-            policy: Policy::clone(&self.policy),
+            policy: Policy::clone(&self.policy()),
             restart: self.restart,
             max_in_flight: self.max_in_flight,
             parent: self.parent.clone(),
@@ -723,7 +750,7 @@ impl Again {
         let again = again.clone();
         Arc::new(move |shared: Arc<Shared>| {
             let (domain, opts, history) = (domain.clone(), again.options(), history.clone());
-            Box::pin(async move { spawn_supervised(&shared, domain, opts, history).await.map(|_| ()) })
+            Box::pin(async move { spawn_supervised(&shared, domain, opts, history, true).await.map(|_| ()) })
         })
     }
 }

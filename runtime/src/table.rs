@@ -118,8 +118,9 @@ pub enum Gate {
     Pass(DynAction),
 }
 
-/// The gate: the agent must be taking runs, the action must be registered on it, and the policy must allow it
-/// and grant its capabilities; a risky run needs approval.
+/// The gate: the agent must be taking runs, the action must be registered on it, the policy must allow its
+/// skill (still: it may have changed since the skill was mounted) and the action, and grant its capabilities; a
+/// risky run needs approval.
 pub fn gate(table: &ActionTable, policy: &Policy, agent: &AgentId, action: &ActionId, taking_runs: bool) -> Gate {
     if !taking_runs {
         return Gate::Refused(ActionError::cancelled("the runtime is shutting down; no new runs start"));
@@ -129,6 +130,14 @@ pub fn gate(table: &ActionTable, policy: &Policy, agent: &AgentId, action: &Acti
             "action `{action}` is not registered on agent `{agent}`; mount a skill that provides it"
         )));
     };
+    // A skill the policy stopped allowing after it was mounted: none of its actions runs.
+    if let Some(skill) = &registered.skill
+        && let Err(reason) = policy.may_mount(skill)
+    {
+        return Gate::Refused(ActionError::denied(format!(
+            "action `{action}` belongs to skill `{skill}`, which the policy does not allow: {reason}"
+        )));
+    }
     match policy.may_run(registered.action.spec()) {
         RunDecision::Deny { reason } => Gate::Refused(ActionError::denied(reason)),
         RunDecision::NeedsApproval { risk } => Gate::NeedsApproval(registered.action.clone(), risk),

@@ -44,6 +44,16 @@ pub(super) fn enter_supervision<A: Agent>(myself: &ActorRef<ServerMsg<A>>, args:
     args.shared.children.insert(myself.get_id(), child);
 }
 
+/// The policy a live parent has now, if the agent has a parent and it is live.
+pub(super) fn parents_policy(
+    shared: &crate::shared::Shared,
+    parent: Option<&crate::id::AgentId>,
+) -> Option<std::sync::Arc<crate::policy::Policy>> {
+    let entry = shared.directory.get(parent?)?;
+    let child = shared.children.get(&entry.cell.get_id())?;
+    Some(child.again.policy())
+}
+
 impl<A: Agent> ServerState<A> {
     /// Starts draining: queued and unapproved runs and schedules are cancelled, new runs are refused, and
     /// `done` is told once the running ones have ended.

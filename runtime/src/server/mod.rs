@@ -248,7 +248,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             source: crate::kinds::agent_source(&args.state.id),
             myself,
             agent: args.state,
-            policy: args.again.policy.clone(),
+            policy: args.again.policy(),
             policy_epoch: 0,
             table: ActionTable::default(),
             services: None,
@@ -264,6 +264,14 @@ impl<A: Agent> Actor for AgentServer<A> {
             asleep: false,
             last_active: tokio::time::Instant::now(),
         };
+        // Restarted, recovered or thawed after its parent's policy changed: it starts within that.
+        if let Some(parent) = lifecycle::parents_policy(&state.shared, state.again.parent.as_ref()) {
+            let narrowed = state.policy.narrowed_to(&parent);
+            if narrowed != *state.policy {
+                state.policy = crate::runtime::shared_policy(narrowed);
+                state.again.set_policy(state.policy.clone());
+            }
+        }
         state.interpret(args.start_effects, crate::interpret::Origin::Mounting);
         let recovering = args.recovered.is_some();
         if let Some(recovered) = args.recovered {
@@ -318,7 +326,11 @@ impl<A: Agent> Actor for AgentServer<A> {
                 let mounted = crate::skill::mounted_skills(&state.agent).map(|(id, vsn)| (id.clone(), vsn.clone()));
                 let _ = reply.send(mounted.collect());
             }
-            ServerMsg::SetPolicy(policy, done) => state.set_policy(*policy, done),
+            ServerMsg::SetPolicy(policy, done) => {
+                state.change_policy(crate::runtime::shared_policy(*policy));
+                let _ = done.send(());
+            }
+            ServerMsg::NarrowPolicy(parent) => state.narrow_policy(&parent),
             ServerMsg::Settle => {}
         }
         state.settle();
@@ -462,13 +474,27 @@ impl<A: Agent> ServerState<A> {
         let _ = reply.send(self.table.specs());
     }
 
-    /// Replaces the policy. Runs already going keep the policy they started under; queued runs and runs waiting
-    /// for approval meet the new one at the gate when they start.
-    fn set_policy(&mut self, policy: Policy, done: tokio::sync::oneshot::Sender<()>) {
-        self.policy = crate::runtime::shared_policy(policy);
+    /// Replaces the policy: kept (for a restart, and in the durable record for a recovery), and passed on to
+    /// the agent's live children, each narrowed to fit within it. Runs already going keep the policy they
+    /// started under; queued runs and runs waiting for approval meet the new one at the gate when they start,
+    /// and run under it.
+    pub(super) fn change_policy(&mut self, policy: Arc<Policy>) {
+        self.policy = policy;
         self.policy_epoch += 1;
+        self.again.set_policy(self.policy.clone());
         self.keep_settings();
-        let _ = done.send(());
+        for child in self.shared.directory.children_of(&self.agent.id) {
+            self.shared.directory.tell(&child, crate::messages::Untyped::NarrowPolicy(self.policy.clone()));
+        }
+    }
+
+    /// The agent's parent has `parent` as its policy now: the agent's own is narrowed to fit within it (and
+    /// passed on to its children), unless it does already.
+    pub(super) fn narrow_policy(&mut self, parent: &Policy) {
+        let narrowed = self.policy.narrowed_to(parent);
+        if narrowed != *self.policy {
+            self.change_policy(crate::runtime::shared_policy(narrowed));
+        }
     }
 
     /// A run the agent asked for through a `Run` effect of `cause`, keyed by where it was asked for.

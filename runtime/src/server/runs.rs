@@ -76,6 +76,16 @@ impl<A: Agent> ServerState<A> {
     /// A run the gate let through: a routine's call is told it may run (in the caller's task); any other run
     /// starts if a slot is free, else waits in the queue.
     fn admit(&mut self, action: DynAction, mut ticket: Ticket) {
+        // A run that waited runs under the policy of now, not the one it was asked for under.
+        if !std::sync::Arc::ptr_eq(&ticket.run.ctx.scope.policy, &self.policy) {
+            match std::sync::Arc::get_mut(&mut ticket.run.ctx.scope) {
+                Some(scope) => scope.policy = self.policy.clone(),
+                None => {
+                    let error = ActionError::critical("the run's context is shared, so its policy cannot be renewed");
+                    return self.refuse(ticket, error);
+                }
+            }
+        }
         match ticket.by {
             Requester::Routine { reply, .. } => {
                 // It starts in its caller's task, which needs it journaled.

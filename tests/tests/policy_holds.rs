@@ -1,0 +1,178 @@
+//! A policy change holds: it survives a supervised restart and a recovery from SQLite, narrows the agent's live
+//! children, applies to runs that waited (for approval) when they run, and a skill it no longer allows stays
+//! mounted but runs nothing. Each attack through real actors, a real SQLite file and a real loopback listener.
+
+use agentry::action::{ActionSpec, Caller, CallerCan, Capability, DynAction, ErrorClass, OutcomeStatus};
+use agentry::agent::{Agent, Reaction};
+use agentry::effect::Effect;
+use agentry::events::EventKind;
+use agentry::id::{AgentId, SkillId};
+use agentry::policy::Policy;
+use agentry::runtime::{RestartMode, RestartPolicy, Runtime, SpawnOptions};
+use agentry::signal::Signal;
+use agentry::skill::{Skill, SkillDefinition};
+use agentry_skills::{Http, System};
+use agentry_tests::{Operated, wait_for};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// A skill with one harmless action.
+fn desk() -> Skill {
+    let read = ActionSpec::new("desk.read", "Reads the papers on the desk.").unwrap();
+    Skill::builder("desk", "1.0.0")
+        .dyn_action(DynAction::new(read, |_, _| Box::pin(async { Ok(json!("read")) })).unwrap())
+        .build()
+        .unwrap()
+}
+
+fn desk_id() -> SkillId {
+    SkillId::new("desk").unwrap()
+}
+
+/// An agent that starts with `desk` and `system` mounted and hires a child (another clerk) when told to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Clerk;
+
+impl Agent for Clerk {
+    fn name() -> &'static str {
+        "clerk"
+    }
+
+    fn start_skills() -> Result<Vec<(Skill, Value)>, agentry::skill::BuildError> {
+        Ok(vec![(desk(), Value::Null), (System::skill()?, Value::Null)])
+    }
+
+    fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+        match (signal.kind().as_str(), signal.data()["id"].as_str().map(AgentId::new)) {
+            ("hire", Some(Ok(child))) => Reaction::Keep(vec![Effect::spawn_agent(child, "clerk", Value::Null)]),
+            _ => Reaction::Ignore,
+        }
+    }
+}
+
+fn clerk() -> AgentId {
+    AgentId::new("clerk").unwrap()
+}
+
+/// Whether `agent` may run `desk.read` now: `Ok` when it ran, `Err` with the refusal when the gate refused it.
+async fn reads(runtime: &Runtime, agent: &AgentId) -> Result<(), String> {
+    let outcome = runtime.invoke(agent, "desk.read", Value::Null).await.expect("the agent answers");
+    match (outcome.status, outcome.error) {
+        (OutcomeStatus::Completed, _) => Ok(()),
+        (OutcomeStatus::Blocked, Some(error)) if error.class == ErrorClass::Denied => Err(error.message),
+        other => panic!("neither ran nor refused: {other:?}"),
+    }
+}
+
+fn no_desk() -> Policy {
+    Policy::default().deny_skill(desk_id())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_change_survives_a_supervised_restart_and_a_recovery() {
+    let folder = tempfile::tempdir().unwrap();
+    let open = || async {
+        let (runtime, _) = Runtime::builder()
+            .agent::<Clerk>()
+            .unwrap()
+            .skill(desk())
+            .durable(folder.path())
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        runtime
+    };
+    let runtime = open().await;
+    let restart = RestartPolicy { mode: RestartMode::Permanent, ..RestartPolicy::default() };
+    let opts = SpawnOptions { id: Some(clerk()), restart, ..SpawnOptions::default() };
+    runtime.spawn(Clerk, opts).await.unwrap();
+    assert_eq!(reads(&runtime, &clerk()).await, Ok(()));
+
+    // The skill stays mounted, but the gate no longer runs its actions.
+    runtime.set_policy(&clerk(), no_desk()).await.unwrap();
+    let refused = reads(&runtime, &clerk()).await.unwrap_err();
+    assert!(refused.contains("desk") && refused.contains("deny list"), "{refused}");
+    assert!(runtime.mounted(&clerk()).await.unwrap().iter().any(|s| s.id() == &desk_id()), "still mounted");
+
+    // The agent stops itself; its restart policy starts it again, under the policy it had.
+    let mut events = runtime.events();
+    let stopped = runtime.invoke(&clerk(), "system.stop", json!({"reason": "a restart"})).await.unwrap();
+    assert_eq!(stopped.status, OutcomeStatus::Completed, "{stopped:?}");
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentRestarted { .. }) && e.agent == clerk()).await;
+    assert!(reads(&runtime, &clerk()).await.is_err(), "a restart undid the policy change");
+
+    // And a recovery from the journal after the runtime stops.
+    runtime.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(runtime);
+    let runtime = open().await;
+    assert!(reads(&runtime, &clerk()).await.is_err(), "a recovery undid the policy change");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parents_new_policy_narrows_its_live_children() {
+    let runtime = Runtime::builder().agent::<Clerk>().unwrap().skill(desk()).build();
+    let policy = Policy::default().grant(Capability::SPAWN);
+    let opts = SpawnOptions { id: Some(clerk()), policy, ..SpawnOptions::default() };
+    let boss = runtime.spawn(Clerk, opts).await.unwrap();
+    let (kid, grandkid) = (AgentId::new("kid").unwrap(), AgentId::new("grandkid").unwrap());
+    let mut events = runtime.events();
+    boss.send(Signal::new("hire", json!({"id": "kid"})).unwrap()).unwrap();
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentStarted) && e.agent == kid).await;
+    runtime.send(&kid, Signal::new("hire", json!({"id": "grandkid"})).unwrap()).unwrap();
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentStarted) && e.agent == grandkid).await;
+    assert_eq!(reads(&runtime, &grandkid).await, Ok(()));
+
+    runtime.set_policy(&clerk(), no_desk()).await.unwrap();
+    // Each narrows its own children before it takes the next message, and the call below comes after.
+    for agent in [&clerk(), &kid] {
+        assert!(reads(&runtime, agent).await.is_err(), "{agent} kept a broader policy than its parent's");
+    }
+    assert!(reads(&runtime, &grandkid).await.is_err(), "the grandchild kept a broader policy");
+}
+
+/// A loopback listener that tells, in order, the address of each connection it accepts.
+async fn listener() -> (std::net::SocketAddr, tokio::sync::mpsc::UnboundedReceiver<std::net::SocketAddr>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tell, accepted) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((stream, peer)) = listener.accept().await {
+            drop(stream);
+            if tell.send(peer).is_err() {
+                break;
+            }
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_waited_for_approval_runs_under_the_policy_of_now() {
+    let (addr, mut accepted) = listener().await;
+    let policy =
+        Policy::default().grant(Capability::NET).allow_host("127.0.0.1").approval_at(Some(agentry::action::Risk::Low));
+    let op = Operated::start(vec![Http::skill().unwrap()], policy.clone(), &[]).await;
+    let operator = op.agent.id().clone();
+    let mut events = op.runtime.events();
+    let (caller, _heard) = Caller::new(CallerCan::default());
+    let (runtime, agent) = (op.runtime.clone(), operator.clone());
+    let url = format!("http://{addr}/secret");
+    let call = tokio::spawn(async move { runtime.invoke_with(&agent, "http.get", json!({"url": url}), caller).await });
+    let asked = wait_for(&mut events, |e| matches!(e.kind, EventKind::ApprovalAsked { .. })).await;
+
+    // While it waits, the operator revokes the host; then someone approves the run.
+    let mut revoked = policy;
+    revoked.allow_hosts.clear();
+    op.runtime.set_policy(&operator, revoked).await.unwrap();
+    op.runtime.decide(&operator, asked.run.unwrap(), true).await.unwrap();
+    let outcome = call.await.unwrap().unwrap();
+    assert_eq!(outcome.status, OutcomeStatus::Blocked, "{outcome:?}");
+    let error = outcome.error.unwrap();
+    assert!(error.class == ErrorClass::Denied && error.message.contains("127.0.0.1"), "{error:?}");
+
+    // Nothing reached the listener: a connection of our own is the first it accepts.
+    let ours = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let first = accepted.recv().await.unwrap();
+    assert_eq!(first, ours.local_addr().unwrap(), "the revoked host was reached");
+}
