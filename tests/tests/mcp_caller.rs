@@ -353,7 +353,7 @@ async fn a_servers_elicitation_is_an_approval_on_the_calling_agent() {
 
     for approve in [true, false] {
         let mut events = runtime.events();
-        let call = runtime.invoke(caller.id(), "mcp.form.form.ask", json!({}));
+        let call = runtime.invoke(caller.id(), "mcp.form.form-ask", json!({}));
         tokio::pin!(call);
         // The call waits on the approval: answer it when it is asked.
         let asked = loop {
@@ -417,7 +417,7 @@ async fn a_remote_actions_log_and_progress_reach_the_local_caller() {
     let (runtime, local) = (&remote.runtime, &remote.caller);
 
     let (caller, mut heard) = Caller::new(CallerCan::default());
-    let call = runtime.invoke_with(local.id(), "mcp.relay.relay.hold", json!({}), caller);
+    let call = runtime.invoke_with(local.id(), "mcp.relay.relay-hold", json!({}), caller);
     tokio::pin!(call);
     let (mut logged, mut progressed) = (None, None);
     while logged.is_none() || progressed.is_none() {
@@ -455,6 +455,7 @@ impl Remote {
         use agentry::runtime::{Runtime, SpawnOptions};
         use agentry_skills::mcp::{McpClient, McpServer};
         let name = skill.id().to_string();
+        let tools: Vec<String> = skill.actions().iter().map(|a| a.spec().id.to_string()).collect();
         let server = Runtime::builder().skill(skill).build();
         let served = server.spawn((), SpawnOptions::default()).await.unwrap();
         served.mount(&name.parse().unwrap(), serde_json::Value::Null).await.unwrap();
@@ -469,7 +470,10 @@ impl Remote {
         let runtime = Runtime::builder().build();
         client.attach(&runtime).unwrap();
         let mut policy = Policy::default().grant(Capability::NET);
-        policy.risk_overrides.insert(Pattern::new(format!("mcp.{name}.{name}.*")).unwrap(), Risk::Low);
+        for tool in &tools {
+            let action = agentry_skills::mcp::contract::action_id(&name, tool).unwrap();
+            policy.risk_overrides.insert(Pattern::new(action.as_str()).unwrap(), Risk::Low);
+        }
         let caller = runtime.spawn((), SpawnOptions { policy, ..SpawnOptions::default() }).await.unwrap();
         caller.mount(client.skill().id(), serde_json::Value::Null).await.unwrap();
         Self { runtime, caller, client, stop }

@@ -438,7 +438,7 @@ async fn the_client_negotiates_2026_07_28_or_falls_back_to_2025_11_25() {
         let client = McpClient::connect(McpServer::http("peer", &url).trusted().protocol(protocol)).await.unwrap();
         assert_eq!(client.protocol_version(), Some(expected));
         let op = operated(&client).await;
-        assert_eq!(op.output("mcp.peer.arithmetic.add", json!({"a": 2, "b": 3})).await, json!(5.0), "{expected}");
+        assert_eq!(op.output("mcp.peer.arithmetic-add", json!({"a": 2, "b": 3})).await, json!(5.0), "{expected}");
         client.close();
     }
     let _ = stop.send(());

@@ -128,7 +128,7 @@ async fn the_client_side() {
         .await
         .unwrap();
     agent.mount(&"mcp.remote".parse().unwrap(), Value::Null).await.unwrap();
-    let outcome = runtime.invoke(agent.id(), "mcp.remote.remote.echo", json!({"say": "hi"})).await.unwrap();
+    let outcome = runtime.invoke(agent.id(), "mcp.remote.remote-echo", json!({"say": "hi"})).await.unwrap();
     assert_eq!(outcome.output, json!({"say": "hi"}), "{outcome:?}");
     client.close();
     let admitted = seen.admitted.load(Ordering::SeqCst);

@@ -245,19 +245,39 @@ async fn agentry_to_agentry_keeps_the_error_class() {
     caller.agent.mount(client.skill().id(), Value::Null).await.unwrap();
     // A number output crosses as a number: wrapped as structured content by the server, unwrapped here, and
     // the action's output schema is the number's.
-    assert_eq!(caller.output("mcp.peer.arithmetic.add", json!({"a": 2, "b": 3})).await, json!(5.0));
+    assert_eq!(caller.output("mcp.peer.arithmetic-add", json!({"a": 2, "b": 3})).await, json!(5.0));
     let add = client
         .skill()
         .actions()
         .iter()
-        .find(|a| a.spec().id.as_str() == "mcp.peer.arithmetic.add")
+        .find(|a| a.spec().id.as_str() == "mcp.peer.arithmetic-add")
         .unwrap()
         .spec()
         .clone();
     assert_eq!(add.output_schema["type"], "number", "{}", add.output_schema);
-    let (class, message) = caller.failure("mcp.peer.arithmetic.divide", json!({"a": 1, "b": 0})).await;
+    let (class, message) = caller.failure("mcp.peer.arithmetic-divide", json!({"a": 1, "b": 0})).await;
     assert_eq!(class, "validation", "{message}");
     assert!(message.contains("divide by zero"), "{message}");
+
+    // One tool is one segment: the served tool `arithmetic.add` is `mcp.peer.arithmetic-add`, so an operator who
+    // denies `mcp.peer.*` denies every tool of the server, dotted names included.
+    let confined = caller.runtime.spawn(
+        (),
+        agentry::runtime::SpawnOptions {
+            policy: Policy {
+                deny_actions: vec![agentry::pattern::Pattern::new("mcp.peer.*").unwrap()],
+                ..Policy::default()
+            },
+            ..Default::default()
+        },
+    );
+    let confined = confined.await.unwrap();
+    confined.mount(client.skill().id(), Value::Null).await.unwrap();
+    for tool in client.skill().actions() {
+        let outcome = caller.runtime.invoke(confined.id(), tool.spec().id.as_str(), json!({"a": 1, "b": 2})).await;
+        let outcome = outcome.unwrap();
+        assert_eq!(outcome.status, agentry::action::OutcomeStatus::Blocked, "{} escaped `mcp.peer.*`", tool.spec().id);
+    }
     client.close();
     served.stop().await;
 }

@@ -232,7 +232,8 @@ async fn move_with_overwrite_replaces_the_target() {
     assert!(!drive(&op).join("a.txt").exists());
 }
 
-/// Unusual agent ids each get one drive folder of their own, directly under `agents/`, never shared.
+/// Unusual agent ids each get one drive folder of their own, directly under `agents/`, never shared, even on a
+/// filesystem that ignores case (macOS, Windows): folder names are compared as such a filesystem does.
 #[test]
 fn unusual_agent_ids_get_drives_of_their_own() {
     use proptest::prelude::*;
@@ -245,7 +246,8 @@ fn unusual_agent_ids_get_drives_of_their_own() {
         assert_eq!(parts.len(), 2, "`{id}` became {relative:?}");
         assert!(matches!(parts[0], std::path::Component::Normal(_)), "`{id}` became {relative:?}");
         assert!(relative.to_string_lossy().len() < 255 + 3, "`{id}`: a file name fits");
-        parts[0].as_os_str().to_owned()
+        // As a case-insensitive filesystem sees it.
+        parts[0].as_os_str().to_string_lossy().to_lowercase()
     };
     let long = |end: char| format!("{}{end}", "x".repeat(400));
     let ids = ["a/b", "a%2Fb", "..", ".", "a\\b", "ü", "a b", &long('1'), &long('2'), "A", "a"];
@@ -259,6 +261,30 @@ fn unusual_agent_ids_get_drives_of_their_own() {
         prop_assume!(a != b);
         prop_assert_ne!(folder(&a), folder(&b));
     });
+    // Skills whose ids differ only by case get folders of their own too.
+    let agent = AgentId::new("a").unwrap();
+    let (upper, lower) = (SkillId::new("Notes").unwrap(), SkillId::new("notes").unwrap());
+    let skill_folder = |skill: &SkillId| runtime.drive(&agent, skill).unwrap().to_string_lossy().to_lowercase();
+    assert_ne!(skill_folder(&upper), skill_folder(&lower));
+}
+
+/// A drive an earlier release kept under the agent id as it was (uppercase letters and all) is moved to the
+/// case-safe folder the first time the agent uses it: nothing the agent wrote is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drive_kept_under_an_earlier_folder_name_is_moved_on_first_use() {
+    let data = tempfile::tempdir().unwrap();
+    let legacy = data.path().join("agents/Ann/fs");
+    std::fs::create_dir_all(&legacy).unwrap();
+    std::fs::write(legacy.join("kept.txt"), "from before").unwrap();
+    let runtime = agentry::runtime::Runtime::builder().data_dir(data.path()).skill(Files::skill().unwrap()).build();
+    let policy = Policy::default().grant(agentry::action::Capability::FS);
+    let opts = agentry::runtime::SpawnOptions { id: Some(AgentId::new("Ann").unwrap()), policy, ..Default::default() };
+    let ann = runtime.spawn((), opts).await.unwrap();
+    ann.mount(&SkillId::new("fs").unwrap(), serde_json::Value::Null).await.unwrap();
+    let read = runtime.invoke(ann.id(), "fs.read", json!({"path": "kept.txt"})).await.unwrap();
+    assert_eq!(read.output["content"], "from before", "{read:?}");
+    let drive = runtime.drive(ann.id(), &SkillId::new("fs").unwrap()).unwrap();
+    assert!(drive.join("kept.txt").is_file() && !legacy.exists(), "moved to {}", drive.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -374,6 +374,7 @@ impl<A: Agent> ServerState<A> {
             return Some(drive.clone());
         }
         let drive: std::sync::Arc<std::path::Path> = super::drive_path(dir, &self.agent.id, skill).into();
+        super::services::adopt_legacy_drive(dir, &self.agent.id, skill, &drive);
         self.work().drives.push((skill.clone(), drive.clone()));
         Some(drive)
     }

@@ -27,10 +27,45 @@ pub(crate) struct AgentServices {
 /// The longest agent folder name; longer escaped ids are cut and given a digest of the whole id.
 const MAX_FOLDER: usize = 150;
 
-/// A skill's folder in an agent's drive: `<data>/agents/<agent>/<skill>`. The agent id is escaped (anything
-/// but ASCII letters, digits, `_` and `-` becomes `%XX`), so every id maps to one folder of its own; an id
-/// whose escaped form is too long for a file name keeps its first part plus `~` and a digest of the whole id.
+/// A skill's folder in an agent's drive: `<data>/agents/<agent>/<skill>`. The agent id and the skill id are
+/// escaped (anything but lowercase ASCII letters, digits, `_` and `-`, and the dots of a skill id, becomes
+/// `%xx`, uppercase letters included), so every id maps to one folder of its own even on a filesystem that
+/// ignores case (`Ann` and `ann` are `%41nn` and `ann`); an agent id whose escaped form is too long for a file
+/// name keeps its first part plus `~` and a digest of the whole id.
 pub(crate) fn drive_path(data_dir: &Path, agent: &AgentId, skill: &SkillId) -> PathBuf {
+    let mut folder = escaped(agent.as_str(), false);
+    if folder.len() > MAX_FOLDER {
+        let digest = Uuid::new_v5(&Uuid::NAMESPACE_OID, agent.as_str().as_bytes()).simple().to_string();
+        let mut cut = MAX_FOLDER - digest.len() - 1;
+        // Never in the middle of an escape.
+        while folder.as_bytes().get(cut.saturating_sub(1)) == Some(&b'%')
+            || folder.as_bytes().get(cut.saturating_sub(2)) == Some(&b'%')
+        {
+            cut -= 1;
+        }
+        folder.truncate(cut);
+        folder = format!("{folder}~{digest}");
+    }
+    data_dir.join("agents").join(folder).join(escaped(skill.as_str(), true))
+}
+
+/// `text` with every byte but lowercase ASCII letters, digits, `_`, `-` (and `.` when `dots`) as `%xx`.
+fn escaped(text: &str, dots: bool) -> String {
+    let mut folder = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_' || byte == b'-' || (dots && byte == b'.')
+        {
+            folder.push(char::from(byte));
+        } else {
+            folder.push_str(&format!("%{byte:02x}"));
+        }
+    }
+    folder
+}
+
+/// Where releases before case-safe folder names kept this drive (uppercase letters as they were), if that is a
+/// different folder: a drive found there is moved to [`drive_path`] on first use.
+pub(crate) fn legacy_drive_path(data_dir: &Path, agent: &AgentId, skill: &SkillId) -> Option<PathBuf> {
     let mut folder = String::with_capacity(agent.as_str().len());
     for byte in agent.as_str().bytes() {
         if byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' {
@@ -44,7 +79,20 @@ pub(crate) fn drive_path(data_dir: &Path, agent: &AgentId, skill: &SkillId) -> P
         folder.truncate(MAX_FOLDER - digest.len() - 1);
         folder = format!("{folder}~{digest}");
     }
-    data_dir.join("agents").join(folder).join(skill.as_str())
+    let legacy = data_dir.join("agents").join(folder).join(skill.as_str());
+    (legacy != drive_path(data_dir, agent, skill)).then_some(legacy)
+}
+
+/// Moves a drive from where an earlier release kept it, when it is there and nothing is at `drive` yet.
+pub(crate) fn adopt_legacy_drive(data_dir: &Path, agent: &AgentId, skill: &SkillId, drive: &Path) {
+    let Some(legacy) = legacy_drive_path(data_dir, agent, skill) else { return };
+    if !legacy.is_dir() || drive.exists() {
+        return;
+    }
+    let moved = drive.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::rename(&legacy, drive));
+    if let Err(err) = moved {
+        tracing::warn!(%agent, %skill, %err, legacy = %legacy.display(), "a drive kept where an earlier release put it could not be moved");
+    }
 }
 
 impl AgentServices {

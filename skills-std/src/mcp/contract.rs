@@ -80,9 +80,12 @@ impl ToolResult {
 }
 
 /// The action id of a server's tool: `mcp.<server>.<tool>`, or why the tool's name cannot be one (ids allow
-/// ASCII letters, digits, `_` and `-` between dots; MCP tool names may hold more).
+/// ASCII letters, digits, `_` and `-` between dots; MCP tool names may hold more). One tool is one segment: the
+/// dots of its name become `-` (`repo.delete` is `mcp.gh.repo-delete`), so a pattern such as `mcp.gh.*` covers
+/// every tool of the server, whatever its name holds. (Two tools whose names differ only there get one id: the
+/// skill keeps the first and skips the other.)
 pub fn action_id(server: &str, tool: &str) -> Result<ActionId, String> {
-    ActionId::new(format!("mcp.{server}.{tool}")).map_err(|e| e.to_string())
+    ActionId::new(format!("mcp.{server}.{}", tool.replace('.', "-"))).map_err(|e| e.to_string())
 }
 
 /// The id of the skill that holds a server's tools: `mcp.<server>`.
@@ -403,7 +406,11 @@ mod tests {
     #[test]
     fn tool_names_that_cannot_be_ids_are_refused_with_the_reason() {
         assert_eq!(action_id("srv", "get-sum").unwrap().as_str(), "mcp.srv.get-sum");
-        assert_eq!(action_id("srv", "a.b").unwrap().as_str(), "mcp.srv.a.b");
+        // One tool, one segment: a pattern for the server's tools covers a dotted name too.
+        let dotted = action_id("srv", "repo.delete").unwrap();
+        assert_eq!(dotted.as_str(), "mcp.srv.repo-delete");
+        assert!(agentry::pattern::Pattern::new("mcp.srv.*").unwrap().matches(dotted.as_str()));
+        assert!(action_id("srv", ".hidden").is_ok_and(|id| id.as_str() == "mcp.srv.-hidden"));
         let err = action_id("srv", "what/ever").unwrap_err();
         assert!(err.contains("'/'"), "{err}");
         assert!(action_id("srv", "x__y").is_err());
