@@ -315,6 +315,16 @@ pub enum EffectRefusal {
         /// Why it failed.
         reason: String,
     },
+    /// An `Emit` effect to an agent or topic the policy does not let the agent reach.
+    #[error("a signal of kind `{kind}` from {origin} was not emitted: {reason}")]
+    EmitNotAllowed {
+        /// The signal's kind.
+        kind: String,
+        /// Who asked.
+        origin: String,
+        /// Which rule refused it.
+        reason: String,
+    },
     /// A `SpawnAgent` effect from an agent whose policy does not grant `spawn`.
     #[error("spawning child `{child}` needs the `spawn` capability, which the agent's policy does not grant")]
     SpawnNotGranted {

@@ -193,9 +193,14 @@ pub fn interpret(effect: Effect, origin: Origin<'_>, policy: &Policy, source: &A
             };
             Command::Run { action, params, key }
         }
-        EffectKind::Emit { signal, to } => match own(signal) {
-            Ok(signal) => Command::Emit { signal, to },
-            Err(refused) => Command::Refused(refused),
+        EffectKind::Emit { signal, to } => match (own(signal), policy.may_emit(&to)) {
+            (Ok(signal), Ok(())) => Command::Emit { signal, to },
+            (Err(refused), _) => Command::Refused(refused),
+            (Ok(signal), Err(reason)) => Command::Refused(EffectRefusal::EmitNotAllowed {
+                kind: signal.kind().to_string(),
+                origin: origin.describe(skill.as_ref()),
+                reason,
+            }),
         },
         EffectKind::Reply { to, data } => Command::Reply { to, data },
         EffectKind::Schedule { key, after, signal, if_missed } => match own(signal) {

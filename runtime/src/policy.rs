@@ -55,6 +55,13 @@ pub struct Policy {
     #[serde(default = "default_approval_timeout", with = "crate::duration_ms::option")]
     #[schemars(with = "Option<u64>")]
     pub approval_timeout: Option<Duration>,
+    /// The agents it may emit signals to, by id pattern (ids read as dotted names: `team.*`, `**`); `None`
+    /// means any. Its own parent is always allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emit_agents: Option<Vec<Pattern>>,
+    /// The topics it may publish signals to, by pattern; `None` means any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emit_topics: Option<Vec<Pattern>>,
 }
 
 /// How long a run waits for approval unless its policy says otherwise.
@@ -77,6 +84,8 @@ impl Default for Policy {
             allow_hosts: BTreeSet::new(),
             allow_private_network: false,
             approval_timeout: default_approval_timeout(),
+            emit_agents: None,
+            emit_topics: None,
         }
     }
 }
@@ -243,6 +252,20 @@ impl Policy {
                  child may add only overrides at risk High"
             ));
         }
+        for (what, mine, theirs) in
+            [("agents", &self.emit_agents, &parent.emit_agents), ("topics", &self.emit_topics, &parent.emit_topics)]
+        {
+            if let Some(theirs) = theirs {
+                match mine {
+                    None => return Err(format!("it may emit to any of the {what}")),
+                    Some(mine) => {
+                        if let Some(extra) = mine.iter().find(|p| !theirs.contains(p)) {
+                            return Err(format!("it may emit to {what} matching `{extra}`"));
+                        }
+                    }
+                }
+            }
+        }
         if self.allow_private_network && !parent.allow_private_network {
             return Err("it allows the private network".into());
         }
@@ -277,11 +300,14 @@ impl Policy {
             (Grants::All, other) | (other, Grants::All) => other.clone(),
             (Grants::Only(mine), Grants::Only(theirs)) => Grants::Only(mine.intersection(theirs).cloned().collect()),
         };
-        let allow_actions = match (&self.allow_actions, &parent.allow_actions) {
-            (None, None) => None,
-            (Some(one), None) | (None, Some(one)) => Some(one.clone()),
-            (Some(mine), Some(theirs)) => Some(mine.iter().filter(|p| theirs.contains(p)).cloned().collect()),
-        };
+        fn common(mine: &Option<Vec<Pattern>>, theirs: &Option<Vec<Pattern>>) -> Option<Vec<Pattern>> {
+            match (mine, theirs) {
+                (None, None) => None,
+                (Some(one), None) | (None, Some(one)) => Some(one.clone()),
+                (Some(mine), Some(theirs)) => Some(mine.iter().filter(|p| theirs.contains(p)).cloned().collect()),
+            }
+        }
+        let allow_actions = common(&self.allow_actions, &parent.allow_actions);
         let mut deny_actions = self.deny_actions.clone();
         deny_actions.extend(parent.deny_actions.iter().filter(|p| !self.deny_actions.contains(p)).cloned());
         let mut risk_overrides = BTreeMap::new();
@@ -310,6 +336,8 @@ impl Policy {
             allow_hosts,
             allow_private_network: self.allow_private_network && parent.allow_private_network,
             approval_timeout: least(self.approval_timeout, parent.approval_timeout),
+            emit_agents: common(&self.emit_agents, &parent.emit_agents),
+            emit_topics: common(&self.emit_topics, &parent.emit_topics),
         }
     }
 
@@ -329,6 +357,23 @@ impl Policy {
         match &self.allow_skills {
             Some(allowed) if !allowed.contains(skill) => {
                 Err(format!("skill `{skill}` is not on the policy's allow list"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// May this agent emit a signal to `to`? Its parent always; another agent or a topic when it matches the
+    /// policy's patterns for them (or there are none). `Err` says which rule refused it.
+    pub fn may_emit(&self, to: &crate::effect::Target) -> Result<(), String> {
+        use crate::effect::Target;
+        let (allowed, what, name) = match to {
+            Target::Parent => return Ok(()),
+            Target::Agent(agent) => (&self.emit_agents, "agent", agent.as_str()),
+            Target::Topic(topic) => (&self.emit_topics, "topic", topic.as_str()),
+        };
+        match allowed {
+            Some(patterns) if !patterns.iter().any(|p| p.matches(name)) => {
+                Err(format!("{what} `{name}` matches none of the policy's patterns for where the agent may emit"))
             }
             _ => Ok(()),
         }
@@ -548,6 +593,8 @@ mod tests {
             Override(&'static str, Option<Risk>),
             Hosts(Vec<&'static str>),
             Private(bool),
+            EmitAgents(Option<Vec<&'static str>>),
+            EmitTopics(Option<Vec<&'static str>>),
         }
 
         fn rule() -> impl Strategy<Value = Rule> {
@@ -563,6 +610,8 @@ mod tests {
                     .prop_map(|(p, r)| Rule::Override(p, r)),
                 subset(&HOSTS).prop_map(Rule::Hosts),
                 any::<bool>().prop_map(Rule::Private),
+                proptest::option::of(subset(&PATTERNS)).prop_map(Rule::EmitAgents),
+                proptest::option::of(subset(&PATTERNS)).prop_map(Rule::EmitTopics),
             ]
         }
 
@@ -584,6 +633,8 @@ mod tests {
                 }
                 Rule::Hosts(hosts) => policy.allow_hosts = hosts.into_iter().map(str::to_owned).collect(),
                 Rule::Private(allow) => policy.allow_private_network = allow,
+                Rule::EmitAgents(texts) => policy.emit_agents = texts.map(patterns),
+                Rule::EmitTopics(texts) => policy.emit_topics = texts.map(patterns),
             }
             policy
         }
@@ -617,6 +668,16 @@ mod tests {
             ActionSpec::new(id, "test").unwrap()
         }
 
+        fn targets() -> Vec<crate::effect::Target> {
+            use crate::effect::Target;
+            let mut targets = vec![Target::Parent];
+            for name in ACTIONS {
+                targets.push(Target::Agent(crate::id::AgentId::new(name).unwrap()));
+                targets.push(Target::Topic(name.to_owned()));
+            }
+            targets
+        }
+
         proptest! {
             // Cheap cases, and a broader child must meet an action that shows it: many of them.
             #![proptest_config(ProptestConfig::with_cases(2048))]
@@ -644,6 +705,9 @@ mod tests {
                         prop_assert!(policy.host_allowed(host) || !narrowed.host_allowed(host), "{}", host);
                     }
                     prop_assert!(policy.allow_private_network || !narrowed.allow_private_network);
+                    for to in targets() {
+                        prop_assert!(policy.may_emit(&to).is_ok() || narrowed.may_emit(&to).is_err(), "{:?}", to);
+                    }
                 }
                 // A policy within its parent already keeps all it allows (but its text-compared rules).
                 prop_assert_eq!(mine.narrowed_to(&mine), mine.clone());
@@ -672,6 +736,9 @@ mod tests {
                     prop_assert!(parent.host_allowed(host) || !child.host_allowed(host), "{}", host);
                 }
                 prop_assert!(parent.allow_private_network || !child.allow_private_network);
+                for to in targets() {
+                    prop_assert!(parent.may_emit(&to).is_ok() || child.may_emit(&to).is_err(), "{:?}", to);
+                }
                 if let Some(theirs) = parent.approval_timeout {
                     prop_assert!(child.approval_timeout.is_some_and(|mine| mine <= theirs));
                 }

@@ -176,3 +176,69 @@ async fn a_run_that_waited_for_approval_runs_under_the_policy_of_now() {
     let first = accepted.recv().await.unwrap();
     assert_eq!(first, ours.local_addr().unwrap(), "the revoked host was reached");
 }
+
+/// An agent that emits `hello` where it is told (`say` with `to` an agent id, or `topic`), then answers the call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Talker;
+
+impl Agent for Talker {
+    fn name() -> &'static str {
+        "talker"
+    }
+
+    fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+        use agentry::effect::Target;
+        let data = signal.data();
+        let to = match (data["to"].as_str().map(AgentId::new), data["topic"].as_str()) {
+            (Some(Ok(agent)), _) => Target::Agent(agent),
+            (_, Some(topic)) => Target::Topic(topic.to_owned()),
+            _ => return Reaction::Ignore,
+        };
+        let hello = Signal::new("hello", Value::Null).unwrap();
+        Reaction::Keep(vec![Effect::emit(hello, to), Effect::reply(signal, json!("said"))])
+    }
+}
+
+/// An operator confines where an agent (one a model drives, say) may emit: other agents and topics by pattern.
+/// What it may not reach never gets the signal, and the refusal is announced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_confines_where_an_agent_may_emit() {
+    use agentry::pattern::Pattern;
+    let runtime = Runtime::builder().build();
+    let spawn_listener = |id: &str| {
+        let opts = SpawnOptions { id: Some(AgentId::new(id).unwrap()), ..SpawnOptions::default() };
+        runtime.spawn(agentry_tests::Operator::default(), opts)
+    };
+    let friend = spawn_listener("team.friend").await.unwrap();
+    let stranger = spawn_listener("stranger").await.unwrap();
+    runtime.subscribe(friend.id(), "news.public");
+    runtime.subscribe(stranger.id(), "secrets");
+    let policy = Policy {
+        emit_agents: Some(vec![Pattern::new("team.*").unwrap()]),
+        emit_topics: Some(vec![Pattern::new("news.*").unwrap()]),
+        ..Policy::default()
+    };
+    let talker = runtime.spawn(Talker, SpawnOptions { policy, ..SpawnOptions::default() }).await.unwrap();
+    let mut events = runtime.events();
+    let say = |data: Value| talker.call(Signal::new("say", data).unwrap(), agentry_tests::CALL);
+
+    for refused in [json!({"to": "stranger"}), json!({"topic": "secrets"})] {
+        say(refused.clone()).await.unwrap();
+        let event = wait_for(&mut events, |e| matches!(e.kind, EventKind::EffectRefused { .. })).await;
+        let EventKind::EffectRefused { refusal } = event.kind else { unreachable!() };
+        assert!(matches!(refusal, agentry::effect::EffectRefusal::EmitNotAllowed { .. }), "{refused}: {refusal:?}");
+    }
+    for allowed in [json!({"to": "team.friend"}), json!({"topic": "news.public"})] {
+        say(allowed).await.unwrap();
+    }
+    // The emits went out before each call was answered, so the listeners have them now (or never will).
+    let friend_heard: agentry_tests::Operator = serde_json::from_value(heard(&friend).await).unwrap();
+    assert_eq!(friend_heard.others, ["hello", "hello"], "from the agent and from the topic");
+    let stranger_heard: agentry_tests::Operator = serde_json::from_value(heard(&stranger).await).unwrap();
+    assert!(stranger_heard.others.is_empty(), "the stranger heard {:?}", stranger_heard.others);
+}
+
+/// What an `Operator` heard: its state, asked for with a call.
+async fn heard(agent: &agentry::runtime::AgentRef<agentry_tests::Operator>) -> Value {
+    agent.call(Signal::new("ask", Value::Null).unwrap(), agentry_tests::CALL).await.unwrap()
+}
