@@ -315,6 +315,21 @@ pub enum EffectRefusal {
         /// Why it failed.
         reason: String,
     },
+    /// An effect that would make the agent hold more than its policy allows (a schedule beyond
+    /// `limits.schedules`).
+    #[error(
+        "a `{effect}` effect was refused: the agent holds {limit} {what} already, as many as `limits.{knob}` allows"
+    )]
+    LimitReached {
+        /// The effect.
+        effect: String,
+        /// What it holds too many of.
+        what: String,
+        /// The policy's knob for it.
+        knob: String,
+        /// The limit.
+        limit: u64,
+    },
     /// An `Emit` effect to an agent or topic the policy does not let the agent reach.
     #[error("a signal of kind `{kind}` from {origin} was not emitted: {reason}")]
     EmitNotAllowed {

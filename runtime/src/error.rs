@@ -9,6 +9,21 @@ use uuid::Uuid;
 /// Why a runtime operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuntimeError {
+    /// The agent holds as much of something as its policy allows (see [`crate::policy::Limits`]).
+    #[error(
+        "agent `{agent}` holds as many {what} as its policy allows ({limit}, `limits.{knob}`); nothing was added, \
+         expected some of them to be used up first or a policy with a higher limit"
+    )]
+    LimitReached {
+        /// The agent.
+        agent: AgentId,
+        /// What it holds too many of, in words.
+        what: &'static str,
+        /// The policy's knob for it, a field of [`crate::policy::Limits`].
+        knob: &'static str,
+        /// The limit.
+        limit: u64,
+    },
     /// An agent with this id (or name) already runs.
     #[error("agent `{0}` already exists; expected a new id and name")]
     AlreadyExists(String),

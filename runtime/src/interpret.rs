@@ -25,6 +25,10 @@ pub enum Origin<'a> {
     Step(&'a Signal),
     /// A run that completed, through its context.
     Run,
+    /// A run a caller outside the agent asked for (`Runtime::invoke`, an MCP client), through its context: a
+    /// signal it emits or schedules says so in its source ([`crate::kinds::OUTSIDE_SOURCE`]), never that it is
+    /// the agent's own.
+    Outside,
     /// A job's run, through its context.
     Job,
 }
@@ -37,6 +41,7 @@ impl Origin<'_> {
             (Origin::Step(signal), Some(skill)) => format!("skill `{skill}` handling a `{}` signal", signal.kind()),
             (Origin::Step(signal), None) => format!("the agent handling a `{}` signal", signal.kind()),
             (Origin::Run, _) => "a completed run".to_owned(),
+            (Origin::Outside, _) => "a run asked for from outside the agent".to_owned(),
             (Origin::Job, _) => "a job's run".to_owned(),
         }
     }
@@ -122,7 +127,7 @@ pub enum Command {
         /// Its initial domain state.
         init: Value,
         /// Its policy: the parent's, or the narrower one the effect named.
-        policy: Policy,
+        policy: Box<Policy>,
     },
     /// Stop the child of this id (only a child of this agent).
     StopChild {
@@ -175,7 +180,10 @@ pub fn interpret(effect: Effect, origin: Origin<'_>, policy: &Policy, source: &A
             let kind = signal.kind().to_string();
             return Err(EffectRefusal::ReservedKind { kind, origin: origin.describe(skill.as_ref()) });
         }
-        Ok(signal.with_source(source.clone()))
+        match origin {
+            Origin::Outside => Ok(signal.with_source(crate::kinds::OUTSIDE_SOURCE.into())),
+            _ => Ok(signal.with_source(source.clone())),
+        }
     };
     match effect.kind {
         EffectKind::RegisterAction { action } => match origin {
@@ -213,9 +221,9 @@ pub fn interpret(effect: Effect, origin: Origin<'_>, policy: &Policy, source: &A
                 return Command::Refused(EffectRefusal::SpawnNotGranted { child: id });
             }
             match asked {
-                None => Command::Spawn { id, agent, init, policy: policy.clone() },
+                None => Command::Spawn { id, agent, init, policy: Box::new(policy.clone()) },
                 Some(asked) => match asked.within(policy) {
-                    Ok(()) => Command::Spawn { id, agent, init, policy: *asked },
+                    Ok(()) => Command::Spawn { id, agent, init, policy: asked },
                     Err(reason) => Command::Refused(EffectRefusal::PolicyBroader { child: id, reason }),
                 },
             }

@@ -63,6 +63,11 @@ pub fn is_runtime_source(source: &str) -> bool {
     source == RUNTIME_SOURCE || source.starts_with("agentry/")
 }
 
+/// The source of a signal emitted or scheduled by a run a caller outside the agent asked for (with
+/// `Runtime::invoke`, or over MCP): the runtime's, so no caller can forge it, and never the agent's own, so a
+/// caller cannot pass what it schedules off as the agent's.
+pub const OUTSIDE_SOURCE: &str = "agentry/outside";
+
 /// The source of the signals an agent's server makes, and of the signals the agent emits or schedules.
 pub fn agent_source(agent: &AgentId) -> Arc<str> {
     format!("{RUNTIME_SOURCE}/agent/{agent}").into()

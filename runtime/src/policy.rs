@@ -62,6 +62,99 @@ pub struct Policy {
     /// The topics it may publish signals to, by pattern; `None` means any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emit_topics: Option<Vec<Pattern>>,
+    /// Actions a caller outside the agent (`Runtime::invoke`, an MCP client) may not run, by pattern: by
+    /// default the agent's own plumbing, `system.stop`, `system.schedule` and `system.cancel`, so no caller can
+    /// end an agent for good or plant signals in it.
+    #[serde(default = "default_deny_outside")]
+    pub deny_outside: Vec<Pattern>,
+    /// How much the agent may make the runtime keep or do at once.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// How much an agent may make the runtime keep or do at once. Each limit, when reached, refuses with a typed
+/// error that names it; none is ever exceeded quietly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct Limits {
+    /// Signals scheduled and not yet fired (`system.schedule`, `Schedule` effects).
+    pub schedules: usize,
+    /// Jobs running at once (each also takes one of the runtime's job slots).
+    pub running_jobs: usize,
+    /// Jobs waiting for a slot.
+    pub queued_jobs: usize,
+    /// Runs waiting for one of the agent's in-flight slots.
+    pub queued_runs: usize,
+    /// Runs waiting for approval.
+    pub awaiting_approval: usize,
+    /// Signals kept for the agent while it is hibernated (and being thawed).
+    pub kept_signals: usize,
+    /// The most bytes an `http` action reads of a response body; a `max_bytes` asked above it is refused.
+    pub http_max_bytes: u64,
+    /// The most bytes `fs.read` reads of a file; a `max_bytes` asked above it is refused.
+    pub read_max_bytes: u64,
+    /// The bytes the agent's drive may hold, all its skills' folders together.
+    pub drive_bytes: u64,
+    /// The files (and folders) the agent's drive may hold.
+    pub drive_files: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            schedules: 1_000,
+            running_jobs: 4,
+            queued_jobs: 64,
+            queued_runs: 4_096,
+            awaiting_approval: 256,
+            kept_signals: 10_000,
+            http_max_bytes: 64 * 1024 * 1024,
+            read_max_bytes: 64 * 1024 * 1024,
+            drive_bytes: 1024 * 1024 * 1024,
+            drive_files: 100_000,
+        }
+    }
+}
+
+impl Limits {
+    /// Each limit the smaller of the two.
+    #[must_use]
+    pub fn narrowed_to(&self, other: &Limits) -> Limits {
+        Limits {
+            schedules: self.schedules.min(other.schedules),
+            running_jobs: self.running_jobs.min(other.running_jobs),
+            queued_jobs: self.queued_jobs.min(other.queued_jobs),
+            queued_runs: self.queued_runs.min(other.queued_runs),
+            awaiting_approval: self.awaiting_approval.min(other.awaiting_approval),
+            kept_signals: self.kept_signals.min(other.kept_signals),
+            http_max_bytes: self.http_max_bytes.min(other.http_max_bytes),
+            read_max_bytes: self.read_max_bytes.min(other.read_max_bytes),
+            drive_bytes: self.drive_bytes.min(other.drive_bytes),
+            drive_files: self.drive_files.min(other.drive_files),
+        }
+    }
+
+    /// The first limit that is higher than `other`'s, by name.
+    pub fn above(&self, other: &Limits) -> Option<&'static str> {
+        let pairs: [(&'static str, u64, u64); 10] = [
+            ("schedules", self.schedules as u64, other.schedules as u64),
+            ("running_jobs", self.running_jobs as u64, other.running_jobs as u64),
+            ("queued_jobs", self.queued_jobs as u64, other.queued_jobs as u64),
+            ("queued_runs", self.queued_runs as u64, other.queued_runs as u64),
+            ("awaiting_approval", self.awaiting_approval as u64, other.awaiting_approval as u64),
+            ("kept_signals", self.kept_signals as u64, other.kept_signals as u64),
+            ("http_max_bytes", self.http_max_bytes, other.http_max_bytes),
+            ("read_max_bytes", self.read_max_bytes, other.read_max_bytes),
+            ("drive_bytes", self.drive_bytes, other.drive_bytes),
+            ("drive_files", self.drive_files, other.drive_files),
+        ];
+        pairs.into_iter().find(|(_, mine, theirs)| mine > theirs).map(|(name, _, _)| name)
+    }
+}
+
+/// What outside callers may not run unless a policy says otherwise: the agent's own plumbing.
+fn default_deny_outside() -> Vec<Pattern> {
+    ["system.stop", "system.schedule", "system.cancel"].into_iter().filter_map(|text| Pattern::new(text).ok()).collect()
 }
 
 /// How long a run waits for approval unless its policy says otherwise.
@@ -86,6 +179,8 @@ impl Default for Policy {
             approval_timeout: default_approval_timeout(),
             emit_agents: None,
             emit_topics: None,
+            deny_outside: default_deny_outside(),
+            limits: Limits::default(),
         }
     }
 }
@@ -266,6 +361,12 @@ impl Policy {
                 }
             }
         }
+        if let Some(missing) = parent.deny_outside.iter().find(|p| !self.deny_outside.contains(p)) {
+            return Err(format!("it lets outside callers run actions matching `{missing}`"));
+        }
+        if let Some(limit) = self.limits.above(&parent.limits) {
+            return Err(format!("its limit `{limit}` is higher"));
+        }
         if self.allow_private_network && !parent.allow_private_network {
             return Err("it allows the private network".into());
         }
@@ -338,6 +439,12 @@ impl Policy {
             approval_timeout: least(self.approval_timeout, parent.approval_timeout),
             emit_agents: common(&self.emit_agents, &parent.emit_agents),
             emit_topics: common(&self.emit_topics, &parent.emit_topics),
+            deny_outside: {
+                let mut deny = self.deny_outside.clone();
+                deny.extend(parent.deny_outside.iter().filter(|p| !self.deny_outside.contains(p)).cloned());
+                deny
+            },
+            limits: self.limits.narrowed_to(&parent.limits),
         }
     }
 
@@ -359,6 +466,17 @@ impl Policy {
                 Err(format!("skill `{skill}` is not on the policy's allow list"))
             }
             _ => Ok(()),
+        }
+    }
+
+    /// May a caller outside the agent run this action? `Err` names the pattern that refuses it.
+    pub fn may_run_from_outside(&self, action: &str) -> Result<(), String> {
+        match self.deny_outside.iter().find(|p| p.matches(action)) {
+            Some(pattern) => Err(format!(
+                "action `{action}` matches `{pattern}`, which the policy keeps from callers outside the agent \
+                 (`deny_outside`); the agent itself may still run it"
+            )),
+            None => Ok(()),
         }
     }
 
@@ -595,6 +713,8 @@ mod tests {
             Private(bool),
             EmitAgents(Option<Vec<&'static str>>),
             EmitTopics(Option<Vec<&'static str>>),
+            DenyOutside(Vec<&'static str>),
+            Schedules(usize),
         }
 
         fn rule() -> impl Strategy<Value = Rule> {
@@ -612,6 +732,8 @@ mod tests {
                 any::<bool>().prop_map(Rule::Private),
                 proptest::option::of(subset(&PATTERNS)).prop_map(Rule::EmitAgents),
                 proptest::option::of(subset(&PATTERNS)).prop_map(Rule::EmitTopics),
+                subset(&PATTERNS).prop_map(Rule::DenyOutside),
+                (1..4usize).prop_map(Rule::Schedules),
             ]
         }
 
@@ -635,6 +757,8 @@ mod tests {
                 Rule::Private(allow) => policy.allow_private_network = allow,
                 Rule::EmitAgents(texts) => policy.emit_agents = texts.map(patterns),
                 Rule::EmitTopics(texts) => policy.emit_topics = texts.map(patterns),
+                Rule::DenyOutside(texts) => policy.deny_outside = patterns(texts),
+                Rule::Schedules(limit) => policy.limits.schedules = limit,
             }
             policy
         }
@@ -708,6 +832,10 @@ mod tests {
                     for to in targets() {
                         prop_assert!(policy.may_emit(&to).is_ok() || narrowed.may_emit(&to).is_err(), "{:?}", to);
                     }
+                    for id in ACTIONS {
+                        prop_assert!(policy.may_run_from_outside(id).is_ok() || narrowed.may_run_from_outside(id).is_err());
+                    }
+                    prop_assert!(narrowed.limits.schedules <= policy.limits.schedules);
                 }
                 // A policy within its parent already keeps all it allows (but its text-compared rules).
                 prop_assert_eq!(mine.narrowed_to(&mine), mine.clone());
@@ -739,6 +867,10 @@ mod tests {
                 for to in targets() {
                     prop_assert!(parent.may_emit(&to).is_ok() || child.may_emit(&to).is_err(), "{:?}", to);
                 }
+                for id in ACTIONS {
+                    prop_assert!(parent.may_run_from_outside(id).is_ok() || child.may_run_from_outside(id).is_err());
+                }
+                prop_assert!(child.limits.schedules <= parent.limits.schedules);
                 if let Some(theirs) = parent.approval_timeout {
                     prop_assert!(child.approval_timeout.is_some_and(|mine| mine <= theirs));
                 }

@@ -178,7 +178,9 @@ pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeErr
             }
             if listed.asleep {
                 let agent_type = types.entry(listed.agent_type).or_insert_with_key(|name| name.as_str().into()).clone();
-                let sleeper = crate::sleep::Sleeper { agent_type, kept: Vec::new(), waking: false };
+                // Its policy is read when it thaws; until then the default limit holds.
+                let kept_limit = crate::policy::Limits::default().kept_signals;
+                let sleeper = crate::sleep::Sleeper::new(agent_type, kept_limit);
                 shared.sleeping.insert(listed.agent.clone(), sleeper);
                 recovery.asleep.push(listed.agent);
             } else {

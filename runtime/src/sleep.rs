@@ -16,6 +16,15 @@ pub(crate) struct Sleeper {
     pub agent_type: Arc<str>,
     pub kept: Vec<Signal>,
     pub waking: bool,
+    /// The most signals kept for it (its policy's `limits.kept_signals`); more are refused.
+    pub kept_limit: usize,
+}
+
+impl Sleeper {
+    /// A sleeper of `agent_type` that keeps at most `kept_limit` signals.
+    pub fn new(agent_type: Arc<str>, kept_limit: usize) -> Self {
+        Self { agent_type, kept: Vec::new(), waking: false, kept_limit }
+    }
 }
 
 /// Delivers a signal to an agent: to its actor if it is awake, else kept for it and its thaw started. The
@@ -29,6 +38,15 @@ pub(crate) fn deliver(shared: &Arc<Shared>, to: &AgentId, signal: Signal) -> Res
         (None, Some(signal)) => signal,
     };
     if let Some(mut sleeper) = shared.sleeping.get_mut(to) {
+        if sleeper.kept.len() >= sleeper.kept_limit {
+            let limit = sleeper.kept_limit as u64;
+            return Err(RuntimeError::LimitReached {
+                agent: to.clone(),
+                what: "signals kept while it sleeps (its thaw is under way or failed)",
+                knob: "kept_signals",
+                limit,
+            });
+        }
         sleeper.kept.push(signal);
         if !sleeper.waking {
             sleeper.waking = true;
@@ -48,6 +66,10 @@ fn start_waking(shared: &Arc<Shared>, agent: &AgentId) {
             handle.spawn(async move {
                 if let Err(err) = wake(&shared, &agent).await {
                     tracing::error!(%agent, %err, "a hibernated agent could not be thawed");
+                    // The next signal tries again; meanwhile what is kept stays within its limit.
+                    if let Some(mut sleeper) = shared.sleeping.get_mut(&agent) {
+                        sleeper.waking = false;
+                    }
                 }
             });
         }

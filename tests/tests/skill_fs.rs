@@ -322,3 +322,32 @@ async fn an_mcp_client_meets_the_same_confinement() {
     assert!(is_error, "{text}");
     assert!(!outside.path().join("planted.txt").exists(), "nothing was planted outside the drive");
 }
+
+/// The drive has a quota (bytes and entries) and `fs.read` a ceiling, both in the policy: past them a write or
+/// read is refused and nothing changes on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drive_quota_and_the_read_ceiling_hold() {
+    let mut policy = Policy::default().grant(Capability::FS);
+    policy.limits.drive_bytes = 100;
+    policy.limits.drive_files = 4;
+    policy.limits.read_max_bytes = 50;
+    let op = Operated::start(vec![Files::skill().unwrap()], policy, &[]).await;
+    op.output("fs.write", json!({"path": "a.txt", "content": "x".repeat(60)})).await;
+    let (class, message) = op.failure("fs.write", json!({"path": "b.txt", "content": "y".repeat(60)})).await;
+    assert_eq!(class, "denied", "{message}");
+    assert!(message.contains("limits.drive_bytes"), "{message}");
+    assert!(!drive(&op).join("b.txt").exists(), "a refused write left a file");
+    let (class, message) = op.failure("fs.append", json!({"path": "a.txt", "content": "z".repeat(60)})).await;
+    assert_eq!(class, "denied", "{message}");
+    assert_eq!(std::fs::read_to_string(drive(&op).join("a.txt")).unwrap().len(), 60, "a refused append wrote");
+    // Entries count too: folders and files.
+    op.output("fs.mkdir", json!({"path": "one/two"})).await;
+    let (class, message) = op.failure("fs.mkdir", json!({"path": "three/four"})).await;
+    assert_eq!(class, "denied", "{message}");
+    // A read may not ask for more than the ceiling, and the default stays within it.
+    let (class, message) = op.failure("fs.read", json!({"path": "a.txt", "max_bytes": 51})).await;
+    assert_eq!(class, "denied", "{message}");
+    assert!(message.contains("limits.read_max_bytes"), "{message}");
+    let (class, message) = op.failure("fs.read", json!({"path": "a.txt"})).await;
+    assert_eq!(class, "validation", "60 bytes is over the 50-byte ceiling: {message}");
+}

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 #[derive(Default)]
 struct Hits {
     boom: AtomicU32,
+    any: AtomicU32,
 }
 
 async fn echo(method: Method, headers: HeaderMap, body: String) -> Json<Value> {
@@ -50,6 +51,13 @@ async fn server() -> (SocketAddr, Arc<Hits>) {
         .route("/big", get(|| async { "x".repeat(64 * 1024) }))
         .route("/hop", get(|| async { Redirect::to("/json") }))
         .route("/away", get(|| async { Redirect::to("http://localhost:9/json") }))
+        .route(
+            "/count",
+            any(|State(hits): State<Arc<Hits>>| async move {
+                hits.any.fetch_add(1, Ordering::SeqCst);
+                "counted"
+            }),
+        )
         .with_state(hits.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -286,4 +294,31 @@ async fn an_mcp_client_meets_the_same_ssrf_refusal() {
     let (text, is_error) = wire.call_tool("http.get", json!({"url": url})).await;
     assert!(is_error, "{text}");
     assert!(text.contains("loopback"), "the client reads why: {text}");
+}
+
+/// A caller cannot aim a request at another virtual host than its URL names (`Host`), nor set the headers of
+/// the connection itself (hop-by-hop: `Transfer-Encoding`, `Connection`, …), nor read more than the policy's
+/// ceiling: each is refused before anything reaches the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smuggling_headers_and_oversized_reads_are_refused_before_anything_is_sent() {
+    let (addr, hits) = server().await;
+    let mut policy = Policy::default().grant(Capability::NET).allow_host("127.0.0.1").approval_at(None);
+    policy.limits.http_max_bytes = 4096;
+    let op = Operated::start(vec![Http::skill().unwrap()], policy, &[]).await;
+    let url = format!("http://{addr}/count");
+    for (name, value) in
+        [("Host", "internal.example"), ("transfer-encoding", "chunked"), ("Connection", "upgrade"), ("TE", "trailers")]
+    {
+        let (class, message) =
+            op.failure("http.post", json!({"url": url, "headers": {name: value}, "text": "x"})).await;
+        assert_eq!(class, "denied", "{name}: {message}");
+        assert!(message.contains(name), "{message}");
+    }
+    let (class, message) = op.failure("http.get", json!({"url": url, "max_bytes": 4097})).await;
+    assert_eq!(class, "denied", "{message}");
+    assert!(message.contains("limits.http_max_bytes"), "{message}");
+    assert_eq!(hits.any.load(Ordering::SeqCst), 0, "a refused request reached the server");
+    // Within the rules, the same request goes through.
+    op.output("http.get", json!({"url": url, "max_bytes": 4096})).await;
+    assert_eq!(hits.any.load(Ordering::SeqCst), 1);
 }

@@ -503,19 +503,27 @@ impl ActionContext {
         let drive = self.drive()?.to_path_buf();
         let io = |e: std::io::Error| ActionError::transient(format!("the sub-drive `{name}` could not be made: {e}"));
         std::fs::create_dir_all(&drive).map_err(io)?;
+        // Inside the drive through a capability handle, which never leaves it and never follows a symlink: a
+        // link planted where the sub-drive would be is not reused as one.
+        let dir = cap_std::fs::Dir::open_ambient_dir(&drive, cap_std::ambient_authority()).map_err(io)?;
         for n in 0..=1000u32 {
-            let candidate = if n == 0 { drive.join(name) } else { drive.join(format!("{name} ({n})")) };
-            match std::fs::create_dir(&candidate) {
-                Ok(()) => return Ok(candidate),
+            let candidate = if n == 0 { name.to_owned() } else { format!("{name} ({n})") };
+            match dir.create_dir(&candidate) {
+                Ok(()) => return Ok(drive.join(candidate)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match if_exists {
                     IfDriveExists::Fail => {
                         return Err(ActionError::validation(format!(
                             "the sub-drive `{name}` exists already; expected a new name, or `reuse` or `rename`"
                         )));
                     }
-                    IfDriveExists::Reuse if candidate.is_dir() => return Ok(candidate),
                     IfDriveExists::Reuse => {
-                        return Err(ActionError::validation(format!("`{name}` in the drive is not a folder")));
+                        let found = dir.symlink_metadata(&candidate).map_err(io)?;
+                        if found.is_dir() && !found.file_type().is_symlink() {
+                            return Ok(drive.join(candidate));
+                        }
+                        return Err(ActionError::validation(format!(
+                            "`{name}` in the drive is not a folder (a symlink is never reused as a sub-drive)"
+                        )));
                     }
                     IfDriveExists::Rename => {}
                 },
@@ -767,6 +775,24 @@ impl ActionContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A symlink planted where a sub-drive would be (pointing out of the drive) is never reused as one.
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_is_never_reused_as_a_sub_drive() {
+        let home = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let drive = home.path().join("drive");
+        std::fs::create_dir_all(&drive).unwrap();
+        std::os::unix::fs::symlink(outside.path(), drive.join("task")).unwrap();
+        let ctx =
+            ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("notes.start").unwrap()).with_drive(&drive);
+        let refused = ctx.sub_drive("task", IfDriveExists::Reuse).unwrap_err();
+        assert!(refused.to_string().contains("symlink"), "{refused}");
+        // A real folder is reused.
+        std::fs::create_dir(drive.join("real")).unwrap();
+        assert_eq!(ctx.sub_drive("real", IfDriveExists::Reuse).unwrap(), drive.join("real"));
+    }
 
     fn context() -> ActionContext {
         ActionContext::new(AgentId::new("a").expect("a valid id"), ActionId::new("x.y").expect("a valid id"))

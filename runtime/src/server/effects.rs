@@ -56,7 +56,7 @@ impl<A: Agent> ServerState<A> {
                         self.forget_schedule(&key);
                     }
                 }
-                Command::Spawn { id, agent, init, policy } => self.spawn_child(id, agent, init, policy),
+                Command::Spawn { id, agent, init, policy } => self.spawn_child(id, agent, init, *policy),
                 Command::StopChild { id } => self.stop_child(&id),
                 Command::Stop { reason } => self.stop_self(crate::supervisor::Exit::Normal(reason.into())),
                 Command::Mount { skill, opts } => {
@@ -151,6 +151,18 @@ impl<A: Agent> ServerState<A> {
         if self.draining() {
             tracing::debug!(agent = %self.agent.id, %key, "not scheduling while the runtime shuts down");
             return;
+        }
+        let limit = self.policy.limits.schedules;
+        let schedules = &mut self.work().schedules;
+        schedules.retain(|_, task| !task.is_finished());
+        if !schedules.contains_key(&key) && schedules.len() >= limit {
+            let refusal = EffectRefusal::LimitReached {
+                effect: "schedule".to_owned(),
+                what: "schedules".to_owned(),
+                knob: "schedules".to_owned(),
+                limit: limit as u64,
+            };
+            return self.refuse_effect(None, refusal);
         }
         self.keep_schedule(&key, after, &signal, if_missed);
         self.arm(key, after, signal);

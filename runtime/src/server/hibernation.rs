@@ -65,7 +65,7 @@ impl<A: Agent> ServerState<A> {
         self.save_snapshot();
         // The sleeper first, then out of the directory: a sender that misses one finds the other.
         let agent_type: Arc<str> = A::name().into();
-        self.shared.sleeping.insert(agent.clone(), Sleeper { agent_type, kept: Vec::new(), waking: false });
+        self.shared.sleeping.insert(agent.clone(), Sleeper::new(agent_type, self.policy.limits.kept_signals));
         self.shared.directory.remove_cell(&agent, self.myself.get_id());
         self.asleep = true;
         self.exit = Exit::Hibernated;

@@ -58,6 +58,11 @@ impl<A: Agent> ServerState<A> {
     /// approval (unless it was approved), or admitted. A run the gate cleared before, with the action table and
     /// the policy unchanged since, is admitted on that decision.
     fn through_gate(&mut self, mut ticket: Ticket) {
+        if let Requester::Outside(..) = ticket.by
+            && let Err(reason) = self.policy.may_run_from_outside(ticket.run.ctx.action_id.as_str())
+        {
+            return self.refuse(ticket, ActionError::denied(reason));
+        }
         let taking_runs = !self.draining();
         if let Some(cleared) = ticket.cleared.take()
             && taking_runs
@@ -100,6 +105,14 @@ impl<A: Agent> ServerState<A> {
             by => {
                 if self.in_flight() < self.again.max_in_flight {
                     self.launch(action, Ticket { by, ..ticket });
+                } else if let limit = self.policy.limits.queued_runs
+                    && self.under().is_some_and(|u| u.queue.len() >= limit)
+                {
+                    let error = ActionError::denied(format!(
+                        "the agent has {limit} runs waiting for a slot already, as many as its policy allows \
+                         (`limits.queued_runs`); this one was not queued, ask again once some have run"
+                    ));
+                    self.refuse(Ticket { by, ..ticket }, error);
                 } else {
                     let cleared = Clearance { table: self.table.epoch(), policy: self.policy_epoch, action };
                     self.write_record(&mut ticket.run);
@@ -128,6 +141,14 @@ impl<A: Agent> ServerState<A> {
     /// [`Runtime::invoke`](crate::runtime::Runtime::invoke)), or whose caller is gone, is refused with
     /// [`RuntimeError::NeedsApproval`].
     fn await_approval(&mut self, mut ticket: Ticket, risk: Risk) {
+        let limit = self.policy.limits.awaiting_approval;
+        if self.under().is_some_and(|u| u.awaiting.len() >= limit) {
+            let error = ActionError::denied(format!(
+                "the agent has {limit} runs waiting for approval already, as many as its policy allows \
+                 (`limits.awaiting_approval`); this one was refused, ask again once some are decided"
+            ));
+            return self.refuse(ticket, error);
+        }
         self.write_record(&mut ticket.run);
         let run = ticket.run.ctx.run_id;
         // Told only if the caller is still there to hear it: a gone caller's run is refused, not parked.
@@ -306,7 +327,7 @@ impl<A: Agent> ServerState<A> {
             unwritten.write_ended(&*self.shared.store);
         }
         if completed {
-            self.interpret(effects, Origin::Run);
+            self.interpret(effects, if invoker.is_some() { Origin::Outside } else { Origin::Run });
         }
         match invoker {
             Some(reply) => self.answer(Requester::Outside(reply, None), &ids, (report, at), None, quiet),

@@ -199,7 +199,11 @@ impl RunServices for AgentServices {
         };
         let notify = AgentServices { cell: self.cell.clone(), deliver: self.deliver, shared: self.shared.clone() };
         let ended = move |record: JobRecord| notify.job_signal(&record);
-        Ok(self.shared.jobs.submit(ctx.agent_id.clone(), job_action, work, ended))
+        let limits = ctx.policy().limits;
+        self.shared
+            .jobs
+            .submit(ctx.agent_id.clone(), job_action, &limits, work, ended)
+            .map_err(|full| ActionError::denied(full.to_string()))
     }
 
     fn job_progress(&self, job: Uuid, fraction: f64, message: Option<String>) {

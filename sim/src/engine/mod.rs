@@ -548,7 +548,7 @@ impl<A: Agent> Simulation<A> {
                         .map_err(|e| format!("its initial state does not decode: {e}"))
                         .and_then(|domain| {
                             let max = self.agents[agent].max_in_flight;
-                            self.spawn(id.clone(), domain, policy, max, Some(agent)).map_err(|e| e.to_string())
+                            self.spawn(id.clone(), domain, *policy, max, Some(agent)).map_err(|e| e.to_string())
                         })
                 };
                 if let Err(error) = made {

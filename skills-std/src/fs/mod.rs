@@ -39,6 +39,42 @@ where
         .map_err(|e| ActionError::critical(format!("the file task failed: {e}")))?
 }
 
+/// Whether the drive can take `bytes` more bytes and `files` more entries within the policy's quota
+/// (`limits.drive_bytes`, `limits.drive_files`): the drive is walked without following symlinks (a link counts
+/// as one entry), and the walk stops as soon as the quota is passed.
+fn within_quota(dir: &Dir, limits: &agentry::policy::Limits, bytes: u64, files: u64) -> Result<(), ActionError> {
+    let (mut held_bytes, mut held_files) = (0u64, 0u64);
+    let over = |held_bytes: u64, held_files: u64| {
+        held_bytes.saturating_add(bytes) > limits.drive_bytes || held_files.saturating_add(files) > limits.drive_files
+    };
+    let mut folders = vec![PathBuf::new()];
+    while let Some(folder) = folders.pop() {
+        let listing = dir.read_dir(here(&folder)).map_err(|e| io_error("measure", &folder, e))?;
+        for item in listing {
+            let item = item.map_err(|e| io_error("measure", &folder, e))?;
+            let file_type = item.file_type().map_err(|e| io_error("measure", &folder, e))?;
+            held_files += 1;
+            if file_type.is_dir() {
+                folders.push(folder.join(item.file_name()));
+            } else if file_type.is_file() {
+                held_bytes = held_bytes.saturating_add(item.metadata().map(|m| m.len()).unwrap_or(0));
+            }
+            if over(held_bytes, held_files) {
+                break;
+            }
+        }
+        if over(held_bytes, held_files) {
+            return Err(ActionError::denied(format!(
+                "the drive is full for this write: it holds at least {held_bytes} bytes in {held_files} entries, \
+                 and {bytes} more bytes in {files} more entries would pass the policy's quota of {} bytes and {} \
+                 entries (`limits.drive_bytes`, `limits.drive_files`); delete something first",
+                limits.drive_bytes, limits.drive_files
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// An I/O error as an action error: what was done, to which path, and why.
 fn io_error(op: &str, path: &Path, err: std::io::Error) -> ActionError {
     let shown = path::display(path);
@@ -136,7 +172,7 @@ pub struct Written {
 pub struct Read {
     /// The file's path in the drive.
     pub path: String,
-    /// Refuse files larger than this many bytes (default 10 MiB).
+    /// Refuse files larger than this many bytes (default 10 MiB; at most the policy's `limits.read_max_bytes`).
     #[serde(default)]
     pub max_bytes: Option<u64>,
 }
@@ -154,7 +190,13 @@ impl Read {
     /// Reads the whole file as UTF-8 text.
     pub async fn run(self, ctx: ActionContext) -> Result<FileText, ActionError> {
         let path = confine(&self.path)?;
-        let limit = self.max_bytes.unwrap_or(DEFAULT_MAX_READ);
+        let ceiling = ctx.policy().limits.read_max_bytes;
+        let limit = self.max_bytes.unwrap_or(DEFAULT_MAX_READ.min(ceiling));
+        if limit > ceiling {
+            return Err(ActionError::denied(format!(
+                "`max_bytes` is {limit}; the agent's policy allows at most {ceiling} (`limits.read_max_bytes`)"
+            )));
+        }
         on_drive(&ctx, move |dir| {
             // Only regular files: reading a FIFO, a socket or a device would pin a thread, or never end.
             let regular = |metadata: &cap_std::fs::Metadata| {
@@ -223,7 +265,11 @@ impl WriteFile {
         if path.as_os_str().is_empty() {
             return Err(ActionError::validation("`path` is empty; expected a file path inside the drive"));
         }
+        let limits = ctx.policy().limits;
         let written = on_drive(&ctx, move |dir| {
+            // Counted as a new file with all its folders, which is never less than what it adds.
+            let depth = path.components().count() as u64;
+            within_quota(dir, &limits, self.content.len() as u64, depth)?;
             create_parents(dir, &path)?;
             let (mut file, path) = match self.if_exists {
                 IfExists::Overwrite => {
@@ -259,7 +305,10 @@ impl Append {
         if path.as_os_str().is_empty() {
             return Err(ActionError::validation("`path` is empty; expected a file path inside the drive"));
         }
+        let limits = ctx.policy().limits;
         let written = on_drive(&ctx, move |dir| {
+            let depth = path.components().count() as u64;
+            within_quota(dir, &limits, self.content.len() as u64, depth)?;
             create_parents(dir, &path)?;
             let options = OpenOptions::new().append(true).create(true).clone();
             let mut file = dir.open_with(&path, &options).map_err(|e| io_error("append to", &path, e))?;
@@ -376,8 +425,12 @@ impl Mkdir {
         if path.as_os_str().is_empty() {
             return Err(ActionError::validation("`path` is empty; expected a folder path inside the drive"));
         }
+        let limits = ctx.policy().limits;
         on_drive(&ctx, move |dir| {
             let existed = dir.is_dir(&path);
+            if !existed {
+                within_quota(dir, &limits, 0, path.components().count() as u64)?;
+            }
             dir.create_dir_all(&path).map_err(|e| io_error("create", &path, e))?;
             Ok(Made { path: path::display(&path), created: !existed })
         })

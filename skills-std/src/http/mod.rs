@@ -62,7 +62,8 @@ impl HttpConfig {
 pub struct RequestParams {
     /// The URL, `http` or `https`.
     pub url: String,
-    /// Request headers.
+    /// Request headers. `Host` and the hop-by-hop headers (`Connection`, `Transfer-Encoding`, …) are refused:
+    /// the client sets them.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// A JSON body (sent with `content-type: application/json`).
@@ -74,7 +75,8 @@ pub struct RequestParams {
     /// How long to wait for the whole exchange, in milliseconds (default 30 s, at most 5 min).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
-    /// The largest response body accepted, in bytes (default 1 MiB).
+    /// The largest response body accepted, in bytes (default 1 MiB; at most the policy's
+    /// `limits.http_max_bytes`).
     #[serde(default)]
     pub max_bytes: Option<u64>,
     /// Follow redirects to allowed hosts (default true).
@@ -254,6 +256,32 @@ async fn read_body(mut response: reqwest::Response, max: u64, timeout: Duration)
     Ok(body)
 }
 
+/// Headers a caller may not set: `Host` (the request goes to the host its URL names, which the policy checked,
+/// never to another one on the same address) and the hop-by-hop headers of the connection itself, which the
+/// client manages (RFC 9110 §7.6.1), so a request cannot be smuggled past the checks in them.
+const REFUSED_HEADERS: [&str; 10] = [
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+    "expect",
+];
+
+fn refuse_headers(headers: &BTreeMap<String, String>) -> Result<(), ActionError> {
+    match headers.keys().find(|name| REFUSED_HEADERS.iter().any(|refused| name.trim().eq_ignore_ascii_case(refused))) {
+        Some(name) => Err(ActionError::denied(format!(
+            "header `{name}` may not be set by a caller; expected none of {} (the client sets them itself)",
+            REFUSED_HEADERS.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
 async fn exchange(method: Method, params: RequestParams, ctx: &ActionContext) -> Result<Response, ActionError> {
     if params.json.is_some() && params.text.is_some() {
         return Err(ActionError::validation("both `json` and `text` are set; expected at most one body"));
@@ -263,7 +291,14 @@ async fn exchange(method: Method, params: RequestParams, ctx: &ActionContext) ->
         return Err(ActionError::validation(format!("`timeout_ms` is {timeout_ms}; expected 1 to {MAX_TIMEOUT_MS}")));
     }
     let timeout = Duration::from_millis(timeout_ms);
-    let max = params.max_bytes.unwrap_or(DEFAULT_MAX_BYTES);
+    let ceiling = ctx.policy().limits.http_max_bytes;
+    let max = params.max_bytes.unwrap_or(DEFAULT_MAX_BYTES.min(ceiling));
+    if max > ceiling {
+        return Err(ActionError::denied(format!(
+            "`max_bytes` is {max}; the agent's policy allows at most {ceiling} (`limits.http_max_bytes`)"
+        )));
+    }
+    refuse_headers(&params.headers)?;
     let roots = ctx.skill_state::<HttpConfig>()?.roots()?;
     let mut url = allowed_url(&params.url, ctx)?;
     let origin = url.origin();
