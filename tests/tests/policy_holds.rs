@@ -29,7 +29,8 @@ fn desk_id() -> SkillId {
     SkillId::new("desk").unwrap()
 }
 
-/// An agent that starts with `desk` and `system` mounted and hires a child (another clerk) when told to.
+/// An agent that starts with `desk` and `system` mounted, hires a child (another clerk) when told to, and stops
+/// itself on `quit`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct Clerk;
 
@@ -45,6 +46,7 @@ impl Agent for Clerk {
     fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
         match (signal.kind().as_str(), signal.data()["id"].as_str().map(AgentId::new)) {
             ("hire", Some(Ok(child))) => Reaction::Keep(vec![Effect::spawn_agent(child, "clerk", Value::Null)]),
+            ("quit", _) => Reaction::Keep(vec![Effect::stop("asked to quit")]),
             _ => Reaction::Ignore,
         }
     }
@@ -97,8 +99,7 @@ async fn a_policy_change_survives_a_supervised_restart_and_a_recovery() {
 
     // The agent stops itself; its restart policy starts it again, under the policy it had.
     let mut events = runtime.events();
-    let stopped = runtime.invoke(&clerk(), "system.stop", json!({"reason": "a restart"})).await.unwrap();
-    assert_eq!(stopped.status, OutcomeStatus::Completed, "{stopped:?}");
+    runtime.send(&clerk(), Signal::new("quit", Value::Null).unwrap()).unwrap();
     wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentRestarted { .. }) && e.agent == clerk()).await;
     assert!(reads(&runtime, &clerk()).await.is_err(), "a restart undid the policy change");
 

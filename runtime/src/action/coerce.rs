@@ -111,23 +111,35 @@ fn types(schema: &Value) -> Vec<&str> {
     }
 }
 
+/// The most schemas [`accepts_null`] looks at for one property: its branches (`anyOf`, `allOf`, `$ref`s to
+/// shared definitions) can make a schema whose full walk is exponential in its size, so the walk has a budget
+/// and, once it is spent, answers "yes" (the `null` is left for validation to judge).
+const ACCEPTS_NULL_BUDGET: usize = 256;
+
 /// Whether a schema accepts `null`: it names the `null` type, has a `null` branch, or names no type at all.
+/// Within [`ACCEPTS_NULL_BUDGET`] schema visits; past it, `true`.
 fn accepts_null(root: &Value, schema: &Value, depth: usize) -> bool {
-    if depth > MAX_DEPTH || schema == &Value::Bool(true) {
+    let mut budget = ACCEPTS_NULL_BUDGET;
+    accepts_null_within(root, schema, depth, &mut budget)
+}
+
+fn accepts_null_within(root: &Value, schema: &Value, depth: usize, budget: &mut usize) -> bool {
+    if *budget == 0 || depth > MAX_DEPTH || schema == &Value::Bool(true) {
         return true;
     }
+    *budget -= 1;
     if let Some(Value::String(reference)) = schema.get("$ref")
         && let Some(target) = reference.strip_prefix('#').and_then(|pointer| root.pointer(pointer))
     {
-        return accepts_null(root, target, depth + 1);
+        return accepts_null_within(root, target, depth + 1, budget);
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(branches)) = schema.get(key) {
-            return branches.iter().any(|b| accepts_null(root, b, depth + 1));
+            return branches.iter().any(|b| accepts_null_within(root, b, depth + 1, budget));
         }
     }
     if let Some(Value::Array(all)) = schema.get("allOf") {
-        return all.iter().all(|s| accepts_null(root, s, depth + 1));
+        return all.iter().all(|s| accepts_null_within(root, s, depth + 1, budget));
     }
     match schema.get("type") {
         Some(Value::String(one)) => one == "null",
@@ -220,6 +232,25 @@ mod tests {
             "required": ["needed"],
             "$defs": {"Inner": {"type": "object", "properties": {"n": {"type": "integer"}}}}
         })
+    }
+
+    /// A schema whose full walk is exponential (each definition used twice by the one before, under `allOf`)
+    /// is coerced in bounded time: the `null` walk stops at its budget.
+    #[test]
+    fn a_validation_bomb_does_not_stall_coercion() {
+        let mut defs = serde_json::Map::new();
+        for i in 0..64 {
+            let next = format!("#/$defs/d{}", i + 1);
+            defs.insert(format!("d{i}"), json!({"allOf": [{"$ref": next}, {"$ref": next}]}));
+        }
+        defs.insert("d64".to_owned(), json!({"type": "string"}));
+        let schema = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}, "$defs": defs});
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(coerce(&schema, json!({"x": null})));
+        });
+        let coerced = finished.recv_timeout(std::time::Duration::from_secs(60)).expect("coercion finished");
+        assert_eq!(coerced, json!({"x": null}), "past the budget the null is left for validation");
     }
 
     #[test]

@@ -646,7 +646,15 @@ fn build(
             None if tool.name == ELICITATION => {
                 Err(format!("`{ELICITATION}` is the action that answers this server's elicitations"))
             }
-            None => Ok(()),
+            // Its schemas are the server's word: small, self-contained and cheap to check, or not compiled.
+            None => super::schema_guard::check(&tool.input_schema)
+                .map_err(|why| format!("its input schema is refused: {why}"))
+                .and_then(|()| match &tool.output_schema {
+                    Some(output) => {
+                        super::schema_guard::check(output).map_err(|why| format!("its output schema is refused: {why}"))
+                    }
+                    None => Ok(()),
+                }),
         };
         let action = allowed.and_then(|()| contract::action_spec(&server.name, tool, server.timeout, server.trust));
         let action = action.and_then(|spec| {

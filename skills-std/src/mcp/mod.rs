@@ -13,6 +13,7 @@ pub mod contract;
 mod error;
 mod oauth;
 pub mod offers;
+pub mod schema_guard;
 mod serve;
 
 pub use adapter::REFUSED;

@@ -538,21 +538,35 @@ fn forward_stderr(server: String, stderr: tokio::process::ChildStderr) {
     });
 }
 
+/// The most tools one server may list.
+pub(crate) const MAX_TOOLS: usize = 1_000;
+
+/// The most pages of `tools/list` followed.
+pub(crate) const MAX_TOOL_PAGES: usize = 100;
+
 impl Connection {
-    /// Every tool, following pagination. A tool whose definition does not read is skipped with a warning.
+    /// Every tool, following pagination. A tool whose definition does not read is skipped with a warning. A
+    /// server that lists more than [`MAX_TOOLS`] tools (or pages past [`MAX_TOOL_PAGES`]) is refused: what it
+    /// offers is the server's word, and an agent's tool list (and its model's context) has to stay bounded.
     pub(crate) async fn list_tools(&self) -> Result<Vec<ToolDef>, CallError> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
-        loop {
+        for _ in 0..MAX_TOOL_PAGES {
             let params = cursor.take().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
             let page: ListToolsResult = self.authorized(|| self.peer.list_tools(params.clone())).await?;
+            if tools.len() + page.tools.len() > MAX_TOOLS {
+                return Err(CallError::Other(format!(
+                    "the server lists more than {MAX_TOOLS} tools; expected at most that many (split it into servers \
+                     with fewer tools, or allow only some with `allow_tools`)"
+                )));
+            }
             tools.extend(page.tools.iter().map(tool_def));
             match page.next_cursor {
                 Some(next) if !next.is_empty() => cursor = Some(next),
-                _ => break,
+                _ => return Ok(tools),
             }
         }
-        Ok(tools)
+        Err(CallError::Other(format!("the server's tool list goes on past {MAX_TOOL_PAGES} pages; expected fewer")))
     }
 
     /// Calls a tool. Dropping the future (a timeout, a cancelled run) tells the server the request was
