@@ -6,9 +6,12 @@ Usage: hostile_server.py <mode>
            `allOf`), a `$ref` cycle, a `$ref` to a remote URL, a schema of 200 KB, and one nested 100 deep.
   many:    `echo` plus 5,000 more tools.
   abyss:   `echo` plus a tool whose schema nests 300 levels deep, past what a JSON reader takes at all.
+  elicit:  `echo` plus `nag`, which asks its caller 50 elicitations at once during one call and answers with how
+           many were accepted, declined and cancelled (as JSON text).
 """
 
 import asyncio
+import json
 import sys
 
 import mcp.server.stdio
@@ -53,6 +56,8 @@ def tools(mode):
         return [ECHO] + [types.Tool(name=name, description="hostile", inputSchema=schema) for name, schema in HOSTILE.items()]
     if mode == "abyss":
         return [ECHO, types.Tool(name="abyss", inputSchema=deep(300))]
+    if mode == "elicit":
+        return [ECHO, types.Tool(name="nag", inputSchema={"type": "object"})]
     if mode == "many":
         return [ECHO] + [types.Tool(name=f"t{i}", inputSchema={"type": "object"}) for i in range(5000)]
     raise SystemExit(f"unknown mode {mode!r}")
@@ -68,6 +73,16 @@ async def main(mode):
 
     @server.call_tool(validate_input=False)
     async def call_tool(name, arguments):
+        if name == "nag":
+            session = server.request_context.session
+            request = server.request_context.request_id
+            form = {"type": "object", "properties": {"ok": {"type": "boolean", "default": True}}}
+            asks = [session.elicit_form(f"question {i}", form, related_request_id=request) for i in range(50)]
+            answers = await asyncio.gather(*asks, return_exceptions=True)
+            counts = {"accept": 0, "decline": 0, "cancel": 0, "error": 0}
+            for answer in answers:
+                counts["error" if isinstance(answer, BaseException) else answer.action] += 1
+            return [types.TextContent(type="text", text=json.dumps(counts))]
         if name != "echo":
             raise ValueError(f"{name} is not for calling")
         return [types.TextContent(type="text", text=arguments.get("text", ""))]

@@ -71,6 +71,28 @@ async fn an_unreadable_tool_list_is_a_typed_error() {
     assert!(matches!(&refused, McpError::ListTools { .. }), "{refused}");
 }
 
+/// A server that asks 50 elicitations during one call gets at most 8 through to the agent (each an approval
+/// run on it, answered here by policy); the rest are declined at once, and nothing is left waiting after the
+/// call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_elicitations_are_bounded_per_call() {
+    let Some(server) = hostile("elicit") else { return };
+    let client = McpClient::connect(server).await.expect("the server connects");
+    let policy = Policy::default().grant(agentry::action::Capability::NET).approval_at(None);
+    let op = Operated::start(vec![], policy, &[]).await;
+    client.attach(&op.runtime).unwrap();
+    op.agent.mount(client.skill().id(), Value::Null).await.unwrap();
+    let counts = op.output("mcp.hostile.nag", json!({})).await;
+    let counts: Value = serde_json::from_str(counts.as_str().expect("the counts as text")).unwrap();
+    assert_eq!(counts, json!({"accept": 8, "decline": 42, "cancel": 0, "error": 0}), "{counts}");
+    let runs = op.runtime.store().query(&agentry::store::RunQuery {
+        action: Some("mcp.hostile.elicitation".parse().unwrap()),
+        ..Default::default()
+    });
+    assert_eq!(runs.len(), 8, "each elicitation let through is one run of the agent");
+    client.close();
+}
+
 /// A hostile schema: `$ref`s into shared definitions, `allOf`/`anyOf`/`not` mixed in, cycles possible.
 fn hostile_schema() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![

@@ -214,3 +214,41 @@ async fn signals_for_an_agent_that_cannot_thaw_stop_at_their_limit() {
     let refused = runtime.send(&id, Signal::new("note", json!(3)).unwrap()).unwrap_err();
     assert!(matches!(refused, RuntimeError::LimitReached { limit: 3, .. }), "{refused}");
 }
+
+/// A skill's refresh (what a server's `tools/list_changed` storm brings about) costs the agents that do not
+/// mount it no write: only the one that mounts it keeps a new snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_storm_writes_nothing_for_agents_that_do_not_mount_the_skill() {
+    let folder = tempfile::tempdir().unwrap();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (runtime, _) = Runtime::builder()
+        .agent::<Listener>()
+        .unwrap()
+        .skill(holding(gate.clone()))
+        .durable(folder.path())
+        .unwrap()
+        .open()
+        .await
+        .unwrap();
+    let mut agents = Vec::new();
+    for n in 0..3 {
+        let id = AgentId::new(format!("a{n}")).unwrap();
+        agents.push(
+            runtime.spawn(Listener::default(), SpawnOptions { id: Some(id), ..SpawnOptions::default() }).await.unwrap(),
+        );
+    }
+    agents[0].mount(&"gate".parse().unwrap(), Value::Null).await.unwrap();
+    let journal = rusqlite::Connection::open(folder.path().join("journal.db")).unwrap();
+    let snapshots = || -> Vec<String> {
+        let mut query = journal.prepare("SELECT snapshot FROM snapshots ORDER BY agent").unwrap();
+        query.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect()
+    };
+    let before = snapshots();
+    for _ in 0..5 {
+        let failed = runtime.refresh_skill(holding(gate.clone())).await.unwrap();
+        assert!(failed.is_empty(), "{failed:?}");
+    }
+    let after = snapshots();
+    assert_ne!(before[0], after[0], "the agent that mounts it keeps its refreshed skill");
+    assert_eq!(before[1..], after[1..], "an agent that does not mount it wrote a snapshot");
+}

@@ -31,6 +31,12 @@ impl<A: Agent> ServerState<A> {
         // now, so the build replaced (and whatever it holds: a client, a connection) is let go once the refresh
         // returns, not at each idle agent's next signal.
         self.shared.catalog.current(&mut self.catalog);
+        // An agent that does not mount it has nothing to keep: no snapshot, so a storm of refreshes costs the
+        // agents that do not use the skill nothing but this message.
+        if !self.agent.is_mounted(skill) {
+            let _ = done.send(Ok(()));
+            return;
+        }
         let result = self.refresh(skill);
         self.reply_when_kept(result, move |result| {
             let _ = done.send(result);

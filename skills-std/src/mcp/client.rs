@@ -838,10 +838,16 @@ async fn resync(inner: &Arc<Inner>) -> Result<bool, McpError> {
     Ok(true)
 }
 
+/// The shortest time between two readings of a server's tool list prompted by `tools/list_changed`.
+pub(crate) const MIN_RESYNC_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Keeps the client true to the server: re-lists on `tools/list_changed`, and reconnects when the connection
 /// is lost. Ends when the client is closed or dropped; it holds the client only while it works, never while it
 /// waits, so dropping the last handle ends it.
 async fn supervise(weak: Weak<Inner>, mut changes: mpsc::UnboundedReceiver<()>) {
+    // When the tools were last listed again: a server that says its list changed over and over gets it read at
+    // most once per `MIN_RESYNC_INTERVAL`, each refresh covering every notice that came meanwhile.
+    let mut last_resync: Option<tokio::time::Instant> = None;
     loop {
         let Some(inner) = weak.upgrade() else { return };
         let stop = inner.stop.clone();
@@ -857,7 +863,14 @@ async fn supervise(weak: Weak<Inner>, mut changes: mpsc::UnboundedReceiver<()>) 
             () = stop.cancelled() => return,
             changed = changes.recv() => {
                 if changed.is_none() { return }
+                if let Some(last) = last_resync {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep_until(last + MIN_RESYNC_INTERVAL) => {}
+                    }
+                }
                 while changes.try_recv().is_ok() {}
+                last_resync = Some(tokio::time::Instant::now());
                 let Some(inner) = weak.upgrade() else { return };
                 if let Err(err) = resync(&inner).await {
                     tracing::warn!(%err, "an MCP server's new tool list could not be read");

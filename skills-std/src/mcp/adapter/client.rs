@@ -24,6 +24,7 @@ use rmcp::transport::auth::{
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -250,6 +251,8 @@ struct Listener {
     list_changed: mpsc::UnboundedSender<()>,
     name: String,
     in_flight: InFlight,
+    /// The server's elicitations waiting for an answer.
+    pending: Arc<AtomicUsize>,
 }
 
 /// A server's elicitation (a form it asks the user to fill in), for the call in flight to answer.
@@ -274,8 +277,15 @@ pub(crate) enum FromServer {
     Progress { fraction: f64, message: Option<String> },
 }
 
-/// The calls in flight on a connection, each with where what its server sends during it goes.
-type InFlight = Arc<Mutex<Vec<(u64, mpsc::UnboundedSender<FromServer>)>>>;
+/// The calls in flight on a connection, each with where what its server sends during it goes and how many
+/// elicitations the server made during it.
+type InFlight = Arc<Mutex<Vec<(u64, mpsc::UnboundedSender<FromServer>, Arc<AtomicUsize>)>>>;
+
+/// The most elicitations a server may make during one call; more are declined.
+pub(crate) const MAX_ELICITATIONS_PER_CALL: usize = 8;
+
+/// The most elicitations of one server waiting for an answer at once; more are declined.
+pub(crate) const MAX_PENDING_ELICITATIONS: usize = 8;
 
 /// A call's place among those in flight; leaving it (dropping this) takes the call off the list.
 pub(crate) struct Flight {
@@ -285,16 +295,16 @@ pub(crate) struct Flight {
 
 impl Drop for Flight {
     fn drop(&mut self) {
-        lock(&self.in_flight).retain(|(id, _)| *id != self.id);
+        lock(&self.in_flight).retain(|(id, _, _)| *id != self.id);
     }
 }
 
 impl Listener {
     /// Where what the server sends during a call goes: the only call in flight. With none, or several, which
     /// call it came in cannot be told from what MCP carries.
-    fn flight(&self) -> Option<mpsc::UnboundedSender<FromServer>> {
+    fn flight(&self) -> Option<(mpsc::UnboundedSender<FromServer>, Arc<AtomicUsize>)> {
         match lock(&self.in_flight).as_slice() {
-            [(_, to)] => Some(to.clone()),
+            [(_, to, asked)] => Some((to.clone(), asked.clone())),
             _ => None,
         }
     }
@@ -321,13 +331,27 @@ impl ClientHandler for Listener {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
         let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-        let (reply, answer) = oneshot::channel();
-        let asked = self.flight().is_some_and(|to| to.send(FromServer::Elicit(Ask { message, schema, reply })).is_ok());
-        if !asked {
+        let Some((to, asked)) = self.flight() else {
             tracing::warn!(server = %self.name, "an elicitation was declined: it did not come during exactly one call");
             return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        // Bounded: per call, and waiting at once for the whole server.
+        use std::sync::atomic::Ordering::SeqCst;
+        if asked.fetch_add(1, SeqCst) >= MAX_ELICITATIONS_PER_CALL {
+            tracing::warn!(server = %self.name, "an elicitation was declined: {MAX_ELICITATIONS_PER_CALL} came during this call already");
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
         }
-        Ok(match answer.await.unwrap_or(Elicited::Cancel) {
+        if self.pending.fetch_add(1, SeqCst) >= MAX_PENDING_ELICITATIONS {
+            self.pending.fetch_sub(1, SeqCst);
+            tracing::warn!(server = %self.name, "an elicitation was declined: {MAX_PENDING_ELICITATIONS} wait for an answer already");
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        }
+        let (reply, answer) = oneshot::channel();
+        let sent = to.send(FromServer::Elicit(Ask { message, schema, reply })).is_ok();
+        // The call's end drops its receiver, and with it every ask not yet answered: those are cancelled.
+        let answered = if sent { answer.await.unwrap_or(Elicited::Cancel) } else { Elicited::Cancel };
+        self.pending.fetch_sub(1, SeqCst);
+        Ok(match answered {
             Elicited::Accept(content) => ElicitResult::new(ElicitationAction::Accept).with_content(content),
             Elicited::Decline => ElicitResult::new(ElicitationAction::Decline),
             Elicited::Cancel => ElicitResult::new(ElicitationAction::Cancel),
@@ -347,7 +371,7 @@ impl ClientHandler for Listener {
             data => (params.logger.clone().unwrap_or_default(), Some(data)),
         };
         tracing::debug!(server = %self.name, logger = ?params.logger, ?level, "{message}");
-        if let Some(to) = self.flight() {
+        if let Some((to, _)) = self.flight() {
             let _ = to.send(FromServer::Log { level, message, fields });
         }
     }
@@ -356,7 +380,7 @@ impl ClientHandler for Listener {
     /// one is. Progress with no total is no fraction, and is not passed on.
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
         let Some(total) = params.total.filter(|total| *total > 0.0) else { return };
-        if let Some(to) = self.flight() {
+        if let Some((to, _)) = self.flight() {
             let _ = to.send(FromServer::Progress { fraction: params.progress / total, message: params.message });
         }
     }
@@ -428,7 +452,12 @@ pub(crate) async fn connect(
     list_changed: mpsc::UnboundedSender<()>,
 ) -> Result<Connection, McpError> {
     let in_flight = InFlight::default();
-    let listener = Listener { list_changed, name: format!("agentry/{server}"), in_flight: in_flight.clone() };
+    let listener = Listener {
+        list_changed,
+        name: format!("agentry/{server}"),
+        in_flight: in_flight.clone(),
+        pending: Arc::default(),
+    };
     let handshake = |message: String| McpError::Handshake { server: server.to_owned(), message };
     let (running, pid, reauth) = match endpoint {
         Endpoint::Stdio { command, args, env, cwd } => {
@@ -613,7 +642,7 @@ impl Connection {
     pub(crate) fn in_flight(&self) -> (Flight, mpsc::UnboundedReceiver<FromServer>) {
         let id = self.next_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, rx) = mpsc::unbounded_channel();
-        lock(&self.in_flight).push((id, tx));
+        lock(&self.in_flight).push((id, tx, Arc::default()));
         (Flight { id, in_flight: self.in_flight.clone() }, rx)
     }
 
