@@ -245,3 +245,24 @@ async fn skills_offer_their_instructions_and_prompts_with_completions() {
     assert_eq!(names, ["fs.instructions"]);
     client.cancel().await.unwrap();
 }
+
+/// A session subscribes to at most 256 resources: past that a subscription is refused (and one it holds
+/// already may be asked for again), so a client cannot make the server keep an unbounded list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_per_session_are_bounded() {
+    let op = agent(Policy::default()).await;
+    let (client, _heard) = connect(&op).await;
+    for n in 0..256 {
+        client.subscribe(SubscribeRequestParams::new(format!("drive:///f{n}.md"))).await.unwrap();
+    }
+    let Err(ServiceError::McpError(error)) =
+        client.subscribe(SubscribeRequestParams::new("drive:///one-more.md")).await
+    else {
+        panic!("the 257th subscription is refused")
+    };
+    assert_eq!((error.code.0, error.data.unwrap()["reason"].clone()), (agentry_skills::mcp::REFUSED, json!("limit")));
+    client.subscribe(SubscribeRequestParams::new("drive:///f0.md")).await.expect("one it holds is fine");
+    client.unsubscribe(UnsubscribeRequestParams::new("drive:///f0.md")).await.unwrap();
+    client.subscribe(SubscribeRequestParams::new("drive:///one-more.md")).await.expect("room again");
+    client.cancel().await.unwrap();
+}

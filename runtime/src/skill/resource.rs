@@ -62,27 +62,51 @@ fn parse(template: &str) -> Result<Vec<Part>, TemplateError> {
     Ok(parts)
 }
 
-/// Matches `uri` against `parts`, filling `vars`; backtracks over where each variable ends.
+/// Matches `uri` against `parts`, filling `vars`; backtracks over where each variable ends, remembering the
+/// (part, position) pairs that cannot match, so that a template with many variables costs at most
+/// parts × positions² steps rather than a number exponential in its variables.
 fn matches(parts: &[Part], uri: &str, vars: &mut BTreeMap<String, String>) -> bool {
-    match parts.split_first() {
-        None => uri.is_empty(),
-        Some((Part::Literal(text), rest)) => {
-            uri.strip_prefix(text.as_str()).is_some_and(|uri| matches(rest, uri, vars))
+    let mut dead = std::collections::HashSet::new();
+    matches_from(parts, uri, 0, 0, vars, &mut dead)
+}
+
+fn matches_from(
+    parts: &[Part],
+    uri: &str,
+    part: usize,
+    at: usize,
+    vars: &mut BTreeMap<String, String>,
+    dead: &mut std::collections::HashSet<(usize, usize)>,
+) -> bool {
+    if dead.contains(&(part, at)) {
+        return false;
+    }
+    let rest = &uri[at..];
+    let found = match parts.get(part) {
+        None => rest.is_empty(),
+        Some(Part::Literal(text)) => {
+            rest.starts_with(text.as_str()) && matches_from(parts, uri, part + 1, at + text.len(), vars, dead)
         }
-        Some((Part::Variable { name, reserved }, rest)) => {
+        Some(Part::Variable { name, reserved }) => {
             let stop = |c: char| !reserved && matches!(c, '/' | '?' | '#');
-            let longest = uri.find(stop).unwrap_or(uri.len());
+            let longest = rest.find(stop).unwrap_or(rest.len());
             // Longest first, so a `{+path}` at the end takes the whole rest.
-            let ends: Vec<usize> = uri[..longest].char_indices().map(|(i, c)| i + c.len_utf8()).collect();
+            let ends: Vec<usize> = rest[..longest].char_indices().map(|(i, c)| i + c.len_utf8()).collect();
+            let mut found = false;
             for &end in ends.iter().rev() {
-                if matches(rest, &uri[end..], vars) {
-                    vars.insert(name.clone(), uri[..end].to_owned());
-                    return true;
+                if matches_from(parts, uri, part + 1, at + end, vars, dead) {
+                    vars.insert(name.clone(), rest[..end].to_owned());
+                    found = true;
+                    break;
                 }
             }
-            false
+            found
         }
+    };
+    if !found {
+        dead.insert((part, at));
     }
+    found
 }
 
 /// A resource a skill offers ([`crate::skill::SkillBuilder::resource`]): a URI, or a URI template with
@@ -232,6 +256,22 @@ impl Resource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A template of many variables each followed by the same literal, against a long URI that almost
+    /// matches: a plain backtracking match tries a number of splits exponential in the variables; this one
+    /// remembers what failed and ends (off the test's thread, so a hang fails instead of stalling).
+    #[test]
+    fn a_template_with_many_variables_matches_in_polynomial_time() {
+        let template: String = (0..12).map(|i| format!("{{v{i}}}x")).collect::<String>() + "end";
+        let item = Resource::new(format!("test://{template}"), "many", "a.read").unwrap();
+        let uri = format!("test://{}", "x".repeat(400));
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(item.read_params(&uri));
+        });
+        let found = finished.recv_timeout(std::time::Duration::from_secs(60)).expect("the match ended");
+        assert_eq!(found, None);
+    }
     use proptest::prelude::*;
 
     fn resource(uri: &str) -> Resource {

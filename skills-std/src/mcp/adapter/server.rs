@@ -31,6 +31,9 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
+/// The most resources one session may subscribe to.
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 256;
+
 /// The JSON-RPC error code of a call the served agent's gate refused (a server error in JSON-RPC's range for
 /// implementations); `data.reason` says which refusal.
 pub const REFUSED: i32 = -32001;
@@ -247,7 +250,19 @@ impl ServerHandler for Handler {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        lock(&self.subscriptions).insert(decoded(&request.uri));
+        let uri = decoded(&request.uri);
+        let mut subscriptions = lock(&self.subscriptions);
+        if subscriptions.len() >= MAX_SUBSCRIPTIONS && !subscriptions.contains(&uri) {
+            return Err(ErrorData::new(
+                ErrorCode(REFUSED),
+                format!(
+                    "this session watches {MAX_SUBSCRIPTIONS} resources already, as many as a session may; \
+                     unsubscribe from one first"
+                ),
+                Some(json!({"reason": "limit", "limit": MAX_SUBSCRIPTIONS})),
+            ));
+        }
+        subscriptions.insert(uri);
         Ok(())
     }
 
