@@ -9,6 +9,18 @@ use uuid::Uuid;
 /// Why a runtime operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuntimeError {
+    /// An approval was not given: what the approver saw is not what the run would run now (its contract
+    /// changed, and it was asked about again; or the digest given is not the run's).
+    #[error(
+        "run {run} was not approved: {why}; expected an approval of what the run would run now (see the latest \
+         `approval_asked` event for its contract, params and digest)"
+    )]
+    ApprovalStale {
+        /// The run.
+        run: Uuid,
+        /// What changed.
+        why: String,
+    },
     /// The agent holds as much of something as its policy allows (see [`crate::policy::Limits`]).
     #[error(
         "agent `{agent}` holds as many {what} as its policy allows ({limit}, `limits.{knob}`); nothing was added, \

@@ -119,10 +119,19 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
-    /// A run needs approval.
+    /// A run needs approval: what an approver sees, all of it (the action's contract and the params it would
+    /// run with), and the digest of both that [`crate::runtime::Runtime::approve_seen`] binds an approval to.
     ApprovalAsked {
         /// The action.
         action: ActionId,
+        /// The risk that made the policy ask.
+        risk: crate::action::Risk,
+        /// The action's contract as it is now.
+        contract: Box<crate::action::ActionSpec>,
+        /// The params it would run with.
+        params: serde_json::Value,
+        /// The digest of the contract and the params ([`crate::action::approval_digest`]).
+        digest: uuid::Uuid,
     },
     /// A run waited for approval longer than its policy allows, and was refused.
     ApprovalExpired {

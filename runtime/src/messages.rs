@@ -29,7 +29,7 @@ pub(crate) enum ServerMsg<A: Agent> {
     /// A copy of the agent's state.
     Snapshot(RpcReplyPort<AgentState<A>>),
     /// Approve (`true`) or deny a run that waits for approval.
-    Decide(Uuid, bool, RpcReplyPort<Result<(), RuntimeError>>),
+    Decide(Uuid, Verdict, RpcReplyPort<Result<(), RuntimeError>>),
     /// A run that waits for approval waited too long.
     ApprovalExpired(Uuid),
     /// A schedule's time came: its key and signal.
@@ -58,6 +58,14 @@ pub(crate) enum ServerMsg<A: Agent> {
     Mounted(oneshot::Sender<Vec<(SkillId, semver::Version)>>),
 }
 
+/// An approver's answer: approve or deny, and, for an approval bound to what the approver saw, its digest
+/// ([`crate::action::approval_digest`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Verdict {
+    pub approve: bool,
+    pub seen: Option<Uuid>,
+}
+
 /// What the runtime can tell an agent without knowing its type.
 pub(crate) enum Untyped {
     /// A signal to handle.
@@ -79,7 +87,7 @@ pub(crate) enum Untyped {
     /// Hibernate if idle (see [`ServerMsg::Hibernate`]).
     Hibernate(Option<oneshot::Sender<Result<(), RuntimeError>>>, Option<std::time::Duration>),
     /// Approve (`true`) or deny a run that waits for approval.
-    Decide(Uuid, bool, oneshot::Sender<Result<(), RuntimeError>>),
+    Decide(Uuid, Verdict, oneshot::Sender<Result<(), RuntimeError>>),
     /// The skills mounted now, with their versions, sorted by id.
     Mounted(oneshot::Sender<Vec<(SkillId, semver::Version)>>),
 }
@@ -96,7 +104,7 @@ impl<A: Agent> From<Untyped> for ServerMsg<A> {
             Untyped::SetPolicy(policy, done) => Self::SetPolicy(policy, done),
             Untyped::NarrowPolicy(parent) => Self::NarrowPolicy(parent),
             Untyped::Hibernate(done, idle) => Self::Hibernate(done, idle),
-            Untyped::Decide(run, approve, done) => Self::Decide(run, approve, done.into()),
+            Untyped::Decide(run, verdict, done) => Self::Decide(run, verdict, done.into()),
             Untyped::Mounted(reply) => Self::Mounted(reply),
         }
     }

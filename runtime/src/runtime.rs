@@ -534,10 +534,29 @@ impl Runtime {
     }
 
     /// Approves (`true`) or denies a run of an agent that waits for approval, without the agent's type (as
-    /// [`AgentRef::approve`] and [`AgentRef::deny`] do with it).
+    /// [`AgentRef::approve`] and [`AgentRef::deny`] do with it). An approval holds for the contract and params
+    /// the run was asked about: if its action's contract changed since (a refreshed skill, an MCP server's new
+    /// tool list), the run is asked about again (a new `approval_asked`) and this returns
+    /// [`RuntimeError::ApprovalStale`].
     pub async fn decide(&self, agent: &AgentId, run: uuid::Uuid, approve: bool) -> Result<(), RuntimeError> {
+        self.tell_verdict(agent, run, crate::messages::Verdict { approve, seen: None }).await
+    }
+
+    /// Approves a run only if what it would run now is what the approver saw: `digest` is the one its
+    /// `approval_asked` event (or [`ApprovalAsk`](crate::action::ApprovalAsk)) carried. Otherwise refused with
+    /// [`RuntimeError::ApprovalStale`], and the run goes on waiting.
+    pub async fn approve_seen(&self, agent: &AgentId, run: uuid::Uuid, digest: uuid::Uuid) -> Result<(), RuntimeError> {
+        self.tell_verdict(agent, run, crate::messages::Verdict { approve: true, seen: Some(digest) }).await
+    }
+
+    async fn tell_verdict(
+        &self,
+        agent: &AgentId,
+        run: uuid::Uuid,
+        verdict: crate::messages::Verdict,
+    ) -> Result<(), RuntimeError> {
         let (reply, decided) = tokio::sync::oneshot::channel();
-        if !self.shared.directory.tell(agent, Untyped::Decide(run, approve, reply)) {
+        if !self.shared.directory.tell(agent, Untyped::Decide(run, verdict, reply)) {
             return Err(RuntimeError::NoSuchAgent(agent.clone()));
         }
         decided.await.map_err(|_| RuntimeError::Stopped(agent.clone()))?
@@ -911,12 +930,14 @@ impl<A: Agent> AgentRef<A> {
 
     /// Approves a run that waits for approval.
     pub async fn approve(&self, run: Uuid) -> Result<(), RuntimeError> {
-        self.ask(|port| ServerMsg::Decide(run, true, port), None).await?
+        let verdict = crate::messages::Verdict { approve: true, seen: None };
+        self.ask(|port| ServerMsg::Decide(run, verdict, port), None).await?
     }
 
     /// Denies a run that waits for approval.
     pub async fn deny(&self, run: Uuid) -> Result<(), RuntimeError> {
-        self.ask(|port| ServerMsg::Decide(run, false, port), None).await?
+        let verdict = crate::messages::Verdict { approve: false, seen: None };
+        self.ask(|port| ServerMsg::Decide(run, verdict, port), None).await?
     }
 
     /// Stops the agent and waits until it has stopped (a hibernating agent is ended where it sleeps).

@@ -227,6 +227,31 @@ async fn an_approval_asked_before_a_crash_is_given_after_it_and_the_run_happens_
     assert_eq!(record.0.status(), RunStatus::Completed);
 }
 
+/// The approval timeout counts from when the run was asked for: a run whose time ran out while the process
+/// was down (killed) expires as it is recovered, rather than waiting a whole timeout again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_timeout_counts_from_the_request_across_a_crash() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let dir = folder.path();
+    let timeout = Duration::from_millis(300);
+    let (child, mut lines) = start(dir, &["ask", "ledger.risky", "{}", &timeout.as_millis().to_string()]);
+    let asked = expect(&mut lines, "asked").await;
+    kill(child).await;
+    let run: uuid::Uuid = asked.trim_start_matches("asked ").parse().expect("a run id");
+    // The time under test is the wall clock's: wait until the run's timeout has passed since it was asked for.
+    let (seconds, nanos) = run.get_timestamp().expect("a v7 id").to_unix();
+    let asked_at = std::time::UNIX_EPOCH + Duration::new(seconds, nanos);
+    if let Ok(left) = (asked_at + timeout).duration_since(std::time::SystemTime::now()) {
+        tokio::time::sleep(left).await;
+    }
+    let tried = run_to_end(dir, &["try-approve", &run.to_string()], "tried").await;
+    assert!(tried.contains("NotAwaitingApproval"), "the run waited a fresh timeout after the restart: {tried}");
+    let record = journal(dir).into_iter().find(|(r, _)| r.run == run).expect("the run is journaled");
+    assert_eq!(record.0.status(), RunStatus::Blocked, "expired, never run");
+    let written = ledger_lines(&dir.join("agents/w0/ledger").join(LINES));
+    assert!(written.iter().all(|(_, w)| w != "risky"), "it never ran: {written:?}");
+}
+
 /// The attack on holding ended runs back: a snapshot folds in the input that asked for a run whose outcome the
 /// agent has not consumed, and the process dies the moment the snapshot is committed. A recovery from that
 /// snapshot will not ask for the run again, so the run and its outcome must be in the same commit.

@@ -360,7 +360,7 @@ async fn a_servers_elicitation_is_an_approval_on_the_calling_agent() {
             tokio::select! {
                 event = events.recv() => {
                     let event = event.unwrap();
-                    if let EventKind::ApprovalAsked { action } = &event.kind {
+                    if let EventKind::ApprovalAsked { action, .. } = &event.kind {
                         break (action.to_string(), event.run.unwrap());
                     }
                 }

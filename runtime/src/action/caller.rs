@@ -99,6 +99,18 @@ pub struct ApprovalAsk {
     pub risk: Risk,
     /// The params it would run with.
     pub params: Value,
+    /// The digest of the contract and the params that an approval is bound to
+    /// ([`approval_digest`](crate::action::approval_digest)).
+    pub digest: Uuid,
+}
+
+/// The digest of what an approver is shown (an action's contract and the params it would run with) that an
+/// approval binds: a run whose contract changed since (an MCP server's refresh, a new build of its skill) is
+/// asked about again, and [`Runtime::approve_seen`](crate::runtime::Runtime::approve_seen) with a digest that is
+/// not the run's is refused.
+pub fn approval_digest(contract: &ActionSpec, params: &Value) -> Uuid {
+    let both = serde_json::json!({"contract": contract, "params": params});
+    crate::store::params_digest(&both)
 }
 
 /// What a run sends its caller; the receiver of [`Caller::new`] gets these in order.

@@ -18,6 +18,7 @@ mod spec;
 
 pub use caller::{
     ApprovalAsk, Approver, Caller, CallerCan, CallerRequest, Elicited, LogLevel, Role, Sampled, Sampling,
+    approval_digest,
 };
 pub use coerce::coerce;
 pub use context::{ActionContext, Frame, IfDriveExists, Requested};

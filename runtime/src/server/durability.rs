@@ -8,13 +8,13 @@
 //! but did not end are started again with the same idempotency key when that is safe, or reach the agent as
 //! `Interrupted` when it is not.
 
-use super::{Awaiting, RunIds, ServerState, Ticket};
+use super::{RunIds, ServerState, Ticket};
 use crate::action::{ActionError, Outcome, RunKey};
 use crate::agent::Agent;
 use crate::effect::IfMissed;
 use crate::events::EventKind;
 use crate::id::{ActionId, AgentId};
-use crate::messages::{Requester, RunRequest, ServerMsg};
+use crate::messages::{Requester, RunRequest};
 use crate::policy::Policy;
 use crate::server::RestartPolicy;
 use crate::signal::Signal;
@@ -395,21 +395,20 @@ impl<A: Agent> ServerState<A> {
     }
 
     /// A run that waited for approval when the process stopped waits again, under the same run id, so an
-    /// approval given after the restart reaches it.
+    /// approval given after the restart reaches it; it is announced again (for approvers on the new event
+    /// stream), and its expiry counts from when it was first asked for, not from the restart.
     fn await_again(&mut self, ids: RunIds, plan: RunPlan) {
         let by = Requester::Agent { correlation: Some(plan.correlation), cause: plan.cause };
         let mut ctx = self.run_context(ids.action.clone(), &by, RunKey::Given(plan.key.into()), ids.run);
         ctx.correlation_id = ids.correlation;
-        let run = ids.run;
-        let expiry = self.policy.approval_timeout.map(|after| {
-            let me = self.myself.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(after).await;
-                let _ = me.cast(ServerMsg::ApprovalExpired(run));
-            })
-        });
         let in_hand = Box::new(crate::runner::RunInHand::new(ctx, plan.params));
         let ticket = Ticket { run: in_hand, by, approved: false, cleared: None };
-        self.work().awaiting.insert(run, Awaiting { ticket, expiry });
+        let contract = self.table.get(&ids.action).map(|a| a.action.spec().clone());
+        let risk = contract.as_ref().map_or(crate::action::Risk::High, |c| self.policy.effective_risk(c));
+        let digest = contract.as_ref().map_or(Uuid::nil(), |c| crate::action::approval_digest(c, &ticket.run.params));
+        if let Some(contract) = contract {
+            self.announce_asked(&ticket, risk, contract, digest);
+        }
+        self.park(ticket, risk, digest);
     }
 }

@@ -85,6 +85,10 @@ pub(crate) struct Clearance {
 pub(crate) struct Awaiting {
     pub ticket: Ticket,
     pub expiry: Option<JoinHandle<()>>,
+    /// The digest of the contract and params the approver was shown.
+    pub digest: Uuid,
+    /// The risk it was asked at.
+    pub risk: crate::action::Risk,
 }
 
 /// A run in flight: its task, what its outcome signal says about it, and where it collects the effects it asks
@@ -313,7 +317,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Mount(mount, reply) => state.on_mount(&mount.0, &mount.1, reply),
             ServerMsg::Unmount(skill, reply) => state.on_unmount(&skill, reply),
             ServerMsg::Snapshot(reply) => state.on_snapshot(reply),
-            ServerMsg::Decide(run, approve, reply) => state.on_decide(run, approve, reply),
+            ServerMsg::Decide(run, verdict, reply) => state.on_decide(run, verdict, reply),
             ServerMsg::ApprovalExpired(run) => state.expire_approval(run),
             ServerMsg::Fire(key, signal) => state.fire(key, *signal),
             ServerMsg::Finished(report, invoker) => state.on_finished(report, invoker),
@@ -466,8 +470,13 @@ impl<A: Agent> ServerState<A> {
         let _ = reply.send(self.agent.clone());
     }
 
-    fn on_decide(&mut self, run: Uuid, approve: bool, reply: RpcReplyPort<Result<(), RuntimeError>>) {
-        let _ = reply.send(self.decide(run, approve));
+    fn on_decide(
+        &mut self,
+        run: Uuid,
+        verdict: crate::messages::Verdict,
+        reply: RpcReplyPort<Result<(), RuntimeError>>,
+    ) {
+        let _ = reply.send(self.decide(run, verdict));
     }
 
     fn on_actions(&mut self, reply: tokio::sync::oneshot::Sender<Vec<crate::action::ActionSpec>>) {

@@ -151,15 +151,22 @@ impl<A: Agent> ServerState<A> {
         }
         self.write_record(&mut ticket.run);
         let run = ticket.run.ctx.run_id;
+        let Some(contract) = self.table.get(&ticket.run.ctx.action_id).map(|a| a.action.spec().clone()) else {
+            let error =
+                ActionError::denied(format!("action `{}` is not registered any more", ticket.run.ctx.action_id));
+            return self.refuse(ticket, error);
+        };
+        let digest = crate::action::approval_digest(&contract, &ticket.run.params);
         // Told only if the caller is still there to hear it: a gone caller's run is refused, not parked.
-        let told = match (ticket.run.ctx.caller(), self.table.get(&ticket.run.ctx.action_id)) {
-            (Some(caller), Some(action)) => {
+        let told = match ticket.run.ctx.caller() {
+            Some(caller) => {
                 let ask = Box::new(ApprovalAsk {
                     agent: self.agent.id.clone(),
                     run,
-                    spec: action.action.spec().clone(),
+                    spec: contract.clone(),
                     risk,
                     params: ticket.run.params.clone(),
+                    digest,
                 });
                 if caller.approver().lets_caller_approve(caller.can(), risk) {
                     caller.send(CallerRequest::Approve(ask))
@@ -167,7 +174,7 @@ impl<A: Agent> ServerState<A> {
                     caller.send(CallerRequest::AwaitingOperator(ask))
                 }
             }
-            _ => false,
+            None => false,
         };
         if !told && let Requester::Outside(reply, _) = ticket.by {
             let error = ActionError::denied(format!(
@@ -182,33 +189,93 @@ impl<A: Agent> ServerState<A> {
             return;
         }
         self.journal(run, RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() });
-        let kind = EventKind::ApprovalAsked { action: ticket.run.ctx.action_id.clone() };
-        self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.run.ctx.correlation_id), kind);
+        self.announce_asked(&ticket, risk, contract, digest);
         if let Requester::Agent { .. } = ticket.by {
             let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
             let ids = RunIds::of(&ticket.run.ctx);
             let report = ids.report(waiting);
             self.tell_outcome(&ids, report, None, (false, None));
         }
-        let expiry = self.policy.approval_timeout.map(|after| {
+        self.park(ticket, risk, digest);
+    }
+
+    /// Announces that a run waits for approval, with all an approver needs to judge it.
+    pub(super) fn announce_asked(
+        &self,
+        ticket: &Ticket,
+        risk: Risk,
+        contract: crate::action::ActionSpec,
+        digest: Uuid,
+    ) {
+        let ctx = &ticket.run.ctx;
+        let kind = EventKind::ApprovalAsked {
+            action: ctx.action_id.clone(),
+            risk,
+            contract: Box::new(contract),
+            params: ticket.run.params.clone(),
+            digest,
+        };
+        self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+    }
+
+    /// Puts a run among those waiting for approval, with its expiry armed for what is left of its policy's
+    /// `approval_timeout` counted from when the run was asked for (its id's time), not from now: a run that
+    /// waits again after a restart, or is asked about again, never gets its time afresh.
+    pub(super) fn park(&mut self, ticket: Ticket, risk: Risk, digest: Uuid) {
+        let run = ticket.run.ctx.run_id;
+        let left =
+            self.policy.approval_timeout.map(|timeout| approval_time_left(run, timeout, crate::wall_clock::now()));
+        let expiry = left.filter(|left| !left.is_zero()).map(|left| {
             let me = self.myself.clone();
             tokio::spawn(async move {
-                tokio::time::sleep(after).await;
+                tokio::time::sleep(left).await;
                 let _ = me.cast(ServerMsg::ApprovalExpired(run));
             })
         });
-        self.work().awaiting.insert(run, Awaiting { ticket, expiry });
+        self.work().awaiting.insert(run, Awaiting { ticket, expiry, digest, risk });
+        // Its time ran out already (while the process was down, say): it expires now.
+        if left.is_some_and(|left| left.is_zero()) {
+            self.expire_approval(run);
+        }
     }
 
-    /// Approves or denies a run waiting for approval. An approved run meets the gate again (the action may have
-    /// been unmounted, or the policy changed, while it waited) and is never asked about again, retries included;
-    /// a denied one is blocked with a `Denied` error.
-    pub(super) fn decide(&mut self, run: Uuid, approve: bool) -> Result<(), RuntimeError> {
-        let Awaiting { ticket, expiry } =
+    /// Approves or denies a run waiting for approval. An approval holds for what the approver was shown: a run
+    /// whose action's contract changed since it was asked about is asked about again (and the approval refused
+    /// as stale), and an approval bound to a digest that is not the run's is refused with the run still
+    /// waiting. An approved run meets the gate again (the action may have been unmounted, or the policy
+    /// changed, while it waited) and is never asked about again, retries included; a denied one is blocked
+    /// with a `Denied` error.
+    pub(super) fn decide(&mut self, run: Uuid, verdict: crate::messages::Verdict) -> Result<(), RuntimeError> {
+        let waiting =
             self.under().and_then(|u| u.awaiting.remove(&run)).ok_or(RuntimeError::NotAwaitingApproval(run))?;
+        if verdict.approve {
+            if let Some(seen) = verdict.seen
+                && seen != waiting.digest
+            {
+                self.work().awaiting.insert(run, waiting);
+                let why = "the digest given is not the one of the contract and params it was asked about".to_owned();
+                return Err(RuntimeError::ApprovalStale { run, why });
+            }
+            let now = self.table.get(&waiting.ticket.run.ctx.action_id).map(|a| a.action.spec().clone());
+            if let Some(contract) = now
+                && crate::action::approval_digest(&contract, &waiting.ticket.run.params) != waiting.digest
+            {
+                let Awaiting { ticket, expiry, risk, .. } = waiting;
+                if let Some(timer) = expiry {
+                    timer.abort();
+                }
+                let digest = crate::action::approval_digest(&contract, &ticket.run.params);
+                self.announce_asked(&ticket, risk, contract, digest);
+                self.park(ticket, risk, digest);
+                let why = "its action's contract changed since it was asked about; it is asked about again".to_owned();
+                return Err(RuntimeError::ApprovalStale { run, why });
+            }
+        }
+        let Awaiting { ticket, expiry, .. } = waiting;
         if let Some(timer) = expiry {
             timer.abort();
         }
+        let approve = verdict.approve;
         let kind = EventKind::ApprovalGiven { action: ticket.run.ctx.action_id.clone(), approved: approve };
         self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.run.ctx.correlation_id), kind);
         if approve {
@@ -485,6 +552,15 @@ impl<A: Agent> ServerState<A> {
         self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
         outcome
     }
+}
+
+/// What is left of `timeout` for a run that waits for approval, counted from when it was asked for: the time
+/// its (version 7) id carries. Zero once that has passed; the whole `timeout` for an id without a time.
+pub(crate) fn approval_time_left(run: Uuid, timeout: Duration, now: DateTime<Utc>) -> Duration {
+    let Some((seconds, nanos)) = run.get_timestamp().map(|t| t.to_unix()) else { return timeout };
+    let asked = DateTime::<Utc>::from_timestamp(i64::try_from(seconds).unwrap_or(i64::MAX), nanos);
+    let waited = asked.and_then(|asked| (now - asked).to_std().ok()).unwrap_or_default();
+    timeout.saturating_sub(waited)
 }
 
 /// The outcome of a run whose execution panicked outside the action (the action's own panics are caught by the

@@ -50,12 +50,23 @@ impl ToolHost for AgentTools {
         Box::pin(async move { call(&runtime, &agent, &tool, arguments, caller).await })
     }
 
-    fn decide(&self, agent: AgentId, run: uuid::Uuid, approve: bool) -> BoxFuture<'static, ()> {
+    fn decide(
+        &self,
+        agent: AgentId,
+        run: uuid::Uuid,
+        approve: bool,
+        seen: Option<uuid::Uuid>,
+    ) -> BoxFuture<'static, ()> {
         let runtime = self.runtime.clone();
         Box::pin(async move {
-            // The run may have been decided already (its approval expired, an operator answered): nothing to do.
-            if let Err(err) = runtime.decide(&agent, run, approve).await {
-                tracing::debug!(%err, %run, "an approval the MCP client answered was no longer waiting");
+            let decided = match (approve, seen) {
+                (true, Some(digest)) => runtime.approve_seen(&agent, run, digest).await,
+                _ => runtime.decide(&agent, run, approve).await,
+            };
+            // The run may have been decided already (its approval expired, an operator answered), or changed
+            // since the client's user saw it (it was asked about again): nothing more to do here.
+            if let Err(err) = decided {
+                tracing::debug!(%err, %run, "an approval the MCP client answered did not take");
             }
         })
     }

@@ -48,7 +48,10 @@ async fn open(dir: &str) -> Runtime {
 }
 
 async fn spawn(runtime: &Runtime, n: usize) {
-    let policy = agentry::policy::Policy::default();
+    spawn_with(runtime, n, agentry::policy::Policy::default()).await;
+}
+
+async fn spawn_with(runtime: &Runtime, n: usize, policy: agentry::policy::Policy) {
     let opts = SpawnOptions { id: Some(worker(n)), policy, ..SpawnOptions::default() };
     if runtime.get::<Worker>(&worker(n)).is_err() {
         runtime.spawn(Worker::default(), opts).await.expect("the worker starts");
@@ -175,7 +178,12 @@ async fn main() {
             println!("settled {}", agents.len());
         }
         "ask" => {
-            spawn(&runtime, 0).await;
+            // An optional last argument: the approval timeout, in milliseconds.
+            let mut policy = agentry::policy::Policy::default();
+            if let Some(ms) = args.get(5).and_then(|ms| ms.parse().ok()) {
+                policy = policy.approval_timeout(Some(Duration::from_millis(ms)));
+            }
+            spawn_with(&runtime, 0, policy).await;
             let mut events = runtime.events();
             let params: Value = serde_json::from_str(&args[4]).expect("params JSON");
             runtime.send(&worker(0), signal("do", json!({"action": args[3], "params": params}))).expect("sent");
@@ -205,6 +213,12 @@ async fn main() {
             quiet(&runtime, &[worker(0)]).await;
             runtime.shutdown(Duration::from_secs(5)).await;
             println!("approved");
+        }
+        "try-approve" => {
+            let run: uuid::Uuid = args[3].parse().expect("a run id");
+            let tried = runtime.get::<Worker>(&worker(0)).expect("w0 is back").approve(run).await;
+            runtime.shutdown(Duration::from_secs(5)).await;
+            println!("tried {}", tried.map_or_else(|e| format!("{e:?}"), |()| "approved".to_owned()));
         }
         "wait" => {
             println!("back");

@@ -113,7 +113,7 @@ async fn run() -> Result<(), Box<dyn Error>> {
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             };
             eprintln!("{} event {:?} (run {:?})", event.at.format("%H:%M:%S%.3f"), event.kind, event.run);
-            if let (EventKind::ApprovalAsked { action }, Some(run)) = (&event.kind, event.run) {
+            if let (EventKind::ApprovalAsked { action, .. }, Some(run)) = (&event.kind, event.run) {
                 eprintln!("approving {action} (run {run})");
                 if let Err(err) = operator.approve(run).await {
                     eprintln!("the approval failed: {err}");

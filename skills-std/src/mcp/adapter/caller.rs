@@ -91,7 +91,7 @@ impl ToClient {
                         }
                         () = done.cancelled() => false,
                     };
-                    host.decide(ask.agent, run, approved).await;
+                    host.decide(ask.agent, run, approved, Some(ask.digest)).await;
                 });
             }
             CallerRequest::AwaitingOperator(ask) => {
@@ -129,7 +129,7 @@ impl Drop for ToClient {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
                 for (agent, run) in waiting {
-                    host.decide(agent, run, false).await;
+                    host.decide(agent, run, false, None).await;
                 }
             });
         }

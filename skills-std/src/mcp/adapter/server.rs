@@ -71,8 +71,15 @@ pub(crate) trait ToolHost: Send + Sync + 'static {
         arguments: Map<String, Value>,
         caller: Caller,
     ) -> BoxFuture<'static, Result<ToolResult, Refusal>>;
-    /// Approves or denies a run that waits for the client's approval.
-    fn decide(&self, agent: AgentId, run: uuid::Uuid, approve: bool) -> BoxFuture<'static, ()>;
+    /// Approves or denies a run that waits for the client's approval; an approval is bound to `seen`, the digest
+    /// of the contract and params the client's user was shown.
+    fn decide(
+        &self,
+        agent: AgentId,
+        run: uuid::Uuid,
+        approve: bool,
+        seen: Option<uuid::Uuid>,
+    ) -> BoxFuture<'static, ()>;
     /// The skills mounted now (their prompts and resources are served).
     fn skills(&self) -> BoxFuture<'static, Result<Vec<Arc<Skill>>, Refusal>>;
     /// Reads a resource by URI: its contents as MCP JSON.
@@ -349,7 +356,7 @@ impl ServerHandler for Handler {
                     requests.close();
                     while let Ok(asked) = requests.try_recv() {
                         if let CallerRequest::Approve(ask) | CallerRequest::AwaitingOperator(ask) = asked {
-                            self.host.decide(ask.agent, ask.run, false).await;
+                            self.host.decide(ask.agent, ask.run, false, None).await;
                         }
                     }
                     return Err(ErrorData::internal_error("the client cancelled the call", None));
