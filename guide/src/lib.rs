@@ -32,6 +32,9 @@ pub mod testing {}
 #[doc = include_str!("../../docs/performance.md")]
 pub mod performance {}
 
+#[doc = include_str!("../../docs/security.md")]
+pub mod security {}
+
 /// The standard skills' pages.
 pub mod skills {
     #[doc = include_str!("../../docs/skills/README.md")]

@@ -77,7 +77,7 @@ pub(crate) async fn revive<A: Agent>(
             return Err(RuntimeError::UnknownSkill(skill.clone()));
         }
     }
-    let mut recovered = Recovered { seq: snapshot.seq, ..Recovered::default() };
+    let mut recovered = Recovered { seq: snapshot.seq, incarnation: snapshot.incarnation, ..Recovered::default() };
     let replayed = inputs.len() as u64;
     for (seq, signal) in inputs {
         recovered.seq = seq;
@@ -105,7 +105,13 @@ pub(crate) async fn revive<A: Agent>(
         }
         for (index, (action, params)) in runs.into_iter().enumerate() {
             recovered.replayed.push(Replayed {
-                key: format!("{id}/{seq}/{index}"),
+                key: {
+                    let index = u32::try_from(index).unwrap_or(u32::MAX);
+                    let key = crate::action::RunKey::Input { incarnation: snapshot.incarnation, seq, index };
+                    let mut text = String::new();
+                    key.write_to(&id, uuid::Uuid::nil(), &mut text);
+                    text
+                },
                 action,
                 params,
                 correlation: signal.correlation_id(),

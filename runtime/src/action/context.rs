@@ -47,8 +47,9 @@ pub(crate) struct RunSink {
 /// so the key survives a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RunKey {
-    /// The `index`th run the agent asked for while handling its input number `seq`.
-    Input { seq: u64, index: u32 },
+    /// The `index`th run the agent asked for while handling its input number `seq`, in its incarnation
+    /// `incarnation` (see [`input_key_prefix`]).
+    Input { incarnation: u64, seq: u64, index: u32 },
     /// The `index`th nested call of the run with key `caller`.
     Within { caller: Arc<str>, index: u32 },
     /// A key given again: a run re-run after a restart keeps the key it had.
@@ -57,15 +58,69 @@ pub(crate) enum RunKey {
     Run,
 }
 
+/// The start of the keys of the runs an agent asks for in one incarnation, before `/<input>/<n>`:
+/// `<agent>~<incarnation>`, the agent id escaped (`%`, `/` and `~` as `%25`, `%2F`, `%7E`) so that no two
+/// agents' keys can be the same text whatever their ids hold (`x/5` and `x` never meet). An incarnation is a
+/// fresh start of the agent (a spawn, a supervised restart), so a new incarnation never reuses a key, while a
+/// recovery, which goes on with the same incarnation, makes the same keys again. Incarnation 0 is a journal
+/// written before incarnations existed: its keys keep their old form, `<agent>` as it is.
+pub(crate) fn input_key_prefix(agent: &AgentId, incarnation: u64) -> String {
+    let mut out = String::with_capacity(agent.as_str().len() + 24);
+    write_input_key_prefix(agent, incarnation, &mut out);
+    out
+}
+
+fn write_input_key_prefix(agent: &AgentId, incarnation: u64, out: &mut String) {
+    let id = agent.as_str();
+    if incarnation == 0 {
+        out.push_str(id);
+        return;
+    }
+    if id.contains(['%', '/', '~']) {
+        for c in id.chars() {
+            match c {
+                '%' => out.push_str("%25"),
+                '/' => out.push_str("%2F"),
+                '~' => out.push_str("%7E"),
+                c => out.push(c),
+            }
+        }
+    } else {
+        out.push_str(id);
+    }
+    out.push('~');
+    out.push_str(itoa::Buffer::new().format(incarnation));
+}
+
+/// A new incarnation number: the time now in milliseconds since 1970, and always more than the last one this
+/// process handed out (two starts in one millisecond still differ).
+pub(crate) fn new_incarnation() -> u64 {
+    static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = u64::try_from(crate::wall_clock::now().timestamp_millis()).unwrap_or(1).max(1);
+    let mut last = LAST.load(std::sync::atomic::Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST.compare_exchange_weak(
+            last,
+            next,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        ) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
+}
+
 impl RunKey {
     /// Appends the key's text (see [`ActionContext::idempotency_key`]) for a run `run` of `agent` to `out`.
     /// Written piece by piece rather than through `format!`: every run with a durable journal has its key made.
     pub(crate) fn write_to(&self, agent: &AgentId, run: Uuid, out: &mut String) {
         let mut number = itoa::Buffer::new();
         match self {
-            RunKey::Input { seq, index } => {
-                out.reserve(agent.as_str().len() + 24);
-                out.push_str(agent.as_str());
+            RunKey::Input { incarnation, seq, index } => {
+                out.reserve(agent.as_str().len() + 48);
+                write_input_key_prefix(agent, *incarnation, out);
                 out.push('/');
                 out.push_str(number.format(*seq));
                 out.push('/');
@@ -776,6 +831,27 @@ impl ActionContext {
 mod tests {
     use super::*;
 
+    /// Input keys are unambiguous whatever an agent id holds, and never repeat across incarnations: two
+    /// different (agent, incarnation, input, n) never make the same key (`x/5` and `x` included).
+    #[test]
+    fn input_keys_are_unique_per_agent_and_incarnation() {
+        use proptest::prelude::*;
+        let key = |agent: &str, incarnation: u64, seq: u64, index: u32| {
+            let mut out = String::new();
+            let agent = AgentId::new(agent).unwrap();
+            RunKey::Input { incarnation, seq, index }.write_to(&agent, Uuid::nil(), &mut out);
+            out
+        };
+        assert_ne!(key("x/5", 7, 1, 0), key("x", 7, 5, 1));
+        assert_ne!(key("x~7", 1, 1, 0), key("x", 7, 1, 0));
+        assert_ne!(key("a", 1, 1, 0), key("a", 2, 1, 0), "a restart never reuses a key");
+        let agent = prop_oneof![Just("x".to_owned()), Just("x/5".to_owned()), Just("x~1".to_owned()), "[a-z/~%]{1,6}"];
+        proptest!(ProptestConfig::with_cases(1000), |(a in (agent.clone(), 1..4u64, 0..4u64, 0..3u32), b in (agent, 1..4u64, 0..4u64, 0..3u32))| {
+            prop_assume!(a != b);
+            prop_assert_ne!(key(&a.0, a.1, a.2, a.3), key(&b.0, b.1, b.2, b.3));
+        });
+    }
+
     /// A symlink planted where a sub-drive would be (pointing out of the drive) is never reused as one.
     #[cfg(unix)]
     #[test]
@@ -812,7 +888,8 @@ mod tests {
                 key.write_to(&agent, run, &mut out);
                 out
             };
-            proptest::prop_assert_eq!(written(RunKey::Input { seq, index }), format!("kept {agent}/{seq}/{index}"));
+            // Incarnation 0: a journal written before incarnations, whose keys keep their old form.
+            proptest::prop_assert_eq!(written(RunKey::Input { incarnation: 0, seq, index }), format!("kept {agent}/{seq}/{index}"));
             let within = RunKey::Within { caller: caller.as_str().into(), index };
             proptest::prop_assert_eq!(written(within), format!("kept {caller}/{index}"));
             proptest::prop_assert_eq!(written(RunKey::Given(caller.as_str().into())), format!("kept {caller}"));

@@ -22,7 +22,9 @@ pub use caller::{
 };
 pub use coerce::coerce;
 pub use context::{ActionContext, Frame, IfDriveExists, Requested};
-pub(crate) use context::{BoxFuture, Clock, Link, RunKey, RunScope, RunServices, RunSink, Stack};
+pub(crate) use context::{
+    BoxFuture, Clock, Link, RunKey, RunScope, RunServices, RunSink, Stack, input_key_prefix, new_incarnation,
+};
 pub(crate) use dynamic::schema_errors;
 pub use dynamic::{ActionFuture, DynAction, SchemaError};
 pub use error::{ActionError, ErrorClass};

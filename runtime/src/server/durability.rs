@@ -51,6 +51,8 @@ pub(crate) struct Replayed {
 pub(crate) struct Recovered {
     /// The number of the last input folded into the state.
     pub seq: u64,
+    /// The incarnation it goes on with (its snapshot's).
+    pub incarnation: u64,
     /// Runs the journal says need looking at.
     pub runs: Vec<KeyedRun>,
     /// Runs the replay asked for, whether or not the journal has them.
@@ -98,7 +100,7 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn next_run_key(&mut self) -> RunKey {
         let index = self.step_runs;
         self.step_runs += 1;
-        RunKey::Input { seq: self.seq, index }
+        RunKey::Input { incarnation: self.incarnation, seq: self.seq, index }
     }
 
     /// The agent's state as a snapshot at the current input.
@@ -111,6 +113,7 @@ impl<A: Agent> ServerState<A> {
                 version: A::version(),
                 state,
                 at: Utc::now(),
+                incarnation: self.incarnation,
             }),
             Err(err) => {
                 tracing::error!(agent = %self.agent.id, %err, "the agent's state does not serialize; no snapshot");
@@ -273,6 +276,7 @@ impl<A: Agent> ServerState<A> {
     /// Settles what was going on when the process stopped (see the module docs).
     pub(super) fn resolve(&mut self, recovered: Recovered) {
         self.seq = recovered.seq;
+        self.incarnation = recovered.incarnation;
         let journaled: HashSet<&str> =
             recovered.runs.iter().filter_map(|r| r.plan.as_ref()).map(|p| p.key.as_str()).collect();
         let unjournaled: Vec<Replayed> =

@@ -223,6 +223,9 @@ pub(crate) struct ServerState<A: Agent> {
     pub source: std::sync::Arc<str>,
     /// The number of the last input `step` consumed (1, 2, 3, ...), which keys the runs it asks for.
     pub seq: u64,
+    /// This start of the agent (see [`crate::action::input_key_prefix`]): a fresh one for a spawn or a
+    /// supervised restart, its snapshot's for a recovery.
+    pub incarnation: u64,
     /// How many runs the current input asked for so far.
     pub step_runs: u32,
     /// Inputs logged since the last snapshot (with a durable store).
@@ -262,6 +265,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             catalog: args.shared.catalog.held(),
             shared: args.shared,
             seq: 0,
+            incarnation: crate::action::new_incarnation(),
             step_runs: 0,
             since_snapshot: 0,
             again: args.again,

@@ -29,6 +29,10 @@ pub struct Snapshot {
     pub state: Value,
     /// When it was taken.
     pub at: DateTime<Utc>,
+    /// The incarnation of the agent that took it (a fresh start makes a new one; a recovery goes on with it),
+    /// which the keys of the runs its inputs ask for carry. 0 for a snapshot written before incarnations.
+    #[serde(default)]
+    pub incarnation: u64,
 }
 
 /// How an agent was spawned, so a recovering runtime can spawn it again.

@@ -79,13 +79,28 @@ pub(super) fn status_bit(status: RunStatus) -> i64 {
     1 << run_codec::status_number(status)
 }
 
-/// The input number in `key`, if it is the key of a run `agent` asked for in its handling of that input
-/// (`<agent>/<input>/<n>`): what a recovery compares with its snapshot's number. The same rule as the one the
-/// recovery's query applies to `runs` (the digits after `<agent>/`).
-pub(super) fn key_seq(agent: &str, key: &str) -> Option<u64> {
-    let rest = key.strip_prefix(agent)?.strip_prefix('/')?;
+/// The input number in `key`, if it is the key of a run asked for in the handling of that input in the
+/// incarnation whose keys start with `prefix` (`<prefix>/<input>/<n>`, see
+/// [`crate::action::input_key_prefix`]): what a recovery compares with its snapshot's number. The same rule
+/// as the one the recovery's query applies to `runs` (the digits after `<prefix>/`).
+pub(super) fn key_seq(prefix: &str, key: &str) -> Option<u64> {
+    let rest = key.strip_prefix(prefix)?.strip_prefix('/')?;
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     rest[..digits].parse().ok()
+}
+
+/// The input number in a key of `agent`'s, whatever its incarnation: what a batch row keeps as its last, so a
+/// recovery reads the rows that may hold runs of inputs after its snapshot (and then keeps only its own
+/// incarnation's, with [`key_seq`]).
+fn any_key_seq(agent: &str, key: &str) -> Option<u64> {
+    let after_prefix = |prefix: &str| key_seq(prefix, key);
+    // A key of an incarnation: `<escaped agent>~<incarnation>/<input>/<n>`, the prefix free of `/`.
+    let incarnated = key.split_once('/').and_then(|(prefix, _)| {
+        let (escaped, incarnation) = prefix.rsplit_once('~')?;
+        let unescaped = escaped.replace("%2F", "/").replace("%7E", "~").replace("%25", "%");
+        (unescaped == agent && incarnation.bytes().all(|b| b.is_ascii_digit())).then(|| after_prefix(prefix))?
+    });
+    incarnated.or_else(|| after_prefix(agent))
 }
 
 /// A number as SQLite keeps it.
@@ -169,7 +184,7 @@ impl RunBatches {
             actions: Vec::new(),
         });
         row.last = run.place;
-        if let Some(seq) = run.key.and_then(|key| key_seq(agent.as_str(), key)) {
+        if let Some(seq) = run.key.and_then(|key| any_key_seq(agent.as_str(), key)) {
             row.last_seq = row.last_seq.max(number(seq));
         }
         row.first_run = row.first_run.min(run.record.run);
@@ -496,7 +511,14 @@ fn next_table_run(rows: &mut rusqlite::Rows<'_>, query: &RunQuery) -> Result<Opt
 /// has not consumed (kept, or lost: the agent asked for the run, and neither its outcome was kept nor did the
 /// recovery end it as interrupted), or that inputs after `after` asked for; from `run_batches` (all ended and consumed), those
 /// that inputs after `after` asked for (a replay of those inputs asks for them again, and must find them).
-pub(super) fn revival_runs(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<KeyedRun>, StoreError> {
+/// `prefix`: the start of the keys of the incarnation the snapshot belongs to (see
+/// [`crate::action::input_key_prefix`]); runs of other incarnations are not this recovery's.
+pub(super) fn revival_runs(
+    db: &Connection,
+    agent: &AgentId,
+    prefix: &str,
+    after: u64,
+) -> Result<Vec<KeyedRun>, StoreError> {
     let mut placed: Vec<(i64, KeyedRun)> = Vec::new();
     // One statement for both tables: a recovery reads thousands of agents, most with no runs at all.
     let mut statement = db
@@ -504,17 +526,17 @@ pub(super) fn revival_runs(db: &Connection, agent: &AgentId, after: u64) -> Resu
             "SELECT place, record, plan, outcome, delivered, NULL FROM runs WHERE agent = ?1 AND (final = 0 \
              OR (delivered = 0 AND (outcome IS NOT NULL OR (json_extract(plan, '$.by_agent') \
              AND json_extract(record, '$.error') IS NOT 'interrupted'))) OR (key IS NOT NULL \
-             AND substr(key, 1, length(?1) + 1) = ?1 || '/' AND CAST(substr(key, length(?1) + 2) AS INTEGER) > ?2)) \
+             AND substr(key, 1, length(?3) + 1) = ?3 || '/' AND CAST(substr(key, length(?3) + 2) AS INTEGER) > ?2)) \
              UNION ALL SELECT place, NULL, NULL, NULL, NULL, body FROM run_batches WHERE agent = ?1 AND last_seq > ?2",
         )
         .map_err(database)?;
-    let mut rows = statement.query(params![agent.as_str(), number(after)]).map_err(database)?;
+    let mut rows = statement.query(params![agent.as_str(), number(after), prefix]).map_err(database)?;
     while let Some(row) = rows.next().map_err(database)? {
         if row.get_ref(5).map_err(database)?.data_type() == rusqlite::types::Type::Blob {
             // A batch row: its runs asked for by inputs after `after`, all ended and consumed.
             for entry in entries(blob(row, 5)?) {
                 let entry = entry?;
-                if entry.key.and_then(|key| key_seq(agent.as_str(), key)).is_some_and(|seq| seq > after) {
+                if entry.key.and_then(|key| key_seq(prefix, key)).is_some_and(|seq| seq > after) {
                     let record = run_codec::decode(entry.run, agent, entry.record)?;
                     let plan = entry.plan.map(|p| super::plan_codec::decode(p, entry.key, record.correlation));
                     let run = KeyedRun { record, plan: plan.transpose()?, outcome: None, delivered: true };

@@ -1432,14 +1432,17 @@ fn schedules(db: &Connection, agent: &AgentId) -> Result<Vec<ScheduleRecord>, St
 }
 
 /// Everything that brings `agent` back. The runs its inputs after the snapshot asked for are found by their
-/// idempotency keys, `{agent}/{seq}/{index}`, whose `seq` is after the snapshot's.
+/// idempotency keys, `<prefix>/{seq}/{index}` (the prefix of the snapshot's incarnation), whose `seq` is after
+/// the snapshot's.
 fn revival(db: &Connection, agent: &AgentId) -> Result<Revival, StoreError> {
     let record = agent_record(db, agent)?;
     let snapshot = snapshot(db, agent)?;
     let after = snapshot.as_ref().map_or(0, |s| s.seq);
     let inputs = inputs_after(db, agent, after)?;
     let schedules = schedules(db, agent)?;
-    let runs = run_log::revival_runs(db, agent, after)?;
+    let incarnation = snapshot.as_ref().map_or(0, |s| s.incarnation);
+    let prefix = crate::action::input_key_prefix(agent, incarnation);
+    let runs = run_log::revival_runs(db, agent, &prefix, after)?;
     Ok(Revival { record, snapshot, inputs, schedules, runs })
 }
 
@@ -1575,6 +1578,7 @@ mod tests {
             version: 1,
             state: json!({"seq": seq}),
             at: Utc::now(),
+            incarnation: 0,
         }
     }
 
@@ -1714,7 +1718,7 @@ mod tests {
                 let text = if long { "a text long enough not to be kept in place by a draft" } else { "short" };
                 let params = json!({"i": i, "text": text});
                 let seq = i as u64 + 1;
-                let key = if given { RunKey::Given(format!("me/{seq}/{index}").into()) } else { RunKey::Input { seq, index } };
+                let key = if given { RunKey::Given(format!("me/{seq}/{index}").into()) } else { RunKey::Input { incarnation: 0, seq, index } };
                 let ([taken, written], mut model) = drafted_run(&me, key, &params, coerced);
                 let run = model.record.run;
                 match outcome {
@@ -1966,7 +1970,8 @@ mod tests {
     fn a_batched_run_keeps_its_plan_compact_and_a_recovery_reads_it_whole() {
         let me = agent("me");
         let mut writer = Writer::new();
-        let ([drafted, _], model) = drafted_run(&me, RunKey::Input { seq: 1, index: 0 }, &json!({"i": 7}), false);
+        let ([drafted, _], model) =
+            drafted_run(&me, RunKey::Input { incarnation: 0, seq: 1, index: 0 }, &json!({"i": 7}), false);
         let Unwritten { draft, plan } = drafted;
         let run = model.record.run;
         writer.commit(vec![
@@ -1983,7 +1988,7 @@ mod tests {
         assert_eq!(entry.key, Some("me/1/0"));
         let plan = entry.plan.expect("a plan");
         assert!(plan.len() < 40 && plan.first() != Some(&b'{'), "compact: {:?}", String::from_utf8_lossy(plan));
-        let runs = run_log::revival_runs(&writer.db, &me, 0).unwrap();
+        let runs = run_log::revival_runs(&writer.db, &me, me.as_str(), 0).unwrap();
         assert_eq!(runs, vec![KeyedRun { delivered: true, ..model }]);
     }
 

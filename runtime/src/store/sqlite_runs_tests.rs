@@ -222,7 +222,7 @@ proptest! {
                     && (*kept || key.as_deref().and_then(|k| run_log::key_seq(name, k)).is_some_and(|s| s > after)))
                 .map(|(record, _, _)| record.run)
                 .collect();
-            let revived: Vec<Uuid> = run_log::revival_runs(db, &agent, after).unwrap().iter().map(|r| r.record.run).collect();
+            let revived: Vec<Uuid> = run_log::revival_runs(db, &agent, agent.as_str(), after).unwrap().iter().map(|r| r.record.run).collect();
             prop_assert_eq!(revived, expected, "the runs a recovery of {} after {} needs", name, after);
         }
     }

@@ -116,6 +116,7 @@ fn snapshot_then_abort(dir: &str) -> ! {
         version: 1,
         state: json!({"seq": seq}),
         at: chrono::Utc::now(),
+        incarnation: 0,
     };
     let record = AgentRecord { agent: me.clone(), agent_type: "worker".to_owned(), spawn: json!({}), asleep: false };
     store.agent_spawned(record, snapshot(0));
