@@ -110,7 +110,8 @@ pub struct ApprovalAsk {
 /// not the run's is refused.
 pub fn approval_digest(contract: &ActionSpec, params: &Value) -> Uuid {
     let both = serde_json::json!({"contract": contract, "params": params});
-    crate::store::params_digest(&both)
+    // Serializing a `Value` cannot fail; the name is its JSON text.
+    Uuid::new_v5(&Uuid::NAMESPACE_OID, &serde_json::to_vec(&both).unwrap_or_default())
 }
 
 /// What a run sends its caller; the receiver of [`Caller::new`] gets these in order.
