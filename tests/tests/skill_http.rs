@@ -96,7 +96,7 @@ async fn successful_requests_carry_headers_and_json_or_text_bodies() {
     // Requests that may change something carry the run's idempotency key (the agent's id and input number).
     let keys: Vec<&str> =
         [&posted, &put, &deleted].iter().map(|r| r["body"]["idempotency-key"].as_str().unwrap()).collect();
-    assert!(keys.iter().all(|k| k.starts_with("operator/")), "{keys:?}");
+    assert!(keys.iter().all(|k| k.starts_with("operator~")), "{keys:?}");
     assert!(keys[0] != keys[1] && keys[1] != keys[2], "one key per run: {keys:?}");
     let got = op.output("http.get", json!({"url": format!("{base}/echo")})).await;
     assert_eq!(got["body"]["idempotency-key"], "", "a GET changes nothing and carries no key");

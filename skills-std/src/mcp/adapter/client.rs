@@ -9,6 +9,7 @@ use super::super::client::Protocol;
 use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolHints, ToolResult, WRAPPED_META};
 use super::super::oauth::OAuth;
 use super::caller::log_level;
+use super::stream_ready::StreamReady;
 use agentry::action::{Elicited, LogLevel};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
@@ -506,28 +507,36 @@ pub(crate) async fn connect(
             }
             match oauth {
                 None => {
-                    let transport = StreamableHttpClientTransport::with_client(client, transport);
-                    (
-                        open_session(listener, transport, protocol).await.map_err(|e| handshake(e.to_string()))?,
-                        None,
-                        None,
-                    )
+                    let client = StreamReady::new(client);
+                    let transport = StreamableHttpClientTransport::with_client(client.clone(), transport);
+                    let running =
+                        open_session(listener, transport, protocol).await.map_err(|e| handshake(e.to_string()))?;
+                    client.opened(STANDALONE_STREAM_WAIT).await;
+                    (running, None, None)
                 }
                 // Every request goes through a token holder, empty at first: a server that never asks is used
                 // without a token, and one that asks (now, or for more scope later) gets one.
                 Some(flow) => {
                     let reauth = Reauth::new(url, flow, client).await.map_err(config)?;
-                    let first = StreamableHttpClientTransport::with_client(reauth.client.clone(), transport.clone());
+                    let ready = StreamReady::new(reauth.client.clone());
+                    let first = StreamableHttpClientTransport::with_client(ready.clone(), transport.clone());
                     let running = match open_session(listener.clone(), first, protocol).await {
-                        Ok(running) => running,
+                        Ok(running) => {
+                            ready.opened(STANDALONE_STREAM_WAIT).await;
+                            running
+                        }
                         Err(err) if err.auth_challenge().is_some() => {
                             let challenge = err.auth_challenge().unwrap_or_default().to_owned();
                             reauth
                                 .authorize(challenge)
                                 .await
                                 .map_err(|message| McpError::Authorization { server: server.to_owned(), message })?;
-                            let again = StreamableHttpClientTransport::with_client(reauth.client.clone(), transport);
-                            open_session(listener, again, protocol).await.map_err(|e| handshake(e.to_string()))?
+                            let ready = StreamReady::new(reauth.client.clone());
+                            let again = StreamableHttpClientTransport::with_client(ready.clone(), transport);
+                            let running =
+                                open_session(listener, again, protocol).await.map_err(|e| handshake(e.to_string()))?;
+                            ready.opened(STANDALONE_STREAM_WAIT).await;
+                            running
                         }
                         Err(err) => return Err(handshake(err.to_string())),
                     };
@@ -566,6 +575,9 @@ fn forward_stderr(server: String, stderr: tokio::process::ChildStderr) {
         }
     });
 }
+
+/// How long a new HTTP session waits for its standalone stream before it is used (see `stream_ready.rs`).
+const STANDALONE_STREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The most tools one server may list.
 pub(crate) const MAX_TOOLS: usize = 1_000;

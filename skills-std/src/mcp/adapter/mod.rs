@@ -5,6 +5,7 @@
 mod caller;
 mod client;
 mod server;
+mod stream_ready;
 
 pub(crate) use client::{
     Ask, CallError, Connection, Endpoint, FromServer, HttpOptions, OAuthFlow, ServerIdentity, connect,
