@@ -188,6 +188,10 @@ pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeErr
                 let kept_limit = crate::policy::Limits::default().kept_signals;
                 let sleeper = crate::sleep::Sleeper::new(agent_type, kept_limit);
                 shared.sleeping.insert(listed.agent.clone(), sleeper);
+                if let Some(due) = listed.next_due {
+                    let after = (due - chrono::Utc::now()).to_std().unwrap_or_default();
+                    crate::sleep::wake_at(shared, &listed.agent, tokio::time::Instant::now() + after);
+                }
                 recovery.asleep.push(listed.agent);
             } else {
                 awake.push(listed);

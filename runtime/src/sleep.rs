@@ -58,6 +58,24 @@ pub(crate) fn deliver(shared: &Arc<Shared>, to: &AgentId, signal: Signal) -> Res
     if shared.directory.deliver(to, signal) { Ok(()) } else { Err(RuntimeError::NoSuchAgent(to.clone())) }
 }
 
+/// Thaws a hibernating agent at `due`, when a schedule of its comes due (the thaw arms its schedules again,
+/// and the due one fires at once). The timer holds the runtime only weakly; if the agent is awake by then
+/// (thawed by a signal meanwhile), it does nothing.
+pub(crate) fn wake_at(shared: &Arc<Shared>, agent: &AgentId, due: tokio::time::Instant) {
+    let (weak, agent) = (Arc::downgrade(shared), agent.clone());
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        tracing::error!(%agent, "a hibernated agent's schedule cannot be kept outside a tokio runtime");
+        return;
+    };
+    handle.spawn(async move {
+        tokio::time::sleep_until(due).await;
+        let Some(shared) = weak.upgrade() else { return };
+        if let Err(err) = wake(&shared, &agent).await {
+            tracing::error!(%agent, %err, "a hibernated agent could not be thawed for its schedule");
+        }
+    });
+}
+
 /// Thaws an agent in a task of its own (for a caller that cannot wait).
 fn start_waking(shared: &Arc<Shared>, agent: &AgentId) {
     let (shared, agent) = (shared.clone(), agent.clone());

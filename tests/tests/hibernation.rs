@@ -35,7 +35,8 @@ impl Agent for Tally {
             "get" => Reaction::Keep(vec![Effect::reply_to(signal.id(), json!(self.total))]),
             "arm" => {
                 let Ok(later) = Signal::new("add", json!({"n": 1})) else { return Reaction::Keep(vec![]) };
-                Reaction::Keep(vec![Effect::schedule("later", Duration::from_secs(3600), later)])
+                let after = Duration::from_millis(signal.data()["ms"].as_u64().unwrap_or(3_600_000));
+                Reaction::Keep(vec![Effect::schedule("later", after, later)])
             }
             _ => Reaction::Ignore,
         }
@@ -86,17 +87,51 @@ async fn a_hibernated_agent_keeps_its_state_and_wakes_for_a_signal_or_a_call() {
     assert!(!runtime.is_hibernating(&tally()));
 }
 
+/// The total once it is `want`, asked until it is (a scheduled signal fires on its own timer).
+async fn total_reaches(runtime: &Runtime, want: i64) {
+    let reached = async {
+        loop {
+            let handle = runtime.get::<Tally>(&tally()).expect("a handle");
+            if handle.call(signal("get", Value::Null), Duration::from_secs(10)).await.expect("reply") == json!(want) {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), reached).await.expect("the scheduled signal was handled");
+}
+
+/// An armed schedule does not keep an agent awake: it hibernates, and is woken when the schedule comes due,
+/// which then fires; after a restart of the runtime too (a sleeping agent is listed with its next due time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_agent_with_something_going_on_stays_awake_and_without_disk_nothing_sleeps() {
+async fn an_agent_with_schedules_hibernates_and_wakes_when_one_comes_due() {
     let folder = tempfile::tempdir().expect("a folder");
     let runtime = open(folder.path(), None).await;
     spawn(&runtime).await;
     let handle = runtime.get::<Tally>(&tally()).expect("a handle");
-    handle.send(signal("arm", Value::Null)).expect("sent");
+    let mut events = runtime.events();
+    handle.send(signal("arm", json!({"ms": 200}))).expect("sent");
     let _ = handle.state().await;
-    let refused = runtime.hibernate(&tally()).await.expect_err("a schedule is armed");
-    assert!(matches!(&refused, RuntimeError::Busy { why, .. } if why.contains("schedules")), "{refused}");
+    runtime.hibernate(&tally()).await.expect("a schedule does not keep it awake");
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentThawed)).await;
+    total_reaches(&runtime, 1).await;
 
+    // Again, with the runtime stopped and opened again while it sleeps.
+    handle.send(signal("arm", json!({"ms": 400}))).expect("sent");
+    let _ = handle.state().await;
+    runtime.hibernate(&tally()).await.expect("asleep again");
+    runtime.shutdown(Duration::from_secs(5)).await;
+    drop(runtime);
+    let runtime = open(folder.path(), None).await;
+    let mut events = runtime.events();
+    while runtime.is_hibernating(&tally()) {
+        tokio::time::timeout(Duration::from_secs(60), events.recv()).await.expect("woken for its schedule").ok();
+    }
+    total_reaches(&runtime, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_disk_nothing_sleeps() {
     let memory = Runtime::builder().agent::<Tally>().expect("registered").build();
     spawn(&memory).await;
     let refused = memory.hibernate(&tally()).await.expect_err("no durable store");

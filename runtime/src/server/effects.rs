@@ -51,8 +51,8 @@ impl<A: Agent> ServerState<A> {
                 }
                 Command::Schedule { key, after, signal, if_missed } => self.schedule(key, after, signal, if_missed),
                 Command::Cancel { key } => {
-                    if let Some(task) = self.under().and_then(|u| u.schedules.remove(&key)) {
-                        task.abort();
+                    if let Some(armed) = self.under().and_then(|u| u.schedules.remove(&key)) {
+                        armed.task.abort();
                         self.forget_schedule(&key);
                     }
                 }
@@ -154,7 +154,7 @@ impl<A: Agent> ServerState<A> {
         }
         let limit = self.policy.limits.schedules;
         let schedules = &mut self.work().schedules;
-        schedules.retain(|_, task| !task.is_finished());
+        schedules.retain(|_, armed| !armed.task.is_finished());
         if !schedules.contains_key(&key) && schedules.len() >= limit {
             let refusal = EffectRefusal::LimitReached {
                 effect: "schedule".to_owned(),
@@ -172,15 +172,15 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn arm(&mut self, key: String, after: Duration, signal: Signal) {
         let me = self.myself.clone();
         let schedules = &mut self.work().schedules;
-        schedules.retain(|_, task| !task.is_finished());
+        schedules.retain(|_, armed| !armed.task.is_finished());
         if let Some(previous) = schedules.remove(&key) {
-            previous.abort();
+            previous.task.abort();
         }
         let fired = key.clone();
         let task = tokio::spawn(async move {
             tokio::time::sleep(after).await;
             let _ = me.cast(ServerMsg::Fire(fired, Box::new(signal)));
         });
-        schedules.insert(key, task);
+        schedules.insert(key, super::Armed { task, due: tokio::time::Instant::now() + after });
     }
 }

@@ -20,14 +20,13 @@ impl<A: Agent> ServerState<A> {
         if underway.draining.is_some() {
             return Some("the runtime is shutting down".to_owned());
         }
-        let schedules = underway.schedules.values().filter(|task| !task.is_finished()).count();
+        // Armed schedules do not keep it awake: it is woken when the first comes due (see `fall_asleep`).
         let counts = [
             (underway.running.len(), "runs in flight"),
             (underway.queue.len(), "runs queued"),
             (underway.awaiting.len(), "runs waiting for approval"),
             (underway.inbox.len(), "outcome signals not yet handled"),
             (underway.calls.values().filter(|port| !port.is_closed()).count(), "calls waiting for a reply"),
-            (schedules, "schedules armed"),
         ];
         let going: Vec<String> = counts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
         (!going.is_empty()).then(|| going.join(", "))
@@ -63,6 +62,18 @@ impl<A: Agent> ServerState<A> {
         }
         self.keep_asleep(true);
         self.save_snapshot();
+        // Its schedules are in the journal: a thaw arms them again. Until then one timer of the runtime's wakes
+        // it when the first comes due.
+        let next_due = self.under().and_then(|u| {
+            let due = u.schedules.values().filter(|armed| !armed.task.is_finished()).map(|armed| armed.due).min();
+            for (_, armed) in u.schedules.drain() {
+                armed.task.abort();
+            }
+            due
+        });
+        if let Some(due) = next_due {
+            crate::sleep::wake_at(&self.shared, &agent, due);
+        }
         // The sleeper first, then out of the directory: a sender that misses one finds the other.
         let agent_type: Arc<str> = A::name().into();
         self.shared.sleeping.insert(agent.clone(), Sleeper::new(agent_type, self.policy.limits.kept_signals));

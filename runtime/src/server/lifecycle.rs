@@ -66,8 +66,8 @@ impl<A: Agent> ServerState<A> {
         // Dropping a waiting nested call's reply tells its caller the call was cancelled.
         let unstarted = self.unstarted();
         self.cancel_runs(unstarted, "the runtime is shutting down");
-        for (_, task) in self.work().schedules.drain() {
-            task.abort();
+        for (_, armed) in self.work().schedules.drain() {
+            armed.task.abort();
         }
         self.tell_drained();
     }
@@ -129,8 +129,8 @@ impl<A: Agent> ServerState<A> {
         self.underway = underway;
         let unstarted = self.unstarted();
         self.cancel_runs(unstarted, "the agent stopped");
-        for (_, task) in self.under().into_iter().flat_map(|u| u.schedules.drain()) {
-            task.abort();
+        for (_, armed) in self.under().into_iter().flat_map(|u| u.schedules.drain()) {
+            armed.task.abort();
         }
         let id = self.agent.id.clone();
         let entry = self.shared.directory.remove_cell(&id, self.myself.get_id());

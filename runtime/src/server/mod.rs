@@ -81,6 +81,12 @@ pub(crate) struct Clearance {
     pub action: crate::action::DynAction,
 }
 
+/// A schedule's timer, and when it fires (a hibernating agent is woken then).
+pub(crate) struct Armed {
+    pub task: JoinHandle<()>,
+    pub due: tokio::time::Instant,
+}
+
 /// A run waiting for approval, with the timer that expires it.
 pub(crate) struct Awaiting {
     pub ticket: Ticket,
@@ -157,7 +163,7 @@ pub(crate) struct Underway {
     pub queue: VecDeque<Ticket>,
     pub awaiting: HashMap<Uuid, Awaiting>,
     pub calls: HashMap<Uuid, RpcReplyPort<Value>>,
-    pub schedules: HashMap<String, JoinHandle<()>>,
+    pub schedules: HashMap<String, Armed>,
     /// Outcome signals for the agent, fed before the next message (see [`ServerState::settle`]).
     pub inbox: VecDeque<Inbound>,
     /// Set once the server drains: new runs are refused, and these are told when the last run ends.
@@ -546,9 +552,8 @@ mod tests {
         assert!(underway.is_idle(), "a caller that gave up waits for nothing");
         assert!(underway.calls.is_empty(), "its port is let go");
 
-        underway
-            .schedules
-            .insert("tick".to_owned(), tokio::runtime::Runtime::new().expect("a runtime").spawn(async {}));
+        let task = tokio::runtime::Runtime::new().expect("a runtime").spawn(async {});
+        underway.schedules.insert("tick".to_owned(), super::Armed { task, due: tokio::time::Instant::now() });
         assert!(!underway.is_idle(), "an armed schedule keeps the server busy");
     }
 }

@@ -62,6 +62,8 @@ pub struct AliveAgent {
     pub asleep: bool,
     /// The agent that spawned it, if any.
     pub parent: Option<AgentId>,
+    /// When its first schedule comes due, if it has any (a hibernating agent is woken then).
+    pub next_due: Option<DateTime<Utc>>,
 }
 
 impl AliveAgent {
@@ -72,6 +74,7 @@ impl AliveAgent {
             agent_type: record.agent_type.clone(),
             asleep: record.asleep,
             parent: record.parent(),
+            next_due: None,
         }
     }
 }

@@ -1361,14 +1361,17 @@ impl Durable for SqliteStore {
         self.read(|db| {
             let mut statement = db
                 .prepare_cached(
-                    "SELECT agent, agent_type, asleep, parent FROM agents WHERE agent > ?1 ORDER BY agent LIMIT ?2",
+                    "SELECT agent, agent_type, asleep, parent, (SELECT min(json_extract(schedule, '$.due')) FROM \
+                     schedules WHERE schedules.agent = agents.agent) FROM agents WHERE agent > ?1 ORDER BY agent \
+                     LIMIT ?2",
                 )
                 .map_err(database)?;
             let after = after.map_or("", AgentId::as_str);
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = statement
                 .query_map(params![after, limit], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?, r.get(3)?))
+                    let due: Option<String> = r.get(4)?;
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?, r.get(3)?, due))
                 })
                 .map_err(database)?;
             let id = |text: String| {
@@ -1376,11 +1379,14 @@ impl Durable for SqliteStore {
             };
             let mut page = Vec::new();
             for row in rows {
-                let (agent, agent_type, asleep, parent): (String, String, bool, Option<String>) =
+                let (agent, agent_type, asleep, parent, due): (String, String, bool, Option<String>, Option<String>) =
                     row.map_err(database)?;
                 // A parent only orders the recovery: one that does not read as an id orders nothing.
                 let parent = parent.and_then(|p| AgentId::new(p).ok());
-                page.push(AliveAgent { agent: id(agent)?, agent_type, asleep, parent });
+                // A due time that does not read wakes the agent at once, which arms its schedules itself.
+                let next_due = due
+                    .map(|d| DateTime::parse_from_rfc3339(&d).map_or_else(|_| Utc::now(), |d| d.with_timezone(&Utc)));
+                page.push(AliveAgent { agent: id(agent)?, agent_type, asleep, parent, next_due });
             }
             Ok(page)
         })
@@ -1827,7 +1833,13 @@ mod tests {
         }
         let store = SqliteStore::open(&path).unwrap();
         let mut expected: Vec<AliveAgent> = records.iter().map(AliveAgent::of).collect();
-        expected.push(AliveAgent { agent: agent("x9"), agent_type: String::new(), asleep: false, parent: None });
+        expected.push(AliveAgent {
+            agent: agent("x9"),
+            agent_type: String::new(),
+            asleep: false,
+            parent: None,
+            next_due: None,
+        });
         expected.sort_by(|a, b| a.agent.cmp(&b.agent));
         assert_eq!(listed(&store, 10), expected);
         assert_eq!(store.agent(&child).unwrap().as_ref(), Some(&records[1]), "the record itself is kept");
