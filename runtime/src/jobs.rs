@@ -97,6 +97,17 @@ impl JobBoard {
         self.jobs.get(&id).map(|job| job.record.borrow().clone())
     }
 
+    /// How many of an agent's jobs have not ended (queued or running).
+    pub fn unended_of(&self, agent: &AgentId) -> usize {
+        self.jobs
+            .iter()
+            .filter(|job| {
+                let record = job.record.borrow();
+                &record.agent == agent && !record.status.is_final()
+            })
+            .count()
+    }
+
     /// An agent's jobs, oldest first.
     pub fn of_agent(&self, agent: &AgentId) -> Vec<JobRecord> {
         let mut jobs: Vec<JobRecord> =

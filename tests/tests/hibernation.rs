@@ -215,3 +215,69 @@ fn sleeping_waking_and_restarting_in_any_order_end_where_a_sleepless_agent_ends(
         })
         .unwrap_or_else(|failure| panic!("{failure}"));
 }
+
+/// A skill whose `gate.hold` waits until the test opens the gate.
+fn holding(gate: std::sync::Arc<tokio::sync::Semaphore>) -> agentry::skill::Skill {
+    let hold = agentry::action::ActionSpec::new("gate.hold", "Waits for the gate.").unwrap();
+    let action = agentry::action::DynAction::new(hold, move |_, _| {
+        let gate = gate.clone();
+        Box::pin(async move {
+            let _permit = gate.acquire().await.map_err(|e| agentry::action::ActionError::critical(e.to_string()))?;
+            Ok(json!("held"))
+        })
+    })
+    .unwrap();
+    agentry::skill::Skill::builder("gate", "1.0.0").dyn_action(action).build().unwrap()
+}
+
+/// A job keeps its agent awake until it ends, and its end reaches the agent: an agent that submits a job and
+/// then idles does not fall asleep on it (a job that ended after its agent slept used to be lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_keeps_its_agent_awake_until_it_ends() {
+    use agentry::skill::SkillDefinition;
+    use agentry_tests::Operator;
+    let folder = tempfile::tempdir().expect("a folder");
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let (runtime, _) = Runtime::builder()
+        .agent::<Operator>()
+        .unwrap()
+        .skill(agentry_skills::Jobs::skill().unwrap())
+        .skill(holding(gate.clone()))
+        .durable(folder.path())
+        .unwrap()
+        .open()
+        .await
+        .unwrap();
+    let id = AgentId::new("worker").unwrap();
+    let agent = runtime
+        .spawn(Operator::default(), SpawnOptions { id: Some(id.clone()), ..SpawnOptions::default() })
+        .await
+        .unwrap();
+    for skill in ["jobs", "gate"] {
+        agent.mount(&skill.parse().unwrap(), Value::Null).await.unwrap();
+    }
+    let mut events = runtime.events();
+    let submit = signal("do", json!({"action": "jobs.submit", "params": {"action": "gate.hold"}}));
+    let submitted = agent.call(submit, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(submitted["kind"], "action.completed", "{submitted:#}");
+    let refused = runtime.hibernate(&id).await.expect_err("a job is not ended");
+    assert!(matches!(&refused, RuntimeError::Busy { why, .. } if why.contains("jobs")), "{refused}");
+    gate.add_permits(1);
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::JobEnded { .. })).await;
+    // Its end reaches the agent, and then nothing keeps it awake.
+    let heard = async {
+        loop {
+            let state: Operator = serde_json::from_value(
+                agent.call(signal("ask", Value::Null), Duration::from_secs(10)).await.expect("reply"),
+            )
+            .unwrap();
+            if !state.job_signals.is_empty() {
+                return state;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let state = tokio::time::timeout(Duration::from_secs(60), heard).await.expect("the job's end reached the agent");
+    assert_eq!(state.job_signals[0]["kind"], "job.completed");
+    runtime.hibernate(&id).await.expect("nothing keeps it awake now");
+}

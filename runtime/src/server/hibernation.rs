@@ -14,9 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl<A: Agent> ServerState<A> {
-    /// What keeps the agent awake, if anything.
+    /// What keeps the agent awake, if anything. Its jobs do (they are not journaled: one that ended while the
+    /// agent slept would have nobody to run its effects).
     fn busy(&self) -> Option<String> {
-        let underway = self.underway.as_deref()?;
+        let jobs = self.shared.jobs.unended_of(&self.agent.id);
+        let Some(underway) = self.underway.as_deref() else {
+            return (jobs > 0).then(|| format!("{jobs} jobs not ended"));
+        };
         if underway.draining.is_some() {
             return Some("the runtime is shutting down".to_owned());
         }
@@ -27,6 +31,7 @@ impl<A: Agent> ServerState<A> {
             (underway.awaiting.len(), "runs waiting for approval"),
             (underway.inbox.len(), "outcome signals not yet handled"),
             (underway.calls.values().filter(|port| !port.is_closed()).count(), "calls waiting for a reply"),
+            (jobs, "jobs not ended"),
         ];
         let going: Vec<String> = counts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
         (!going.is_empty()).then(|| going.join(", "))

@@ -96,10 +96,13 @@ pub(crate) fn adopt_legacy_drive(data_dir: &Path, agent: &AgentId, skill: &Skill
 }
 
 impl AgentServices {
-    /// Tells the agent one of its jobs ended, and announces it.
+    /// Tells the agent one of its jobs ended, and announces it. Delivered by the agent's id, not to the actor
+    /// that submitted the job: an agent that fell asleep just as its job ended gets it kept, and is thawed for it.
     fn job_signal(&self, record: &JobRecord) {
-        if let Some(signal) = crate::kinds::job_ended(&crate::kinds::agent_source(&record.agent), record) {
-            (self.deliver)(&self.cell, Untyped::Signal(signal));
+        if let Some(signal) = crate::kinds::job_ended(&crate::kinds::agent_source(&record.agent), record)
+            && let Err(err) = crate::sleep::deliver(&self.shared, &record.agent, signal)
+        {
+            tracing::warn!(agent = %record.agent, job = %record.id, %err, "a job's end could not reach its agent");
         }
         let ended = EventKind::JobEnded { job: record.id, status: record.status };
         self.shared.events.announce(&record.agent, None, None, ended);
