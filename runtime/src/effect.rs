@@ -330,6 +330,21 @@ pub enum EffectRefusal {
         /// The limit.
         limit: u64,
     },
+    /// A `MountSkill` or `UnmountSkill` effect from a run or a job: the skills mounted are the agent's state,
+    /// which only its own handling of an input changes (so a recovery replays it).
+    #[error(
+        "a `{effect}` effect for skill `{skill}` came from {origin}; only the agent's own handling of an input \
+         may mount or unmount skills (its state is the fold of its inputs); expected the run to return what the \
+         agent should learn, and the agent's handler to ask for the mount"
+    )]
+    MountOutsideStep {
+        /// `mount_skill` or `unmount_skill`.
+        effect: String,
+        /// The skill.
+        skill: SkillId,
+        /// Who asked.
+        origin: String,
+    },
     /// An `Emit` effect to an agent or topic the policy does not let the agent reach.
     #[error("a signal of kind `{kind}` from {origin} was not emitted: {reason}")]
     EmitNotAllowed {

@@ -185,6 +185,14 @@ pub fn interpret(effect: Effect, origin: Origin<'_>, policy: &Policy, source: &A
             _ => Ok(signal.with_source(source.clone())),
         }
     };
+    let from_a_run = matches!(origin, Origin::Run | Origin::Outside | Origin::Job);
+    let mount_outside_step = |effect: &str, asked: SkillId| {
+        Command::Refused(EffectRefusal::MountOutsideStep {
+            effect: effect.to_owned(),
+            skill: asked,
+            origin: origin.describe(skill.as_ref()),
+        })
+    };
     match effect.kind {
         EffectKind::RegisterAction { action } => match origin {
             Origin::Mounting => Command::Register { action, skill },
@@ -228,6 +236,11 @@ pub fn interpret(effect: Effect, origin: Origin<'_>, policy: &Policy, source: &A
                 },
             }
         }
+        // The skills mounted are the agent's state, which is the fold of its inputs: only its own handling of an
+        // input (or mounting itself) changes them, so a recovery that replays the inputs mounts them again. A run
+        // or job asking for it would change the state outside any input, and vanish with the process.
+        EffectKind::MountSkill { skill, .. } if from_a_run => mount_outside_step("mount_skill", skill),
+        EffectKind::UnmountSkill { skill } if from_a_run => mount_outside_step("unmount_skill", skill),
         EffectKind::MountSkill { skill, opts } => Command::Mount { skill, opts },
         EffectKind::UnmountSkill { skill } => Command::Unmount { skill },
         EffectKind::StopChild { id } => Command::StopChild { id },

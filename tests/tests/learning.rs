@@ -138,3 +138,38 @@ fn a_skill_learned_after_the_last_snapshot_comes_back_after_a_crash() {
         runtime.shutdown(Duration::from_secs(5)).await;
     });
 }
+
+/// A run (or a job) may not mount or unmount a skill: the skills mounted are the agent's state, which only its
+/// own handling of an input changes, so that a recovery replaying the inputs ends where the agent was. A run
+/// that asks is refused (journaled and announced), and nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cannot_mount_or_unmount_a_skill() {
+    let teach = ActionSpec::new("teacher.teach", "Asks for a skill to be mounted.").expect("an id");
+    let action = DynAction::new(teach, |_, ctx| {
+        Box::pin(async move {
+            ctx.effect(Effect::mount_skill(SkillId::new("lockpicking").expect("an id"), Value::Null))?;
+            ctx.effect(Effect::unmount_skill(SkillId::new("juggling").expect("an id")))?;
+            Ok(json!("asked"))
+        })
+    })
+    .expect("an action");
+    let teacher = Skill::builder("teacher", "1.0.0").dyn_action(action).build().expect("a skill");
+    let runtime = builder().skill(teacher).build();
+    let opts = SpawnOptions { id: Some(id()), ..SpawnOptions::default() };
+    let student = runtime.spawn(Student, opts).await.expect("spawned");
+    for skill in ["teacher", "juggling"] {
+        student.mount(&skill.parse().unwrap(), Value::Null).await.expect("mounted");
+    }
+    let mut events = runtime.events();
+    let outcome = runtime.invoke(&id(), "teacher.teach", Value::Null).await.expect("answered");
+    assert_eq!(outcome.output, json!("asked"), "{outcome:?}");
+    for _ in 0..2 {
+        let refused = wait_for(&mut events, |e| matches!(e.kind, EventKind::EffectRefused { .. })).await;
+        let EventKind::EffectRefused { refusal } = refused.kind else { unreachable!() };
+        assert!(matches!(refusal, EffectRefusal::MountOutsideStep { .. }), "{refusal:?}");
+    }
+    let mut mounted: Vec<String> =
+        runtime.mounted(&id()).await.expect("there").iter().map(|s| s.id().to_string()).collect();
+    mounted.sort();
+    assert_eq!(mounted, ["juggling", "teacher"], "a run changed the mounted skills");
+}
