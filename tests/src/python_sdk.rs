@@ -19,7 +19,7 @@ pub fn script(name: &str) -> PathBuf {
 }
 
 /// The environment's Python with the SDK installed, installing it first if it is not there; `None`, with a
-/// loud message on stderr, when this machine has no `python3` to make it with.
+/// loud message on stderr, when this machine cannot make it (no `python3`, no venv module, no PyPI).
 pub fn python() -> Option<PathBuf> {
     static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let home = tests_dir().join("..").join(".cache").join("python-mcp").join(VERSION);
@@ -40,13 +40,26 @@ pub fn python() -> Option<PathBuf> {
     let staging = parent.join(format!("{VERSION}.installing.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
     let made = Command::new("python3").args(["-m", "venv"]).arg(&staging).status().expect("python3 runs");
-    assert!(made.success(), "python3 could not make a virtual environment: {made}");
+    if !made.success() {
+        eprintln!(
+            "SKIPPED: python3 could not make a virtual environment ({made}); install its venv module \
+             (Debian: python3-venv, as .ci/run does) to run this test"
+        );
+        return None;
+    }
     let installed = Command::new(staging.join("bin").join("python"))
         .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
         .arg(tests_dir().join("python").join("requirements.txt"))
         .status()
         .expect("pip runs");
-    assert!(installed.success(), "pip could not install the MCP Python SDK {VERSION}: {installed}");
+    if !installed.success() {
+        let _ = std::fs::remove_dir_all(&staging);
+        eprintln!(
+            "SKIPPED: pip could not install the MCP Python SDK {VERSION} ({installed}); the tests that drive \
+             agentry with it need PyPI (run .ci/run where it is reachable)"
+        );
+        return None;
+    }
     if std::fs::rename(&staging, &home).is_err() {
         let _ = std::fs::remove_dir_all(&staging);
     }
