@@ -243,3 +243,19 @@ async fn an_operator_confines_where_an_agent_may_emit() {
 async fn heard(agent: &agentry::runtime::AgentRef<agentry_tests::Operator>) -> Value {
     agent.call(Signal::new("ask", Value::Null).unwrap(), agentry_tests::CALL).await.unwrap()
 }
+
+/// A new approval timeout applies to the runs already waiting, counted from when they were asked for: a run
+/// that has waited longer than the new policy allows expires at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_approval_timeout_applies_to_runs_already_waiting() {
+    let policy = Policy::default().approval_at(Some(agentry::action::Risk::Low));
+    let op = Operated::start(vec![desk()], policy.clone(), &[]).await;
+    let operator = op.agent.id().clone();
+    let waiting = op.run("desk.read", Value::Null).await;
+    assert_eq!(waiting["outcome"]["status"], "awaiting_approval", "{waiting:#}");
+    let run: uuid::Uuid = serde_json::from_value(waiting["run_id"].clone()).unwrap();
+    op.runtime.set_policy(&operator, policy.approval_timeout(Some(std::time::Duration::ZERO))).await.unwrap();
+    let late = op.runtime.decide(&operator, run, true).await.unwrap_err();
+    assert!(matches!(late, agentry::runtime::RuntimeError::NotAwaitingApproval(r) if r == run), "{late}");
+    assert_eq!(op.runtime.store().get(run).unwrap().status(), agentry::store::RunStatus::Blocked);
+}

@@ -505,6 +505,19 @@ impl<A: Agent> ServerState<A> {
         for child in self.shared.directory.children_of(&self.agent.id) {
             self.shared.directory.tell(&child, crate::messages::Untyped::NarrowPolicy(self.policy.clone()));
         }
+        // Runs waiting for approval wait as long as the new policy allows, counted from when they were asked
+        // for (one already past it expires now).
+        let waiting: Vec<Uuid> = self.under().map(|u| u.awaiting.keys().copied().collect()).unwrap_or_default();
+        for run in waiting {
+            let Some(Awaiting { ticket, expiry, digest, risk }) = self.under().and_then(|u| u.awaiting.remove(&run))
+            else {
+                continue;
+            };
+            if let Some(timer) = expiry {
+                timer.abort();
+            }
+            self.park(ticket, risk, digest);
+        }
     }
 
     /// The agent's parent has `parent` as its policy now: the agent's own is narrowed to fit within it (and
