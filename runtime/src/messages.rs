@@ -42,8 +42,8 @@ pub(crate) enum ServerMsg<A: Agent> {
     Drain(oneshot::Sender<()>),
     /// A run asked for by someone other than the agent's own `step` (a routine, an outside caller).
     Request(Box<RunRequest>),
-    /// Effects a job's run asked for.
-    Effects(Vec<Effect>),
+    /// Effects a job's run asked for, and whether the job was an outside caller's doing.
+    Effects(Vec<Effect>, bool),
     /// The catalog holds a new build of this skill: bring it up to date if it is mounted.
     Refresh(SkillId, oneshot::Sender<Result<(), RuntimeError>>),
     /// The contracts of the actions in the live table, sorted by id.
@@ -74,8 +74,8 @@ pub(crate) enum Untyped {
     Drain(oneshot::Sender<()>),
     /// A run asked for by a routine or an outside caller.
     Request(Box<RunRequest>),
-    /// Effects a job's run asked for.
-    Effects(Vec<Effect>),
+    /// Effects a job's run asked for, and whether the job was an outside caller's doing.
+    Effects(Vec<Effect>, bool),
     /// Bring a refreshed skill up to date.
     Refresh(SkillId, oneshot::Sender<Result<(), RuntimeError>>),
     /// The contracts of the live table's actions.
@@ -98,7 +98,7 @@ impl<A: Agent> From<Untyped> for ServerMsg<A> {
             Untyped::Signal(signal) => Self::Signal(Box::new(signal)),
             Untyped::Drain(done) => Self::Drain(done),
             Untyped::Request(request) => Self::Request(request),
-            Untyped::Effects(effects) => Self::Effects(effects),
+            Untyped::Effects(effects, outside) => Self::Effects(effects, outside),
             Untyped::Refresh(skill, done) => Self::Refresh(skill, done),
             Untyped::Actions(reply) => Self::Actions(reply),
             Untyped::SetPolicy(policy, done) => Self::SetPolicy(policy, done),

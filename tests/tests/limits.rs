@@ -252,3 +252,22 @@ async fn a_refresh_storm_writes_nothing_for_agents_that_do_not_mount_the_skill()
     assert_ne!(before[0], after[0], "the agent that mounts it keeps its refreshed skill");
     assert_eq!(before[1..], after[1..], "an agent that does not mount it wrote a snapshot");
 }
+
+/// What outside callers may not run, they may not run through a job or a call of a run they asked for either:
+/// `jobs.submit` of `system.stop` from outside fails its job, and the agent lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plumbing_stays_closed_to_outside_callers_through_jobs() {
+    let op = Operated::start(vec![System::skill().unwrap(), Jobs::skill().unwrap()], Policy::default(), &[]).await;
+    let mut events = op.runtime.events();
+    let submitted = op
+        .runtime
+        .invoke(op.agent.id(), "jobs.submit", json!({"action": "system.stop", "params": {"reason": "gone"}}))
+        .await
+        .unwrap();
+    assert_eq!(submitted.status, OutcomeStatus::Completed, "{submitted:?}");
+    let ended = wait_for(&mut events, |e| matches!(e.kind, EventKind::JobEnded { .. })).await;
+    let EventKind::JobEnded { status, .. } = ended.kind else { unreachable!() };
+    assert_eq!(status, agentry::action::JobStatus::Failed, "the job ran `system.stop`");
+    // Still there.
+    op.output("system.log", json!({"message": "alive"})).await;
+}

@@ -284,6 +284,9 @@ pub(crate) struct RunScope {
     pub seed: Option<u64>,
     /// Whoever asked for the run from outside the agent, when it can be reached (an MCP client).
     pub caller: Option<super::Caller>,
+    /// Whether the run was asked for from outside the agent, or by a run (or job) that was: the calls and jobs
+    /// it makes meet the policy's `deny_outside` too.
+    pub from_outside: bool,
 }
 
 impl Clone for RunScope {
@@ -301,6 +304,7 @@ impl Clone for RunScope {
             clock: self.clock,
             seed: self.seed,
             caller: self.caller.clone(),
+            from_outside: self.from_outside,
         }
     }
 }
@@ -381,6 +385,7 @@ impl ActionContext {
             clock: Clock::Wall,
             seed: None,
             caller: None,
+            from_outside: false,
         };
         Self {
             agent_id,

@@ -333,7 +333,10 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Finished(report, invoker) => state.on_finished(report, invoker),
             ServerMsg::Drain(done) => state.drain(done),
             ServerMsg::Request(request) => state.request_run(*request),
-            ServerMsg::Effects(effects) => state.interpret(effects, crate::interpret::Origin::Job),
+            ServerMsg::Effects(effects, outside) => {
+                let origin = if outside { crate::interpret::Origin::Outside } else { crate::interpret::Origin::Job };
+                state.interpret(effects, origin);
+            }
             ServerMsg::Refresh(skill, done) => state.on_refresh(&skill, done),
             ServerMsg::Actions(reply) => state.on_actions(reply),
             ServerMsg::Mounted(reply) => {

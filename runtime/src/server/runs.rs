@@ -58,7 +58,7 @@ impl<A: Agent> ServerState<A> {
     /// approval (unless it was approved), or admitted. A run the gate cleared before, with the action table and
     /// the policy unchanged since, is admitted on that decision.
     fn through_gate(&mut self, mut ticket: Ticket) {
-        if let Requester::Outside(..) = ticket.by
+        if ticket.run.ctx.scope.from_outside
             && let Err(reason) = self.policy.may_run_from_outside(ticket.run.ctx.action_id.as_str())
         {
             return self.refuse(ticket, ActionError::denied(reason));
@@ -495,6 +495,12 @@ impl<A: Agent> ServerState<A> {
         let stack = Stack::of(callers, action.clone(), run);
         let job = caller.and_then(|c| c.scope.link.as_ref()).and_then(|l| l.job);
         let services = self.services();
+        // A call or job of a run an outside caller asked for is the outside caller's doing too.
+        let from_outside = match by {
+            Requester::Outside(..) => true,
+            Requester::Routine { caller, .. } => caller.scope.from_outside,
+            Requester::Agent { .. } => false,
+        };
         let scope = RunScope {
             skill,
             drive,
@@ -507,6 +513,7 @@ impl<A: Agent> ServerState<A> {
             clock: caller.map_or(crate::action::Clock::Wall, |c| c.scope.clock),
             seed: caller.and_then(|c| c.scope.seed),
             caller: outside,
+            from_outside,
         };
         ActionContext {
             agent_id: self.agent.id.clone(),

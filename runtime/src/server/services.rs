@@ -188,12 +188,13 @@ impl RunServices for AgentServices {
         let mut parent = ctx.clone();
         parent.scope_mut().sink = std::sync::Mutex::default();
         let job_action = action.clone();
+        let from_outside = ctx.scope.from_outside;
         let work = move |job: Uuid| async move {
             parent.scope_mut().link = Some(Link { services: services.clone(), job: Some(job) });
             let result = services.call(&parent, action, params).await;
             let effects: Vec<Effect> = std::mem::take(&mut parent.sink().effects);
             if result.is_ok() && !effects.is_empty() {
-                deliver(&cell, Untyped::Effects(effects));
+                deliver(&cell, Untyped::Effects(effects, from_outside));
             }
             match result {
                 Ok(output) => JobEnd::Completed(output),

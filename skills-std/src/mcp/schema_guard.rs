@@ -85,7 +85,8 @@ impl<'a> Walk<'a> {
                 _ if PARTS_MAP.contains(&key.as_str())
                     || key == "$defs"
                     || key == "definitions"
-                    || key == "dependentSchemas" =>
+                    || key == "dependentSchemas"
+                    || key == "dependencies" =>
                 {
                     for (name, item) in child.as_object().into_iter().flatten() {
                         self.every_schema(item, format!("{here}/{}", escape(name)))?;
@@ -125,6 +126,11 @@ impl<'a> Walk<'a> {
                 return Err(format!("its schema uses `{unsupported}`; expected plain `$ref`s into the schema itself"));
             }
         }
+        // An `$id` below the root starts a resource of its own, against which its `$ref`s resolve: the walk here
+        // resolves every `$ref` from the root, so such a schema is refused rather than judged wrongly.
+        if !at.is_empty() && map.contains_key("$id") {
+            return Err(format!("its schema sets `$id` at `#{at}`; expected one resource, with `$id` at most at its root"));
+        }
         self.on_path.push(at.to_owned());
         let mut total: u64 = 1;
         let mut add = |walk: &mut Self, child: &'a Value, pointer: String| -> Result<(), String> {
@@ -145,8 +151,13 @@ impl<'a> Walk<'a> {
                 add(self, item, format!("{at}/{key}"))?;
             }
         }
-        for (name, item) in map.get("dependentSchemas").and_then(Value::as_object).into_iter().flatten() {
-            add(self, item, format!("{at}/dependentSchemas/{}", escape(name)))?;
+        for keyword in ["dependentSchemas", "dependencies"] {
+            // (`dependencies` also takes arrays of property names, which are no schemas.)
+            for (name, item) in map.get(keyword).and_then(Value::as_object).into_iter().flatten() {
+                if item.is_object() {
+                    add(self, item, format!("{at}/{keyword}/{}", escape(name)))?;
+                }
+            }
         }
         self.on_path.pop();
         if total > MAX_COST {
@@ -238,6 +249,10 @@ mod tests {
         assert!(check(&cycle).unwrap_err().contains("cycle"));
         let itself = json!({"$ref": "#"});
         assert!(check(&itself).unwrap_err().contains("cycle"));
+        let through_dependencies = json!({"dependencies": {"x": {"$ref": "#"}}});
+        assert!(check(&through_dependencies).unwrap_err().contains("cycle"));
+        let nested_resource = json!({"properties": {"x": {"$id": "https://example.com/inner", "$ref": "#"}}});
+        assert!(check(&nested_resource).unwrap_err().contains("$id"));
         let remote = json!({"properties": {"x": {"$ref": "https://example.com/schema.json"}}});
         assert!(check(&remote).unwrap_err().contains("outside itself"));
         let file = json!({"properties": {"x": {"$ref": "file:///etc/passwd"}}});
