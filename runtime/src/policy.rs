@@ -93,9 +93,9 @@ pub struct Limits {
     pub http_max_bytes: u64,
     /// The most bytes `fs.read` reads of a file; a `max_bytes` asked above it is refused.
     pub read_max_bytes: u64,
-    /// The bytes the agent's drive may hold, all its skills' folders together.
+    /// The bytes the `fs` skill's folder of the agent's drive may hold (what its writes may fill).
     pub drive_bytes: u64,
-    /// The files (and folders) the agent's drive may hold.
+    /// The files (and folders) the `fs` skill's folder of the agent's drive may hold.
     pub drive_files: u64,
 }
 

@@ -261,6 +261,8 @@ impl RuntimeBuilder {
         let events = EventBus::new();
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let shared = Shared {
+            started_at: chrono::Utc::now(),
+            wakers: dashmap::DashMap::new(),
             catalog: LiveCatalog::new(self.catalog),
             data_dir: self.data_dir,
             max_call_depth: self.max_call_depth,

@@ -15,6 +15,12 @@ use std::sync::Arc;
 
 /// What every agent server of one runtime shares.
 pub(crate) struct Shared {
+    /// When the runtime was built: a schedule due before then was missed while the process was down; one due
+    /// since (met late by a thaw, say) was not.
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// The timer that thaws each hibernating agent with schedules when the first comes due (one per agent: a new
+    /// sleep replaces the last one's).
+    pub wakers: dashmap::DashMap<AgentId, tokio::task::AbortHandle>,
     pub catalog: LiveCatalog,
     pub data_dir: Option<std::path::PathBuf>,
     pub max_call_depth: usize,

@@ -40,6 +40,12 @@ pub(crate) fn deliver(shared: &Arc<Shared>, to: &AgentId, signal: Signal) -> Res
     if let Some(mut sleeper) = shared.sleeping.get_mut(to) {
         if sleeper.kept.len() >= sleeper.kept_limit {
             let limit = sleeper.kept_limit as u64;
+            // A thaw that failed is tried again even so: once it succeeds, the kept signals drain.
+            if !sleeper.waking {
+                sleeper.waking = true;
+                drop(sleeper);
+                start_waking(shared, to);
+            }
             return Err(RuntimeError::LimitReached {
                 agent: to.clone(),
                 what: "signals kept while it sleeps (its thaw is under way or failed)",
@@ -67,13 +73,22 @@ pub(crate) fn wake_at(shared: &Arc<Shared>, agent: &AgentId, due: tokio::time::I
         tracing::error!(%agent, "a hibernated agent's schedule cannot be kept outside a tokio runtime");
         return;
     };
-    handle.spawn(async move {
-        tokio::time::sleep_until(due).await;
-        let Some(shared) = weak.upgrade() else { return };
-        if let Err(err) = wake(&shared, &agent).await {
-            tracing::error!(%agent, %err, "a hibernated agent could not be thawed for its schedule");
+    let task = handle.spawn({
+        let agent = agent.clone();
+        async move {
+            tokio::time::sleep_until(due).await;
+            let Some(shared) = weak.upgrade() else { return };
+            if let Err(err) = wake(&shared, &agent).await {
+                tracing::error!(%agent, %err, "a hibernated agent could not be thawed for its schedule");
+            }
         }
     });
+    // One timer per agent: the last sleep's, if it has not fired, is no longer needed.
+    if let Some(previous) = shared.wakers.insert(agent, task.abort_handle())
+        && !previous.is_finished()
+    {
+        previous.abort();
+    }
 }
 
 /// Thaws an agent in a task of its own (for a caller that cannot wait).

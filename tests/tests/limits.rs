@@ -206,6 +206,8 @@ async fn signals_for_an_agent_that_cannot_thaw_stop_at_their_limit() {
         .await
         .unwrap();
     runtime.hibernate(&id).await.unwrap();
+    // Its last snapshot is on disk before it is damaged (else the journal's writer writes it over the damage).
+    let _ = runtime.store().durable().expect("a durable journal").flushed().await;
     let journal = rusqlite::Connection::open(folder.path().join("journal.db")).unwrap();
     journal.execute("UPDATE snapshots SET snapshot = 'damaged' WHERE agent = 'sleeper'", []).unwrap();
     for n in 0..3 {

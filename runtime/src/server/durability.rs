@@ -292,7 +292,9 @@ impl<A: Agent> ServerState<A> {
         }
         for schedule in recovered.schedules {
             let fired = recovered.inputs.contains(&schedule.signal.id());
-            let missed = schedule.due <= Utc::now();
+            // Missed: due while the process was down. One due since the runtime started (met late by a thaw) is
+            // not missed; it fires now.
+            let missed = schedule.due <= self.shared.started_at;
             if fired || (missed && schedule.if_missed == IfMissed::Skip) {
                 self.forget_schedule(&schedule.key);
                 continue;

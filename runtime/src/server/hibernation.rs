@@ -68,21 +68,23 @@ impl<A: Agent> ServerState<A> {
         self.keep_asleep(true);
         self.save_snapshot();
         // Its schedules are in the journal: a thaw arms them again. Until then one timer of the runtime's wakes
-        // it when the first comes due.
+        // it when the first comes due (one whose timer fired already, its signal still on the way, is due now).
         let next_due = self.under().and_then(|u| {
-            let due = u.schedules.values().filter(|armed| !armed.task.is_finished()).map(|armed| armed.due).min();
+            let now = tokio::time::Instant::now();
+            let due = u.schedules.values().map(|armed| if armed.task.is_finished() { now } else { armed.due }).min();
             for (_, armed) in u.schedules.drain() {
                 armed.task.abort();
             }
             due
         });
-        if let Some(due) = next_due {
-            crate::sleep::wake_at(&self.shared, &agent, due);
-        }
         // The sleeper first, then out of the directory: a sender that misses one finds the other.
         let agent_type: Arc<str> = A::name().into();
         self.shared.sleeping.insert(agent.clone(), Sleeper::new(agent_type, self.policy.limits.kept_signals));
         self.shared.directory.remove_cell(&agent, self.myself.get_id());
+        // Only now, asleep: a timer already due must find it so.
+        if let Some(due) = next_due {
+            crate::sleep::wake_at(&self.shared, &agent, due);
+        }
         self.asleep = true;
         self.exit = Exit::Hibernated;
         self.shared.events.announce(&agent, None, None, EventKind::AgentHibernated);

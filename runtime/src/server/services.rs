@@ -89,6 +89,15 @@ pub(crate) fn adopt_legacy_drive(data_dir: &Path, agent: &AgentId, skill: &Skill
     if !legacy.is_dir() || drive.exists() {
         return;
     }
+    // On a filesystem that ignores case, the old folder of `Ann` is the folder of `ann` (whose name did not
+    // change): when an agent whose id differs only by case has its drive there, it is that agent's, and stays.
+    if let Ok(lower) = AgentId::new(agent.as_str().to_lowercase())
+        && lower != *agent
+        && drive_path(data_dir, &lower, skill).exists()
+    {
+        tracing::warn!(%agent, %skill, legacy = %legacy.display(), "a drive kept under an earlier folder name was not moved: another agent's drive may be the same folder");
+        return;
+    }
     let moved = drive.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::rename(&legacy, drive));
     if let Err(err) = moved {
         tracing::warn!(%agent, %skill, %err, legacy = %legacy.display(), "a drive kept where an earlier release put it could not be moved");

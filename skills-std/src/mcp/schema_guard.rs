@@ -129,7 +129,9 @@ impl<'a> Walk<'a> {
         // An `$id` below the root starts a resource of its own, against which its `$ref`s resolve: the walk here
         // resolves every `$ref` from the root, so such a schema is refused rather than judged wrongly.
         if !at.is_empty() && map.contains_key("$id") {
-            return Err(format!("its schema sets `$id` at `#{at}`; expected one resource, with `$id` at most at its root"));
+            return Err(format!(
+                "its schema sets `$id` at `#{at}`; expected one resource, with `$id` at most at its root"
+            ));
         }
         self.on_path.push(at.to_owned());
         let mut total: u64 = 1;
