@@ -87,3 +87,30 @@ async fn a_contract_that_changed_while_the_run_waited_is_asked_about_again() {
     let ran = wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionCompleted { .. })).await;
     assert_eq!(ran.run, Some(run));
 }
+
+/// A caller that approves (a client's user, where serving lets it) is asked again when the contract changed
+/// while the run waited: its first approval is stale, and the second one, of the new contract, runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_approves_is_asked_again_when_the_contract_changed() {
+    use agentry::action::{Approver, Caller, CallerCan, CallerRequest};
+    let runtime = Runtime::builder().skill(desk("Shreds papers.")).build();
+    let agent = runtime.spawn((), SpawnOptions::default()).await.unwrap();
+    agent.mount(&"desk".parse().unwrap(), Value::Null).await.unwrap();
+    let (caller, mut heard) = Caller::new(CallerCan { sample: false, elicit: true });
+    let caller = caller.approved_by(Approver::Caller { ceiling: Risk::High });
+    let (id, asking) = (agent.id().clone(), runtime.clone());
+    let call = tokio::spawn(async move { asking.invoke_with(&id, "desk.shred", json!({"box": 1}), caller).await });
+    let asked = |request: Option<CallerRequest>| match request {
+        Some(CallerRequest::Approve(ask)) => ask,
+        other => panic!("expected an approval ask, got {other:?}"),
+    };
+    let first = asked(heard.recv().await);
+    assert!(runtime.refresh_skill(desk("Shreds papers, and the desk.")).await.unwrap().is_empty());
+    let stale = runtime.approve_seen(agent.id(), first.run, first.digest).await.unwrap_err();
+    assert!(matches!(stale, RuntimeError::ApprovalStale { .. }), "{stale}");
+    let second = asked(heard.recv().await);
+    assert_eq!((second.run, second.spec.description.as_str()), (first.run, "Shreds papers, and the desk."));
+    runtime.approve_seen(agent.id(), second.run, second.digest).await.expect("approved as it is now");
+    let outcome = call.await.unwrap().unwrap();
+    assert_eq!(outcome.output, json!({"shredded": {"box": 1}}), "{outcome:?}");
+}

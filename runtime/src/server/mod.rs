@@ -509,7 +509,8 @@ impl<A: Agent> ServerState<A> {
             self.shared.directory.tell(&child, crate::messages::Untyped::NarrowPolicy(self.policy.clone()));
         }
         // Runs waiting for approval wait as long as the new policy allows, counted from when they were asked
-        // for (one already past it expires now).
+        // for (one already past it expires now); one whose risk under the new policy differs is asked about again
+        // (a caller that may approve up to a ceiling must not approve what is now above it).
         let waiting: Vec<Uuid> = self.under().map(|u| u.awaiting.keys().copied().collect()).unwrap_or_default();
         for run in waiting {
             let Some(Awaiting { ticket, expiry, digest, risk }) = self.under().and_then(|u| u.awaiting.remove(&run))
@@ -519,7 +520,11 @@ impl<A: Agent> ServerState<A> {
             if let Some(timer) = expiry {
                 timer.abort();
             }
-            self.park(ticket, risk, digest);
+            let contract = self.table.get(&ticket.run.ctx.action_id).map(|a| a.action.spec().clone());
+            match contract {
+                Some(contract) if self.policy.effective_risk(&contract) != risk => self.ask_again(ticket, contract),
+                _ => self.park(ticket, risk, digest),
+            }
         }
     }
 

@@ -158,24 +158,7 @@ impl<A: Agent> ServerState<A> {
         };
         let digest = crate::action::approval_digest(&contract, &ticket.run.params);
         // Told only if the caller is still there to hear it: a gone caller's run is refused, not parked.
-        let told = match ticket.run.ctx.caller() {
-            Some(caller) => {
-                let ask = Box::new(ApprovalAsk {
-                    agent: self.agent.id.clone(),
-                    run,
-                    spec: contract.clone(),
-                    risk,
-                    params: ticket.run.params.clone(),
-                    digest,
-                });
-                if caller.approver().lets_caller_approve(caller.can(), risk) {
-                    caller.send(CallerRequest::Approve(ask))
-                } else {
-                    caller.send(CallerRequest::AwaitingOperator(ask))
-                }
-            }
-            None => false,
-        };
+        let told = self.tell_caller(&ticket, risk, &contract, digest);
         if !told && let Requester::Outside(reply, _) = ticket.by {
             let error = ActionError::denied(format!(
                 "action `{}` needs approval at risk {risk:?}, and a run asked for from outside the agent without a \
@@ -196,6 +179,36 @@ impl<A: Agent> ServerState<A> {
             let report = ids.report(waiting);
             self.tell_outcome(&ids, report, None, (false, None));
         }
+        self.park(ticket, risk, digest);
+    }
+
+    /// Tells a run's outside caller (if it has one, and it is still there) that the run waits for approval: asks
+    /// it to approve, where its [`Approver`](crate::action::Approver) lets it at this risk, or says the run waits
+    /// for the operator. `false` when there is nobody to tell.
+    fn tell_caller(&self, ticket: &Ticket, risk: Risk, contract: &crate::action::ActionSpec, digest: Uuid) -> bool {
+        let Some(caller) = ticket.run.ctx.caller() else { return false };
+        let ask = Box::new(ApprovalAsk {
+            agent: self.agent.id.clone(),
+            run: ticket.run.ctx.run_id,
+            spec: contract.clone(),
+            risk,
+            params: ticket.run.params.clone(),
+            digest,
+        });
+        if caller.approver().lets_caller_approve(caller.can(), risk) {
+            caller.send(CallerRequest::Approve(ask))
+        } else {
+            caller.send(CallerRequest::AwaitingOperator(ask))
+        }
+    }
+
+    /// Asks about a parked run again, as it is now (its contract, and its risk under the policy of now):
+    /// announced, its caller told, and parked with its expiry still counted from the request.
+    pub(super) fn ask_again(&mut self, ticket: Ticket, contract: crate::action::ActionSpec) {
+        let risk = self.policy.effective_risk(&contract);
+        let digest = crate::action::approval_digest(&contract, &ticket.run.params);
+        self.announce_asked(&ticket, risk, contract.clone(), digest);
+        self.tell_caller(&ticket, risk, &contract, digest);
         self.park(ticket, risk, digest);
     }
 
@@ -260,13 +273,11 @@ impl<A: Agent> ServerState<A> {
             if let Some(contract) = now
                 && crate::action::approval_digest(&contract, &waiting.ticket.run.params) != waiting.digest
             {
-                let Awaiting { ticket, expiry, risk, .. } = waiting;
+                let Awaiting { ticket, expiry, .. } = waiting;
                 if let Some(timer) = expiry {
                     timer.abort();
                 }
-                let digest = crate::action::approval_digest(&contract, &ticket.run.params);
-                self.announce_asked(&ticket, risk, contract, digest);
-                self.park(ticket, risk, digest);
+                self.ask_again(ticket, contract);
                 let why = "its action's contract changed since it was asked about; it is asked about again".to_owned();
                 return Err(RuntimeError::ApprovalStale { run, why });
             }
