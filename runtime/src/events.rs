@@ -130,7 +130,7 @@ pub enum EventKind {
         contract: Box<crate::action::ActionSpec>,
         /// The params it would run with.
         params: serde_json::Value,
-        /// The digest of the contract and the params ([`crate::action::approval_digest`]).
+        /// The digest of the contract, the risk and the params ([`crate::action::approval_digest`]).
         digest: uuid::Uuid,
     },
     /// A run waited for approval longer than its policy allows, and was refused.

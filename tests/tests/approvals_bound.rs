@@ -28,7 +28,8 @@ fn asked(event: &Event) -> bool {
 }
 
 fn seen(event: &Event) -> (uuid::Uuid, uuid::Uuid, Box<ActionSpec>, Value) {
-    let EventKind::ApprovalAsked { digest, contract, params, .. } = &event.kind else { panic!("{event:?}") };
+    let EventKind::ApprovalAsked { digest, contract, params, risk, .. } = &event.kind else { panic!("{event:?}") };
+    assert_eq!(*digest, approval_digest(contract, *risk, params));
     (event.run.unwrap(), *digest, contract.clone(), params.clone())
 }
 
@@ -55,10 +56,9 @@ async fn an_approval_is_bound_to_the_contract_and_params_the_approver_saw() {
     let (run, digest, contract, params) = seen(&event);
     // The approver sees everything: the contract and the params, and the digest of both.
     assert_eq!((contract.description.as_str(), params.clone()), ("Shreds papers.", json!({"box": 7})));
-    assert_eq!(digest, approval_digest(&contract, &params));
 
     // An approval bound to what it did not see is refused, and the run goes on waiting.
-    let other = approval_digest(&contract, &json!({"box": 8}));
+    let other = approval_digest(&contract, Risk::High, &json!({"box": 8}));
     let refused = runtime.approve_seen(&agent, run, other).await.unwrap_err();
     assert!(matches!(refused, RuntimeError::ApprovalStale { .. }), "{refused}");
     let mut events = runtime.events();
@@ -110,7 +110,15 @@ async fn a_caller_that_approves_is_asked_again_when_the_contract_changed() {
     assert!(matches!(stale, RuntimeError::ApprovalStale { .. }), "{stale}");
     let second = asked(heard.recv().await);
     assert_eq!((second.run, second.spec.description.as_str()), (first.run, "Shreds papers, and the desk."));
-    runtime.approve_seen(agent.id(), second.run, second.digest).await.expect("approved as it is now");
+    // A new policy that changes its risk asks again too: the approval of the old risk no longer holds.
+    let mut policy = agentry::policy::Policy::default().approval_at(Some(Risk::Low));
+    policy.risk_overrides.insert(agentry::pattern::Pattern::new("desk.*").unwrap(), Risk::Medium);
+    runtime.set_policy(agent.id(), policy).await.unwrap();
+    let third = asked(heard.recv().await);
+    assert_eq!(third.risk, Risk::Medium);
+    let stale = runtime.approve_seen(agent.id(), second.run, second.digest).await.unwrap_err();
+    assert!(matches!(stale, RuntimeError::ApprovalStale { .. }), "{stale}");
+    runtime.approve_seen(agent.id(), third.run, third.digest).await.expect("approved as it is now");
     let outcome = call.await.unwrap().unwrap();
     assert_eq!(outcome.output, json!({"shredded": {"box": 1}}), "{outcome:?}");
 }

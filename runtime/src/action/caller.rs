@@ -99,19 +99,20 @@ pub struct ApprovalAsk {
     pub risk: Risk,
     /// The params it would run with.
     pub params: Value,
-    /// The digest of the contract and the params that an approval is bound to
+    /// The digest of the contract, the risk and the params that an approval is bound to
     /// ([`approval_digest`](crate::action::approval_digest)).
     pub digest: Uuid,
 }
 
-/// The digest of what an approver is shown (an action's contract and the params it would run with) that an
-/// approval binds: a run whose contract changed since (an MCP server's refresh, a new build of its skill) is
-/// asked about again, and [`Runtime::approve_seen`](crate::runtime::Runtime::approve_seen) with a digest that is
-/// not the run's is refused.
-pub fn approval_digest(contract: &ActionSpec, params: &Value) -> Uuid {
-    let both = serde_json::json!({"contract": contract, "params": params});
+/// The digest of what an approver is shown (an action's contract, the risk that made the policy ask, and the
+/// params it would run with) that an approval binds: a run whose contract or risk changed since (an MCP
+/// server's refresh, a new build of its skill, a new policy) is asked about again, and
+/// [`Runtime::approve_seen`](crate::runtime::Runtime::approve_seen) with a digest that is not the run's is
+/// refused.
+pub fn approval_digest(contract: &ActionSpec, risk: Risk, params: &Value) -> Uuid {
+    let all = serde_json::json!({"contract": contract, "risk": risk, "params": params});
     // Serializing a `Value` cannot fail; the name is its JSON text.
-    Uuid::new_v5(&Uuid::NAMESPACE_OID, &serde_json::to_vec(&both).unwrap_or_default())
+    Uuid::new_v5(&Uuid::NAMESPACE_OID, &serde_json::to_vec(&all).unwrap_or_default())
 }
 
 /// What a run sends its caller; the receiver of [`Caller::new`] gets these in order.

@@ -411,7 +411,8 @@ impl<A: Agent> ServerState<A> {
         let ticket = Ticket { run: in_hand, by, approved: false, cleared: None };
         let contract = self.table.get(&ids.action).map(|a| a.action.spec().clone());
         let risk = contract.as_ref().map_or(crate::action::Risk::High, |c| self.policy.effective_risk(c));
-        let digest = contract.as_ref().map_or(Uuid::nil(), |c| crate::action::approval_digest(c, &ticket.run.params));
+        let digest =
+            contract.as_ref().map_or(Uuid::nil(), |c| crate::action::approval_digest(c, risk, &ticket.run.params));
         if let Some(contract) = contract {
             self.announce_asked(&ticket, risk, contract, digest);
         }

@@ -156,7 +156,7 @@ impl<A: Agent> ServerState<A> {
                 ActionError::denied(format!("action `{}` is not registered any more", ticket.run.ctx.action_id));
             return self.refuse(ticket, error);
         };
-        let digest = crate::action::approval_digest(&contract, &ticket.run.params);
+        let digest = crate::action::approval_digest(&contract, risk, &ticket.run.params);
         // Told only if the caller is still there to hear it: a gone caller's run is refused, not parked.
         let told = self.tell_caller(&ticket, risk, &contract, digest);
         if !told && let Requester::Outside(reply, _) = ticket.by {
@@ -206,7 +206,7 @@ impl<A: Agent> ServerState<A> {
     /// announced, its caller told, and parked with its expiry still counted from the request.
     pub(super) fn ask_again(&mut self, ticket: Ticket, contract: crate::action::ActionSpec) {
         let risk = self.policy.effective_risk(&contract);
-        let digest = crate::action::approval_digest(&contract, &ticket.run.params);
+        let digest = crate::action::approval_digest(&contract, risk, &ticket.run.params);
         self.announce_asked(&ticket, risk, contract.clone(), digest);
         self.tell_caller(&ticket, risk, &contract, digest);
         self.park(ticket, risk, digest);
@@ -271,7 +271,11 @@ impl<A: Agent> ServerState<A> {
             }
             let now = self.table.get(&waiting.ticket.run.ctx.action_id).map(|a| a.action.spec().clone());
             if let Some(contract) = now
-                && crate::action::approval_digest(&contract, &waiting.ticket.run.params) != waiting.digest
+                && crate::action::approval_digest(
+                    &contract,
+                    self.policy.effective_risk(&contract),
+                    &waiting.ticket.run.params,
+                ) != waiting.digest
             {
                 let Awaiting { ticket, expiry, .. } = waiting;
                 if let Some(timer) = expiry {
