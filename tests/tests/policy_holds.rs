@@ -259,3 +259,37 @@ async fn a_shorter_approval_timeout_applies_to_runs_already_waiting() {
     assert!(matches!(late, agentry::runtime::RuntimeError::NotAwaitingApproval(r) if r == run), "{late}");
     assert_eq!(op.runtime.store().get(run).unwrap().status(), agentry::store::RunStatus::Blocked);
 }
+
+/// A child asleep when its parent's policy changed is narrowed when it thaws, even with its parent asleep by
+/// then (the parent's policy read from its durable record).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleeping_child_is_narrowed_when_it_thaws_even_with_its_parent_asleep() {
+    let folder = tempfile::tempdir().unwrap();
+    let (runtime, _) = Runtime::builder()
+        .agent::<Clerk>()
+        .unwrap()
+        .skill(desk())
+        .durable(folder.path())
+        .unwrap()
+        .open()
+        .await
+        .unwrap();
+    let opts = SpawnOptions {
+        id: Some(clerk()),
+        policy: Policy::default().grant(Capability::SPAWN),
+        ..SpawnOptions::default()
+    };
+    let boss = runtime.spawn(Clerk, opts).await.unwrap();
+    let kid = AgentId::new("kid").unwrap();
+    let mut events = runtime.events();
+    boss.send(Signal::new("hire", json!({"id": "kid"})).unwrap()).unwrap();
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentStarted) && e.agent == kid).await;
+    runtime.hibernate(&kid).await.unwrap();
+    runtime.set_policy(&clerk(), no_desk()).await.unwrap();
+    runtime.hibernate(&clerk()).await.unwrap();
+    // The kid thaws (for a signal), its parent still asleep.
+    runtime.send(&kid, Signal::new("nothing", Value::Null).unwrap()).unwrap();
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentThawed) && e.agent == kid).await;
+    assert!(reads(&runtime, &kid).await.is_err(), "the kid kept a broader policy than its sleeping parent's");
+    assert!(runtime.is_hibernating(&clerk()), "the parent stayed asleep");
+}

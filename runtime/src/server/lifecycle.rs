@@ -49,9 +49,16 @@ pub(super) fn parents_policy(
     shared: &crate::shared::Shared,
     parent: Option<&crate::id::AgentId>,
 ) -> Option<std::sync::Arc<crate::policy::Policy>> {
-    let entry = shared.directory.get(parent?)?;
-    let child = shared.children.get(&entry.cell.get_id())?;
-    Some(child.again.policy())
+    let parent = parent?;
+    if let Some(entry) = shared.directory.get(parent)
+        && let Some(child) = shared.children.get(&entry.cell.get_id())
+    {
+        return Some(child.again.policy());
+    }
+    // A parent asleep (or not started yet in a recovery): its policy as its durable record keeps it.
+    let record = shared.store.durable()?.agent(parent).ok()??;
+    let settings: super::durability::SpawnSettings = serde_json::from_value(record.spawn).ok()?;
+    Some(std::sync::Arc::new(settings.policy))
 }
 
 impl<A: Agent> ServerState<A> {

@@ -278,13 +278,10 @@ impl<A: Agent> Actor for AgentServer<A> {
             asleep: false,
             last_active: tokio::time::Instant::now(),
         };
-        // Restarted, recovered or thawed after its parent's policy changed: it starts within that.
+        // Restarted, recovered or thawed after its parent's policy changed: it starts within that, and so do its
+        // live children.
         if let Some(parent) = lifecycle::parents_policy(&state.shared, state.again.parent.as_ref()) {
-            let narrowed = state.policy.narrowed_to(&parent);
-            if narrowed != *state.policy {
-                state.policy = crate::runtime::shared_policy(narrowed);
-                state.again.set_policy(state.policy.clone());
-            }
+            state.narrow_policy(&parent);
         }
         state.interpret(args.start_effects, crate::interpret::Origin::Mounting);
         let recovering = args.recovered.is_some();
