@@ -36,7 +36,9 @@ impl Agent for Tally {
             "arm" => {
                 let Ok(later) = Signal::new("add", json!({"n": 1})) else { return Reaction::Keep(vec![]) };
                 let after = Duration::from_millis(signal.data()["ms"].as_u64().unwrap_or(3_600_000));
-                Reaction::Keep(vec![Effect::schedule("later", after, later)])
+                let schedule = Effect::schedule("later", after, later);
+                let schedule = if signal.data()["skip"] == true { schedule.skip_if_missed() } else { schedule };
+                Reaction::Keep(vec![schedule])
             }
             _ => Reaction::Ignore,
         }
@@ -116,6 +118,13 @@ async fn an_agent_with_schedules_hibernates_and_wakes_when_one_comes_due() {
     wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentThawed)).await;
     total_reaches(&runtime, 1).await;
 
+    // One that is skipped when missed is not missed when its thaw meets it a little late: it fires too.
+    handle.send(signal("arm", json!({"ms": 200, "skip": true}))).expect("sent");
+    let _ = handle.state().await;
+    runtime.hibernate(&tally()).await.expect("asleep again");
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentThawed)).await;
+    total_reaches(&runtime, 2).await;
+
     // Again, with the runtime stopped and opened again while it sleeps.
     handle.send(signal("arm", json!({"ms": 400}))).expect("sent");
     let _ = handle.state().await;
@@ -127,7 +136,7 @@ async fn an_agent_with_schedules_hibernates_and_wakes_when_one_comes_due() {
     while runtime.is_hibernating(&tally()) {
         tokio::time::timeout(Duration::from_secs(60), events.recv()).await.expect("woken for its schedule").ok();
     }
-    total_reaches(&runtime, 2).await;
+    total_reaches(&runtime, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
