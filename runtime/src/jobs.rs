@@ -99,6 +99,11 @@ impl JobBoard {
 
     /// How many of an agent's jobs have not ended (queued or running).
     pub fn unended_of(&self, agent: &AgentId) -> usize {
+        // An agent that never submitted a job has no slots here: the common case, asked for every agent on
+        // each sweep of the hibernation timer, costs one lookup rather than a walk of the board.
+        if !self.agent_permits.contains_key(agent) {
+            return 0;
+        }
         self.jobs
             .iter()
             .filter(|job| {

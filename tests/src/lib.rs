@@ -314,3 +314,18 @@ impl McpWire {
         (text, result["isError"] == json!(true))
     }
 }
+
+/// A skill whose `gate.hold` waits until the test adds a permit to `gate` (or closes it, which fails the run):
+/// a run, or a job, that stays going for exactly as long as a test needs.
+pub fn gate_skill(gate: std::sync::Arc<tokio::sync::Semaphore>) -> Skill {
+    let hold = ActionSpec::new("gate.hold", "Waits for the gate.").expect("a valid id");
+    let action = DynAction::new(hold, move |_, _| {
+        let gate = gate.clone();
+        Box::pin(async move {
+            let _permit = gate.acquire().await.map_err(|e| agentry::action::ActionError::critical(e.to_string()))?;
+            Ok(json!("held"))
+        })
+    })
+    .expect("a valid action");
+    Skill::builder("gate", "1.0.0").dyn_action(action).build().expect("a valid skill")
+}

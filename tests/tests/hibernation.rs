@@ -225,20 +225,6 @@ fn sleeping_waking_and_restarting_in_any_order_end_where_a_sleepless_agent_ends(
         .unwrap_or_else(|failure| panic!("{failure}"));
 }
 
-/// A skill whose `gate.hold` waits until the test opens the gate.
-fn holding(gate: std::sync::Arc<tokio::sync::Semaphore>) -> agentry::skill::Skill {
-    let hold = agentry::action::ActionSpec::new("gate.hold", "Waits for the gate.").unwrap();
-    let action = agentry::action::DynAction::new(hold, move |_, _| {
-        let gate = gate.clone();
-        Box::pin(async move {
-            let _permit = gate.acquire().await.map_err(|e| agentry::action::ActionError::critical(e.to_string()))?;
-            Ok(json!("held"))
-        })
-    })
-    .unwrap();
-    agentry::skill::Skill::builder("gate", "1.0.0").dyn_action(action).build().unwrap()
-}
-
 /// A job keeps its agent awake until it ends, and its end reaches the agent: an agent that submits a job and
 /// then idles does not fall asleep on it (a job that ended after its agent slept used to be lost).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,7 +237,7 @@ async fn a_job_keeps_its_agent_awake_until_it_ends() {
         .agent::<Operator>()
         .unwrap()
         .skill(agentry_skills::Jobs::skill().unwrap())
-        .skill(holding(gate.clone()))
+        .skill(agentry_tests::gate_skill(gate.clone()))
         .durable(folder.path())
         .unwrap()
         .open()

@@ -3,7 +3,7 @@
 //! schedules, jobs, queued runs, approval waits and the signals kept for a sleeping agent whose thaw fails
 //! each stop at their policy limit. Each attack runs through real actors (and a real SQLite file).
 
-use agentry::action::{ActionSpec, DynAction, ErrorClass, OutcomeStatus};
+use agentry::action::{ErrorClass, OutcomeStatus};
 use agentry::agent::{Agent, Reaction};
 use agentry::effect::EffectRefusal;
 use agentry::events::EventKind;
@@ -107,27 +107,13 @@ async fn an_agent_holds_no_more_schedules_than_its_limit() {
     assert!(matches!(&refusal, EffectRefusal::LimitReached { limit: 2, .. }), "{refusal:?}");
 }
 
-/// A skill whose `gate.hold` waits until the test opens the gate.
-fn holding(gate: Arc<tokio::sync::Semaphore>) -> Skill {
-    let hold = ActionSpec::new("gate.hold", "Waits for the gate.").unwrap();
-    let action = DynAction::new(hold, move |_, _| {
-        let gate = gate.clone();
-        Box::pin(async move {
-            let _ = gate.acquire().await.map_err(|e| agentry::action::ActionError::critical(e.to_string()))?;
-            Ok(json!("held"))
-        })
-    })
-    .unwrap();
-    Skill::builder("gate", "1.0.0").dyn_action(action).build().unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_holds_no_more_jobs_than_its_limit_and_leaves_slots_for_others() {
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let mut policy = Policy::default();
     policy.limits.running_jobs = 1;
     policy.limits.queued_jobs = 1;
-    let skills = vec![Jobs::skill().unwrap(), holding(gate.clone())];
+    let skills = vec![Jobs::skill().unwrap(), agentry_tests::gate_skill(gate.clone())];
     let op = Operated::start_with(skills.clone(), policy, &[], |b| b.max_jobs(2)).await;
     for _ in 0..2 {
         op.output("jobs.submit", json!({"action": "gate.hold"})).await;
@@ -160,7 +146,7 @@ async fn runs_waiting_for_a_slot_or_for_approval_stop_at_their_limits() {
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let mut policy = Policy::default();
     policy.limits.queued_runs = 2;
-    let runtime = Runtime::builder().skill(holding(gate.clone())).build();
+    let runtime = Runtime::builder().skill(agentry_tests::gate_skill(gate.clone())).build();
     let opts = SpawnOptions { policy, max_in_flight: 1, ..SpawnOptions::default() };
     let agent = runtime.spawn((), opts).await.unwrap();
     agent.mount(&"gate".parse().unwrap(), Value::Null).await.unwrap();
@@ -226,7 +212,7 @@ async fn a_refresh_storm_writes_nothing_for_agents_that_do_not_mount_the_skill()
     let (runtime, _) = Runtime::builder()
         .agent::<Listener>()
         .unwrap()
-        .skill(holding(gate.clone()))
+        .skill(agentry_tests::gate_skill(gate.clone()))
         .durable(folder.path())
         .unwrap()
         .open()
@@ -247,7 +233,7 @@ async fn a_refresh_storm_writes_nothing_for_agents_that_do_not_mount_the_skill()
     };
     let before = snapshots();
     for _ in 0..5 {
-        let failed = runtime.refresh_skill(holding(gate.clone())).await.unwrap();
+        let failed = runtime.refresh_skill(agentry_tests::gate_skill(gate.clone())).await.unwrap();
         assert!(failed.is_empty(), "{failed:?}");
     }
     let after = snapshots();

@@ -30,6 +30,13 @@ impl<C> StreamReady<C> {
         Self { inner, answered: Arc::new(watch::Sender::new(false)) }
     }
 
+    /// Notes that the standalone stream's request was answered, when `standalone` (a resumed stream's is not).
+    fn answered_if(&self, standalone: bool) {
+        if standalone {
+            self.answered.send_replace(true);
+        }
+    }
+
     /// Resolves once the standalone stream's request was answered, or after `within` (a server that never
     /// answers it still gets its session).
     pub(crate) async fn opened(&self, within: std::time::Duration) {
@@ -107,9 +114,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for StreamReady<C> {
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
         let standalone = last_event_id.is_none();
         let opened = self.inner.get_stream(uri, session_id, last_event_id, auth_header, custom_headers).await;
-        if standalone {
-            self.answered.send_replace(true);
-        }
+        self.answered_if(standalone);
         opened
     }
 
@@ -134,9 +139,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for StreamReady<C> {
                 max_sse_event_size,
             )
             .await;
-        if standalone {
-            self.answered.send_replace(true);
-        }
+        self.answered_if(standalone);
         opened
     }
 }
