@@ -1,8 +1,16 @@
 //! The job board: long-running runs an agent submits and checks on later, each in a supervised task, at most
 //! a configured number running at once across the runtime.
+//!
+//! With a durable store the board journals every job (see [`crate::store::Durable::job_submitted`]): when it
+//! is submitted, with what starting it again needs; when it starts, before its run (whose own write-ahead then
+//! makes the start durable before an action with side effects begins); as it makes progress; and when it
+//! ends, with the signal for its agent. A recovery puts the jobs back on the board and starts again those that
+//! need it (see the server's `durability` module).
 
-use crate::action::{JobRecord, JobStatus};
+use crate::action::{ActionError, JobRecord, JobStatus};
 use crate::id::{ActionId, AgentId};
+use crate::signal::Signal;
+use crate::store::{Durable, JobPlan, Store};
 use chrono::Utc;
 use dashmap::DashMap;
 use serde_json::Value;
@@ -16,13 +24,29 @@ use uuid::Uuid;
 /// How a job ended, as its task reports it.
 pub(crate) enum JobEnd {
     Completed(Value),
-    Failed(String),
+    Failed(ActionError),
 }
 
 struct Job {
     record: watch::Sender<JobRecord>,
+    /// The idempotency key of its run: a second submission with the same key (the submitting run started again
+    /// after a crash) is the same job.
+    key: Arc<str>,
     task: Option<AbortHandle>,
 }
+
+/// A job to put on the board.
+pub(crate) struct NewJob {
+    pub agent: AgentId,
+    pub action: ActionId,
+    pub plan: JobPlan,
+    /// A job kept from before the process stopped, started again under its id (whatever the limits say: it
+    /// was taken once).
+    pub again: Option<JobRecord>,
+}
+
+/// A job that ended: its record and the signal for its agent.
+pub(crate) type Ended = (JobRecord, Option<Signal>);
 
 /// How long an ended job stays on the board unless [`crate::runtime::RuntimeBuilder::job_retention`] says
 /// otherwise.
@@ -36,6 +60,8 @@ pub struct JobBoard {
     /// Each agent's own slots, sized by its policy's `running_jobs` (made again when that changes).
     agent_permits: DashMap<AgentId, (usize, Arc<Semaphore>)>,
     retention: Duration,
+    /// Where jobs are journaled, when the runtime's store is durable.
+    journal: Option<Arc<dyn Store>>,
 }
 
 /// Why a job was not taken: the agent holds as many jobs as its policy allows.
@@ -69,7 +95,18 @@ impl JobBoard {
             permits: Arc::new(Semaphore::new(max_running.max(1))),
             agent_permits: DashMap::new(),
             retention,
+            journal: None,
         }
+    }
+
+    /// The same board, journaling its jobs in `store` when it is durable.
+    pub(crate) fn journaled(mut self, store: Arc<dyn Store>) -> Self {
+        self.journal = store.durable().is_some().then_some(store);
+        self
+    }
+
+    fn durable(&self) -> Option<&dyn Durable> {
+        self.journal.as_deref().and_then(|store| store.durable())
     }
 
     /// How many jobs the board holds now (running, queued, and ended ones still retained).
@@ -82,14 +119,26 @@ impl JobBoard {
         self.jobs.is_empty()
     }
 
-    /// Drops the jobs that ended longer than the retention ago.
+    /// The time before which ended jobs are no longer kept.
+    fn cutoff(&self) -> Option<chrono::DateTime<Utc>> {
+        chrono::Duration::from_std(self.retention).ok().map(|retention| Utc::now() - retention)
+    }
+
+    /// Whether a job ended before `cutoff`.
+    fn expired(record: &JobRecord, cutoff: chrono::DateTime<Utc>) -> bool {
+        record.status.is_final() && record.ended_at.is_some_and(|ended| ended <= cutoff)
+    }
+
+    /// Drops the jobs that ended longer than the retention ago (from the journal too).
     fn purge(&self) {
-        let Ok(retention) = chrono::Duration::from_std(self.retention) else { return };
-        let cutoff = Utc::now() - retention;
-        self.jobs.retain(|_, job| {
-            let record = job.record.borrow();
-            !(record.status.is_final() && record.ended_at.is_some_and(|ended| ended <= cutoff))
-        });
+        let Some(cutoff) = self.cutoff() else { return };
+        let before = self.jobs.len();
+        self.jobs.retain(|_, job| !Self::expired(&job.record.borrow(), cutoff));
+        if self.jobs.len() < before
+            && let Some(durable) = self.durable()
+        {
+            durable.jobs_purged(cutoff);
+        }
     }
 
     /// One job.
@@ -123,12 +172,12 @@ impl JobBoard {
 
     /// Registers a job and starts `work` in its own task once a slot is free: one of the agent's own
     /// (`limits.running_jobs` of its policy) and then one of the runtime's. `work` gets the job id; `ended` is
-    /// told how it ended (not when it is cancelled). Refused when the agent holds as many unended jobs as its
-    /// limits allow (running and waiting together).
+    /// told how it ended, with the signal for its agent (not when it is cancelled). Refused when the agent holds
+    /// as many unended jobs as its limits allow (running and waiting together). A job of the agent with the same
+    /// key is the same job: its id is returned, and nothing starts.
     pub(crate) fn submit<W, F, E>(
         self: &Arc<Self>,
-        agent: AgentId,
-        action: ActionId,
+        job: NewJob,
         limits: &crate::policy::Limits,
         work: W,
         ended: E,
@@ -136,17 +185,26 @@ impl JobBoard {
     where
         W: FnOnce(Uuid) -> F + Send + 'static,
         F: Future<Output = JobEnd> + Send + 'static,
-        E: FnOnce(JobRecord) + Send + 'static,
+        E: FnOnce(JobRecord, Option<Signal>) + Send + 'static,
     {
         self.purge();
+        let NewJob { agent, action, plan, again } = job;
         let (running, queued) = (limits.running_jobs.max(1), limits.queued_jobs);
-        let held = self
-            .jobs
-            .iter()
-            .filter(|job| job.record.borrow().agent == agent && !job.record.borrow().status.is_final())
-            .count();
-        if held >= running.saturating_add(queued) {
-            return Err(JobsFull { agent, held, running, queued });
+        if again.is_none() {
+            let mut held = 0;
+            for job in self.jobs.iter() {
+                let record = job.record.borrow();
+                if record.agent != agent {
+                    continue;
+                }
+                if *job.key == *plan.key {
+                    return Ok(record.id);
+                }
+                held += usize::from(!record.status.is_final());
+            }
+            if held >= running.saturating_add(queued) {
+                return Err(JobsFull { agent, held, running, queued });
+            }
         }
         let mine = {
             let mut slot =
@@ -156,21 +214,43 @@ impl JobBoard {
             }
             slot.1.clone()
         };
-        let id = Uuid::now_v7();
-        let record = JobRecord {
-            id,
-            agent,
-            action,
-            status: JobStatus::Queued,
-            progress: 0.0,
-            message: None,
-            output: None,
-            error: None,
-            submitted_at: Utc::now(),
-            ended_at: None,
+        let restarted = again.is_some();
+        let record = match again {
+            // Started again from the start: what it reported before is gone with the run that reported it.
+            Some(kept) => JobRecord {
+                status: JobStatus::Queued,
+                progress: 0.0,
+                message: None,
+                output: None,
+                error: None,
+                class: None,
+                ended_at: None,
+                ..kept
+            },
+            None => JobRecord {
+                id: Uuid::now_v7(),
+                agent,
+                action,
+                status: JobStatus::Queued,
+                progress: 0.0,
+                message: None,
+                output: None,
+                error: None,
+                class: None,
+                submitted_at: Utc::now(),
+                ended_at: None,
+            },
         };
+        let id = record.id;
+        if let Some(durable) = self.durable() {
+            if restarted {
+                durable.job_changed(&record, None);
+            } else {
+                durable.job_submitted(&record, &plan);
+            }
+        }
         let (sender, _) = watch::channel(record);
-        self.jobs.insert(id, Job { record: sender, task: None });
+        self.jobs.insert(id, Job { record: sender, key: plan.key.into(), task: None });
         let board = self.clone();
         // The task starts only once its abort handle is on the board, so a cancel can always stop it.
         let (handle_kept, kept) = tokio::sync::oneshot::channel::<()>();
@@ -180,27 +260,26 @@ impl JobBoard {
             }
             let Ok(_mine) = mine.acquire_owned().await else { return };
             let Ok(_permit) = board.permits.clone().acquire_owned().await else { return };
-            // Cancelled while it waited for a slot: it never starts.
+            // Cancelled while it waited for a slot: it never starts. Its start is journaled before its run is
+            // asked for, so the run's write-ahead makes it durable before an action with side effects begins.
             if board.change(id, |r| r.status = JobStatus::Running).is_none() {
                 return;
             }
             let end = work(id).await;
-            let finished = board.change(id, |r| {
-                r.ended_at = Some(Utc::now());
-                match end {
-                    JobEnd::Completed(output) => {
-                        r.status = JobStatus::Completed;
-                        r.progress = 1.0;
-                        r.output = Some(output);
-                    }
-                    JobEnd::Failed(error) => {
-                        r.status = JobStatus::Failed;
-                        r.error = Some(error);
-                    }
+            let finished = board.finish(id, |r| match end {
+                JobEnd::Completed(output) => {
+                    r.status = JobStatus::Completed;
+                    r.progress = 1.0;
+                    r.output = Some(output);
+                }
+                JobEnd::Failed(error) => {
+                    r.status = JobStatus::Failed;
+                    r.class = Some(error.class());
+                    r.error = Some(error.to_string());
                 }
             });
-            if let Some(record) = finished {
-                ended(record);
+            if let Some((record, signal)) = finished {
+                ended(record, signal);
             }
         });
         if let Some(mut job) = self.jobs.get_mut(&id) {
@@ -210,9 +289,41 @@ impl JobBoard {
         Ok(id)
     }
 
-    /// Applies a change to a job that has not ended; returns the record after it, or `None` if the job is
-    /// unknown or had already ended.
+    /// Puts back on the board, with no task, a job kept from before the process stopped, so it is listed again
+    /// (an ended one that is older than the retention is not).
+    pub(crate) fn restore(&self, record: JobRecord, key: &str) {
+        if self.cutoff().is_some_and(|cutoff| Self::expired(&record, cutoff)) {
+            return;
+        }
+        let (sender, _) = watch::channel(record.clone());
+        self.jobs.insert(record.id, Job { record: sender, key: key.into(), task: None });
+    }
+
+    /// Ends a job that has not ended, journaled with the signal for its agent (see [`JobBoard::change`]).
+    pub(crate) fn finish(&self, id: Uuid, f: impl FnOnce(&mut JobRecord)) -> Option<Ended> {
+        let record = self.change_quietly(id, |r| {
+            r.ended_at = Some(Utc::now());
+            f(r);
+        })?;
+        let signal = crate::kinds::job_ended(&crate::kinds::agent_source(&record.agent), &record);
+        if let Some(durable) = self.durable() {
+            durable.job_changed(&record, signal.as_ref());
+        }
+        Some((record, signal))
+    }
+
+    /// Applies a change to a job that has not ended, journaled; returns the record after it, or `None` if the
+    /// job is unknown or had already ended.
     fn change(&self, id: Uuid, f: impl FnOnce(&mut JobRecord)) -> Option<JobRecord> {
+        let record = self.change_quietly(id, f)?;
+        if let Some(durable) = self.durable() {
+            durable.job_changed(&record, None);
+        }
+        Some(record)
+    }
+
+    /// Applies a change to a job that has not ended, not journaled.
+    fn change_quietly(&self, id: Uuid, f: impl FnOnce(&mut JobRecord)) -> Option<JobRecord> {
         let job = self.jobs.get(&id)?;
         let mut changed = None;
         job.record.send_if_modified(|record| {
@@ -226,7 +337,7 @@ impl JobBoard {
         changed
     }
 
-    /// Records progress for a running job.
+    /// Records progress for a running job (journaled).
     pub(crate) fn progress(&self, id: Uuid, fraction: f64, message: Option<String>) {
         self.change(id, |r| {
             r.progress = fraction;
@@ -237,24 +348,55 @@ impl JobBoard {
     }
 
     /// Cancels a job that has not ended: its task is aborted (which cancels its run) and it is marked
-    /// cancelled. Returns the record, or `None` if it was unknown or had already ended.
-    pub(crate) fn cancel(&self, id: Uuid, reason: &str) -> Option<JobRecord> {
-        let cancelled = self.change(id, |r| {
+    /// cancelled. Returns the record and the signal for its agent, or `None` if it was unknown or had already
+    /// ended.
+    pub(crate) fn cancel(&self, id: Uuid, reason: &str) -> Option<Ended> {
+        let cancelled = self.finish(id, |r| {
             r.status = JobStatus::Cancelled;
             r.error = Some(reason.to_owned());
-            r.ended_at = Some(Utc::now());
         })?;
-        if let Some(task) = self.jobs.get(&id).and_then(|job| job.task.clone()) {
-            task.abort();
-        }
+        self.abort(id);
         Some(cancelled)
     }
 
-    /// Cancels every job of an agent that has not ended (the agent stopped); returns them.
+    fn abort(&self, id: Uuid) {
+        if let Some(task) = self.jobs.get(&id).and_then(|job| job.task.clone()) {
+            task.abort();
+        }
+    }
+
+    /// The ids of an agent's jobs that have not ended.
+    fn unended_ids(&self, agent: &AgentId) -> Vec<Uuid> {
+        self.of_agent(agent).into_iter().filter(|r| !r.status.is_final()).map(|r| r.id).collect()
+    }
+
+    /// Cancels every job of an agent that has not ended (the agent stopped and is not coming back as it was);
+    /// returns them. Its agent is not told (it stopped), so none is kept for it.
     pub(crate) fn cancel_agent(&self, agent: &AgentId, reason: &str) -> Vec<JobRecord> {
         self.agent_permits.remove(agent);
-        let ids: Vec<Uuid> = self.of_agent(agent).into_iter().filter(|r| !r.status.is_final()).map(|r| r.id).collect();
-        ids.into_iter().filter_map(|id| self.cancel(id, reason)).collect()
+        let mut cancelled = Vec::new();
+        for id in self.unended_ids(agent) {
+            let Some(record) = self.change(id, |r| {
+                r.status = JobStatus::Cancelled;
+                r.error = Some(reason.to_owned());
+                r.ended_at = Some(Utc::now());
+            }) else {
+                continue;
+            };
+            self.abort(id);
+            cancelled.push(record);
+        }
+        cancelled
+    }
+
+    /// Stops the tasks of an agent's jobs that have not ended and takes them off the board, journaling nothing:
+    /// the runtime shuts down, and the journal keeps them as they were, for the next recovery to settle.
+    pub(crate) fn abandon_agent(&self, agent: &AgentId) {
+        self.agent_permits.remove(agent);
+        for id in self.unended_ids(agent) {
+            self.abort(id);
+            self.jobs.remove(&id);
+        }
     }
 
     /// Waits until a job ends, at most `timeout`, and returns it as it then is.
@@ -275,8 +417,15 @@ mod tests {
         AgentId::new("a").unwrap()
     }
 
-    fn action() -> ActionId {
-        ActionId::new("x.y").unwrap()
+    fn job(key: &str) -> NewJob {
+        let plan = JobPlan {
+            key: key.to_owned(),
+            params: Value::Null,
+            stack: Vec::new(),
+            correlation: Uuid::nil(),
+            from_outside: false,
+        };
+        NewJob { agent: agent(), action: ActionId::new("x.y").unwrap(), plan, again: None }
     }
 
     /// A job cancelled while it waits for a slot never starts its work, even once the slot frees up.
@@ -287,28 +436,26 @@ mod tests {
         let (release, released) = tokio::sync::oneshot::channel::<()>();
         let first = board
             .submit(
-                agent(),
-                action(),
+                job("a"),
                 &limits,
                 move |_| async move {
                     let _ = released.await;
                     JobEnd::Completed(Value::Null)
                 },
-                |_| {},
+                |_, _| {},
             )
             .unwrap();
         let ran = Arc::new(AtomicBool::new(false));
         let flag = ran.clone();
         let waiting = board
             .submit(
-                agent(),
-                action(),
+                job("b"),
                 &limits,
                 move |_| async move {
                     flag.store(true, Ordering::SeqCst);
                     JobEnd::Completed(Value::Null)
                 },
-                |_| {},
+                |_, _| {},
             )
             .unwrap();
         assert!(board.cancel(waiting, "no longer wanted").is_some());
@@ -316,7 +463,7 @@ mod tests {
         board.wait(first, Duration::from_secs(60)).await;
         // Slots are handed out in order: a job submitted after it finds its slot only after it would have run.
         let last =
-            board.submit(agent(), action(), &limits, |_| async { JobEnd::Completed(Value::Null) }, |_| {}).unwrap();
+            board.submit(job("c"), &limits, |_| async { JobEnd::Completed(Value::Null) }, |_, _| {}).unwrap();
         let ended = board.wait(last, Duration::from_secs(60)).await.unwrap();
         assert_eq!(ended.status, JobStatus::Completed);
         assert!(!ran.load(Ordering::SeqCst), "a cancelled job ran");

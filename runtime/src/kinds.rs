@@ -157,6 +157,15 @@ pub(crate) fn job_ended(source: &Arc<str>, record: &JobRecord) -> Option<Signal>
     made(Signal::builder(kind).data(json!({"job": record})), source, None, now())
 }
 
+/// The job whose end `signal` tells its agent, if it is a `job.completed`, `job.failed` or `job.cancelled`
+/// signal.
+pub(crate) fn ended_job(signal: &Signal) -> Option<uuid::Uuid> {
+    if !matches!(signal.kind().as_str(), JOB_COMPLETED | JOB_FAILED | JOB_CANCELLED) {
+        return None;
+    }
+    signal.data().get("job")?.get("id")?.as_str()?.parse().ok()
+}
+
 /// The `agent.child_exited` signal a parent gets when its child stops.
 pub(crate) fn child_exited(source: &Arc<str>, child: &AgentId, reason: &str) -> Option<Signal> {
     child_exited_at(source, child, reason, now())

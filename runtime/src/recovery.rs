@@ -65,7 +65,7 @@ pub(crate) async fn revive<A: Agent>(
     let id = record.agent.clone();
     let settings: SpawnSettings = serde_json::from_value(record.spawn.clone())
         .map_err(|e| store_error(&id, format!("its spawn settings do not decode: {e}")))?;
-    let Revival { snapshot, inputs, schedules, runs, .. } = revival;
+    let Revival { snapshot, inputs, schedules, runs, jobs, .. } = revival;
     let snapshot = snapshot.ok_or_else(|| store_error(&id, "it has no snapshot"))?;
     let mut state: AgentState<A> = decode_state(&id, snapshot.version, snapshot.state)?;
     if state.id != id {
@@ -121,6 +121,7 @@ pub(crate) async fn revive<A: Agent>(
     }
     recovered.runs = runs;
     recovered.schedules = schedules;
+    recovered.jobs = jobs;
 
     // The action table is what the mounted skills provide, as when they were mounted.
     let mut start_effects = Vec::new();
@@ -182,7 +183,9 @@ pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeErr
             if shared.directory.get(id).is_some() || shared.sleeping.contains_key(id) {
                 continue;
             }
-            if listed.asleep {
+            // A sleeper with jobs to settle wakes: one not ended is started again or ends, and one whose end
+            // it was not given is given it.
+            if listed.asleep && !listed.jobs_pending {
                 let agent_type = types.entry(listed.agent_type).or_insert_with_key(|name| name.as_str().into()).clone();
                 // Its policy is read when it thaws; until then the default limit holds.
                 let kept_limit = crate::policy::Limits::default().kept_signals;

@@ -266,7 +266,7 @@ impl RuntimeBuilder {
             catalog: LiveCatalog::new(self.catalog),
             data_dir: self.data_dir,
             max_call_depth: self.max_call_depth,
-            jobs: Arc::new(JobBoard::with_retention(self.max_jobs, self.job_retention)),
+            jobs: Arc::new(JobBoard::with_retention(self.max_jobs, self.job_retention).journaled(store.clone())),
             runner: Runner::new(events.clone(), store.clone()).coercing(self.coerce_params),
             events,
             store,

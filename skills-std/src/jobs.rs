@@ -15,7 +15,7 @@ pub const MAX_WAIT_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// Starts an action as a job and returns the job's id without waiting for it.
 #[derive(Debug, Deserialize, Serialize, JsonSchema, Action)]
-#[action(id = "jobs.submit", output = Submitted, side_effects, cost = cheap, category = job)]
+#[action(id = "jobs.submit", output = Submitted, side_effects, idempotent, cost = cheap, category = job)]
 pub struct Submit {
     /// The action to run, e.g. `reports.build`; it must be mounted on this agent.
     pub action: String,

@@ -112,6 +112,18 @@ impl Durable for Noting {
         self.note("outcome", run);
         self.journal.run_outcome(run, outcome, safe_again);
     }
+    fn job_submitted(&self, record: &agentry::action::JobRecord, plan: &agentry::store::JobPlan) {
+        self.journal.job_submitted(record, plan);
+    }
+    fn job_changed(&self, record: &agentry::action::JobRecord, end: Option<&Signal>) {
+        self.journal.job_changed(record, end);
+    }
+    fn job_told(&self, agent: &AgentId, job: Uuid) {
+        self.journal.job_told(agent, job);
+    }
+    fn jobs_purged(&self, before: chrono::DateTime<chrono::Utc>) {
+        self.journal.jobs_purged(before);
+    }
     fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
         self.journal.alive(after, limit)
     }

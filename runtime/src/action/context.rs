@@ -328,6 +328,15 @@ impl Stack {
         }
     }
 
+    /// The stack made of `frames` as they were kept (`None` for no frame: a stack is never empty).
+    pub(crate) fn from_frames(frames: &[Frame]) -> Option<Self> {
+        match frames {
+            [] => None,
+            [own] => Some(Self::Own([own.clone()])),
+            frames => Some(Self::Nested(frames.into())),
+        }
+    }
+
     fn frames(&self) -> &[Frame] {
         match self {
             Self::Own(own) => own,

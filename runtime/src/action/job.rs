@@ -52,6 +52,10 @@ pub struct JobRecord {
     /// Why it failed or was cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The class of its failure, when it failed (`interrupted`: it was running with side effects when the
+    /// process stopped, so it was not started again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<super::ErrorClass>,
     /// When it was submitted.
     pub submitted_at: DateTime<Utc>,
     /// When it ended.

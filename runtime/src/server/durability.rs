@@ -61,6 +61,8 @@ pub(crate) struct Recovered {
     pub schedules: Vec<ScheduleRecord>,
     /// The ids of the inputs replayed (a schedule whose signal is among them had fired).
     pub inputs: HashSet<Uuid>,
+    /// The agent's jobs, as the journal kept them.
+    pub jobs: Vec<crate::store::KeptJob>,
 }
 
 /// How many times its usual interval a snapshot may wait for the outcomes in the agent's inbox.
@@ -76,6 +78,10 @@ impl<A: Agent> ServerState<A> {
             match kept {
                 Some(run) => durable.append_kept_outcome(&self.agent.id, self.seq, run, signal),
                 None => durable.append_input(&self.agent.id, self.seq, signal),
+            }
+            // The end of one of its jobs, consumed: a recovery does not give it again.
+            if let Some(job) = crate::kinds::ended_job(signal) {
+                durable.job_told(&self.agent.id, job);
             }
             self.since_snapshot += 1;
         }
@@ -204,7 +210,7 @@ impl<A: Agent> ServerState<A> {
 
     /// Whether a run of `action` may be started again with the same key: its action (still mounted) has no side
     /// effects, or idempotent ones.
-    fn safe_again(&self, action: &ActionId) -> bool {
+    pub(super) fn safe_again(&self, action: &ActionId) -> bool {
         self.table.get(action).is_some_and(|r| {
             let spec = r.action.spec();
             spec.idempotent || !spec.side_effects
@@ -281,6 +287,8 @@ impl<A: Agent> ServerState<A> {
             recovered.runs.iter().filter_map(|r| r.plan.as_ref()).map(|p| p.key.as_str()).collect();
         let unjournaled: Vec<Replayed> =
             recovered.replayed.iter().filter(|r| !journaled.contains(r.key.as_str())).cloned().collect();
+        // Jobs first: a submitting run started again below finds its job on the board.
+        self.resolve_jobs(recovered.jobs, &recovered.inputs);
         for run in recovered.runs {
             self.resolve_run(run);
         }

@@ -171,6 +171,11 @@ impl<A: Agent> ServerState<A> {
         if entry.is_none() {
             return;
         }
+        // A runtime shutting down leaves its jobs to the journal, which the next recovery settles.
+        if shutting_down {
+            self.shared.jobs.abandon_agent(&id);
+            return;
+        }
         for job in self.shared.jobs.cancel_agent(&id, "the agent stopped") {
             let ended = EventKind::JobEnded { job: job.id, status: job.status };
             self.shared.events.announce(&id, None, None, ended);

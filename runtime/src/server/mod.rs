@@ -10,6 +10,7 @@
 mod durability;
 mod effects;
 mod hibernation;
+mod job_recovery;
 mod lifecycle;
 mod mounting;
 mod restart;
@@ -372,6 +373,15 @@ impl<A: Agent> ServerState<A> {
     }
 
     /// What the agent's runs use, made for the first one.
+    /// The agent's services, as the job board needs them.
+    pub(super) fn job_services(&self) -> services::AgentServices {
+        services::AgentServices {
+            cell: self.myself.get_cell(),
+            deliver: crate::directory::deliver::<A>,
+            shared: self.shared.clone(),
+        }
+    }
+
     pub(super) fn services(&mut self) -> Arc<dyn RunServices> {
         let (cell, shared) = (self.myself.get_cell(), &self.shared);
         self.services

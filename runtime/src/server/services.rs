@@ -1,14 +1,16 @@
 //! What an agent's server does for the actions it runs: nested calls through its gate (routines), jobs, and
 //! the folder each skill gets in the agent's drive.
 
-use crate::action::{ActionContext, ActionError, ActionFuture, BoxFuture, JobRecord, Link, RunServices};
+use crate::action::{ActionContext, ActionError, ActionFuture, BoxFuture, JobRecord, Link, RunKey, RunServices};
 use crate::directory::Deliver;
 use crate::effect::Effect;
 use crate::events::EventKind;
 use crate::id::{ActionId, AgentId, SkillId};
-use crate::jobs::JobEnd;
+use crate::jobs::{JobEnd, JobsFull, NewJob};
 use crate::messages::{Admitted, Requester, RunRequest, Untyped};
 use crate::shared::Shared;
+use crate::signal::Signal;
+use crate::store::JobPlan;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -104,27 +106,56 @@ pub(crate) fn adopt_legacy_drive(data_dir: &Path, agent: &AgentId, skill: &Skill
     }
 }
 
-impl AgentServices {
-    /// Tells the agent one of its jobs ended, and announces it. Delivered by the agent's id, not to the actor
-    /// that submitted the job: an agent that fell asleep just as its job ended gets it kept, and is thawed for it.
-    fn job_signal(&self, record: &JobRecord) {
-        if let Some(signal) = crate::kinds::job_ended(&crate::kinds::agent_source(&record.agent), record)
-            && let Err(err) = crate::sleep::deliver(&self.shared, &record.agent, signal)
-        {
-            tracing::warn!(agent = %record.agent, job = %record.id, %err, "a job's end could not reach its agent");
-        }
-        let ended = EventKind::JobEnded { job: record.id, status: record.status };
-        self.shared.events.announce(&record.agent, None, None, ended);
+/// Tells an agent one of its jobs ended (with the signal the board made and journaled), and announces it.
+/// Delivered by the agent's id, not to the actor that submitted the job: an agent that fell asleep just as its
+/// job ended gets it kept, and is thawed for it.
+pub(crate) fn job_ended(shared: &Arc<Shared>, record: &JobRecord, signal: Option<Signal>) {
+    if let Some(signal) = signal
+        && let Err(err) = crate::sleep::deliver(shared, &record.agent, signal)
+    {
+        tracing::warn!(agent = %record.agent, job = %record.id, %err, "a job's end could not reach its agent");
     }
+    let ended = EventKind::JobEnded { job: record.id, status: record.status };
+    shared.events.announce(&record.agent, None, None, ended);
 }
 
-/// The path of calls that led to `ctx`, for messages: `a.b → c.d`.
-fn call_path(ctx: &ActionContext) -> String {
-    ctx.stack().iter().map(|frame| frame.action.as_str()).collect::<Vec<_>>().join(" → ")
-}
+impl AgentServices {
+    /// Puts a job on the board whose run is called from `parent` (the run that submitted it, or after a crash
+    /// one made like it) with the key in the job's plan.
+    pub(crate) fn start_job(
+        &self,
+        parent: ActionContext,
+        job: NewJob,
+        limits: &crate::policy::Limits,
+    ) -> Result<Uuid, JobsFull> {
+        let me = Arc::new(AgentServices { cell: self.cell.clone(), deliver: self.deliver, shared: self.shared.clone() });
+        let (action, params) = (job.action.clone(), job.plan.params.clone());
+        let key: Arc<str> = job.plan.key.as_str().into();
+        let from_outside = parent.scope.from_outside;
+        let mut parent = parent;
+        // A job outlives the run that submitted it, but inherits its stack: its run is one level deeper, so
+        // jobs that submit jobs meet the depth limit like routines that call themselves.
+        parent.scope_mut().sink = std::sync::Mutex::default();
+        let work = move |id: Uuid| async move {
+            let services: Arc<dyn RunServices> = me.clone();
+            parent.scope_mut().link = Some(Link { services, job: Some(id) });
+            let result = me.call_with(&parent, action, params, RunKey::Given(key)).await;
+            let effects: Vec<Effect> = std::mem::take(&mut parent.sink().effects);
+            if result.is_ok() && !effects.is_empty() {
+                (me.deliver)(&me.cell, Untyped::Effects(effects, from_outside));
+            }
+            match result {
+                Ok(output) => JobEnd::Completed(output),
+                Err(error) => JobEnd::Failed(error),
+            }
+        };
+        let shared = self.shared.clone();
+        let ended = move |record: JobRecord, signal: Option<Signal>| job_ended(&shared, &record, signal);
+        self.shared.jobs.submit(job, limits, work, ended)
+    }
 
-impl RunServices for AgentServices {
-    fn call(&self, ctx: &ActionContext, action: ActionId, params: Value) -> ActionFuture {
+    /// A nested call of `action` from `ctx`'s run, keyed `key`, through the agent's gate.
+    fn call_with(&self, ctx: &ActionContext, action: ActionId, params: Value, key: RunKey) -> ActionFuture {
         let limit = self.shared.max_call_depth;
         if ctx.depth() >= limit {
             let error = ActionError::critical(format!(
@@ -136,12 +167,6 @@ impl RunServices for AgentServices {
         }
         let (reply, admitted) = oneshot::channel();
         let caller = ctx.clone();
-        let index = {
-            let mut sink = ctx.sink();
-            sink.calls += 1;
-            sink.calls
-        };
-        let key = crate::action::RunKey::Within { caller: ctx.idempotency_key().into(), index };
         let by = Requester::Routine { caller: Box::new(caller.clone()), reply };
         let request = RunRequest { action, params: params.clone(), by, key };
         let sent = (self.deliver)(&self.cell, Untyped::Request(Box::new(request)));
@@ -179,10 +204,26 @@ impl RunServices for AgentServices {
         })
     }
 
+    /// The next place among the calls (and jobs) of `ctx`'s run.
+    fn next_call(ctx: &ActionContext) -> u32 {
+        let mut sink = ctx.sink();
+        sink.calls += 1;
+        sink.calls
+    }
+}
+
+/// The path of calls that led to `ctx`, for messages: `a.b → c.d`.
+fn call_path(ctx: &ActionContext) -> String {
+    ctx.stack().iter().map(|frame| frame.action.as_str()).collect::<Vec<_>>().join(" → ")
+}
+
+impl RunServices for AgentServices {
+    fn call(&self, ctx: &ActionContext, action: ActionId, params: Value) -> ActionFuture {
+        let key = RunKey::Within { caller: ctx.idempotency_key().into(), index: Self::next_call(ctx) };
+        self.call_with(ctx, action, params, key)
+    }
+
     fn submit_job(&self, ctx: &ActionContext, action: ActionId, params: Value) -> Result<Uuid, ActionError> {
-        let services = ctx.scope.link.as_ref().map(|l| l.services.clone()).ok_or_else(|| {
-            ActionError::critical("a context without services reached the job board; this is a bug in agentry")
-        })?;
         let limit = self.shared.max_call_depth;
         if ctx.depth() >= limit {
             return Err(ActionError::critical(format!(
@@ -191,32 +232,22 @@ impl RunServices for AgentServices {
                 call_path(ctx)
             )));
         }
-        let (deliver, cell) = (self.deliver, self.cell.clone());
-        // A job outlives the run that submitted it, but inherits its stack: its run is one level deeper, so
-        // jobs that submit jobs meet the depth limit like routines that call themselves.
-        let mut parent = ctx.clone();
-        parent.scope_mut().sink = std::sync::Mutex::default();
-        let job_action = action.clone();
-        let from_outside = ctx.scope.from_outside;
-        let work = move |job: Uuid| async move {
-            parent.scope_mut().link = Some(Link { services: services.clone(), job: Some(job) });
-            let result = services.call(&parent, action, params).await;
-            let effects: Vec<Effect> = std::mem::take(&mut parent.sink().effects);
-            if result.is_ok() && !effects.is_empty() {
-                deliver(&cell, Untyped::Effects(effects, from_outside));
-            }
-            match result {
-                Ok(output) => JobEnd::Completed(output),
-                Err(error) => JobEnd::Failed(error.to_string()),
-            }
+        // Keyed like a call of the submitting run: a run started again after a crash submits the same job.
+        let mut key = String::new();
+        RunKey::Within { caller: ctx.idempotency_key().into(), index: Self::next_call(ctx) }.write_to(
+            &ctx.agent_id,
+            ctx.run_id,
+            &mut key,
+        );
+        let plan = JobPlan {
+            key,
+            params,
+            stack: ctx.stack().to_vec(),
+            correlation: ctx.correlation_id,
+            from_outside: ctx.scope.from_outside,
         };
-        let notify = AgentServices { cell: self.cell.clone(), deliver: self.deliver, shared: self.shared.clone() };
-        let ended = move |record: JobRecord| notify.job_signal(&record);
-        let limits = ctx.policy().limits;
-        self.shared
-            .jobs
-            .submit(ctx.agent_id.clone(), job_action, &limits, work, ended)
-            .map_err(|full| ActionError::denied(full.to_string()))
+        let job = NewJob { agent: ctx.agent_id.clone(), action, plan, again: None };
+        self.start_job(ctx.clone(), job, &ctx.policy().limits).map_err(|full| ActionError::denied(full.to_string()))
     }
 
     fn job_progress(&self, job: Uuid, fraction: f64, message: Option<String>) {
@@ -236,8 +267,8 @@ impl RunServices for AgentServices {
             return false;
         }
         match self.shared.jobs.cancel(job, "cancelled by `jobs.cancel`") {
-            Some(record) => {
-                self.job_signal(&record);
+            Some((record, signal)) => {
+                job_ended(&self.shared, &record, signal);
                 true
             }
             None => false,

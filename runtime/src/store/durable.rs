@@ -64,6 +64,9 @@ pub struct AliveAgent {
     pub parent: Option<AgentId>,
     /// When its first schedule comes due, if it has any (a hibernating agent is woken then).
     pub next_due: Option<DateTime<Utc>>,
+    /// Whether it has a job that has not ended, or one whose end it was not given yet: a recovery wakes it
+    /// (even from hibernation) to settle them.
+    pub jobs_pending: bool,
 }
 
 impl AliveAgent {
@@ -75,6 +78,7 @@ impl AliveAgent {
             asleep: record.asleep,
             parent: record.parent(),
             next_due: None,
+            jobs_pending: false,
         }
     }
 }
@@ -116,6 +120,36 @@ pub struct RunPlan {
     pub cause: Option<Uuid>,
     /// Its signal chain.
     pub correlation: Uuid,
+}
+
+/// What starting a job again after a crash needs, kept with it from its submission on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobPlan {
+    /// The idempotency key of the job's run (the same when it is started again).
+    pub key: String,
+    /// Its params.
+    pub params: Value,
+    /// The call stack of the run that submitted it: the job's run is one level below it.
+    pub stack: Vec<crate::action::Frame>,
+    /// The signal chain of the run that submitted it.
+    pub correlation: Uuid,
+    /// Whether the run that submitted it was asked for from outside the agent (the job meets the policy's
+    /// `deny_outside` too).
+    pub from_outside: bool,
+}
+
+/// A job as the journal kept it: its record as last written, its plan, and once it ended the signal for its
+/// agent and whether the agent consumed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeptJob {
+    /// Its record.
+    pub record: crate::action::JobRecord,
+    /// How to start it again.
+    pub plan: JobPlan,
+    /// The `job.*` signal for its agent, once it ended.
+    pub end: Option<Signal>,
+    /// Whether the agent's `step` consumed that signal.
+    pub told: bool,
 }
 
 /// A run's plan as the server has it when it journals the run (see [`Durable::run_planned_parts`]): a
@@ -162,6 +196,9 @@ pub struct Revival {
     /// Its runs the recovery must look at: those that had not ended, those whose outcome it was not given yet,
     /// and those its inputs after the snapshot asked for (their idempotency keys name those inputs).
     pub runs: Vec<KeyedRun>,
+    /// Its jobs, oldest first: those that have not ended, those whose end it was not given, and ended ones
+    /// still listed.
+    pub jobs: Vec<KeptJob>,
 }
 
 /// The part of a store that outlives the process. Writes are queued and made durable in order, in batches;
@@ -205,6 +242,15 @@ pub trait Durable: Send + Sync + 'static {
     /// the same key; but never after a later snapshot of its agent is durable (the snapshot folds in the input
     /// that asked for the run). A run that is not safe to start again is kept with the next commit.
     fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool);
+    /// A job was submitted: kept, with what starting it again needs, until its agent ends or it is purged.
+    fn job_submitted(&self, record: &crate::action::JobRecord, plan: &JobPlan);
+    /// A job changed (it started, made progress, ended). `end`: the signal for its agent, when it ended (kept
+    /// until the agent consumes it, see [`Durable::job_told`]).
+    fn job_changed(&self, record: &crate::action::JobRecord, end: Option<&Signal>);
+    /// The agent consumed the end signal of its job `job`.
+    fn job_told(&self, agent: &AgentId, job: Uuid);
+    /// Drops the jobs that ended (and whose end their agent consumed) at or before `before`.
+    fn jobs_purged(&self, before: DateTime<Utc>);
     /// Logs as input `seq` the outcome signal kept for `run` ([`Durable::run_outcome`]): the agent consumed it.
     /// A store that still holds the signal as it kept it can log it from there, without encoding it again; by
     /// default it is logged like any input.

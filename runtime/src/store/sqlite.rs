@@ -19,6 +19,7 @@ use super::durable::{
     AgentRecord, AliveAgent, Durable, Flushed, PlanParts, Revival, RunPlan, ScheduleRecord, Snapshot,
 };
 use super::input_log::{self, InputBatches};
+use super::job_log::{self, JobWrite};
 use super::plan_codec;
 use super::run_log::{self, RunBatches, Settled};
 use super::signal_codec;
@@ -46,8 +47,9 @@ const APPLICATION_ID: i64 = 0x4147_5459;
 /// file's runs stay where they are and are read beside them. Version 5 keeps a batched run's record and an
 /// outcome signal the runtime made in a compact form (`run_codec.rs`, `signal_codec.rs`); a version 4 file's
 /// JSON is read beside it. Version 6 keeps a batched run's plan in a compact form too (`plan_codec.rs`); a
-/// version 5 file's JSON plans are read beside it.
-const VERSION: i64 = 6;
+/// version 5 file's JSON plans are read beside it. Version 7 keeps jobs (`jobs`, see `job_log.rs`); a version 6
+/// file gets the table, empty.
+const VERSION: i64 = 7;
 /// The most writes waiting for the writer. A thread that writes faster than the disk takes them waits when
 /// this many are queued (backpressure), so memory stays bounded however long the burst.
 const QUEUE: usize = 4 * BATCH;
@@ -178,6 +180,7 @@ enum Op {
     Armed(Box<ScheduleRecord>),
     Cleared(AgentId, String),
     Refusal(Box<Refusal>),
+    Job(JobWrite),
     /// Answered once every write sent before it is committed.
     Flush(Waiter),
 }
@@ -459,6 +462,7 @@ impl SqliteStore {
         db.pragma_update(None, "cache_size", -32768).map_err(corrupt)?;
         db.execute_batch(SCHEMA).map_err(corrupt)?;
         db.execute_batch(run_log::SCHEMA).map_err(corrupt)?;
+        db.execute_batch(job_log::SCHEMA).map_err(corrupt)?;
         list_agents_from_columns(&db).map_err(corrupt)?;
         db.pragma_update(None, "application_id", APPLICATION_ID).map_err(corrupt)?;
         db.pragma_update(None, "user_version", VERSION).map_err(corrupt)?;
@@ -1145,6 +1149,7 @@ fn apply(db: &Connection, op: Op, inputs: &mut InputBatches, keep_inputs: bool) 
             inputs.write_agent(db, &record.agent)?;
             input_log::clear(db, &record.agent, None)?;
             db.prepare_cached("DELETE FROM schedules WHERE agent = ?1")?.execute([record.agent.as_str()])?;
+            job_log::clear(db, &record.agent)?;
             db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
                 .execute(params![initial.agent.as_str(), json(&initial)])?;
             keep_agent(db, &record)?;
@@ -1165,6 +1170,7 @@ fn apply(db: &Connection, op: Op, inputs: &mut InputBatches, keep_inputs: bool) 
             for table in ["agents", "snapshots", "schedules"] {
                 db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?.execute([agent.as_str()])?;
             }
+            job_log::clear(db, &agent)?;
         }
         Op::Armed(schedule) => {
             db.prepare_cached("INSERT OR REPLACE INTO schedules (agent, key, schedule) VALUES (?1, ?2, ?3)")?
@@ -1178,6 +1184,7 @@ fn apply(db: &Connection, op: Op, inputs: &mut InputBatches, keep_inputs: bool) 
             db.prepare_cached("INSERT INTO refusals (agent, refusal) VALUES (?1, ?2)")?
                 .execute(params![refusal.agent.as_str(), json(&refusal)])?;
         }
+        Op::Job(write) => job_log::apply(db, write)?,
         // The writer handles these itself.
         Op::Flush(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) | Op::Input(..) | Op::KeptInput(..) => {}
     }
@@ -1357,36 +1364,51 @@ impl Durable for SqliteStore {
         self.send(Op::KeptInput(agent.clone(), seq, run));
     }
 
+    fn job_submitted(&self, record: &crate::action::JobRecord, plan: &super::JobPlan) {
+        self.send(Op::Job(JobWrite::Submitted(Box::new((record.clone(), plan.clone())))));
+    }
+
+    fn job_changed(&self, record: &crate::action::JobRecord, end: Option<&Signal>) {
+        self.send(Op::Job(JobWrite::Changed(Box::new((record.clone(), end.cloned())))));
+    }
+
+    fn job_told(&self, agent: &AgentId, job: Uuid) {
+        self.send(Op::Job(JobWrite::Told(agent.clone(), job)));
+    }
+
+    fn jobs_purged(&self, before: DateTime<Utc>) {
+        self.send(Op::Job(JobWrite::Purged(before)));
+    }
+
     fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
         self.read(|db| {
             let mut statement = db
                 .prepare_cached(
                     "SELECT agent, agent_type, asleep, parent, (SELECT min(json_extract(schedule, '$.due')) FROM \
-                     schedules WHERE schedules.agent = agents.agent) FROM agents WHERE agent > ?1 ORDER BY agent \
-                     LIMIT ?2",
+                     schedules WHERE schedules.agent = agents.agent), EXISTS (SELECT 1 FROM jobs WHERE jobs.agent = \
+                     agents.agent AND told = 0 AND (ended IS NULL OR signal IS NOT NULL)) FROM agents WHERE agent > ?1 ORDER BY agent LIMIT ?2",
                 )
                 .map_err(database)?;
             let after = after.map_or("", AgentId::as_str);
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows = statement
-                .query_map(params![after, limit], |r| {
-                    let due: Option<String> = r.get(4)?;
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?, r.get(3)?, due))
-                })
-                .map_err(database)?;
             let id = |text: String| {
                 AgentId::new(text).map_err(|e| StoreError::Decode { what: "agent id", message: e.to_string() })
             };
+            let mut rows = statement.query(params![after, limit]).map_err(database)?;
             let mut page = Vec::new();
-            for row in rows {
-                let (agent, agent_type, asleep, parent, due): (String, String, bool, Option<String>, Option<String>) =
-                    row.map_err(database)?;
+            while let Some(row) = rows.next().map_err(database)? {
+                let agent: String = row.get(0).map_err(database)?;
+                let agent_type: String = row.get(1).map_err(database)?;
+                let asleep: bool = row.get(2).map_err(database)?;
+                let parent: Option<String> = row.get(3).map_err(database)?;
+                let due: Option<String> = row.get(4).map_err(database)?;
+                let jobs_pending: bool = row.get(5).map_err(database)?;
                 // A parent only orders the recovery: one that does not read as an id orders nothing.
                 let parent = parent.and_then(|p| AgentId::new(p).ok());
                 // A due time that does not read wakes the agent at once, which arms its schedules itself.
                 let next_due = due
                     .map(|d| DateTime::parse_from_rfc3339(&d).map_or_else(|_| Utc::now(), |d| d.with_timezone(&Utc)));
-                page.push(AliveAgent { agent: id(agent)?, agent_type, asleep, parent, next_due });
+                page.push(AliveAgent { agent: id(agent)?, agent_type, asleep, parent, next_due, jobs_pending });
             }
             Ok(page)
         })
@@ -1449,7 +1471,8 @@ fn revival(db: &Connection, agent: &AgentId) -> Result<Revival, StoreError> {
     let incarnation = snapshot.as_ref().map_or(0, |s| s.incarnation);
     let prefix = crate::action::input_key_prefix(agent, incarnation);
     let runs = run_log::revival_runs(db, agent, &prefix, after)?;
-    Ok(Revival { record, snapshot, inputs, schedules, runs })
+    let jobs = job_log::of_agent(db, agent)?;
+    Ok(Revival { record, snapshot, inputs, schedules, runs, jobs })
 }
 
 #[cfg(test)]
@@ -1839,6 +1862,7 @@ mod tests {
             asleep: false,
             parent: None,
             next_due: None,
+            jobs_pending: false,
         });
         expected.sort_by(|a, b| a.agent.cmp(&b.agent));
         assert_eq!(listed(&store, 10), expected);
