@@ -462,8 +462,7 @@ mod tests {
         let _ = release.send(());
         board.wait(first, Duration::from_secs(60)).await;
         // Slots are handed out in order: a job submitted after it finds its slot only after it would have run.
-        let last =
-            board.submit(job("c"), &limits, |_| async { JobEnd::Completed(Value::Null) }, |_, _| {}).unwrap();
+        let last = board.submit(job("c"), &limits, |_| async { JobEnd::Completed(Value::Null) }, |_, _| {}).unwrap();
         let ended = board.wait(last, Duration::from_secs(60)).await.unwrap();
         assert_eq!(ended.status, JobStatus::Completed);
         assert!(!ran.load(Ordering::SeqCst), "a cancelled job ran");

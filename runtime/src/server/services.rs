@@ -128,7 +128,8 @@ impl AgentServices {
         job: NewJob,
         limits: &crate::policy::Limits,
     ) -> Result<Uuid, JobsFull> {
-        let me = Arc::new(AgentServices { cell: self.cell.clone(), deliver: self.deliver, shared: self.shared.clone() });
+        let me =
+            Arc::new(AgentServices { cell: self.cell.clone(), deliver: self.deliver, shared: self.shared.clone() });
         let (action, params) = (job.action.clone(), job.plan.params.clone());
         let key: Arc<str> = job.plan.key.as_str().into();
         let from_outside = parent.scope.from_outside;

@@ -18,8 +18,8 @@ mod sqlite;
 pub use draft::EndedDraft;
 pub(crate) use draft::{DraftIds, PlanDraft, RecordDraft, Unwritten};
 pub use durable::{
-    AgentRecord, AliveAgent, Durable, Flushed, JobPlan, KeptJob, KeyedRun, PlanParts, Revival, RunPlan,
-    ScheduleRecord, Snapshot,
+    AgentRecord, AliveAgent, Durable, Flushed, JobPlan, KeptJob, KeyedRun, PlanParts, Revival, RunPlan, ScheduleRecord,
+    Snapshot,
 };
 pub use memory::{DEFAULT_KEEP, MemoryStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
