@@ -679,7 +679,6 @@ fn spawn_supervised<A: Agent>(
 ) -> Pin<Box<dyn Future<Output = Result<AgentRef<A>, RuntimeError>> + Send + '_>> {
     Box::pin(async move {
         let id = opts.id.clone().unwrap_or_else(AgentId::random);
-        start_sweeper(shared);
         if shared.directory.get(&id).is_some() || shared.sleeping.contains_key(&id) {
             return Err(RuntimeError::AlreadyExists(id.to_string()));
         }
@@ -783,7 +782,7 @@ pub(crate) fn shared_policy(policy: Policy) -> Arc<Policy> {
 }
 
 /// Starts, once, the task that asks idle agents to hibernate (when the runtime hibernates idle agents). It ends
-/// with the runtime.
+/// with the runtime. Every agent server that starts (spawned, restarted, recovered, thawed) makes sure it runs.
 pub(crate) fn start_sweeper(shared: &Arc<Shared>) {
     let Some(idle) = shared.hibernate_after else { return };
     if shared.sweeper.set(()).is_err() {

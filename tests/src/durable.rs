@@ -1,15 +1,16 @@
 //! The agent and skill the durability tests run in a child process they kill: a `Worker` whose `tick` asks for
 //! one idempotent and one non-idempotent run of the `ledger` skill, whose actions append a line with their
 //! idempotency key to a file in the agent's drive, and one run of its pure `tally` (no side effects: it ends at
-//! its first poll, and the journal writes such runs a batch at a time). Shared by the `durable_worker` binary and the tests that
-//! check what it left.
+//! its first poll, and the journal writes such runs a batch at a time). Every few ticks it also submits a
+//! ledger action as a job, mounts or unmounts the `extra` skill, and (when the tick says so) asks for a run
+//! that needs approval. Shared by the `durable_worker` binary and the tests that check what it left.
 
 use agentry::action::{ActionContext, ActionError, ActionSpec, DynAction, ErrorClass, Risk};
 use agentry::agent::{Agent, Reaction};
 use agentry::effect::Effect;
 use agentry::id::ActionId;
 use agentry::signal::Signal;
-use agentry::skill::Skill;
+use agentry::skill::{Skill, SkillDefinition};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::io::Write;
@@ -31,7 +32,26 @@ pub struct Worker {
     pub interrupted: u64,
     /// `alarm` signals (a schedule fired).
     pub fired: u64,
+    /// The jobs `jobs.submit` said it submitted, in order.
+    #[serde(default)]
+    pub jobs_submitted: Vec<uuid::Uuid>,
+    /// The jobs whose end it was told (`job.completed`, `job.failed`, `job.cancelled`), in order.
+    #[serde(default)]
+    pub jobs_ended: Vec<uuid::Uuid>,
+    /// Of those, the ones that failed with class `interrupted`.
+    #[serde(default)]
+    pub jobs_interrupted: u64,
+    /// Whether it last asked to mount `extra` (rather than to unmount it).
+    #[serde(default)]
+    pub extra: bool,
 }
+
+/// How many ticks between jobs.
+pub const JOB_EVERY: u64 = 4;
+/// How many ticks between mounts or unmounts of `extra`.
+pub const MOUNT_EVERY: u64 = 5;
+/// How many ticks between runs that need approval (when the tick asks for them).
+pub const RISKY_EVERY: u64 = 10;
 
 fn id(text: &str) -> ActionId {
     ActionId::new(text).expect("a valid action id")
@@ -43,7 +63,7 @@ impl Agent for Worker {
     }
 
     fn start_skills() -> Result<Vec<(Skill, Value)>, agentry::skill::BuildError> {
-        Ok(vec![(ledger(), Value::Null)])
+        Ok(vec![(ledger(), Value::Null), (agentry_skills::Jobs::skill()?, Value::Null)])
     }
 
     fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
@@ -51,11 +71,27 @@ impl Agent for Worker {
         match signal.kind().as_str() {
             "tick" => {
                 next.ticks += 1;
-                let runs = vec![
+                let mut runs = vec![
                     Effect::run(id("ledger.note"), json!({})),
                     Effect::run(id("ledger.charge"), json!({})),
                     Effect::run(id("ledger.tally"), json!({})),
                 ];
+                if next.ticks % JOB_EVERY == 0 {
+                    let action = if next.ticks % (2 * JOB_EVERY) == 0 { "ledger.charge" } else { "ledger.note" };
+                    runs.push(Effect::run(id("jobs.submit"), json!({"action": action, "params": {"ms": 3}})));
+                }
+                if next.ticks % MOUNT_EVERY == 0 {
+                    next.extra = !next.extra;
+                    let skill = agentry::id::SkillId::new("extra").expect("an id");
+                    runs.push(if next.extra {
+                        Effect::mount_skill(skill, Value::Null)
+                    } else {
+                        Effect::unmount_skill(skill)
+                    });
+                }
+                if signal.data()["risky"] == json!(true) && next.ticks % RISKY_EVERY == 0 {
+                    runs.push(Effect::run(id("ledger.risky"), json!({})));
+                }
                 Reaction::Update(next, runs)
             }
             "do" => {
@@ -78,6 +114,22 @@ impl Agent for Worker {
             }
             "action.completed" => {
                 next.completed += 1;
+                if let Some(report) = signal.outcome().filter(|r| r.action.as_str() == "jobs.submit")
+                    && let Some(job) =
+                        report.outcome.output.get("job").and_then(|j| j.as_str()).and_then(|j| j.parse().ok())
+                {
+                    next.jobs_submitted.push(job);
+                }
+                Reaction::Update(next, Vec::new())
+            }
+            "job.completed" | "job.failed" | "job.cancelled" => {
+                let job = &signal.data()["job"];
+                if let Some(id) = job["id"].as_str().and_then(|j| j.parse().ok()) {
+                    next.jobs_ended.push(id);
+                }
+                if job["class"] == json!("interrupted") {
+                    next.jobs_interrupted += 1;
+                }
                 Reaction::Update(next, Vec::new())
             }
             "action.failed" => {
@@ -147,6 +199,19 @@ pub fn ledger() -> Skill {
         .dyn_action(risky)
         .build()
         .expect("a valid skill")
+}
+
+/// The `extra` skill the worker mounts and unmounts as it goes: one pure action.
+pub fn extra() -> Skill {
+    let spec = ActionSpec::new("extra.ping", "answers").expect("an id").params_schema(json!({"type": "object"}));
+    let ping = DynAction::new(spec, |_, _| Box::pin(async { Ok(json!("pong")) })).expect("a valid action");
+    Skill::builder("extra", "1.0.0").dyn_action(ping).build().expect("a valid skill")
+}
+
+/// Every skill the worker mounts, as a catalog.
+pub fn catalog() -> agentry::skill::Catalog {
+    let jobs = agentry_skills::Jobs::skill().expect("the jobs skill");
+    [ledger(), jobs, extra()].into_iter().collect()
 }
 
 /// The ledger action without side effects: it writes no line.

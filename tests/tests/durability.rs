@@ -3,14 +3,15 @@
 //! input log and the ledger files say.
 //!
 //! The torture test kills it at seeded random moments, `AGENTRY_TORTURE_KILLS` times (50 by default; say
-//! `AGENTRY_TORTURE_KILLS=500` for a longer run by hand), with seed `AGENTRY_TORTURE_SEED`.
+//! `AGENTRY_TORTURE_KILLS=1000` for a longer run by hand), with seed `AGENTRY_TORTURE_SEED`, while its agents
+//! run ledger actions, submit jobs, mount and unmount a skill, wait for approvals, and (the last one) hibernate
+//! and thaw.
 
 use agentry::agent::{AgentState, step};
 use agentry::id::AgentId;
 use agentry::signal::Signal;
-use agentry::skill::Catalog;
 use agentry::store::{RunQuery, RunRecord, RunStatus, SqliteStore, Store};
-use agentry_tests::durable::{LINES, PURE, Worker, ledger, lines as ledger_lines};
+use agentry_tests::durable::{LINES, PURE, Worker, catalog, lines as ledger_lines};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -76,14 +77,47 @@ fn inputs(dir: &Path, agent: &str) -> Vec<(u64, Signal)> {
     durable.inputs_after(&AgentId::new(agent).expect("an id"), 0).expect("the inputs read back")
 }
 
-/// The agent's latest snapshot's domain state.
-fn snapshot(dir: &Path, agent: &str) -> (u64, Worker) {
+/// The agent's latest snapshot: its input number and its whole state (domain and mounted skills).
+fn snapshot(dir: &Path, agent: &str) -> (u64, AgentState<Worker>) {
     let db = rusqlite::Connection::open(dir.join("journal.db")).expect("the journal opens");
     let text: String =
         db.query_row("SELECT snapshot FROM snapshots WHERE agent = ?1", [agent], |r| r.get(0)).expect("a snapshot");
     let snapshot: agentry::store::Snapshot = serde_json::from_str(&text).expect("a snapshot");
-    let state: AgentState<Worker> = serde_json::from_value(snapshot.state).expect("a worker's state");
-    (snapshot.seq, state.domain)
+    (snapshot.seq, serde_json::from_value(snapshot.state).expect("a worker's state"))
+}
+
+/// Every job the journal kept of an agent.
+fn kept_jobs(dir: &Path, agent: &str) -> Vec<agentry::store::KeptJob> {
+    let store = SqliteStore::open(dir.join("journal.db")).expect("the journal opens");
+    let durable = store.durable().expect("a durable journal");
+    let revivals = durable.revivals(&[AgentId::new(agent).expect("an id")]).expect("the journal reads");
+    revivals.into_iter().next().expect("one").expect("it reads back").jobs
+}
+
+/// The state an agent's logged inputs fold to from its first state: each through `step`, and the skills it
+/// mounted or unmounted itself applied as the runtime applies them.
+fn fold(agent: &str, logged: &[(u64, Signal)]) -> AgentState<Worker> {
+    use agentry::effect::EffectKind;
+    let catalog = catalog();
+    let policy = agentry::policy::Policy::default();
+    let id = AgentId::new(agent).expect("an id");
+    let (mut state, _) = agentry::agent::start(id, Worker::default(), &policy).expect("it starts");
+    for (_, signal) in logged {
+        let Ok(stepped) = step(&mut state, signal, &catalog) else { continue };
+        for effect in stepped.effects {
+            match effect.kind {
+                EffectKind::MountSkill { skill, opts } => {
+                    let skill = catalog.get(&skill).expect("a skill of the catalog");
+                    let _ = agentry::skill::mount(&mut state, skill, &opts, &policy);
+                }
+                EffectKind::UnmountSkill { skill } => {
+                    let _ = agentry::skill::unmount(&mut state, &skill);
+                }
+                _ => {}
+            }
+        }
+    }
+    state
 }
 
 /// A seeded generator for the kill moments (SplitMix64).
@@ -109,23 +143,31 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
     let mut moments = Moments(env_number("AGENTRY_TORTURE_SEED", 7));
     let folder = tempfile::tempdir().expect("a folder");
     let dir = folder.path();
+    let mut sleeps = (0usize, 0usize);
     for _ in 0..kills {
-        let (child, mut lines) = start(dir, &["torture", "2"]);
+        let (child, mut lines) = start(dir, &["torture", "3"]);
         expect(&mut lines, "ready").await;
         // The kill moment: a seeded random time into the run (not a wait for anything).
         tokio::time::sleep(Duration::from_millis(moments.next_ms(60))).await;
         kill(child).await;
+        // What it printed before it died: how often its sleeper hibernated and thawed.
+        while let Ok(Some(line)) = lines.next_line().await {
+            sleeps.0 += usize::from(line.starts_with("hibernated"));
+            sleeps.1 += usize::from(line.starts_with("thawed"));
+        }
     }
     let settled = run_to_end(dir, &["settle"], "settled").await;
-    assert_eq!(settled, "settled 2", "both workers came back every time");
+    assert_eq!(settled, "settled 3", "every worker came back every time");
 
     let runs = journal(dir);
     let keys: BTreeMap<String, &RunRecord> =
         runs.iter().filter_map(|(record, key)| key.as_ref().map(|k| (k.clone(), record))).collect();
     // Completed with their line, interrupted, inputs, lines, pure runs completed.
     let mut counts = (0usize, 0usize, 0usize, 0usize, 0usize);
+    // Jobs ended, of those interrupted, mounts of `extra` asked for, runs that were approved and completed.
+    let mut more = (0usize, 0u64, 0u64, 0usize);
     let mut tallies = BTreeSet::new();
-    for agent in ["w0", "w1"] {
+    for agent in ["w0", "w1", "w2"] {
         let written = ledger_lines(&dir.join("agents").join(agent).join("ledger").join(LINES));
         // Every line belongs to a journaled run; no non-idempotent line appears twice.
         let mut charged = BTreeSet::new();
@@ -149,7 +191,8 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
                 }
                 counts.4 += usize::from(record.status() == RunStatus::Completed);
             }
-            if record.status() == RunStatus::Completed && !pure {
+            let writes = record.action.as_str().starts_with("ledger.") && !pure;
+            if record.status() == RunStatus::Completed && writes {
                 let key = key.as_ref().expect("a completed run has a key");
                 assert!(written_keys.contains(key), "{agent}: run {key} completed without its line");
                 counts.0 += 1;
@@ -158,20 +201,38 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
                 counts.1 += 1;
             }
         }
-        // The state is the fold of the logged inputs, from the first state; no input number is missing.
+        // The state is the fold of the logged inputs, from the first state (mounts included); no input number is
+        // missing.
         let logged = inputs(dir, agent);
         let numbers: Vec<u64> = logged.iter().map(|(seq, _)| *seq).collect();
         assert_eq!(numbers, (1..=logged.len() as u64).collect::<Vec<_>>(), "{agent}: the input log has gaps");
-        let catalog: Catalog = [ledger()].into_iter().collect();
-        let id = AgentId::new(agent).expect("an id");
-        let (mut state, _) =
-            agentry::agent::start(id, Worker::default(), &agentry::policy::Policy::default()).expect("it starts");
-        for (_, signal) in &logged {
-            let _ = step(&mut state, signal, &catalog);
-        }
+        let state = fold(agent, &logged);
         let (seq, kept) = snapshot(dir, agent);
         assert_eq!(seq, logged.len() as u64, "{agent}: the last snapshot stands at the last input");
-        assert_eq!(state.domain, kept, "{agent}: the state is the fold of its inputs");
+        assert_eq!(
+            serde_json::to_value(&state).expect("JSON"),
+            serde_json::to_value(&kept).expect("JSON"),
+            "{agent}: the state (its skills too) is the fold of its inputs"
+        );
+        // No job lost, none ended twice: every job it submitted ended and it was told once; every job the
+        // journal kept ended, and its end reached the agent.
+        let jobs = kept_jobs(dir, agent);
+        let mut told = BTreeSet::new();
+        for job in &state.domain.jobs_ended {
+            assert!(told.insert(*job), "{agent}: job {job} ended twice");
+        }
+        for job in &state.domain.jobs_submitted {
+            assert!(told.contains(job), "{agent}: job {job} was submitted and never ended");
+        }
+        for job in &jobs {
+            assert!(job.record.status.is_final(), "{agent}: job {} never ended: {:?}", job.record.id, job.record);
+            assert!(told.contains(&job.record.id), "{agent}: job {} ended and its agent never heard", job.record.id);
+        }
+        assert_eq!(told.len(), jobs.len(), "{agent}: told of a job the journal does not have");
+        let job_keys: BTreeSet<&String> = jobs.iter().map(|job| &job.plan.key).collect();
+        more.0 += jobs.len();
+        more.1 += state.domain.jobs_interrupted;
+        more.2 += state.domain.ticks / agentry_tests::durable::MOUNT_EVERY;
         // No journaled record was lost: every outcome the agent consumed is of a journaled, ended run.
         for (_, signal) in &logged {
             if let Some(report) = signal.outcome().filter(|r| !r.awaiting_approval()) {
@@ -189,8 +250,12 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
             logged.iter().filter_map(|(_, signal)| signal.outcome().map(|r| r.run_id)).collect();
         let mut asked: BTreeMap<&String, bool> = BTreeMap::new();
         for (record, key) in runs.iter().filter(|(r, _)| r.agent.as_str() == agent) {
-            if let Some(key) = key {
+            // A job's run answers to the job (checked above), not to the agent.
+            if let Some(key) = key.as_ref().filter(|key| !job_keys.contains(key)) {
                 *asked.entry(key).or_default() |= answered.contains(&record.run);
+            }
+            if record.action.as_str() == "ledger.risky" && record.status() == RunStatus::Completed {
+                more.3 += 1;
             }
         }
         let unanswered: Vec<&&String> = asked.iter().filter(|(_, answered)| !**answered).map(|(key, _)| key).collect();
@@ -200,15 +265,24 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
     }
     println!(
         "torture: {kills} kills; {} runs journaled, {} completed with their line, {} pure runs completed, {} \
-         interrupted; {} inputs logged; {} ledger lines",
+         interrupted; {} inputs logged; {} ledger lines; {} jobs ended, {} of them interrupted; {} mounts and \
+         unmounts; {} approved runs completed; {} hibernations, {} thaws",
         runs.len(),
         counts.0,
         counts.4,
         counts.1,
         counts.2,
-        counts.3
+        counts.3,
+        more.0,
+        more.1,
+        more.2,
+        more.3,
+        sleeps.0,
+        sleeps.1
     );
     assert!(counts.0 > 0, "work got done between the kills");
+    assert!(more.0 > 0 && more.2 > 0 && more.3 > 0, "jobs, mounts and approvals happened between the kills");
+    assert!(sleeps.0 > 0 && sleeps.1 > 0, "the sleeper hibernated and thawed between the kills");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

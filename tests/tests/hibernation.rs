@@ -161,6 +161,27 @@ async fn an_idle_agent_hibernates_by_itself() {
     assert_eq!(handle.state().await.expect("state").domain.total, 2);
 }
 
+/// A runtime opened on a journal hibernates the agents it brought back, though it spawned none itself (its idle
+/// timer once started only with a spawn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovered_agent_hibernates_by_itself_too() {
+    let folder = tempfile::tempdir().expect("a folder");
+    {
+        let runtime = open(folder.path(), None).await;
+        spawn(&runtime).await;
+        runtime.shutdown(Duration::from_secs(5)).await;
+    }
+    let runtime = open(folder.path(), Some(Duration::from_millis(40))).await;
+    let mut events = runtime.events();
+    // Awake (not asleep already): it falls asleep by itself.
+    if runtime.get::<Tally>(&tally()).is_ok() {
+        wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentHibernated)).await;
+    }
+    let durable = runtime.store().durable().expect("a journal");
+    let listed = durable.alive(None, 10).expect("listed");
+    assert!(listed.iter().all(|agent| agent.asleep), "{listed:?}");
+}
+
 #[derive(Debug, Clone)]
 enum Step {
     Add(i64),

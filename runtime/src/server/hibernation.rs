@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl<A: Agent> ServerState<A> {
-    /// What keeps the agent awake, if anything. Its jobs do (they are not journaled: one that ended while the
-    /// agent slept would have nobody to run its effects).
+    /// What keeps the agent awake, if anything. Its jobs do: a job's run goes through its agent's gate, and its
+    /// end and the effects it asked for go to the agent, so the agent stays awake until its jobs end.
     fn busy(&self) -> Option<String> {
         let jobs = self.shared.jobs.unended_of(&self.agent.id);
         let Some(underway) = self.underway.as_deref() else {

@@ -296,6 +296,7 @@ impl<A: Agent> Actor for AgentServer<A> {
                 state.feed(signal);
             }
         }
+        crate::runtime::start_sweeper(&state.shared);
         state.shared.events.announce(&state.agent.id, None, None, EventKind::AgentStarted);
         // Outcomes of runs the start asked for (ended, refused or resolved) are handled at once.
         if state.underway.as_ref().is_some_and(|u| !u.ended.is_empty() || !u.inbox.is_empty()) {

@@ -2,10 +2,13 @@
 //! (see `agentry_tests::durable`). The tests kill it with SIGKILL at chosen or random moments and start it
 //! again on the same folder. Each mode prints one line when it reaches the state the test waits for.
 //!
-//! `durable_worker <dir> torture <agents>`: brings back what was alive, spawns the missing workers `w0`..,
-//! prints `ready`, then sends ticks for ever.
-//! `durable_worker <dir> settle`: brings back what was alive, waits until no run is going, shuts down
-//! gracefully and prints `settled <agents> <replayed>`.
+//! `durable_worker <dir> torture <agents>`: brings back what was alive (agents hibernate after 5 ms idle),
+//! spawns the missing workers `w0`.., prints `ready`, then sends ticks for ever: every 2 ms to all but the last
+//! worker (with runs that need approval, which it approves as they are asked for), and every 16 ms to the last,
+//! which hibernates and thaws between them (each printed: `hibernated <agent>`, `thawed <agent>`).
+//! `durable_worker <dir> settle`: brings back what was alive (thawing sleepers), approves what waits for
+//! approval, waits until no run or job is going and every outcome and job end reached its agent, shuts down
+//! gracefully and prints `settled <agents>`.
 //! `durable_worker <dir> ask <action> <params-json>`: spawns `w0`, makes it ask for the run, prints `asked <run>`
 //! once the run waits for approval or has started, then waits for ever.
 //! `durable_worker <dir> approve <run>`: brings `w0` back, approves the run, prints `approved` once it completed.
@@ -36,10 +39,14 @@ fn signal(kind: &str, data: Value) -> Signal {
     Signal::new(kind, data).expect("a valid kind")
 }
 
-async fn open(dir: &str) -> Runtime {
-    let builder = Runtime::builder().agent::<Worker>().expect("the worker registers");
+async fn open(dir: &str, hibernate: bool) -> Runtime {
+    let builder =
+        Runtime::builder().agent::<Worker>().expect("the worker registers").skill(agentry_tests::durable::extra());
     let options = agentry::store::SqliteOptions { keep_inputs: true, ..Default::default() };
-    let builder = builder.durable_with(dir, options).expect("the journal opens").snapshot_every(7);
+    let mut builder = builder.durable_with(dir, options).expect("the journal opens").snapshot_every(7);
+    if hibernate {
+        builder = builder.hibernate_after(Duration::from_millis(5));
+    }
     let (runtime, recovery) = builder.open().await.expect("the runtime opens");
     for (agent, err) in &recovery.failed {
         eprintln!("could not bring back {agent}: {err}");
@@ -63,6 +70,24 @@ fn busy(runtime: &Runtime) -> bool {
     [RunStatus::Queued, RunStatus::Approved, RunStatus::Running]
         .into_iter()
         .any(|status| !runtime.store().query(&RunQuery { status: Some(status), ..RunQuery::default() }).is_empty())
+}
+
+/// Whether a job has not ended, or its end has not reached its agent, as the journal says.
+fn jobs_pending(runtime: &Runtime, agents: &[AgentId]) -> bool {
+    let Some(durable) = runtime.store().durable() else { return false };
+    let Ok(revivals) = durable.revivals(agents) else { return true };
+    revivals
+        .into_iter()
+        .flatten()
+        .any(|revival| revival.jobs.iter().any(|job| !job.record.status.is_final() || (job.end.is_some() && !job.told)))
+}
+
+/// Approves every run the journal says waits for approval (asked before this process's event stream began).
+async fn approve_waiting(runtime: &Runtime) {
+    let query = RunQuery { status: Some(RunStatus::AwaitingApproval), ..RunQuery::default() };
+    for run in runtime.store().query(&query) {
+        let _ = runtime.decide(&run.agent, run.run, true).await;
+    }
 }
 
 /// Whether an ended run's outcome is still on its way to its agent, as the journal says: a run that ended in its
@@ -92,7 +117,8 @@ async fn quiet(runtime: &Runtime, agents: &[AgentId]) {
                 let _ = found.state().await;
             }
         }
-        if fed && !busy(runtime) && !outcomes_pending(runtime, agents) {
+        approve_waiting(runtime).await;
+        if fed && !busy(runtime) && !outcomes_pending(runtime, agents) && !jobs_pending(runtime, agents) {
             return;
         }
         if tokio::time::Instant::now() > deadline {
@@ -157,22 +183,51 @@ async fn main() {
     if mode == "snapshot-abort" {
         snapshot_then_abort(dir);
     }
-    let runtime = open(dir).await;
+    let runtime = open(dir, mode == "torture").await;
     match mode {
         "torture" => {
             let agents: usize = args[3].parse().expect("a number of agents");
             for n in 0..agents {
                 spawn(&runtime, n).await;
             }
+            // Approvals: those asked before this process began, and each one asked from now on.
+            let mut events = runtime.events();
+            approve_waiting(&runtime).await;
+            let approver = runtime.clone();
+            tokio::spawn(async move {
+                loop {
+                    // Events missed while this task lagged behind are skipped (a missed approval is found in the
+                    // journal by the next process).
+                    let event = match events.recv().await {
+                        Ok(event) => event,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    };
+                    match (&event.kind, event.run) {
+                        (EventKind::ApprovalAsked { .. }, Some(run)) => {
+                            let _ = approver.decide(&event.agent, run, true).await;
+                        }
+                        (EventKind::AgentHibernated, _) => println!("hibernated {}", event.agent),
+                        (EventKind::AgentThawed, _) => println!("thawed {}", event.agent),
+                        _ => {}
+                    }
+                }
+            });
             println!("ready");
-            loop {
-                for n in 0..agents {
-                    let _ = runtime.send(&worker(n), signal("tick", Value::Null));
+            for round in 0u64.. {
+                for n in 0..agents.saturating_sub(1) {
+                    let _ = runtime.send(&worker(n), signal("tick", json!({"risky": true})));
+                }
+                if round % 8 == 0 {
+                    let _ = runtime.send(&worker(agents - 1), signal("tick", Value::Null));
                 }
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
         }
         "settle" => {
+            for n in 0..16 {
+                let _ = runtime.thaw(&worker(n)).await;
+            }
             let agents: Vec<AgentId> = (0..16).map(worker).filter(|a| runtime.get::<Worker>(a).is_ok()).collect();
             quiet(&runtime, &agents).await;
             runtime.shutdown(Duration::from_secs(5)).await;
