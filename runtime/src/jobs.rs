@@ -54,14 +54,30 @@ pub const DEFAULT_JOB_RETENTION: Duration = Duration::from_secs(3600);
 
 /// Every job of the runtime. Cheap to share; the runtime owns one. Ended jobs stay visible for a retention
 /// time, then are dropped, so the board does not grow for ever.
+///
+/// Two maps, never locked together: the jobs by id, and each agent's index of its jobs. What a submission or
+/// the hibernation sweep asks of an agent costs that agent's jobs, not the board's.
 pub struct JobBoard {
     jobs: DashMap<Uuid, Job>,
     permits: Arc<Semaphore>,
-    /// Each agent's own slots, sized by its policy's `running_jobs` (made again when that changes).
-    agent_permits: DashMap<AgentId, (usize, Arc<Semaphore>)>,
+    agents: DashMap<AgentId, AgentJobs>,
     retention: Duration,
+    /// The jobs that ended, in the order they did (those restored after a restart are added as they are
+    /// restored): dropping the expired ones takes them from the front, never a walk of the board.
+    ended: std::sync::Mutex<std::collections::VecDeque<(chrono::DateTime<Utc>, Uuid)>>,
     /// Where jobs are journaled, when the runtime's store is durable.
     journal: Option<Arc<dyn Store>>,
+}
+
+/// One agent's jobs, as the board indexes them.
+#[derive(Default)]
+struct AgentJobs {
+    /// Its own slots, sized by its policy's `running_jobs` (made again when that changes).
+    slots: Option<(usize, Arc<Semaphore>)>,
+    /// Its jobs on the board, by the key of their run.
+    keys: std::collections::HashMap<Arc<str>, Uuid>,
+    /// How many of them have not ended.
+    unended: usize,
 }
 
 /// Why a job was not taken: the agent holds as many jobs as its policy allows.
@@ -93,8 +109,9 @@ impl JobBoard {
         Self {
             jobs: DashMap::new(),
             permits: Arc::new(Semaphore::new(max_running.max(1))),
-            agent_permits: DashMap::new(),
+            agents: DashMap::new(),
             retention,
+            ended: std::sync::Mutex::default(),
             journal: None,
         }
     }
@@ -129,16 +146,50 @@ impl JobBoard {
         record.status.is_final() && record.ended_at.is_some_and(|ended| ended <= cutoff)
     }
 
+    /// The ended jobs, in the order they ended.
+    fn ended_order(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(chrono::DateTime<Utc>, Uuid)>> {
+        self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Drops the jobs that ended longer than the retention ago (from the journal too).
     fn purge(&self) {
         let Some(cutoff) = self.cutoff() else { return };
-        let before = self.jobs.len();
-        self.jobs.retain(|_, job| !Self::expired(&job.record.borrow(), cutoff));
-        if self.jobs.len() < before
-            && let Some(durable) = self.durable()
-        {
+        let expired: Vec<Uuid> = {
+            let mut ended = self.ended_order();
+            let mut expired = Vec::new();
+            while let Some((_, id)) = ended.front().filter(|(at, _)| *at <= cutoff).copied() {
+                ended.pop_front();
+                expired.push(id);
+            }
+            expired
+        };
+        if expired.is_empty() {
+            return;
+        }
+        for id in expired {
+            if let Some((_, job)) = self.jobs.remove(&id) {
+                let agent = job.record.borrow().agent.clone();
+                if let Some(mut jobs) = self.agents.get_mut(&agent) {
+                    jobs.keys.remove(&job.key);
+                }
+            }
+        }
+        if let Some(durable) = self.durable() {
             durable.jobs_purged(cutoff);
         }
+    }
+
+    /// Puts a job on the board and in its agent's index.
+    fn insert(&self, record: JobRecord, key: Arc<str>) {
+        let (id, agent, unended) = (record.id, record.agent.clone(), !record.status.is_final());
+        if let Some(at) = record.ended_at.filter(|_| !unended) {
+            self.ended_order().push_back((at, id));
+        }
+        let (sender, _) = watch::channel(record);
+        self.jobs.insert(id, Job { record: sender, key: key.clone(), task: None });
+        let mut jobs = self.agents.entry(agent).or_default();
+        jobs.keys.insert(key, id);
+        jobs.unended += usize::from(unended);
     }
 
     /// One job.
@@ -148,24 +199,14 @@ impl JobBoard {
 
     /// How many of an agent's jobs have not ended (queued or running).
     pub fn unended_of(&self, agent: &AgentId) -> usize {
-        // An agent that never submitted a job has no slots here: the common case, asked for every agent on
-        // each sweep of the hibernation timer, costs one lookup rather than a walk of the board.
-        if !self.agent_permits.contains_key(agent) {
-            return 0;
-        }
-        self.jobs
-            .iter()
-            .filter(|job| {
-                let record = job.record.borrow();
-                &record.agent == agent && !record.status.is_final()
-            })
-            .count()
+        self.agents.get(agent).map_or(0, |jobs| jobs.unended)
     }
 
     /// An agent's jobs, oldest first.
     pub fn of_agent(&self, agent: &AgentId) -> Vec<JobRecord> {
-        let mut jobs: Vec<JobRecord> =
-            self.jobs.iter().map(|job| job.record.borrow().clone()).filter(|record| &record.agent == agent).collect();
+        let ids: Vec<Uuid> =
+            self.agents.get(agent).map(|jobs| jobs.keys.values().copied().collect()).unwrap_or_default();
+        let mut jobs: Vec<JobRecord> = ids.into_iter().filter_map(|id| self.get(id)).collect();
         jobs.sort_by_key(|record| (record.submitted_at, record.id));
         jobs
     }
@@ -190,29 +231,24 @@ impl JobBoard {
         self.purge();
         let NewJob { agent, action, plan, again } = job;
         let (running, queued) = (limits.running_jobs.max(1), limits.queued_jobs);
-        if again.is_none() {
-            let mut held = 0;
-            for job in self.jobs.iter() {
-                let record = job.record.borrow();
-                if record.agent != agent {
-                    continue;
-                }
-                if *job.key == *plan.key {
-                    return Ok(record.id);
-                }
-                held += usize::from(!record.status.is_final());
-            }
-            if held >= running.saturating_add(queued) {
-                return Err(JobsFull { agent, held, running, queued });
-            }
-        }
         let mine = {
-            let mut slot =
-                self.agent_permits.entry(agent.clone()).or_insert_with(|| (running, Arc::new(Semaphore::new(running))));
-            if slot.0 != running {
-                *slot = (running, Arc::new(Semaphore::new(running)));
+            let mut jobs = self.agents.entry(agent.clone()).or_default();
+            if again.is_none() {
+                if let Some(id) = jobs.keys.get(plan.key.as_str()) {
+                    return Ok(*id);
+                }
+                if jobs.unended >= running.saturating_add(queued) {
+                    return Err(JobsFull { agent, held: jobs.unended, running, queued });
+                }
             }
-            slot.1.clone()
+            match &jobs.slots {
+                Some((size, slots)) if *size == running => slots.clone(),
+                _ => {
+                    let slots = Arc::new(Semaphore::new(running));
+                    jobs.slots = Some((running, slots.clone()));
+                    slots
+                }
+            }
         };
         let restarted = again.is_some();
         let record = match again {
@@ -249,8 +285,7 @@ impl JobBoard {
                 durable.job_submitted(&record, &plan);
             }
         }
-        let (sender, _) = watch::channel(record);
-        self.jobs.insert(id, Job { record: sender, key: plan.key.into(), task: None });
+        self.insert(record, plan.key.into());
         let board = self.clone();
         // The task starts only once its abort handle is on the board, so a cancel can always stop it.
         let (handle_kept, kept) = tokio::sync::oneshot::channel::<()>();
@@ -295,8 +330,7 @@ impl JobBoard {
         if self.cutoff().is_some_and(|cutoff| Self::expired(&record, cutoff)) {
             return;
         }
-        let (sender, _) = watch::channel(record.clone());
-        self.jobs.insert(record.id, Job { record: sender, key: key.into(), task: None });
+        self.insert(record, key.into());
     }
 
     /// Ends a job that has not ended, journaled with the signal for its agent (see [`JobBoard::change`]).
@@ -324,17 +358,26 @@ impl JobBoard {
 
     /// Applies a change to a job that has not ended, not journaled.
     fn change_quietly(&self, id: Uuid, f: impl FnOnce(&mut JobRecord)) -> Option<JobRecord> {
-        let job = self.jobs.get(&id)?;
         let mut changed = None;
-        job.record.send_if_modified(|record| {
-            if record.status.is_final() {
-                return false;
+        if let Some(job) = self.jobs.get(&id) {
+            job.record.send_if_modified(|record| {
+                if record.status.is_final() {
+                    return false;
+                }
+                f(record);
+                changed = Some(record.clone());
+                true
+            });
+        }
+        let changed = changed?;
+        // Its agent's count, with the board's guard let go (the two maps are never locked together).
+        if changed.status.is_final() {
+            if let Some(mut jobs) = self.agents.get_mut(&changed.agent) {
+                jobs.unended = jobs.unended.saturating_sub(1);
             }
-            f(record);
-            changed = Some(record.clone());
-            true
-        });
-        changed
+            self.ended_order().push_back((changed.ended_at.unwrap_or_else(Utc::now), changed.id));
+        }
+        Some(changed)
     }
 
     /// Records progress for a running job (journaled).
@@ -373,7 +416,9 @@ impl JobBoard {
     /// Cancels every job of an agent that has not ended (the agent stopped and is not coming back as it was);
     /// returns them. Its agent is not told (it stopped), so none is kept for it.
     pub(crate) fn cancel_agent(&self, agent: &AgentId, reason: &str) -> Vec<JobRecord> {
-        self.agent_permits.remove(agent);
+        if let Some(mut jobs) = self.agents.get_mut(agent) {
+            jobs.slots = None;
+        }
         let mut cancelled = Vec::new();
         for id in self.unended_ids(agent) {
             let Some(record) = self.change(id, |r| {
@@ -392,10 +437,17 @@ impl JobBoard {
     /// Stops the tasks of an agent's jobs that have not ended and takes them off the board, journaling nothing:
     /// the runtime shuts down, and the journal keeps them as they were, for the next recovery to settle.
     pub(crate) fn abandon_agent(&self, agent: &AgentId) {
-        self.agent_permits.remove(agent);
-        for id in self.unended_ids(agent) {
-            self.abort(id);
-            self.jobs.remove(&id);
+        let ids = self.unended_ids(agent);
+        for id in &ids {
+            self.abort(*id);
+        }
+        let keys: Vec<Arc<str>> = ids.iter().filter_map(|id| self.jobs.remove(id)).map(|(_, job)| job.key).collect();
+        if let Some(mut jobs) = self.agents.get_mut(agent) {
+            jobs.slots = None;
+            for key in &keys {
+                jobs.keys.remove(key);
+            }
+            jobs.unended = jobs.unended.saturating_sub(keys.len());
         }
     }
 
