@@ -2315,6 +2315,66 @@ mod tests {
         assert_eq!(version, VERSION);
     }
 
+    /// A journal from before jobs were journaled (version 6, no `jobs` table) opens, lists its agents, and keeps
+    /// jobs from then on.
+    #[test]
+    fn a_version_6_journal_opens_and_keeps_jobs_from_then_on() {
+        use crate::action::{JobRecord, JobStatus};
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("journal.db");
+        let me = agent("me");
+        let record = AgentRecord { agent: me.clone(), agent_type: "t".into(), spawn: Value::Null, asleep: true };
+        {
+            let store = SqliteStore::open(&path).unwrap();
+            let initial = Snapshot {
+                agent: me.clone(),
+                seq: 0,
+                agent_type: "t".into(),
+                version: 1,
+                state: Value::Null,
+                at: Utc::now(),
+                incarnation: 1,
+            };
+            store.agent_spawned(record.clone(), initial);
+            drop(store);
+            let db = Connection::open(&path).unwrap();
+            db.execute_batch("DROP TABLE jobs; PRAGMA user_version = 6;").unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let listed = store.alive(None, 10).unwrap();
+        assert_eq!(listed, vec![AliveAgent::of(&record)], "listed as before, with no job pending");
+        let job = JobRecord {
+            id: Uuid::now_v7(),
+            agent: me.clone(),
+            action: ActionId::new("x.y").unwrap(),
+            status: JobStatus::Queued,
+            progress: 0.0,
+            message: None,
+            output: None,
+            error: None,
+            class: None,
+            submitted_at: Utc::now(),
+            ended_at: None,
+        };
+        let plan = super::super::JobPlan {
+            key: "me~1/1/0/1".into(),
+            params: json!({"n": 1}),
+            stack: Vec::new(),
+            correlation: Uuid::nil(),
+            from_outside: false,
+        };
+        store.job_submitted(&job, &plan);
+        let listed = store.alive(None, 10).unwrap();
+        assert!(listed[0].jobs_pending, "a sleeper with a job not ended is to be woken");
+        let revivals = store.revivals(std::slice::from_ref(&me)).unwrap();
+        let [Ok(revival)] = &revivals[..] else { panic!("one revival: {revivals:?}") };
+        assert_eq!(revival.jobs.len(), 1);
+        assert_eq!((&revival.jobs[0].record, &revival.jobs[0].plan), (&job, &plan));
+        drop(store);
+        let version: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, VERSION);
+    }
+
     #[test]
     fn a_version_2_journal_opens_and_its_inputs_are_read_with_those_logged_after() {
         let folder = tempfile::tempdir().unwrap();
