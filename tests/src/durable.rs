@@ -76,11 +76,11 @@ impl Agent for Worker {
                     Effect::run(id("ledger.charge"), json!({})),
                     Effect::run(id("ledger.tally"), json!({})),
                 ];
-                if next.ticks % JOB_EVERY == 0 {
-                    let action = if next.ticks % (2 * JOB_EVERY) == 0 { "ledger.charge" } else { "ledger.note" };
+                if next.ticks.is_multiple_of(JOB_EVERY) {
+                    let action = if next.ticks.is_multiple_of(2 * JOB_EVERY) { "ledger.charge" } else { "ledger.note" };
                     runs.push(Effect::run(id("jobs.submit"), json!({"action": action, "params": {"ms": 3}})));
                 }
-                if next.ticks % MOUNT_EVERY == 0 {
+                if next.ticks.is_multiple_of(MOUNT_EVERY) {
                     next.extra = !next.extra;
                     let skill = agentry::id::SkillId::new("extra").expect("an id");
                     runs.push(if next.extra {
@@ -89,7 +89,7 @@ impl Agent for Worker {
                         Effect::unmount_skill(skill)
                     });
                 }
-                if signal.data()["risky"] == json!(true) && next.ticks % RISKY_EVERY == 0 {
+                if signal.data()["risky"] == json!(true) && next.ticks.is_multiple_of(RISKY_EVERY) {
                     runs.push(Effect::run(id("ledger.risky"), json!({})));
                 }
                 Reaction::Update(next, runs)
