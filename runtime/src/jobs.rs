@@ -179,7 +179,7 @@ impl JobBoard {
         }
     }
 
-    /// Puts a job on the board and in its agent's index.
+    /// Puts a job kept from before a restart on the board and in its agent's index.
     fn insert(&self, record: JobRecord, key: Arc<str>) {
         let (id, agent, unended) = (record.id, record.agent.clone(), !record.status.is_final());
         if let Some(at) = record.ended_at.filter(|_| !unended) {
@@ -231,16 +231,22 @@ impl JobBoard {
         self.purge();
         let NewJob { agent, action, plan, again } = job;
         let (running, queued) = (limits.running_jobs.max(1), limits.queued_jobs);
+        let id = again.as_ref().map_or_else(Uuid::now_v7, |kept| kept.id);
+        let key: Arc<str> = plan.key.as_str().into();
+        // Checked and taken under the agent's guard: two submissions at once never both pass the limit, nor
+        // make two jobs of one key.
         let mine = {
             let mut jobs = self.agents.entry(agent.clone()).or_default();
             if again.is_none() {
-                if let Some(id) = jobs.keys.get(plan.key.as_str()) {
+                if let Some(id) = jobs.keys.get(&key) {
                     return Ok(*id);
                 }
                 if jobs.unended >= running.saturating_add(queued) {
                     return Err(JobsFull { agent, held: jobs.unended, running, queued });
                 }
             }
+            jobs.keys.insert(key.clone(), id);
+            jobs.unended += 1;
             match &jobs.slots {
                 Some((size, slots)) if *size == running => slots.clone(),
                 _ => {
@@ -264,7 +270,7 @@ impl JobBoard {
                 ..kept
             },
             None => JobRecord {
-                id: Uuid::now_v7(),
+                id,
                 agent,
                 action,
                 status: JobStatus::Queued,
@@ -277,7 +283,6 @@ impl JobBoard {
                 ended_at: None,
             },
         };
-        let id = record.id;
         if let Some(durable) = self.durable() {
             if restarted {
                 durable.job_changed(&record, None);
@@ -285,7 +290,8 @@ impl JobBoard {
                 durable.job_submitted(&record, &plan);
             }
         }
-        self.insert(record, plan.key.into());
+        let (sender, _) = watch::channel(record);
+        self.jobs.insert(id, Job { record: sender, key, task: None });
         let board = self.clone();
         // The task starts only once its abort handle is on the board, so a cancel can always stop it.
         let (handle_kept, kept) = tokio::sync::oneshot::channel::<()>();
