@@ -1,7 +1,7 @@
 //! The simulator's own behaviour: determinism (also across a parallel sweep), virtual time, real and modelled
 //! actions, each fault, contacts over a network, replay from a trace, and bad setups refused before running.
 
-use agentry::action::{ActionSpec, DynAction, ErrorClass, Risk};
+use agentry::action::{ActionSpec, Capability, DynAction, ErrorClass, Risk};
 use agentry::agent::{Agent, Reaction};
 use agentry::effect::{Effect, Target};
 use agentry::id::{ActionId, AgentId};
@@ -534,4 +534,93 @@ fn a_skill_count_kept_as_skills_come_and_go_equals_a_census_of_every_agent() {
 fn a_simulation_can_be_sent_to_and_shared_between_threads() {
     fn shareable<T: Send + Sync>() {}
     shareable::<agentry_sim::Simulation<agentry_sim::models::sis::Learner>>();
+}
+
+/// Mounts every standard skill and asks for an action of each; notes how each ended and each signal it got.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Everything {
+    heard: Vec<Value>,
+}
+
+/// An action of each standard skill, with params that reach its code.
+fn every_standard_action() -> Vec<(&'static str, Value)> {
+    vec![
+        ("system.schedule", json!({"kind": "later", "after_ms": 1000, "data": {"n": 1}})),
+        ("system.log", json!({"message": "hello"})),
+        ("system.wait", json!({"ms": 10})),
+        ("memory.memorize", json!({"subject": "ann", "predicate": "lives_in", "object": "paris"})),
+        ("memory.recall", json!({"query": "ann"})),
+        ("fs.write", json!({"path": "a.txt", "content": "hi"})),
+        ("fs.list", json!({"path": "."})),
+        ("http.get", json!({"url": "https://example.com/"})),
+        ("jobs.submit", json!({"action": "system.log", "params": {"message": "later"}})),
+        ("arithmetic.add", json!({"a": 1, "b": 2})),
+    ]
+}
+
+impl Agent for Everything {
+    fn name() -> &'static str {
+        "everything"
+    }
+
+    fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
+        let mut next = self.clone();
+        if signal.kind().as_str() == "go" {
+            let runs = every_standard_action()
+                .into_iter()
+                .map(|(action, params)| Effect::run(ActionId::new(action).unwrap(), params))
+                .collect();
+            return Reaction::Keep(runs);
+        }
+        // Everything the signal says, its id and time included: a signal an action made counts here too.
+        next.heard.push(json!({"kind": signal.kind().as_str(), "id": signal.id(), "data": signal.data()}));
+        Reaction::Update(next, vec![])
+    }
+}
+
+/// Every standard skill mounted, an action of each asked for: two runs of one seed have one trace hash, since
+/// what an action reads of time or chance (a scheduled signal's id and times, a memory's transaction time) comes
+/// from its context, which the simulation decides.
+#[test]
+fn the_standard_skills_are_deterministic_in_simulation() {
+    use agentry::skill::SkillDefinition as _;
+    let skills = || {
+        vec![
+            agentry_skills::System::skill().unwrap(),
+            agentry_skills::Memory::skill().unwrap(),
+            agentry_skills::Files::skill().unwrap(),
+            agentry_skills::Http::skill().unwrap(),
+            agentry_skills::Jobs::skill().unwrap(),
+            agentry_skills::Arithmetic::skill().unwrap(),
+            agentry_skills::Counter::skill().unwrap(),
+        ]
+    };
+    let run = |seed: u64| {
+        let mut builder = SimBuilder::<Everything>::new(seed);
+        for skill in skills() {
+            builder = builder.skill(skill);
+        }
+        let mut sim = builder.model("system.wait", ActionModel::waits_for("ms")).unwrap().build().unwrap();
+        // Every capability the standard skills need: their code runs (and fails where a simulation has no
+        // disk or network) rather than the gate refusing it.
+        let mut policy = agentry::policy::Policy::default();
+        for capability in [Capability::FS, Capability::NET, Capability::MEMORY] {
+            policy = policy.grant(capability);
+        }
+        sim.add_with(id(0), Everything::default(), policy, 16).unwrap();
+        for skill in skills() {
+            sim.mount(&id(0), skill.id(), Value::Null).unwrap_or_else(|e| panic!("{} mounts: {e}", skill.id()));
+        }
+        sim.send_after(&id(0), signal("go", Value::Null), Duration::from_secs(5)).unwrap();
+        sim.run_until(Duration::from_secs(60));
+        (sim.trace().hash(), sim.state(&id(0)).unwrap().domain.heard.clone())
+    };
+    let (hash, heard) = run(11);
+    let later = heard.iter().find(|h| h["kind"] == "later").expect("the scheduled signal came");
+    assert_eq!(later["data"], json!({"n": 1}), "{heard:#?}");
+    assert_eq!(heard.len(), every_standard_action().len() + 1, "an outcome of each, and the scheduled signal");
+    let refused = |h: &&Value| h["data"]["outcome"]["output_text"].as_str().is_some_and(|t| t.contains("capabilit"));
+    let gated: Vec<&Value> = heard.iter().filter(refused).collect();
+    assert!(gated.is_empty(), "each action got past the gate to its own code: {gated:#?}");
+    assert_eq!(run(11), (hash, heard), "one seed, one run: the same trace and the same signals");
 }

@@ -135,8 +135,8 @@ impl Schedule {
         let signal = Signal::builder(self.kind.as_str())
             .source(agentry::kinds::agent_source(&ctx.agent_id))
             .data(self.data)
-            .caused_by(ctx.correlation_id, ctx.run_id, chrono::Utc::now())
-            .stamped(uuid::Uuid::now_v7(), chrono::Utc::now())
+            .caused_by(ctx.correlation_id, ctx.run_id, ctx.now())
+            .stamped(ctx.new_id(), ctx.now())
             .build()
             .map_err(|e| ActionError::validation(format!("`kind` is not a signal kind: {e}")))?;
         let key = self.key.unwrap_or(self.kind);

@@ -190,9 +190,10 @@ impl Memorize {
         required("predicate", &self.predicate)?;
         required("object", &self.object)?;
         let confidence = confidence(self.confidence)?;
+        let clock = ctx.now();
         with_db(&ctx, move |db| {
             let tx = store::write(db)?;
-            let now = store::transaction_time(&tx)?;
+            let now = store::transaction_time(&tx, clock)?;
             let valid_from = self.valid_from.unwrap_or(now);
             let believed = store::believed(&tx, &self.subject, &self.predicate)?;
             // Known already: the same object, still true or true at `valid_from` (a back-dated fact recorded
@@ -291,13 +292,14 @@ impl Recall {
             return Err(ActionError::validation(format!("`limit` is {}; expected 1 to {MAX_RECALL}", self.limit)));
         }
         let config: MemoryConfig = ctx.skill_state()?;
+        let now = ctx.now();
         with_db(&ctx, move |db| {
             let search = store::Search {
                 text: store::match_any(&self.query),
                 subject: self.subject.as_deref(),
                 predicate: self.predicate.as_deref(),
                 kind: None,
-                true_at: Some(self.as_of.unwrap_or_else(Utc::now)),
+                true_at: Some(self.as_of.unwrap_or(now)),
                 believed_at: self.as_recorded,
                 since: None,
                 include_archived: self.include_archived,
@@ -380,9 +382,10 @@ impl Forget {
         if self.predicate.is_some() && self.subject.is_none() {
             return Err(ActionError::validation("`predicate` needs a `subject`"));
         }
+        let clock = ctx.now();
         with_db(&ctx, move |db| {
             let tx = store::write(db)?;
-            let now = store::transaction_time(&tx)?;
+            let now = store::transaction_time(&tx, clock)?;
             let at = self.at.unwrap_or(now);
             let mut targets: Vec<Fact> = Vec::new();
             if let Some(id) = self.id {
@@ -506,9 +509,10 @@ impl Reflect {
         let confidence = episodes.iter().map(|f| f.confidence).sum::<f64>() / episodes.len() as f64;
         let folded: Vec<i64> = episodes.iter().map(|f| f.id).collect();
         let about = self.subject.unwrap_or_else(|| "reflection".to_owned());
+        let clock = ctx.now();
         with_db(&ctx, move |db| {
             let tx = store::write(db)?;
-            let now = store::transaction_time(&tx)?;
+            let now = store::transaction_time(&tx, clock)?;
             let mut summary = Fact {
                 id: 0,
                 subject: about,
@@ -570,7 +574,7 @@ mod tests {
     fn transaction_times_never_repeat_or_go_back() {
         let folder = tempfile::tempdir().unwrap();
         let db = store::open(&folder.path().join(DATABASE)).unwrap();
-        let first = store::transaction_time(&db).unwrap();
+        let first = store::transaction_time(&db, Utc::now()).unwrap();
         assert!(first <= Utc::now());
         // A write recorded ahead of the clock (it was moved back since): the next write comes after it anyway.
         let ahead = DateTime::from_timestamp_millis(Utc::now().timestamp_millis() + 3_600_000).unwrap();
@@ -590,7 +594,7 @@ mod tests {
             score: None,
         };
         store::insert(&db, &fact).unwrap();
-        assert_eq!(store::transaction_time(&db).unwrap(), ahead + chrono::TimeDelta::milliseconds(1));
+        assert_eq!(store::transaction_time(&db, Utc::now()).unwrap(), ahead + chrono::TimeDelta::milliseconds(1));
     }
 
     #[test]

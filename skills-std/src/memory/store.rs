@@ -123,11 +123,11 @@ fn time(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
-/// The transaction time of a write: now, or a millisecond after the last write if the clock has not moved on
-/// (or went back), so every write has a time of its own and `as_recorded` at it sees exactly what it left.
-pub fn transaction_time(db: &Connection) -> Result<DateTime<Utc>, ActionError> {
+/// The transaction time of a write: `now` (the run's [`agentry::action::ActionContext::now`], so a simulation
+/// records its own time), or a millisecond after the last write if the clock has not moved on (or went back),
+/// so every write has a time of its own and `as_recorded` at it sees exactly what it left.
+pub fn transaction_time(db: &Connection, now: DateTime<Utc>) -> Result<DateTime<Utc>, ActionError> {
     let last: Option<i64> = db.query_row("SELECT MAX(recorded_at) FROM facts", [], |r| r.get(0)).map_err(db_error)?;
-    let now = Utc::now();
     Ok(match last.map(time) {
         Some(last) if last >= now => last + TimeDelta::milliseconds(1),
         _ => time(millis(now)),
