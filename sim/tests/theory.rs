@@ -30,7 +30,7 @@ fn skill_diffusion_settles_at_the_sis_endemic_share() {
         let error = (simulated - theory).abs() / theory;
         println!("β/γ = {ratio}: simulated {simulated:.4}, theory {theory:.4}, relative error {:.2}%", error * 100.0);
         assert!(
-            error < 0.02,
+            error < 0.01,
             "β/γ = {ratio}: simulated {simulated:.4} against {theory:.4} ({:.2}% off)",
             error * 100.0
         );
@@ -67,6 +67,6 @@ fn a_desk_serving_poisson_jobs_matches_mm1() {
         let theory = queue::mean_time_in_system(lambda, mu);
         let error = (simulated - theory).abs() / theory;
         println!("ρ = {lambda}: mean time in system {simulated:.4}, theory {theory:.4}, {:.2}% off", error * 100.0);
-        assert!(error < 0.03, "ρ = {lambda}: {simulated:.4} against {theory:.4} ({:.2}% off)", error * 100.0);
+        assert!(error < 0.01, "ρ = {lambda}: {simulated:.4} against {theory:.4} ({:.2}% off)", error * 100.0);
     }
 }
