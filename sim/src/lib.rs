@@ -63,10 +63,10 @@ mod process;
 mod sweep;
 mod trace;
 
-pub use engine::{Counts, RunRecord, SimBuilder, Simulation};
+pub use engine::{RunRecord, SimBuilder, Simulation};
 pub use error::SimError;
 pub use faults::{Approvals, Fault, Faults};
-pub use metrics::{Census, Metrics, Row, Table};
+pub use metrics::{Census, Counts, Metrics, Row, Table};
 pub use model::{ActionModel, Latency, OutputFn};
 pub use network::Network;
 pub use process::{Contacts, Process, Who};

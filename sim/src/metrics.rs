@@ -1,13 +1,29 @@
 //! Data collection: metrics the user defines, sampled at an interval of virtual time into a table that
 //! exports as CSV or JSON (and plots, see [`crate::plot`]).
 
-use crate::engine::Counts;
 use crate::error::SimError;
 use agentry::agent::{Agent, AgentState};
 use agentry::id::SkillId;
 use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
+
+/// Counts kept as the simulation runs, for metrics.
+#[derive(Debug, Default, Clone)]
+pub struct Counts {
+    /// Signals consumed through `step`, in all.
+    pub steps: u64,
+    /// Runs that ended, by status: completed, failed, blocked.
+    pub completed: u64,
+    /// Runs that failed.
+    pub failed: u64,
+    /// Runs refused or denied.
+    pub blocked: u64,
+    /// Effects refused.
+    pub refused: u64,
+    /// Faults injected.
+    pub faults: u64,
+}
 
 /// What a metric sees at a sample: every live agent's state, and the simulation's counts.
 pub struct Census<'a, A: Agent> {

@@ -4,7 +4,7 @@
 use crate::error::SimError;
 use crate::faults::Fault;
 use agentry::agent::{Agent, AgentState, step};
-use agentry::effect::{Effect, EffectRefusal};
+use agentry::effect::{Effect, EffectKind, EffectRefusal};
 use agentry::id::AgentId;
 use agentry::policy::Policy;
 use agentry::signal::Signal;
@@ -12,6 +12,7 @@ use agentry::skill::Catalog;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 /// One thing that happened.
@@ -185,7 +186,7 @@ impl Trace {
                 Ok(stepped) => stepped.effects,
                 Err(_) => Vec::new(),
             };
-            crate::engine::learn(&mut state, &effects, catalog, &start.policy);
+            learn(&mut state, &effects, catalog, &start.policy);
             moments.push(Moment { at, input: signal.clone(), effects, state: state.clone() });
         }
         Ok(moments)
@@ -203,4 +204,22 @@ pub struct Moment<A: Agent> {
     pub effects: Vec<Effect>,
     /// The agent's state after it.
     pub state: AgentState<A>,
+}
+
+/// Applies the skills an agent learned or forgot in one step's effects to its state (the pure half of
+/// `MountSkill` / `UnmountSkill`), as a replay does (the simulation's run applies them through the shared interpretation).
+fn learn<A: Agent>(state: &mut AgentState<A>, effects: &[Effect], catalog: &Catalog, policy: &Policy) {
+    for effect in effects {
+        match &effect.kind {
+            EffectKind::MountSkill { skill, opts } => {
+                if let Some(found) = catalog.get(skill) {
+                    let _ = catch_unwind(AssertUnwindSafe(|| agentry::skill::mount(state, found, opts, policy)));
+                }
+            }
+            EffectKind::UnmountSkill { skill } => {
+                let _ = agentry::skill::unmount(state, skill);
+            }
+            _ => {}
+        }
+    }
 }

@@ -8,13 +8,13 @@ use crate::SimRng;
 use crate::clock::Agenda;
 use crate::error::SimError;
 use crate::faults::{Approvals, Fault, Faults};
-use crate::metrics::{Metrics, Table};
+use crate::metrics::{Counts, Metrics, Table};
 use crate::model::ActionModel;
 use crate::process::{Contacts, Process, Who};
 use crate::trace::{Trace, What};
 use agentry::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, OutcomeStatus, should_retry};
 use agentry::agent::{Agent, AgentState, start, step};
-use agentry::effect::{Effect, EffectKind, Target};
+use agentry::effect::{Effect, Target};
 use agentry::id::{ActionId, AgentId, SkillId};
 use agentry::interpret::{Command, KeyFrom, Origin, interpret};
 use agentry::kinds::{self, RunRef};
@@ -31,24 +31,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use uuid::Uuid;
-
-/// Applies the skills an agent learned or forgot in one step's effects to its state (the pure half of
-/// `MountSkill` / `UnmountSkill`), as the simulation, a replay and a recovery all do.
-pub(crate) fn learn<A: Agent>(state: &mut AgentState<A>, effects: &[Effect], catalog: &Catalog, policy: &Policy) {
-    for effect in effects {
-        match &effect.kind {
-            EffectKind::MountSkill { skill, opts } => {
-                if let Some(found) = catalog.get(skill) {
-                    let _ = catch_unwind(AssertUnwindSafe(|| agentry::skill::mount(state, found, opts, policy)));
-                }
-            }
-            EffectKind::UnmountSkill { skill } => {
-                let _ = agentry::skill::unmount(state, skill);
-            }
-            _ => {}
-        }
-    }
-}
 
 mod builder;
 mod runs;
@@ -110,23 +92,6 @@ struct Slot<A: Agent> {
     subscriptions: Vec<String>,
     /// Outcome signals, fed before the next event (as the server feeds its inbox before its next message).
     inbox: VecDeque<Signal>,
-}
-
-/// Counts kept as the simulation runs, for metrics.
-#[derive(Debug, Default, Clone)]
-pub struct Counts {
-    /// Signals consumed through `step`, in all.
-    pub steps: u64,
-    /// Runs that ended, by status: completed, failed, blocked.
-    pub completed: u64,
-    /// Runs that failed.
-    pub failed: u64,
-    /// Runs refused or denied.
-    pub blocked: u64,
-    /// Effects refused.
-    pub refused: u64,
-    /// Faults injected.
-    pub faults: u64,
 }
 
 /// A running simulation of agents of type `A` (use an enum, or `()` with skills, for several kinds of agents).
