@@ -11,17 +11,7 @@ use serde_json::Value;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// Where an emitted signal goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "to", content = "id", rename_all = "snake_case")]
-pub enum Target {
-    /// One agent, by id.
-    Agent(AgentId),
-    /// The agent's parent, if it has one.
-    Parent,
-    /// Every subscriber of a topic.
-    Topic(String),
-}
+pub use crate::target::Target;
 
 /// What a schedule does when its time passed while the runtime was down (it is brought back by a durable
 /// store's recovery).

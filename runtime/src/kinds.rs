@@ -13,8 +13,8 @@
 //! assert!(!kinds::is_reserved("order.placed"));
 //! ```
 
-pub use crate::action::RunReport;
-use crate::action::{JobRecord, Outcome, OutcomeStatus};
+pub use crate::contract::RunReport;
+use crate::contract::{JobRecord, JobStatus, Outcome, OutcomeStatus};
 use crate::id::{ActionId, AgentId, SkillId};
 use crate::signal::{Kind, KindError, Signal, SignalBuilder};
 use chrono::{DateTime, Utc};
@@ -150,8 +150,8 @@ pub(crate) fn report_signal(
 /// The `job.completed`, `job.failed` or `job.cancelled` signal for a job that ended.
 pub(crate) fn job_ended(source: &Arc<str>, record: &JobRecord) -> Option<Signal> {
     let kind = match record.status {
-        crate::action::JobStatus::Completed => JOB_COMPLETED,
-        crate::action::JobStatus::Cancelled => JOB_CANCELLED,
+        JobStatus::Completed => JOB_COMPLETED,
+        JobStatus::Cancelled => JOB_CANCELLED,
         _ => JOB_FAILED,
     };
     made(Signal::builder(kind).data(json!({"job": record})), source, None, now())

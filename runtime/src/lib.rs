@@ -12,6 +12,7 @@
 
 pub mod action;
 pub mod agent;
+mod contract;
 mod directory;
 pub mod effect;
 mod error;
@@ -34,6 +35,7 @@ mod sleep;
 pub mod store;
 mod supervisor;
 pub mod table;
+mod target;
 mod time_text;
 pub mod tool;
 mod wall_clock;

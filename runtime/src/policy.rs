@@ -1,8 +1,9 @@
 //! Policies: pure decisions about what an agent may mount and run.
 
-use crate::action::{ActionSpec, Capability, Risk};
+use crate::contract::{ActionSpec, Capability, Risk};
 use crate::id::SkillId;
 use crate::pattern::Pattern;
+use crate::target::Target;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -482,8 +483,7 @@ impl Policy {
 
     /// May this agent emit a signal to `to`? Its parent always; another agent or a topic when it matches the
     /// policy's patterns for them (or there are none). `Err` says which rule refused it.
-    pub fn may_emit(&self, to: &crate::effect::Target) -> Result<(), String> {
-        use crate::effect::Target;
+    pub fn may_emit(&self, to: &Target) -> Result<(), String> {
         let (allowed, what, name) = match to {
             Target::Parent => return Ok(()),
             Target::Agent(agent) => (&self.emit_agents, "agent", agent.as_str()),

@@ -4,7 +4,7 @@
 //! from the clock. A signal made inside a pure handler as a consequence of another ([`Signal::follow`]) takes
 //! them from its cause instead, so pure code stays deterministic: the same cause gives the same follow-up.
 
-use crate::action::RunReport;
+use crate::contract::RunReport;
 use crate::pattern::Pattern;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;

@@ -3,8 +3,8 @@
 
 use super::Action;
 use super::context::ActionContext;
-use super::error::ActionError;
-use super::spec::{ActionSpec, as_params_schema, is_unit_schema, schema_for};
+use crate::contract::ActionError;
+use crate::contract::{ActionSpec, as_params_schema, is_unit_schema, schema_for};
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;

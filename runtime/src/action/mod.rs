@@ -9,13 +9,8 @@ mod caller;
 mod coerce;
 mod context;
 mod dynamic;
-mod error;
-mod job;
-mod outcome;
-pub(crate) mod report_box;
-mod retry;
-mod spec;
 
+pub(crate) use crate::contract::{may_retry_after, report_box};
 pub use caller::{
     ApprovalAsk, Approver, Caller, CallerCan, CallerRequest, Elicited, LogLevel, Role, Sampled, Sampling,
     approval_digest,
@@ -27,12 +22,11 @@ pub(crate) use context::{
 };
 pub(crate) use dynamic::schema_errors;
 pub use dynamic::{ActionFuture, DynAction, SchemaError};
-pub use error::{ActionError, ErrorClass};
-pub use job::{JobRecord, JobStatus};
-pub use outcome::{Outcome, OutcomeError, OutcomeStatus, RunReport};
-pub(crate) use retry::may_retry_after;
-pub use retry::{RetryPolicy, should_retry};
-pub use spec::{ActionSpec, Capability, Category, Cost, DEFAULT_TIMEOUT, Risk, params_schema_for, schema_for};
+// The contract's data, where users find it (see `crate::contract`).
+pub use crate::contract::{
+    ActionError, ActionSpec, Capability, Category, Cost, DEFAULT_TIMEOUT, ErrorClass, JobRecord, JobStatus, Outcome,
+    OutcomeError, OutcomeStatus, RetryPolicy, Risk, RunReport, params_schema_for, schema_for, should_retry,
+};
 
 use schemars::JsonSchema;
 use serde::{Serialize, de::DeserializeOwned};
