@@ -37,18 +37,6 @@ impl Entry {
     ) -> Self {
         Self { name, parent, agent_type, cell, deliver }
     }
-
-    /// Stops the agent from outside (its parent, the runtime): it will not be restarted. Its supervisor's
-    /// record keeps the first reason given, which the agent's server reads as it stops (an entry carries no
-    /// flag of its own: every live agent has one).
-    pub fn stop(&self, shared: &crate::shared::Shared, reason: String) {
-        if let Some(mut child) = shared.children.get_mut(&self.cell.get_id())
-            && child.exit == crate::supervisor::Exit::Unknown
-        {
-            child.exit = crate::supervisor::Exit::Requested(reason.as_str().into());
-        }
-        self.cell.stop(Some(reason));
-    }
 }
 
 /// Every live agent, by id and by name, plus topic subscriptions. Concurrent reads never block each other.

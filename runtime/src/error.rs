@@ -157,3 +157,14 @@ pub enum RuntimeError {
         message: String,
     },
 }
+
+/// The runtime's error for an actor that did not start: the server's own when it refused (an id or name
+/// taken), else ractor's message.
+pub(crate) fn spawn_error(agent: &AgentId, error: ractor::SpawnErr) -> RuntimeError {
+    if let ractor::SpawnErr::StartupFailed(cause) = &error
+        && let Some(refused) = cause.downcast_ref::<RuntimeError>()
+    {
+        return refused.clone();
+    }
+    RuntimeError::Spawn { agent: agent.clone(), message: error.to_string() }
+}

@@ -25,6 +25,7 @@ mod messages;
 pub mod pattern;
 pub mod policy;
 mod recovery;
+mod restart;
 pub(crate) mod runner;
 pub mod runtime;
 pub(crate) mod server;

@@ -52,6 +52,11 @@ fn decode_state<A: Agent>(
     serde_json::from_value(state).map_err(|e| mismatch(e.to_string()))
 }
 
+/// How the supervisor is to start an agent of type `A` again (the runtime's spawn path, handed down, so the
+/// recovery sits below the runtime).
+pub(crate) type Respawner<A> =
+    fn(&Arc<crate::restart::Again>, A, Arc<std::sync::Mutex<crate::restart::Restarts>>) -> crate::shared::Respawn;
+
 /// How many agents a recovery reads from the store at a time.
 const REVIVE_AT_ONCE: usize = 256;
 
@@ -61,6 +66,7 @@ pub(crate) async fn revive<A: Agent>(
     shared: Arc<Shared>,
     record: AgentRecord,
     revival: Revival,
+    respawner: Respawner<A>,
 ) -> Result<u64, RuntimeError> {
     let id = record.agent.clone();
     let settings: SpawnSettings = serde_json::from_value(record.spawn.clone())
@@ -132,8 +138,8 @@ pub(crate) async fn revive<A: Agent>(
             start_effects.push(effect);
         }
     }
-    let history = Arc::new(std::sync::Mutex::new(crate::server::Restarts::new(settings.restart)));
-    let opts = crate::runtime::SpawnOptions {
+    let history = Arc::new(std::sync::Mutex::new(crate::restart::Restarts::new(settings.restart)));
+    let opts = crate::restart::SpawnOptions {
         id: Some(id.clone()),
         name: settings.name,
         policy: settings.policy,
@@ -141,8 +147,8 @@ pub(crate) async fn revive<A: Agent>(
         max_in_flight: settings.max_in_flight,
         parent: settings.parent,
     };
-    let again = Arc::new(crate::runtime::Again::of(&id, opts));
-    let respawn = crate::runtime::Again::respawner(&again, state.domain.clone(), history.clone());
+    let again = Arc::new(crate::restart::Again::of(&id, opts));
+    let respawn = respawner(&again, state.domain.clone(), history.clone());
     let args = ServerArgs {
         state,
         start_effects,
@@ -155,7 +161,7 @@ pub(crate) async fn revive<A: Agent>(
     let supervisor = crate::supervisor::supervisor(&shared, &id).await?;
     Actor::spawn_linked(None, AgentServer::<A>::new(), args, supervisor)
         .await
-        .map_err(|e| crate::runtime::spawn_error(&id, e))?;
+        .map_err(|e| crate::error::spawn_error(&id, e))?;
     Ok(replayed)
 }
 
@@ -189,7 +195,7 @@ pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeErr
                 let agent_type = types.entry(listed.agent_type).or_insert_with_key(|name| name.as_str().into()).clone();
                 // Its policy is read when it thaws; until then the default limit holds.
                 let kept_limit = crate::policy::Limits::default().kept_signals;
-                let sleeper = crate::sleep::Sleeper::new(agent_type, kept_limit);
+                let sleeper = crate::shared::Sleeper::new(agent_type, kept_limit);
                 shared.sleeping.insert(listed.agent.clone(), sleeper);
                 if let Some(due) = listed.next_due {
                     let after = (due - chrono::Utc::now()).to_std().unwrap_or_default();

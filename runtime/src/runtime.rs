@@ -2,7 +2,8 @@
 //! typed [`AgentRef`]s to talk to agents.
 
 pub use crate::error::RuntimeError;
-pub use crate::server::{RestartMode, RestartPolicy};
+pub(crate) use crate::restart::Again;
+pub use crate::restart::{RestartMode, RestartPolicy, SpawnOptions};
 
 use crate::agent::{Agent, AgentState, StartError, start};
 use crate::directory::Directory;
@@ -33,36 +34,6 @@ use uuid::Uuid;
 
 /// How long [`Runtime::shutdown`] waits for one stopped actor's cleanup before killing it.
 const STOP_WAIT: Duration = Duration::from_secs(5);
-
-/// How to spawn one agent.
-#[derive(Debug, Clone)]
-pub struct SpawnOptions {
-    /// Its id (default: a fresh UUID v7).
-    pub id: Option<AgentId>,
-    /// A unique name to find it by.
-    pub name: Option<String>,
-    /// Its policy.
-    pub policy: Policy,
-    /// How it survives its own handler's panics.
-    pub restart: RestartPolicy,
-    /// How many of its runs may be in flight at once; more wait in a queue.
-    pub max_in_flight: usize,
-    /// Its parent, which gets `agent.child_exited` when it stops.
-    pub parent: Option<AgentId>,
-}
-
-impl Default for SpawnOptions {
-    fn default() -> Self {
-        Self {
-            id: None,
-            name: None,
-            policy: Policy::default(),
-            restart: RestartPolicy::default(),
-            max_in_flight: 64,
-            parent: None,
-        }
-    }
-}
 
 /// How deep routines may nest calls unless [`RuntimeBuilder::max_call_depth`] says otherwise.
 pub const DEFAULT_MAX_CALL_DEPTH: usize = 8;
@@ -135,8 +106,9 @@ impl RuntimeBuilder {
             })
         });
         self.spawners.push((A::name().to_owned(), spawner));
-        let reviver: Reviver =
-            Arc::new(|shared, record, revival| Box::pin(crate::recovery::revive::<A>(shared, record, revival)));
+        let reviver: Reviver = Arc::new(|shared, record, revival| {
+            Box::pin(crate::recovery::revive::<A>(shared, record, revival, respawner::<A>))
+        });
         self.revivers.push((A::name().to_owned(), reviver));
         Ok(self)
     }
@@ -604,7 +576,7 @@ impl Runtime {
             return Ok(());
         }
         let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
-        entry.stop(&self.shared, "stopped by the runtime".into());
+        self.shared.stop_agent(&entry, "stopped by the runtime".into());
         let _ = entry.cell.wait(None).await;
         Ok(())
     }
@@ -637,7 +609,7 @@ impl Runtime {
         }
         let cells: Vec<_> = ids.iter().filter_map(|id| self.shared.directory.get(id)).map(|e| e.cell).collect();
         for entry in ids.iter().filter_map(|id| self.shared.directory.get(id)) {
-            entry.stop(&self.shared, "runtime shutdown".into());
+            self.shared.stop_agent(&entry, "runtime shutdown".into());
         }
         for cell in cells {
             if cell.wait(Some(STOP_WAIT)).await.is_err() {
@@ -662,7 +634,7 @@ pub(crate) async fn spawn_agent<A: Agent>(
     domain: A,
     opts: SpawnOptions,
 ) -> Result<AgentRef<A>, RuntimeError> {
-    let history = Arc::new(std::sync::Mutex::new(crate::server::Restarts::new(opts.restart)));
+    let history = Arc::new(std::sync::Mutex::new(crate::restart::Restarts::new(opts.restart)));
     spawn_supervised(shared, domain, opts, history, false).await
 }
 
@@ -674,7 +646,7 @@ fn spawn_supervised<A: Agent>(
     shared: &Arc<Shared>,
     domain: A,
     opts: SpawnOptions,
-    history: Arc<std::sync::Mutex<crate::server::Restarts>>,
+    history: Arc<std::sync::Mutex<crate::restart::Restarts>>,
     restart: bool,
 ) -> Pin<Box<dyn Future<Output = Result<AgentRef<A>, RuntimeError>> + Send + '_>> {
     Box::pin(async move {
@@ -701,114 +673,28 @@ fn spawn_supervised<A: Agent>(
             }
         }
         let again = Arc::new(Again::of(&id, opts));
-        let respawn = Again::respawner(&again, domain, history.clone());
+        let respawn = respawner(&again, domain, history.clone());
         let args =
             ServerArgs { state, start_effects, again, shared: shared.clone(), history, respawn, recovered: None };
         let supervisor = crate::supervisor::supervisor(shared, &id).await?;
         let (actor, _join) = Actor::spawn_linked(None, AgentServer::<A>::new(), args, supervisor)
             .await
-            .map_err(|e| spawn_error(&id, e))?;
+            .map_err(|e| crate::error::spawn_error(&id, e))?;
         Ok(AgentRef { id, actor: Some(actor), shared: shared.clone(), _agent: PhantomData })
     })
 }
 
-/// How an agent was spawned, kept once (in an `Arc`) for its server, its supervisor's record and the way to
-/// start it again: its spawn options, with the default policy shared by every agent that has it. Kept by every
-/// live agent, so it stays small.
-pub(crate) struct Again {
-    pub id: AgentId,
-    pub name: Option<String>,
-    pub parent: Option<AgentId>,
-    /// The agent's policy now: what `set_policy` last gave it (or its parent's narrowed it to), so a restart
-    /// starts it under that, not the one it was spawned with.
-    policy: std::sync::Mutex<Arc<Policy>>,
-    pub restart: RestartPolicy,
-    pub max_in_flight: usize,
-}
-
-impl Again {
-    /// The options to start the agent `id` again with.
-    pub fn of(id: &AgentId, opts: SpawnOptions) -> Self {
-        Self {
-            id: id.clone(),
-            name: opts.name,
-            parent: opts.parent,
-            policy: std::sync::Mutex::new(shared_policy(opts.policy)),
-            restart: opts.restart,
-            max_in_flight: opts.max_in_flight.max(1),
-        }
-    }
-
-    /// The agent's policy now.
-    pub fn policy(&self) -> Arc<Policy> {
-        self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-
-    /// Changes the agent's policy, for its server now and for whoever starts it again.
-    pub fn set_policy(&self, policy: Arc<Policy>) {
-        *self.policy.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = policy;
-    }
-
-    /// The spawn options these stand for, with the agent's policy now.
-    pub fn options(&self) -> SpawnOptions {
-        SpawnOptions {
-            id: Some(self.id.clone()),
-            name: self.name.clone(),
-            policy: Policy::clone(&self.policy()),
-            restart: self.restart,
-            max_in_flight: self.max_in_flight,
-            parent: self.parent.clone(),
-        }
-    }
-
-    /// How the supervisor starts the agent again from `domain`, counting restarts in `history`.
-    pub fn respawner<A: Agent>(
-        again: &Arc<Self>,
-        domain: A,
-        history: Arc<std::sync::Mutex<crate::server::Restarts>>,
-    ) -> crate::supervisor::Respawn {
-        let again = again.clone();
-        Arc::new(move |shared: Arc<Shared>| {
-            let (domain, opts, history) = (domain.clone(), again.options(), history.clone());
-            Box::pin(async move { spawn_supervised(&shared, domain, opts, history, true).await.map(|_| ()) })
-        })
-    }
-}
-
-/// A policy to keep for an agent: the default one is one `Arc` for all the agents that have it.
-pub(crate) fn shared_policy(policy: Policy) -> Arc<Policy> {
-    static DEFAULT: std::sync::LazyLock<Arc<Policy>> = std::sync::LazyLock::new(|| Arc::new(Policy::default()));
-    if policy == **DEFAULT { DEFAULT.clone() } else { Arc::new(policy) }
-}
-
-/// Starts, once, the task that asks idle agents to hibernate (when the runtime hibernates idle agents). It ends
-/// with the runtime. Every agent server that starts (spawned, restarted, recovered, thawed) makes sure it runs.
-pub(crate) fn start_sweeper(shared: &Arc<Shared>) {
-    let Some(idle) = shared.hibernate_after else { return };
-    if shared.sweeper.set(()).is_err() {
-        return;
-    }
-    let weak = Arc::downgrade(shared);
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(idle / 2).await;
-            let Some(shared) = weak.upgrade() else { return };
-            for id in shared.directory.ids() {
-                shared.directory.tell(&id, Untyped::Hibernate(None, Some(idle)));
-            }
-        }
-    });
-}
-
-/// The runtime's error for an actor that did not start: the server's own when it refused (an id or name
-/// taken), else ractor's message.
-pub(crate) fn spawn_error(agent: &AgentId, error: ractor::SpawnErr) -> RuntimeError {
-    if let ractor::SpawnErr::StartupFailed(cause) = &error
-        && let Some(refused) = cause.downcast_ref::<RuntimeError>()
-    {
-        return refused.clone();
-    }
-    RuntimeError::Spawn { agent: agent.clone(), message: error.to_string() }
+/// How the supervisor starts the agent again from `domain`, counting restarts in `history`.
+pub(crate) fn respawner<A: Agent>(
+    again: &Arc<Again>,
+    domain: A,
+    history: Arc<std::sync::Mutex<crate::restart::Restarts>>,
+) -> crate::shared::Respawn {
+    let again = again.clone();
+    Arc::new(move |shared: Arc<Shared>| {
+        let (domain, opts, history) = (domain.clone(), again.options(), history.clone());
+        Box::pin(async move { spawn_supervised(&shared, domain, opts, history, true).await.map(|_| ()) })
+    })
 }
 
 /// Refuses a signal from outside the runtime that forges one of the runtime's own (its kind or its source).
@@ -949,27 +835,10 @@ impl<A: Agent> AgentRef<A> {
             return;
         };
         if let Some(entry) = self.shared.directory.get(&self.id).filter(|e| e.cell.get_id() == actor.get_id()) {
-            entry.stop(&self.shared, reason);
+            self.shared.stop_agent(&entry, reason);
             let _ = actor.wait(None).await;
         } else {
             let _ = actor.stop_and_wait(Some(reason), None).await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shared_policy;
-    use crate::policy::Policy;
-    use std::sync::Arc;
-
-    #[test]
-    fn agents_with_the_default_policy_share_one_and_others_keep_their_own() {
-        let (first, second) = (shared_policy(Policy::default()), shared_policy(Policy::default()));
-        assert!(Arc::ptr_eq(&first, &second));
-        let strict = Policy { allow_private_network: true, ..Policy::default() };
-        let own = shared_policy(strict.clone());
-        assert!(!Arc::ptr_eq(&first, &own));
-        assert_eq!(*own, strict);
     }
 }

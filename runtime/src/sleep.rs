@@ -9,24 +9,6 @@ use crate::shared::Shared;
 use crate::signal::Signal;
 use std::sync::Arc;
 
-/// What is left of a hibernated agent in memory: its type's name (shared by every agent of the type), the
-/// signals sent to it since it fell asleep, and whether it is being thawed.
-#[derive(Debug)]
-pub(crate) struct Sleeper {
-    pub agent_type: Arc<str>,
-    pub kept: Vec<Signal>,
-    pub waking: bool,
-    /// The most signals kept for it (its policy's `limits.kept_signals`); more are refused.
-    pub kept_limit: usize,
-}
-
-impl Sleeper {
-    /// A sleeper of `agent_type` that keeps at most `kept_limit` signals.
-    pub fn new(agent_type: Arc<str>, kept_limit: usize) -> Self {
-        Self { agent_type, kept: Vec::new(), waking: false, kept_limit }
-    }
-}
-
 /// Delivers a signal to an agent: to its actor if it is awake, else kept for it and its thaw started. The
 /// directory is asked again after the sleepers, since an agent waking in between leaves the sleepers only once
 /// it is in the directory.
@@ -149,4 +131,23 @@ pub(crate) async fn wake(shared: &Arc<Shared>, agent: &AgentId) -> Result<(), Ru
     revive(shared.clone(), record, revival).await?;
     shared.events.announce(agent, None, None, EventKind::AgentThawed);
     Ok(())
+}
+
+/// Starts, once, the task that asks idle agents to hibernate (when the runtime hibernates idle agents). It ends
+/// with the runtime. Every agent server that starts (spawned, restarted, recovered, thawed) makes sure it runs.
+pub(crate) fn start_sweeper(shared: &Arc<Shared>) {
+    let Some(idle) = shared.hibernate_after else { return };
+    if shared.sweeper.set(()).is_err() {
+        return;
+    }
+    let weak = Arc::downgrade(shared);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(idle / 2).await;
+            let Some(shared) = weak.upgrade() else { return };
+            for id in shared.directory.ids() {
+                shared.directory.tell(&id, crate::messages::Untyped::Hibernate(None, Some(idle)));
+            }
+        }
+    });
 }

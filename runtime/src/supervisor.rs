@@ -15,55 +15,11 @@
 use crate::error::RuntimeError;
 use crate::events::EventKind;
 use crate::id::AgentId;
-use crate::server::{RestartMode, Restarts, Verdict};
+use crate::restart::{Exit, RestartMode, Verdict};
+use crate::shared::Child;
 use crate::shared::Shared;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
-
-/// Starts an agent again from its spawn arguments.
-pub(crate) type Respawn =
-    Arc<dyn Fn(Arc<Shared>) -> Pin<Box<dyn Future<Output = Result<(), RuntimeError>> + Send>> + Send + Sync>;
-
-/// How one agent ended, as its server saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Exit {
-    /// Still running, or it failed before it could say.
-    Unknown,
-    /// Stopped from outside: never restarted. (Reasons are boxed text: every server and supervisor record
-    /// keeps an `Exit`, and most never get one.)
-    Requested(Box<str>),
-    /// Stopped itself with a `Stop` effect.
-    Normal(Box<str>),
-    /// Stopped because its restart policy gave up on its panics.
-    GaveUp(Box<str>),
-    /// Hibernated: it is not gone, and a signal thaws it.
-    Hibernated,
-}
-
-impl Exit {
-    /// Why the agent ended, in words.
-    pub fn reason(&self) -> &str {
-        match self {
-            Exit::Requested(reason) | Exit::Normal(reason) | Exit::GaveUp(reason) => reason,
-            Exit::Unknown => "stopped",
-            Exit::Hibernated => "hibernated",
-        }
-    }
-}
-
-/// What the supervisor knows of one agent: made in its server's `pre_start`, so it exists before anything
-/// can happen to the agent.
-pub(crate) struct Child {
-    pub agent: AgentId,
-    /// How it was spawned: its parent and restart policy among the rest.
-    pub again: Arc<crate::runtime::Again>,
-    /// Restarts in the policy's window, kept across restarts.
-    pub history: Arc<Mutex<Restarts>>,
-    pub respawn: Respawn,
-    pub exit: Exit,
-}
+use std::sync::{Arc, Weak};
 
 /// The supervisor actor.
 pub(crate) struct Supervisor;

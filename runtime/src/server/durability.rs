@@ -16,7 +16,7 @@ use crate::events::EventKind;
 use crate::id::{ActionId, AgentId};
 use crate::messages::{Requester, RunRequest};
 use crate::policy::Policy;
-use crate::server::RestartPolicy;
+use crate::restart::RestartPolicy;
 use crate::signal::Signal;
 use crate::store::{AgentRecord, KeyedRun, RunPlan, RunStatus, RunUpdate, ScheduleRecord, Snapshot};
 use chrono::Utc;

@@ -58,7 +58,7 @@ impl<A: Agent> ServerState<A> {
                 }
                 Command::Spawn { id, agent, init, policy } => self.spawn_child(id, agent, init, *policy),
                 Command::StopChild { id } => self.stop_child(&id),
-                Command::Stop { reason } => self.stop_self(crate::supervisor::Exit::Normal(reason.into())),
+                Command::Stop { reason } => self.stop_self(crate::restart::Exit::Normal(reason.into())),
                 Command::Mount { skill, opts } => {
                     if let Err(err) = self.mount(&skill, &opts) {
                         self.mount_refused(cause, (skill, true), origin, &err);
@@ -143,7 +143,7 @@ impl<A: Agent> ServerState<A> {
         if let Some(child) = self.shared.directory.get(id)
             && child.parent.as_ref() == Some(&self.agent.id)
         {
-            child.stop(&self.shared, format!("stopped by its parent `{}`", self.agent.id));
+            self.shared.stop_agent(&child, format!("stopped by its parent `{}`", self.agent.id));
         }
     }
 

@@ -8,8 +8,8 @@ use crate::agent::Agent;
 use crate::error::RuntimeError;
 use crate::events::EventKind;
 use crate::messages::ServerMsg;
-use crate::sleep::Sleeper;
-use crate::supervisor::Exit;
+use crate::restart::Exit;
+use crate::shared::Sleeper;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -8,7 +8,8 @@ use crate::directory::Entry;
 use crate::error::RuntimeError;
 use crate::events::EventKind;
 use crate::messages::ServerMsg;
-use crate::supervisor::{Child, Exit};
+use crate::restart::Exit;
+use crate::shared::Child;
 use ractor::{ActorProcessingErr, ActorRef};
 use std::any::TypeId;
 
@@ -157,9 +158,9 @@ impl<A: Agent> ServerState<A> {
         let shutting_down = self.shared.shutting_down.load(std::sync::atomic::Ordering::SeqCst);
         let restarts = match &exit {
             Exit::Requested(_) => false,
-            Exit::Normal(_) => self.again.restart.mode == crate::server::RestartMode::Permanent,
+            Exit::Normal(_) => self.again.restart.mode == crate::restart::RestartMode::Permanent,
             Exit::GaveUp(_) | Exit::Hibernated => false,
-            Exit::Unknown => self.again.restart.mode != crate::server::RestartMode::Never,
+            Exit::Unknown => self.again.restart.mode != crate::restart::RestartMode::Never,
         };
         if entry.is_some() {
             self.keep_or_forget(!shutting_down && !restarts);

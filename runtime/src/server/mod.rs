@@ -13,13 +13,11 @@ mod hibernation;
 mod job_recovery;
 mod lifecycle;
 mod mounting;
-mod restart;
 mod runs;
 mod services;
 
+use crate::restart::{Restarts, Verdict};
 pub(crate) use durability::{Recovered, Replayed, SpawnSettings};
-pub use restart::{RestartMode, RestartPolicy};
-pub(crate) use restart::{Restarts, Verdict};
 pub(crate) use services::drive_path;
 
 use crate::action::{ActionContext, RunServices};
@@ -29,10 +27,10 @@ use crate::events::EventKind;
 use crate::id::ActionId;
 use crate::messages::{Requester, RunRequest, ServerMsg};
 use crate::policy::Policy;
+use crate::restart::Exit;
 use crate::shared::Shared;
 use crate::signal::Signal;
 use crate::skill::AgentState;
-use crate::supervisor::Exit;
 use crate::table::ActionTable;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::Value;
@@ -52,12 +50,12 @@ pub(crate) struct ServerArgs<A: Agent> {
     pub state: AgentState<A>,
     pub start_effects: Vec<crate::effect::Effect>,
     /// How it was spawned, shared with the supervisor's way to start it again.
-    pub again: Arc<crate::runtime::Again>,
+    pub again: Arc<crate::restart::Again>,
     pub shared: Arc<Shared>,
     /// Restarts counted in the policy's window, kept across restarts of this agent.
     pub history: Arc<std::sync::Mutex<Restarts>>,
     /// How the supervisor starts this agent again.
-    pub respawn: crate::supervisor::Respawn,
+    pub respawn: crate::shared::Respawn,
     /// What a recovering agent takes over (with a durable store, after a restart of the process).
     pub recovered: Option<Recovered>,
 }
@@ -225,7 +223,7 @@ pub(crate) struct ServerState<A: Agent> {
     /// The catalog its agent's `step` reads, as of the last signal (see [`crate::skill::LiveCatalog::current`]).
     pub catalog: crate::skill::HeldCatalog,
     /// How it was spawned: its name, parent, restart policy and how many runs it may have in flight.
-    pub again: Arc<crate::runtime::Again>,
+    pub again: Arc<crate::restart::Again>,
     /// The source of the signals this server makes (`agentry/agent/<id>`).
     pub source: std::sync::Arc<str>,
     /// The number of the last input `step` consumed (1, 2, 3, ...), which keys the runs it asks for.
@@ -296,7 +294,7 @@ impl<A: Agent> Actor for AgentServer<A> {
                 state.feed(signal);
             }
         }
-        crate::runtime::start_sweeper(&state.shared);
+        crate::sleep::start_sweeper(&state.shared);
         state.shared.events.announce(&state.agent.id, None, None, EventKind::AgentStarted);
         // Outcomes of runs the start asked for (ended, refused or resolved) are handled at once.
         if state.underway.as_ref().is_some_and(|u| !u.ended.is_empty() || !u.inbox.is_empty()) {
@@ -343,7 +341,7 @@ impl<A: Agent> Actor for AgentServer<A> {
                 let _ = reply.send(mounted.collect());
             }
             ServerMsg::SetPolicy(policy, done) => {
-                state.change_policy(crate::runtime::shared_policy(*policy));
+                state.change_policy(crate::restart::shared_policy(*policy));
                 let _ = done.send(());
             }
             ServerMsg::NarrowPolicy(parent) => state.narrow_policy(&parent),
@@ -541,7 +539,7 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn narrow_policy(&mut self, parent: &Policy) {
         let narrowed = self.policy.narrowed_to(parent);
         if narrowed != *self.policy {
-            self.change_policy(crate::runtime::shared_policy(narrowed));
+            self.change_policy(crate::restart::shared_policy(narrowed));
         }
     }
 
