@@ -2,7 +2,7 @@
 //! are kept).
 //!
 //! A run that ends is usually written once: ended, its outcome already consumed by its agent (see `Runs` in
-//! `sqlite.rs`). Nothing changes it after that, so the writer puts such runs of one agent from one commit into
+//! `sqlite/writer.rs`). Nothing changes it after that, so the writer puts such runs of one agent from one commit into
 //! one row of `run_batches` rather than a row each in `runs`: a commit of a thousand runs writes one row and a
 //! few index entries instead of a thousand rows with five index entries each. Every other run (one written
 //! while it was going on, one whose outcome waits for its agent, one whose id is not time-ordered) keeps its

@@ -1,0 +1,800 @@
+//! The writer thread: every write queued in order, applied a batch at a time in one transaction (group
+//! commit), and whoever waits for durability told.
+
+use super::*;
+
+/// The most writes waiting for the writer. A thread that writes faster than the disk takes them waits when
+/// this many are queued (backpressure), so memory stays bounded however long the burst.
+pub(super) const QUEUE: usize = 4 * BATCH;
+/// The most writes applied in one transaction.
+pub(super) const BATCH: usize = 4096;
+/// A batch smaller than this that nobody waits on waits [`GATHER_FOR`] for more writes before it commits.
+pub(super) const GATHER_BELOW: usize = 256;
+pub(super) const GATHER_FOR: std::time::Duration = std::time::Duration::from_micros(500);
+/// While it gathers, the writer sleeps this long at a time and then takes what came.
+pub(super) const GATHER_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
+/// How long an ended run whose outcome the agent has not consumed yet may wait to be written, and how many may
+/// wait at once (see [`Runs`]).
+pub(super) const HOLD_FOR: std::time::Duration = std::time::Duration::from_millis(10);
+pub(super) const HELD_MOST: usize = BATCH;
+
+/// What the writer thread is asked to do.
+// A run's row is by far the largest, and carried inline on purpose (see `Op::Run`).
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Op {
+    /// Carried inline, like every write of the run path: a box made by the sending thread and freed by the
+    /// writer costs both threads the allocator's slow path.
+    Run(RunRow),
+    /// A run's plan: its idempotency key and the plan's JSON.
+    Plan(Uuid, PlanText),
+    /// An ended run's outcome signal, as the journal keeps it (`signal_codec.rs`), and whether the run is safe
+    /// to start again (then its end may be held back a little: see [`Runs`]).
+    Outcome(Uuid, Vec<u8>, bool),
+    /// An input, as the journal keeps a signal (`signal_codec.rs`), and the run whose outcome it is, if it is one
+    /// the agent was given.
+    Input(AgentId, u64, Vec<u8>, Option<Uuid>),
+    /// An input that is the outcome kept for a run (by [`Op::Outcome`]): logged from that.
+    KeptInput(AgentId, u64, Uuid),
+    Snapshot(Box<Snapshot>),
+    Alive(Box<AgentRecord>),
+    Spawned(Box<AgentRecord>, Box<Snapshot>),
+    Ended(AgentId),
+    Armed(Box<ScheduleRecord>),
+    Cleared(AgentId, String),
+    Refusal(Box<Refusal>),
+    Job(JobWrite),
+    /// Answered once every write sent before it is committed.
+    Flush(Waiter),
+}
+
+/// A run's record on its way to the writer, which makes and serializes it: a run written more than once in one
+/// commit (queued, started, ended) is serialized once, and the agent's thread, the busier of the two, does none
+/// of it. A run that ended crosses as the server drafted it, with its plan in its parts (see [`PlanRow`]).
+///
+/// It crosses as a draft, with nothing on the heap: memory allocated on one thread and freed on another makes
+/// glibc's allocator lock the first thread's arena from the second, and with a vector per run crossing, the
+/// agent's thread spent more time asleep on that lock than the writer spent writing. Its statuses cross in place,
+/// and its params as their digest or their short text; the writer makes the record (its digest, its history's
+/// vector) on its own thread.
+pub(super) struct RunRow {
+    pub(super) draft: RecordDraft,
+    pub(super) plan: Option<PlanRow>,
+    /// Its outcome signal for the agent, as [`Op::Outcome`] carries one.
+    pub(super) outcome: Option<(Vec<u8>, bool)>,
+}
+
+/// A run's plan on its way to the writer with its record.
+pub(super) enum PlanRow {
+    /// Its parts, the params' text being the draft's, in place: the writer makes its text.
+    Parts(PlanDraft),
+    /// Its text, made by the sending thread (the params' text was too long to cross in place).
+    Made(PlanText),
+}
+
+impl RunRow {
+    pub(super) fn of(record: RunRecord) -> Self {
+        Self { draft: RecordDraft::of_record(record), plan: None, outcome: None }
+    }
+}
+
+/// A run's record as the writer keeps it until it is written.
+pub(super) struct Recorded {
+    pub(super) record: RunRecord,
+    /// When it was recorded, in milliseconds since the epoch.
+    pub(super) recorded: i64,
+    pub(super) ended: bool,
+}
+
+/// The buffers that carry serialized plans, outcomes and inputs to the writer, which hands them back once they
+/// are written, so the same buffers go round: nothing is allocated by one thread to be freed by another
+/// (which glibc makes both threads pay for, with a lock). (Run records cross as drafts, usually with their plans
+/// in their parts, and the writer makes and serializes both: see [`RunRow`].)
+#[derive(Debug, Default)]
+pub(super) struct Texts(pub(super) Mutex<Vec<Vec<u8>>>);
+
+/// How many spare buffers the pool keeps, and the largest it keeps (a rare huge row is not kept for ever). As
+/// many as the queue holds writes: when the writer falls behind, that many buffers are on their way to it, and
+/// each one the pool could not keep would be freed by the writer and allocated again by an agent's thread. At
+/// most 16 MiB, usually far less (a plan is ~200 bytes, an outcome signal ~500).
+pub(super) const TEXTS_KEPT: usize = QUEUE;
+pub(super) const TEXT_KEPT_BYTES: usize = 1024;
+/// How many buffers the writer moves into the pool per hold of its lock, so an agent's thread taking one never
+/// waits for a whole commit's.
+pub(super) const TEXTS_GIVEN_AT_ONCE: usize = 256;
+/// The room a new buffer starts with: an outcome signal is 400-500 bytes of JSON.
+pub(super) const TEXT_STARTS_AT: usize = 512;
+
+impl Texts {
+    /// An empty buffer from the pool, or a new one big enough for a usual row (rather than one that grows to it
+    /// a doubling at a time).
+    pub(super) fn buffer(&self) -> Vec<u8> {
+        let spare = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+        let mut bytes = spare.unwrap_or_else(|| Vec::with_capacity(TEXT_STARTS_AT));
+        bytes.clear();
+        bytes
+    }
+
+    /// `signal` as the journal keeps it (see `signal_codec.rs`), in a buffer from the pool.
+    pub(super) fn signal(&self, signal: &Signal) -> Vec<u8> {
+        let mut bytes = self.buffer();
+        signal_codec::encode(signal, &mut bytes);
+        bytes
+    }
+
+    /// A run's key and its plan as JSON, in a buffer from the pool.
+    pub(super) fn plan(&self, plan: &RunPlan) -> PlanText {
+        let mut bytes = self.buffer();
+        bytes.extend_from_slice(plan.key.as_bytes());
+        // A plan serializes to JSON without fail (plain data, string keys), and JSON is UTF-8.
+        let _ = serde_json::to_writer(&mut bytes, plan);
+        PlanText { text: String::from_utf8(bytes).unwrap_or_default(), key_len: plan.key.len() }
+    }
+
+    /// A run's key and its plan as JSON, made of its parts, in a buffer from the pool: the same text as
+    /// [`Texts::plan`] makes of the same plan, with the params' text copied rather than made again.
+    pub(super) fn plan_parts(&self, parts: PlanParts<'_>) -> PlanText {
+        let mut bytes = self.buffer();
+        bytes.extend_from_slice(parts.key.as_bytes());
+        bytes.extend_from_slice(b"{\"key\":");
+        // A string serializes to JSON without fail.
+        let _ = serde_json::to_writer(&mut bytes, parts.key);
+        bytes.extend_from_slice(b",\"params\":");
+        bytes.extend_from_slice(parts.params_json);
+        bytes.extend_from_slice(if parts.by_agent { b",\"by_agent\":true" } else { b",\"by_agent\":false" });
+        bytes.extend_from_slice(b",\"cause\":");
+        let mut uuid = uuid::Uuid::encode_buffer();
+        match parts.cause {
+            Some(cause) => {
+                bytes.push(b'"');
+                bytes.extend_from_slice(cause.hyphenated().encode_lower(&mut uuid).as_bytes());
+                bytes.push(b'"');
+            }
+            None => bytes.extend_from_slice(b"null"),
+        }
+        bytes.extend_from_slice(b",\"correlation\":\"");
+        bytes.extend_from_slice(parts.correlation.hyphenated().encode_lower(&mut uuid).as_bytes());
+        bytes.extend_from_slice(b"\"}");
+        // The key is UTF-8 and so is JSON; params text that is not (a store's caller's bug) leaves the plan empty.
+        PlanText { text: String::from_utf8(bytes).unwrap_or_default(), key_len: parts.key.len() }
+    }
+
+    /// Takes written buffers back.
+    pub(super) fn give_back(&self, spent: &mut Vec<Vec<u8>>) {
+        // The lock is held only to move the buffers in: the agents' threads take one from the pool for each row
+        // they send, and a commit gives back thousands. Those not kept are dropped after it is released.
+        spent.retain(|text| text.capacity() <= TEXT_KEPT_BYTES);
+        while !spent.is_empty() {
+            let mut pool = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let room = TEXTS_KEPT.saturating_sub(pool.len()).min(spent.len()).min(TEXTS_GIVEN_AT_ONCE);
+            if room == 0 {
+                break;
+            }
+            let from = spent.len() - room;
+            pool.extend(spent.drain(from..));
+        }
+        spent.clear();
+    }
+}
+
+/// A run's idempotency key and its plan's JSON, in one buffer from the pool (one buffer a run rather than two).
+pub(super) struct PlanText {
+    pub(super) text: String,
+    pub(super) key_len: usize,
+}
+
+impl PlanText {
+    pub(super) fn key(&self) -> &str {
+        self.text.get(..self.key_len).unwrap_or_default()
+    }
+
+    pub(super) fn plan(&self) -> &str {
+        self.text.get(self.key_len..).unwrap_or_default()
+    }
+
+    pub(super) fn into_bytes(self) -> Vec<u8> {
+        self.text.into_bytes()
+    }
+}
+
+/// Who waits for a flush: a task, a thread that blocks (a read), or nobody (the writer itself, writing what it
+/// held back).
+pub(super) enum Waiter {
+    Task(tokio::sync::oneshot::Sender<()>),
+    Thread(mpsc::SyncSender<()>),
+    Nobody,
+}
+
+impl Waiter {
+    pub(super) fn tell(self) {
+        match self {
+            Waiter::Task(done) => {
+                let _ = done.send(());
+            }
+            Waiter::Thread(done) => {
+                let _ = done.send(());
+            }
+            Waiter::Nobody => {}
+        }
+    }
+}
+
+/// The writer thread: everything waiting goes into one transaction; then the flushes are answered.
+pub(super) fn write_loop(
+    mut db: Connection,
+    queue: mpsc::Receiver<Op>,
+    (keep_inputs, checkpointer): (bool, &Checkpointer),
+    committed: &AtomicU64,
+    texts: &Texts,
+) {
+    // Kept from batch to batch, so a batch does not grow a new vector each time.
+    let mut batch: Vec<Op> = Vec::with_capacity(BATCH);
+    let mut spent: Vec<Vec<u8>> = Vec::with_capacity(BATCH);
+    let mut runs = Runs::default();
+    if let Err(err) = runs.load(&db) {
+        tracing::error!(%err, "the journal's writer could not read where its runs stand");
+    }
+    let mut inputs = InputBatches::default();
+    loop {
+        // With ended runs held back, the writer wakes to write them once they have waited their time.
+        let first = match runs.held_until() {
+            None => queue.recv().map(Some).map_err(|_| ()),
+            Some(until) => match queue.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(op) => Ok(Some(op)),
+                // Time to write those whose time is up: a batch of no writes does that.
+                Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+                Err(mpsc::RecvTimeoutError::Disconnected) => Err(()),
+            },
+        };
+        let Ok(first) = first else { break };
+        batch.extend(first);
+        let gather = |batch: &mut Vec<Op>| {
+            while batch.len() < BATCH
+                && let Ok(op) = queue.try_recv()
+            {
+                batch.push(op);
+            }
+        };
+        gather(&mut batch);
+        // A small batch that nobody waits on is given a moment to grow: fewer, larger transactions. The writer
+        // sleeps meanwhile instead of waiting on the queue, since a thread waiting on a queue is woken by every
+        // write sent to it, and each wake costs the sender a system call. A batch someone waits on commits
+        // at once, or one slice after the one waiting arrives.
+        let awaited = |op: &Op| matches!(op, Op::Flush(_));
+        if batch.len() < GATHER_BELOW && !batch.iter().any(awaited) {
+            let until = Instant::now() + GATHER_FOR;
+            loop {
+                std::thread::sleep(GATHER_SLICE);
+                let before = batch.len();
+                gather(&mut batch);
+                let waited_on = batch[before..].iter().any(awaited);
+                if waited_on || batch.len() >= GATHER_BELOW || Instant::now() >= until {
+                    break;
+                }
+            }
+        }
+        commit(&mut db, &mut batch, (&mut runs, &mut inputs), (&mut spent, texts), keep_inputs, committed);
+        checkpointer.committed(&db);
+        texts.give_back(&mut spent);
+    }
+    // The last writes: nothing is held back any more.
+    batch.push(Op::Flush(Waiter::Nobody));
+    commit(&mut db, &mut batch, (&mut runs, &mut inputs), (&mut spent, texts), keep_inputs, committed);
+}
+
+/// Applies `batch` in one transaction, then answers its flushes. A flush anywhere in it writes every run held
+/// back; without one, ended runs whose outcome the agent has not consumed yet may be held back for the next.
+pub(super) fn commit(
+    db: &mut Connection,
+    batch: &mut Vec<Op>,
+    (runs, inputs): (&mut Runs, &mut InputBatches),
+    (spent, texts): (&mut Vec<Vec<u8>>, &Texts),
+    keep_inputs: bool,
+    committed: &AtomicU64,
+) {
+    let mut flushed = Vec::new();
+    let writes = batch.iter().filter(|op| !matches!(op, Op::Flush(_))).count() as u64;
+    let held_before = runs.held_writes();
+    let outcome = (|| -> rusqlite::Result<()> {
+        let tx = db.transaction()?;
+        for op in batch.drain(..) {
+            match op {
+                Op::Flush(done) => flushed.push(done),
+                Op::Run(row) => runs.record(row, texts, spent),
+                Op::Plan(run, plan) => {
+                    let pending = runs.entry(run);
+                    spent.extend(pending.plan.replace(plan).map(PlanText::into_bytes));
+                    pending.parts = None;
+                    pending.writes += 1;
+                }
+                Op::Outcome(run, outcome, safe_again) => {
+                    let pending = runs.entry(run);
+                    pending.keep_outcome(outcome, safe_again, spent);
+                    pending.writes += 1;
+                }
+                Op::Input(agent, number, signal, given) => {
+                    // An outcome signal consumed: the agent was given it.
+                    if let Some(run) = given {
+                        runs.delivered(&tx, run, spent)?;
+                    }
+                    inputs.add(&tx, &agent, number, &signal)?;
+                    spent.push(signal);
+                }
+                Op::KeptInput(agent, number, run) => match runs.consumed(run) {
+                    // Kept in this batch or held back: logged from there, and never written with the run.
+                    Some(signal) => {
+                        inputs.add(&tx, &agent, number, &signal)?;
+                        spent.push(signal);
+                    }
+                    None => {
+                        let kept: Option<Vec<u8>> = tx
+                            .prepare_cached("SELECT outcome FROM runs WHERE run = ?1 AND outcome IS NOT NULL")?
+                            .query_row([run.to_string()], |r| kept_bytes(r, 0))
+                            .optional()?;
+                        match kept {
+                            Some(signal) => inputs.add(&tx, &agent, number, &signal)?,
+                            // Only when the batch that kept the outcome failed, which was logged then.
+                            None => tracing::error!(
+                                agent = %agent, seq = number, %run,
+                                "a consumed outcome is not in the journal; the input is not logged"
+                            ),
+                        }
+                        mark_delivered(&tx, run)?;
+                    }
+                },
+                Op::Snapshot(snapshot) => {
+                    // The snapshot folds in the inputs that asked for the agent's ended runs whose outcomes it
+                    // has not consumed yet: a recovery from it finds those outcomes only with their runs, so
+                    // the runs are written with it.
+                    runs.release(&snapshot.agent);
+                    apply(&tx, Op::Snapshot(snapshot), inputs, keep_inputs)?;
+                }
+                write => apply(&tx, write, inputs, keep_inputs)?,
+            }
+        }
+        inputs.write_all(&tx)?;
+        runs.write(&tx, (spent, texts), !flushed.is_empty())?;
+        tx.commit()
+    })();
+    // A batch that failed leaves what it did not get to in `batch`: dropped with it, like the runs it held.
+    batch.clear();
+    if outcome.is_err() {
+        runs.forget(spent);
+        inputs.forget();
+        // The runs it wrote as going on may not be in the file: read again which are.
+        if let Err(err) = runs.load(db) {
+            tracing::error!(%err, "the journal's writer could not read where its runs stand");
+        }
+    }
+    // Counted either way: a batch that failed is not retried, and reads must not wait for it for ever. Writes
+    // held back count once they are written.
+    committed.fetch_add(writes + held_before - runs.held_writes(), Ordering::SeqCst);
+    match outcome {
+        // Dropping the senders tells the waiters the batch is not durable.
+        Err(err) => tracing::error!(%err, "the journal could not commit a batch of writes"),
+        Ok(()) => flushed.into_iter().for_each(Waiter::tell),
+    }
+}
+
+/// What the `runs` table is to get, per run, coalesced: a run queued, started and ended within one batch (the
+/// usual case under load) is one row write instead of five. An ended run whose outcome the agent has not
+/// consumed yet is held back for up to [`HOLD_FOR`]: the agent usually consumes it within a few batches, and
+/// the run is then written once, marked delivered and without the outcome (which its input log entry holds),
+/// instead of written and then updated. Holding a run back breaks the rule that a commit includes every write
+/// sent before it, so it is done only where nothing committed later depends on the run: never for a run that is
+/// not safe to start again, and never past a flush (someone waits for everything sent) or a snapshot of its
+/// agent (which folds in the input that asked for the run, so a recovery from it could no longer ask again).
+#[derive(Default)]
+pub(super) struct Runs {
+    /// The runs in the order they first appeared, so rows keep the order runs were recorded in. Between
+    /// batches, the runs held back. (A run pending is a few hundred bytes: kept in order, it is read and
+    /// written where the runs before it were, where a map would scatter thousands of them over memory no
+    /// cache holds.)
+    pub(super) pending: Vec<(Uuid, PendingRun)>,
+    /// Where each pending run is in `pending`.
+    pub(super) index: std::collections::HashMap<Uuid, usize, FastHash>,
+    /// When the first run held back must be written, and how many writes the runs held back stand for.
+    pub(super) held_until: Option<Instant>,
+    pub(super) held_writes: u64,
+    /// The pending runs with a record, by agent, so a snapshot finds its agent's runs without a scan of all.
+    /// (It may name runs written since; those are no longer pending and are passed over.)
+    pub(super) by_agent: std::collections::HashMap<AgentId, Vec<Uuid>, FastHash>,
+    /// The runs with a row in `runs` that had not ended: their end must update that row, so they never join
+    /// a batch of ended runs.
+    pub(super) open: std::collections::HashSet<Uuid, FastHash>,
+    /// The place the next run written takes (one order for `runs` and `run_batches`).
+    pub(super) next_place: i64,
+    /// The ended runs of this commit gathered into rows of `run_batches`.
+    pub(super) batches: RunBatches,
+    /// Where a run's record is serialized for its row in `runs`.
+    pub(super) scratch: Vec<u8>,
+    /// Where a batched run's key and plan are made from their parts.
+    pub(super) key: String,
+    pub(super) plan: Vec<u8>,
+}
+
+#[derive(Default)]
+pub(super) struct PendingRun {
+    pub(super) record: Option<Recorded>,
+    /// The plan's key and JSON.
+    pub(super) plan: Option<PlanText>,
+    /// Or the plan in its parts, with its params' text: made into the form it is written in only then (compact
+    /// in a batch of ended runs, JSON in `runs`).
+    pub(super) parts: Option<(PlanDraft, ShortText)>,
+    /// The outcome signal's JSON.
+    pub(super) outcome: Option<Vec<u8>>,
+    pub(super) delivered: bool,
+    /// Whether its end may be held back (the run is safe to start again), and until when it is.
+    pub(super) holdable: bool,
+    pub(super) hold_until: Option<Instant>,
+    /// How many writes it stands for (counted committed once it is written).
+    pub(super) writes: u64,
+}
+
+impl PendingRun {
+    /// Its outcome signal for the agent (the one before, if any, is spent).
+    pub(super) fn keep_outcome(&mut self, outcome: Vec<u8>, safe_again: bool, spent: &mut Vec<Vec<u8>>) {
+        spent.extend(self.outcome.replace(outcome));
+        self.holdable = safe_again;
+        self.delivered = false;
+    }
+
+    /// An ended run, safe to start again, whose outcome the agent has not consumed yet, that may still wait.
+    pub(super) fn may_wait(&self, now: Instant) -> bool {
+        self.holdable
+            && self.record.as_ref().is_some_and(|r| r.ended)
+            && self.outcome.is_some()
+            && !self.delivered
+            && self.hold_until.is_none_or(|until| until > now)
+    }
+}
+
+impl Runs {
+    /// Reads from the file which runs have a row that had not ended, and where the numbering goes on.
+    pub(super) fn load(&mut self, db: &Connection) -> rusqlite::Result<()> {
+        self.next_place = self.next_place.max(run_log::next_place(db)?);
+        let mut statement = db.prepare("SELECT run FROM runs WHERE final = 0")?;
+        let open = statement.query_map([], |r| r.get::<_, String>(0))?;
+        self.open.clear();
+        for run in open {
+            if let Ok(run) = Uuid::parse_str(&run?) {
+                self.open.insert(run);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn entry(&mut self, run: Uuid) -> &mut PendingRun {
+        let at = *self.index.entry(run).or_insert_with(|| {
+            self.pending.push((run, PendingRun::default()));
+            self.pending.len() - 1
+        });
+        &mut self.pending[at].1
+    }
+
+    pub(super) fn get_mut(&mut self, run: &Uuid) -> Option<&mut PendingRun> {
+        let at = *self.index.get(run)?;
+        self.pending.get_mut(at).map(|(_, pending)| pending)
+    }
+
+    /// `agent`'s ended runs held back, or pending in this batch, are written with it, outcome and all.
+    pub(super) fn release(&mut self, agent: &AgentId) {
+        for run in self.by_agent.get(agent).into_iter().flatten() {
+            if let Some(at) = self.index.get(run)
+                && let Some((_, pending)) = self.pending.get_mut(*at)
+            {
+                pending.holdable = false;
+            }
+        }
+    }
+
+    /// A run's record, as it is now, with its plan if it came with one.
+    pub(super) fn record(&mut self, row: RunRow, texts: &Texts, spent: &mut Vec<Vec<u8>>) {
+        let RunRow { draft, plan, outcome } = row;
+        let (plan, parts) = match plan {
+            Some(PlanRow::Made(text)) => (Some(text), None),
+            Some(PlanRow::Parts(parts)) => match draft.text_in_place().and_then(ShortText::of) {
+                Some(params) => (None, Some((parts, params))),
+                // Never, as the store sends them: a plan in its parts comes with its params' text in place.
+                None => (parts.with_parts(draft.ids(), draft.params_text(), |p| texts.plan_parts(p)), None),
+            },
+            None => (None, None),
+        };
+        let (recorded, ended) = (draft.recorded_ms(), draft.status().is_final());
+        let (record, _) = draft.into_record();
+        let (run, agent) = (record.run, record.agent.clone());
+        let pending = self.entry(run);
+        let first = pending.record.is_none();
+        pending.record = Some(Recorded { record, recorded, ended });
+        // A run has one plan, in one form or the other.
+        if let Some(plan) = plan {
+            spent.extend(pending.plan.replace(plan).map(PlanText::into_bytes));
+            pending.parts = None;
+        }
+        if let Some(parts) = parts {
+            spent.extend(pending.plan.take().map(PlanText::into_bytes));
+            pending.parts = Some(parts);
+        }
+        if let Some((outcome, safe_again)) = outcome {
+            pending.keep_outcome(outcome, safe_again, spent);
+        }
+        pending.writes += 1;
+        if first {
+            self.by_agent.entry(agent).or_default().push(run);
+        }
+    }
+
+    /// When the runs held back must be written, if any are.
+    pub(super) fn held_until(&self) -> Option<Instant> {
+        self.held_until
+    }
+
+    /// How many writes the runs held back stand for.
+    pub(super) fn held_writes(&self) -> u64 {
+        self.held_writes
+    }
+
+    /// The agent consumed the outcome of `run`: marked with its pending outcome, or in the file.
+    pub(super) fn delivered(&mut self, db: &Connection, run: Uuid, spent: &mut Vec<Vec<u8>>) -> rusqlite::Result<()> {
+        match self.consumed(run) {
+            // Consumed while still pending here: it need not be written at all.
+            Some(outcome) => spent.push(outcome),
+            None => mark_delivered(db, run)?,
+        }
+        Ok(())
+    }
+
+    /// The agent consumed the outcome of `run`: its JSON, if it is still pending here (then the run is marked
+    /// delivered and written without it).
+    pub(super) fn consumed(&mut self, run: Uuid) -> Option<Vec<u8>> {
+        let pending = self.get_mut(&run)?;
+        let outcome = pending.outcome.take()?;
+        pending.delivered = true;
+        Some(outcome)
+    }
+
+    /// Writes what is pending, in order, and forgets it; unless `all`, ended runs not yet delivered may be held
+    /// back, each for [`HOLD_FOR`] at most, [`HELD_MOST`] at a time.
+    pub(super) fn write(
+        &mut self,
+        db: &Connection,
+        (spent, texts): (&mut Vec<Vec<u8>>, &Texts),
+        all: bool,
+    ) -> rusqlite::Result<()> {
+        let now = Instant::now();
+        self.held_writes = 0;
+        self.held_until = None;
+        // Only the runs held back stay pending: they make the new order and the new index by agent.
+        self.by_agent.clear();
+        let mut statement = None;
+        self.index.clear();
+        for (run, mut pending) in std::mem::take(&mut self.pending) {
+            if !all && self.pending.len() < HELD_MOST && pending.may_wait(now) {
+                let until = *pending.hold_until.get_or_insert(now + HOLD_FOR);
+                self.held_until = Some(self.held_until.map_or(until, |first| first.min(until)));
+                self.held_writes += pending.writes;
+                if let Some(row) = &pending.record {
+                    self.by_agent.entry(row.record.agent.clone()).or_default().push(run);
+                }
+                self.index.insert(run, self.pending.len());
+                self.pending.push((run, pending));
+                continue;
+            }
+            let place = self.next_place;
+            self.next_place += 1;
+            if self.settled(run, &pending)
+                && let Some(row) = &pending.record
+            {
+                let (key, plan) = match (&pending.plan, &pending.parts) {
+                    (Some(text), _) => (Some(text.key()), Some(text.plan().as_bytes())),
+                    (None, Some(parts)) => {
+                        let (draft, params) = parts;
+                        let (key, plan) = (&mut self.key, &mut self.plan);
+                        key.clear();
+                        draft.key.write_to(&row.record.agent, run, key);
+                        plan.clear();
+                        let parts = draft.parts(key, params.as_bytes());
+                        plan_codec::encode(&parts, row.record.correlation, plan);
+                        (Some(key.as_str()), Some(&plan[..]))
+                    }
+                    (None, None) => (None, None),
+                };
+                let settled = Settled { place, recorded: row.recorded, record: &row.record, key, plan };
+                if self.batches.add(db, &settled)? {
+                    spent.extend(pending.plan.map(PlanText::into_bytes));
+                    continue;
+                }
+            }
+            // Written in `runs`: a plan still in its parts is made into its JSON.
+            let mut pending = pending;
+            if let (Some(parts), Some(row)) = (pending.parts.take(), &pending.record) {
+                let (draft, params) = parts;
+                let ids = (&row.record.agent, run);
+                pending.plan = draft.with_parts(ids, Some(params.as_bytes()), |p| texts.plan_parts(p));
+            }
+            if let Some(row) = &pending.record {
+                if row.ended {
+                    self.open.remove(&run);
+                } else {
+                    self.open.insert(run);
+                }
+            }
+            write_run(db, (&mut statement, &mut self.scratch), place, run, pending, spent)?;
+        }
+        self.batches.write_all(db)
+    }
+
+    /// Whether `run` has nothing more to be written about it and no row to update, so it may join a batch: it
+    /// ended, the agent consumed its outcome here, and it never had a row in `runs`.
+    pub(super) fn settled(&self, run: Uuid, pending: &PendingRun) -> bool {
+        pending.delivered
+            && pending.outcome.is_none()
+            && pending.record.as_ref().is_some_and(|row| row.ended)
+            && !self.open.contains(&run)
+    }
+
+    /// Drops everything pending (its batch failed), handing its texts back.
+    pub(super) fn forget(&mut self, spent: &mut Vec<Vec<u8>>) {
+        for (_, pending) in self.pending.drain(..) {
+            spent.extend(pending.plan.map(PlanText::into_bytes).into_iter().chain(pending.outcome));
+        }
+        self.index.clear();
+        self.by_agent.clear();
+        self.batches.forget();
+        self.held_until = None;
+        self.held_writes = 0;
+    }
+}
+
+/// Marks a run written earlier as delivered: the agent consumed its outcome.
+pub(super) fn mark_delivered(db: &Connection, run: Uuid) -> rusqlite::Result<()> {
+    db.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1 AND outcome IS NOT NULL")?
+        .execute([run.to_string()])?;
+    Ok(())
+}
+
+/// Writes one run's pending changes: its row, or the columns that changed when only they did.
+pub(super) fn write_run<'db>(
+    db: &'db Connection,
+    (upsert, scratch): (&mut Option<rusqlite::CachedStatement<'db>>, &mut Vec<u8>),
+    place: i64,
+    run: Uuid,
+    pending: PendingRun,
+    spent: &mut Vec<Vec<u8>>,
+) -> rusqlite::Result<()> {
+    let (key, plan) = (pending.plan.as_ref().map(PlanText::key), pending.plan.as_ref().map(PlanText::plan));
+    let outcome = pending.outcome;
+    match pending.record {
+        Some(row) => {
+            let statement = match upsert {
+                Some(statement) => statement,
+                None => upsert.insert(db.prepare_cached(
+                    "INSERT INTO runs (run, agent, action, status, recorded, final, record, key, plan, outcome, \
+                     delivered, place) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
+                     ON CONFLICT(run) DO UPDATE \
+                     SET status = excluded.status, final = excluded.final, record = excluded.record, \
+                     key = COALESCE(excluded.key, runs.key), plan = COALESCE(excluded.plan, runs.plan), \
+                     outcome = COALESCE(excluded.outcome, runs.outcome), delivered = CASE WHEN excluded.outcome \
+                     IS NOT NULL OR excluded.delivered THEN excluded.delivered ELSE runs.delivered END",
+                )?),
+            };
+            scratch.clear();
+            serde_json::to_writer(&mut *scratch, &row.record)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            let record = std::str::from_utf8(scratch).map_err(rusqlite::Error::Utf8Error)?;
+            statement.execute(params![
+                run.to_string(),
+                row.record.agent.as_str(),
+                row.record.action.as_str(),
+                json(&row.record.status()),
+                row.recorded,
+                row.ended,
+                record,
+                key,
+                plan,
+                outcome.as_deref().map(kept_signal),
+                pending.delivered,
+                place,
+            ])?;
+        }
+        None => {
+            db.prepare_cached(
+                "UPDATE runs SET key = COALESCE(?2, key), plan = COALESCE(?3, plan), \
+                 outcome = COALESCE(?4, outcome), \
+                 delivered = CASE WHEN ?4 IS NOT NULL OR ?5 THEN ?5 ELSE delivered END WHERE run = ?1",
+            )?
+            .execute(params![
+                run.to_string(),
+                key,
+                plan,
+                outcome.as_deref().map(kept_signal),
+                pending.delivered
+            ])?;
+        }
+    }
+    spent.extend(pending.plan.map(PlanText::into_bytes).into_iter().chain(outcome));
+    Ok(())
+}
+
+/// A kept signal's bytes from its column, text (JSON) or blob (the compact form).
+pub(super) fn kept_bytes(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Vec<u8>> {
+    let value = row.get_ref(column)?;
+    let bytes = value
+        .as_bytes()
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(column, value.data_type(), Box::new(e)))?;
+    Ok(bytes.to_vec())
+}
+
+/// A kept signal as a value of its column: its JSON as text, the compact form of an outcome as a blob.
+pub(super) fn kept_signal(bytes: &[u8]) -> rusqlite::types::ToSqlOutput<'_> {
+    use rusqlite::types::{ToSqlOutput, ValueRef};
+    match std::str::from_utf8(bytes) {
+        Ok(json) if bytes.first() == Some(&b'{') => ToSqlOutput::Borrowed(ValueRef::Text(json.as_bytes())),
+        _ => ToSqlOutput::Borrowed(ValueRef::Blob(bytes)),
+    }
+}
+
+/// Applies a write that is not part of a run. One that clears an agent's inputs first writes those gathered
+/// in this commit, so it clears them too.
+pub(super) fn apply(db: &Connection, op: Op, inputs: &mut InputBatches, keep_inputs: bool) -> rusqlite::Result<()> {
+    match op {
+        Op::Spawned(record, initial) => {
+            inputs.write_agent(db, &record.agent)?;
+            input_log::clear(db, &record.agent, None)?;
+            db.prepare_cached("DELETE FROM schedules WHERE agent = ?1")?.execute([record.agent.as_str()])?;
+            job_log::clear(db, &record.agent)?;
+            db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
+                .execute(params![initial.agent.as_str(), json(&initial)])?;
+            keep_agent(db, &record)?;
+        }
+        Op::Snapshot(snapshot) => {
+            db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
+                .execute(params![snapshot.agent.as_str(), json(&snapshot)])?;
+            // The inputs folded into it are no longer needed to bring the agent back.
+            if !keep_inputs {
+                inputs.write_agent(db, &snapshot.agent)?;
+                input_log::clear(db, &snapshot.agent, Some(snapshot.seq))?;
+            }
+        }
+        Op::Alive(record) => keep_agent(db, &record)?,
+        Op::Ended(agent) => {
+            inputs.write_agent(db, &agent)?;
+            input_log::clear(db, &agent, None)?;
+            for table in ["agents", "snapshots", "schedules"] {
+                db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?.execute([agent.as_str()])?;
+            }
+            job_log::clear(db, &agent)?;
+        }
+        Op::Armed(schedule) => {
+            db.prepare_cached("INSERT OR REPLACE INTO schedules (agent, key, schedule) VALUES (?1, ?2, ?3)")?
+                .execute(params![schedule.agent.as_str(), schedule.key, json(&schedule)])?;
+        }
+        Op::Cleared(agent, key) => {
+            db.prepare_cached("DELETE FROM schedules WHERE agent = ?1 AND key = ?2")?
+                .execute(params![agent.as_str(), key])?;
+        }
+        Op::Refusal(refusal) => {
+            db.prepare_cached("INSERT INTO refusals (agent, refusal) VALUES (?1, ?2)")?
+                .execute(params![refusal.agent.as_str(), json(&refusal)])?;
+        }
+        Op::Job(write) => job_log::apply(db, write)?,
+        // The writer handles these itself.
+        Op::Flush(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) | Op::Input(..) | Op::KeptInput(..) => {}
+    }
+    Ok(())
+}
+
+/// Writes an agent's record, with the columns it is listed by.
+pub(super) fn keep_agent(db: &Connection, record: &AgentRecord) -> rusqlite::Result<()> {
+    let parent = record.parent();
+    db.prepare_cached(
+        "INSERT OR REPLACE INTO agents (agent, record, agent_type, asleep, parent) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![
+        record.agent.as_str(),
+        json(record),
+        record.agent_type,
+        record.asleep,
+        parent.as_ref().map(AgentId::as_str)
+    ])?;
+    Ok(())
+}
