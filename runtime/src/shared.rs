@@ -1,4 +1,5 @@
-//! What every agent server of one runtime shares, and how a registered agent type is started by name.
+//! What every agent server of one runtime shares (the live agents, the children the supervisor watches, the
+//! sleepers, the job board, the journal), and how a registered agent type is started by name.
 
 use crate::directory::Directory;
 use crate::error::RuntimeError;
