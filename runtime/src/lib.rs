@@ -43,13 +43,6 @@ mod wall_clock;
 
 mod duration_ms;
 
-/// What the project's own tests reach that users do not (the action runner on its own). Not public API: it
-/// may change in any release.
-#[doc(hidden)]
-pub mod test_helpers {
-    pub use crate::runner::Runner;
-}
-
 /// What the derives' generated code needs, re-exported so users need no extra dependency. Not public API.
 #[doc(hidden)]
 pub mod __private {

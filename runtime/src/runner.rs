@@ -10,7 +10,6 @@ use crate::events::{Event, EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
 use crate::store::{RunStatus, RunUpdate, Store, Unwritten};
 use chrono::{DateTime, TimeDelta, Utc};
-use futures_util::FutureExt;
 use serde_json::Value;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -71,19 +70,21 @@ impl Runner {
         now
     }
 
-    /// Runs `action` with `params` to its end and returns the outcome. The run must already be journaled
-    /// (queued); `ctx.attempt` is set here for each attempt. Nothing runs before the returned future is first
-    /// polled, and dropping it cancels the run, including an attempt in flight, and journals it as cancelled.
+    /// [`Runner::execute_detailed`] without the error (the runner's own tests).
+    #[cfg(test)]
     pub fn execute<'a>(
         &'a self,
         action: &'a DynAction,
         params: Value,
         ctx: ActionContext,
     ) -> impl Future<Output = Outcome> + Send + 'a {
-        self.execute_detailed(action, params, ctx).map(|(outcome, _)| outcome)
+        futures_util::FutureExt::map(self.execute_detailed(action, params, ctx), |(outcome, _)| outcome)
     }
 
-    /// [`Runner::execute`], also returning the error the run ended with, for a caller that passes it on.
+    /// Runs `action` with `params` to its end and returns the outcome, and the error the run ended with, for a
+    /// caller that passes it on. The run must already be journaled (queued); `ctx.attempt` is set here for each
+    /// attempt. Nothing runs before the returned future is first polled, and dropping it cancels the run,
+    /// including an attempt in flight, and journals it as cancelled.
     pub(crate) fn execute_detailed<'a>(
         &'a self,
         action: &'a DynAction,
@@ -703,3 +704,7 @@ mod tests {
         }
     }
 }
+
+/// The runner with real tokio tasks on a paused clock.
+#[cfg(test)]
+mod with_tasks;

@@ -1,11 +1,11 @@
 //! The action runner with real tokio tasks on a paused clock: outcomes, timeouts that really drop the task,
 //! panics, the retry rules, and the journal and events of a run.
 
-use agentry::action::{ActionContext, ActionError, ActionSpec, DynAction, ErrorClass, OutcomeStatus, RetryPolicy};
-use agentry::events::{EventBus, EventKind};
-use agentry::id::{ActionId, AgentId};
-use agentry::store::{MemoryStore, RunQuery, RunRecord, RunStatus, Store};
-use agentry::test_helpers::Runner;
+use crate::action::{ActionContext, ActionError, ActionSpec, DynAction, ErrorClass, OutcomeStatus, RetryPolicy};
+use crate::events::{EventBus, EventKind};
+use crate::id::{ActionId, AgentId};
+use crate::runner::Runner;
+use crate::store::{MemoryStore, RunQuery, RunRecord, RunStatus, Store};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
