@@ -44,15 +44,34 @@ fn lines(dir: &Path) -> Vec<String> {
     text.lines().map(str::to_owned).collect()
 }
 
-/// `work.charge` (side effects, not idempotent) reports half-way progress, writes `charge`, and never ends;
-/// `work.note` (idempotent) writes `note` and ends once started `starts` times with the same key (1 unless
-/// said), waiting for ever before that.
+/// One gate per tag a test gives `work.charge` or `work.note`: it gets a permit once the action reported its
+/// progress and wrote its line, so a test stops the runtime only after that.
+static CHARGED: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Semaphore>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+fn charged(tag: &str) -> std::sync::Arc<tokio::sync::Semaphore> {
+    CHARGED
+        .lock()
+        .unwrap()
+        .entry(tag.to_owned())
+        .or_insert_with(|| std::sync::Arc::new(tokio::sync::Semaphore::new(0)))
+        .clone()
+}
+
+/// `work.charge` (side effects, not idempotent) reports half-way progress, writes `charge`, tells the gate of its
+/// `tag` (see [`charged`]), and never ends;
+/// `work.note` (idempotent) writes `note`, tells the gate of its `tag`, and ends once started `starts` times with
+/// the same key (1 unless said), waiting for ever before that.
 fn work() -> Skill {
     let charge = ActionSpec::new("work.charge", "charges").unwrap().side_effects(true).idempotent(false);
-    let charge = DynAction::new(charge.params_schema(json!({"type": "object"})), |_, ctx| {
+    let charge = DynAction::new(charge.params_schema(json!({"type": "object"})), |params, ctx| {
         Box::pin(async move {
             ctx.progress(0.5, Some("half way".into()));
             append(&ctx, "charge")?;
+            if let Some(tag) = params["tag"].as_str() {
+                charged(tag).add_permits(1);
+            }
             std::future::pending::<()>().await;
             Ok(Value::Null)
         })
@@ -62,6 +81,9 @@ fn work() -> Skill {
     let note = DynAction::new(note.params_schema(json!({"type": "object"})), |params, ctx| {
         Box::pin(async move {
             let starts = append(&ctx, "note")?;
+            if let Some(tag) = params["tag"].as_str() {
+                charged(tag).add_permits(1);
+            }
             if starts < params["starts"].as_u64().unwrap_or(1) as usize {
                 std::future::pending::<()>().await;
             }
@@ -143,8 +165,10 @@ async fn after_a_stop_an_unstarted_job_starts_and_one_with_side_effects_that_was
         policy.limits.running_jobs = 1;
         let agent = spawn(&runtime, policy).await;
         let mut events = runtime.events();
-        let charge = submit(&agent, "work.charge", json!({})).await;
+        let charge = submit(&agent, "work.charge", json!({"tag": "after_a_stop"})).await;
         started(&mut events, "work.charge").await;
+        // Its progress reported: what the stop leaves is what the test checks.
+        charged("after_a_stop").acquire().await.unwrap().forget();
         // One job at a time: this one waits for a slot.
         let note = submit(&agent, "work.note", json!({})).await;
         let listed = output(&agent, "jobs.list", json!({})).await;
@@ -188,10 +212,12 @@ async fn an_interrupted_idempotent_job_runs_again_with_the_same_key_and_can_be_c
         let (runtime, _) = open(dir, |b| b).await;
         let agent = spawn(&runtime, Policy::default()).await;
         let mut events = runtime.events();
-        let note = submit(&agent, "work.note", json!({"starts": 2})).await;
+        let note = submit(&agent, "work.note", json!({"starts": 2, "tag": "idempotent"})).await;
         let again = submit(&agent, "work.charge", json!({})).await;
         started(&mut events, "work.note").await;
         started(&mut events, "work.charge").await;
+        // Its first start wrote its line before the stop.
+        charged("idempotent").acquire().await.unwrap().forget();
         // A second submission by the same run would be the same job; another run's is another.
         assert_ne!(note, again);
         runtime.shutdown(Duration::ZERO).await;
