@@ -45,6 +45,12 @@ pub(crate) struct NewJob {
     pub again: Option<JobRecord>,
 }
 
+/// Announces on the event stream that a job ended (`JobEnded`, for its agent, with no run).
+pub(crate) fn announce_end(events: &crate::events::EventBus, record: &JobRecord) {
+    let ended = crate::events::EventKind::JobEnded { job: record.id, status: record.status };
+    events.announce(&record.agent, None, None, ended);
+}
+
 /// A job that ended: its record and the signal for its agent.
 pub(crate) type Ended = (JobRecord, Option<Signal>);
 
@@ -259,29 +265,8 @@ impl JobBoard {
         let restarted = again.is_some();
         let record = match again {
             // Started again from the start: what it reported before is gone with the run that reported it.
-            Some(kept) => JobRecord {
-                status: JobStatus::Queued,
-                progress: 0.0,
-                message: None,
-                output: None,
-                error: None,
-                class: None,
-                ended_at: None,
-                ..kept
-            },
-            None => JobRecord {
-                id,
-                agent,
-                action,
-                status: JobStatus::Queued,
-                progress: 0.0,
-                message: None,
-                output: None,
-                error: None,
-                class: None,
-                submitted_at: Utc::now(),
-                ended_at: None,
-            },
+            Some(kept) => JobRecord::queued(kept.id, kept.agent, kept.action, kept.submitted_at),
+            None => JobRecord::queued(id, agent, action, Utc::now()),
         };
         if let Some(durable) = self.durable() {
             if restarted {

@@ -67,8 +67,7 @@ impl Actor for Supervisor {
 fn clean_up(shared: &Shared, child: &Child, cell: ractor::ActorId, why: &str) {
     shared.directory.remove_cell(&child.agent, cell);
     for job in shared.jobs.cancel_agent(&child.agent, why) {
-        let ended = EventKind::JobEnded { job: job.id, status: job.status };
-        shared.events.announce(&child.agent, None, None, ended);
+        crate::jobs::announce_end(&shared.events, &job);
     }
 }
 

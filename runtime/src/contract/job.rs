@@ -23,6 +23,25 @@ pub enum JobStatus {
     Cancelled,
 }
 
+impl JobRecord {
+    /// A job waiting for its slot, as submitted at `submitted_at`: nothing reported yet.
+    pub fn queued(id: Uuid, agent: AgentId, action: ActionId, submitted_at: DateTime<Utc>) -> Self {
+        Self {
+            id,
+            agent,
+            action,
+            status: JobStatus::Queued,
+            progress: 0.0,
+            message: None,
+            output: None,
+            error: None,
+            class: None,
+            submitted_at,
+            ended_at: None,
+        }
+    }
+}
+
 impl JobStatus {
     /// Whether the job has ended.
     pub fn is_final(self) -> bool {

@@ -6,7 +6,6 @@
 use super::{Inbound, ServerState};
 use crate::action::{ActionError, ErrorClass, JobStatus, RunKey, Stack};
 use crate::agent::Agent;
-use crate::events::EventKind;
 use crate::jobs::NewJob;
 use crate::messages::Requester;
 use crate::store::KeptJob;
@@ -45,8 +44,7 @@ impl<A: Agent> ServerState<A> {
                     if let Some(signal) = signal {
                         self.work().inbox.push_back(Inbound { signal, kept: None });
                     }
-                    let kind = EventKind::JobEnded { job: record.id, status: record.status };
-                    self.shared.events.announce(&self.agent.id, None, None, kind);
+                    crate::jobs::announce_end(&self.shared.events, &record);
                 }
                 continue;
             }
@@ -63,7 +61,7 @@ impl<A: Agent> ServerState<A> {
             parent.scope_mut().from_outside = plan.from_outside;
             let limits = self.policy.limits;
             let job = NewJob { agent: self.agent.id.clone(), action: record.action.clone(), plan, again: Some(record) };
-            if let Err(full) = self.job_services().start_job(parent, job, &limits) {
+            if let Err(full) = self.agent_services().start_job(parent, job, &limits) {
                 tracing::error!(agent = %self.agent.id, %full, "a job could not be started again after a restart");
             }
         }

@@ -178,8 +178,7 @@ impl<A: Agent> ServerState<A> {
             return;
         }
         for job in self.shared.jobs.cancel_agent(&id, "the agent stopped") {
-            let ended = EventKind::JobEnded { job: job.id, status: job.status };
-            self.shared.events.announce(&id, None, None, ended);
+            crate::jobs::announce_end(&self.shared.events, &job);
         }
     }
 }

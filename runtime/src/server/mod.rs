@@ -372,8 +372,8 @@ impl<A: Agent> ServerState<A> {
     }
 
     /// What the agent's runs use, made for the first one.
-    /// The agent's services, as the job board needs them.
-    pub(super) fn job_services(&self) -> services::AgentServices {
+    /// The agent's services: what its runs and jobs reach the runtime through.
+    pub(super) fn agent_services(&self) -> services::AgentServices {
         services::AgentServices {
             cell: self.myself.get_cell(),
             deliver: crate::directory::deliver::<A>,
@@ -382,16 +382,14 @@ impl<A: Agent> ServerState<A> {
     }
 
     pub(super) fn services(&mut self) -> Arc<dyn RunServices> {
-        let (cell, shared) = (self.myself.get_cell(), &self.shared);
-        self.services
-            .get_or_insert_with(|| {
-                Arc::new(services::AgentServices {
-                    cell,
-                    deliver: crate::directory::deliver::<A>,
-                    shared: shared.clone(),
-                })
-            })
-            .clone()
+        match &self.services {
+            Some(services) => services.clone(),
+            None => {
+                let made: Arc<dyn RunServices> = Arc::new(self.agent_services());
+                self.services = Some(made.clone());
+                made
+            }
+        }
     }
 
     /// How many runs are in flight.

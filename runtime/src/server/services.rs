@@ -4,7 +4,6 @@
 use crate::action::{ActionContext, ActionError, ActionFuture, BoxFuture, JobRecord, Link, RunKey, RunServices};
 use crate::directory::Deliver;
 use crate::effect::Effect;
-use crate::events::EventKind;
 use crate::id::{ActionId, AgentId, SkillId};
 use crate::jobs::{JobEnd, JobsFull, NewJob};
 use crate::messages::{Admitted, Requester, RunRequest, Untyped};
@@ -19,6 +18,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 /// One agent's services, shared by every run of that agent.
+#[derive(Clone)]
 pub(crate) struct AgentServices {
     /// The agent's actor, and how to put a message in its mailbox.
     pub cell: ractor::ActorCell,
@@ -115,8 +115,7 @@ pub(crate) fn job_ended(shared: &Arc<Shared>, record: &JobRecord, signal: Option
     {
         tracing::warn!(agent = %record.agent, job = %record.id, %err, "a job's end could not reach its agent");
     }
-    let ended = EventKind::JobEnded { job: record.id, status: record.status };
-    shared.events.announce(&record.agent, None, None, ended);
+    crate::jobs::announce_end(&shared.events, record);
 }
 
 impl AgentServices {
@@ -128,8 +127,7 @@ impl AgentServices {
         job: NewJob,
         limits: &crate::policy::Limits,
     ) -> Result<Uuid, JobsFull> {
-        let me =
-            Arc::new(AgentServices { cell: self.cell.clone(), deliver: self.deliver, shared: self.shared.clone() });
+        let me = Arc::new(self.clone());
         let (action, params) = (job.action.clone(), job.plan.params.clone());
         let key: Arc<str> = job.plan.key.as_str().into();
         let from_outside = parent.scope.from_outside;
