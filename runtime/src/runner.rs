@@ -1,19 +1,19 @@
-//! The action runner: runs one action to its end — params validation, each attempt under the action's timeout,
-//! panics caught, retries with exponential backoff and jitter where the design allows — and journals and
-//! announces every step. The gate (registration, policy, capabilities, approval) comes before it,
-//! in the agent's server.
+//! The action runner: drives one run's life ([`RunLife`], which decides params validation, attempts, retries
+//! with backoff and jitter, and the outcome) on tokio time — each attempt polled under the action's timeout,
+//! panics caught, backoffs slept, write-ahead awaited — and journals and announces every step. The gate
+//! (registration, policy, capabilities, approval) comes before it, in the agent's server.
 
-use crate::action::{
-    ActionContext, ActionError, ActionFuture, DynAction, ErrorClass, Outcome, RunReport, should_retry,
-};
+use crate::action::{ActionContext, ActionError, ActionFuture, DynAction, Outcome, RunReport};
 use crate::events::{Event, EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
-use crate::store::{RunStatus, RunUpdate, Store, Unwritten};
+use crate::run_life::{End, Next, Params, RunLife};
+use crate::store::{RunUpdate, Store, Unwritten};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -154,14 +154,8 @@ impl Runner {
 
     /// [`Runner::cancelled`] for a run known by its ids rather than its context.
     pub(crate) fn cancelled_run(&self, agent: &AgentId, run: Uuid, action: &ActionId, correlation: Uuid, why: &str) {
-        let update =
-            RunUpdate { status: Some(RunStatus::Failed), error: Some(ErrorClass::Cancelled), ..RunUpdate::default() };
+        let (update, kind) = RunLife::cancelled(action, why);
         if self.store.update(run, update, Utc::now()).is_ok() {
-            let kind = EventKind::ActionFailed {
-                action: action.clone(),
-                class: ErrorClass::Cancelled,
-                message: why.to_owned(),
-            };
             self.events.announce(agent, Some(run), Some(correlation), kind);
         }
     }
@@ -170,11 +164,21 @@ impl Runner {
     /// wait for its write-ahead first.
     fn first_poll(&self, action: &DynAction, run: &mut RunInHand) -> FirstPoll {
         let spec = action.spec();
-        let mut progress = Progress { started: Instant::now(), first_start: None };
-        if let Some(refused) = self.check_params(action, run, &progress) {
-            return FirstPoll::Ended(refused);
+        let started = Instant::now();
+        let (life, next, checked) = RunLife::admit(action, &mut run.params, self.coerce, Duration::ZERO);
+        let mut progress = Progress { life, started, first_start: None };
+        if checked == Params::Coerced {
+            // The text is of the params as they were given: their digest, made now, is of them, and a retry
+            // reads the params as they are now.
+            run.params_text = None;
+            if let Some(unwritten) = run.unwritten.as_mut() {
+                unwritten.forget_text();
+            }
         }
-        if self.begin_attempt(spec, run, 1, &mut progress) {
+        if let Next::End(refused) = next {
+            return FirstPoll::Ended(self.finish(run, refused, None));
+        }
+        if self.begin_attempt(spec, run, &mut progress) {
             return FirstPoll::Goes(Resume::Durable(1), progress);
         }
         let polled = match self.invoke(action, run, 1) {
@@ -190,9 +194,9 @@ impl Runner {
             }
             Err(err) => Err(err),
         };
-        match self.after_attempt(action, run, polled, 1, &progress) {
-            Next::End(ending) => FirstPoll::Ended(ending),
-            Next::Retry(backoff) => FirstPoll::Goes(Resume::Retry(2, backoff), progress),
+        match self.after_attempt(action, run, Attempted::Ready(polled), &mut progress) {
+            After::End(ending) => FirstPoll::Ended(ending),
+            After::Retry(backoff) => FirstPoll::Goes(Resume::Retry(2, backoff), progress),
         }
     }
 
@@ -218,16 +222,17 @@ impl Runner {
                             Err(err) => {
                                 let err =
                                     ActionError::critical(format!("the run's params could not be read again: {err}"));
-                                let outcome = err_outcome(&err, progress.started, attempt - 1);
-                                return self.finish(run, outcome, Some(err), progress.first_start);
+                                let end = progress.life.fail(err, progress.started.elapsed());
+                                return self.finish(run, end, progress.first_start);
                             }
                         }
                     }
+                    debug_assert!(matches!(progress.life.backoff_over(), Next::Attempt(n) if n == attempt));
                     at = Resume::Begin(attempt);
                     continue;
                 }
                 Resume::Begin(attempt) => {
-                    if self.begin_attempt(spec, run, attempt, &mut progress) {
+                    if self.begin_attempt(spec, run, &mut progress) {
                         at = Resume::Durable(attempt);
                         continue;
                     }
@@ -244,46 +249,25 @@ impl Runner {
                         let err = ActionError::critical(
                             "the journal could not make the run's start durable; it was not started",
                         );
-                        let outcome = err_outcome(&err, progress.started, attempt);
-                        return self.finish(run, outcome, Some(err), progress.first_start);
+                        let end = progress.life.fail(err, progress.started.elapsed());
+                        return self.finish(run, end, progress.first_start);
                     }
                     (attempt, self.attempt(action, run, attempt).await)
                 }
             };
-            match self.after_attempt(action, run, result, attempt, &progress) {
-                Next::End(ending) => return ending,
-                Next::Retry(backoff) => at = Resume::Retry(attempt + 1, backoff),
+            match self.after_attempt(action, run, result, &mut progress) {
+                After::End(ending) => return ending,
+                After::Retry(backoff) => at = Resume::Retry(attempt + 1, backoff),
             }
         }
     }
 
     /// Attempt `attempt`, begun: the action invoked and its future polled to its end.
-    async fn attempt(&self, action: &DynAction, run: &mut RunInHand, attempt: u32) -> Result<Value, ActionError> {
+    async fn attempt(&self, action: &DynAction, run: &mut RunInHand, attempt: u32) -> Attempted {
         match self.invoke(action, run, attempt) {
             Ok(future) => self.poll_attempt(run, future, action.spec().timeout).await,
-            Err(err) => Err(err),
+            Err(err) => Attempted::Ready(Err(err)),
         }
-    }
-
-    /// Checks a run's params: ones that match cost one check; others are coerced where that is safe, then
-    /// checked again. Returns how the run ended if they are refused.
-    fn check_params(&self, action: &DynAction, run: &mut RunInHand, progress: &Progress) -> Option<Ending> {
-        let err = action.validate(&run.params).err()?;
-        let refused = match self.coerce {
-            true => {
-                run.params = action.coerce(std::mem::take(&mut run.params));
-                action.validate(&run.params).err()
-            }
-            false => Some(err),
-        };
-        // The text is of the params as they were given: their digest, made now, is of them, and a retry reads
-        // the params as they are now.
-        run.params_text = None;
-        if let Some(unwritten) = run.unwritten.as_mut() {
-            unwritten.forget_text();
-        }
-        let err = refused?;
-        Some(self.finish(run, err_outcome(&err, progress.started, 0), Some(err), None))
     }
 
     /// Begins attempt `attempt`: what a failed one asked for is forgotten, and the attempt is journaled and
@@ -291,29 +275,13 @@ impl Runner {
     /// (write-ahead, see [`Runner::attempts`]): its record then goes to the journal's writer here, before the
     /// server goes on (ahead of anything it journals next, such as a snapshot that folds in the input that asked
     /// for the run).
-    fn begin_attempt(
-        &self,
-        spec: &crate::action::ActionSpec,
-        run: &mut RunInHand,
-        attempt: u32,
-        progress: &mut Progress,
-    ) -> bool {
-        run.ctx.attempt = attempt;
-        {
-            let mut sink = run.ctx.sink();
-            sink.effects.clear();
-            sink.artifacts.clear();
-        }
-        let running = self.report(
-            run,
-            RunUpdate { status: Some(RunStatus::Running), attempts: Some(attempt), ..RunUpdate::default() },
-            |_| EventKind::ActionStarted { action: spec.id.clone(), attempt },
-            None,
-        );
+    fn begin_attempt(&self, spec: &crate::action::ActionSpec, run: &mut RunInHand, progress: &mut Progress) -> bool {
+        let begin = progress.life.begin(spec, &mut run.ctx);
+        let running = self.report(run, begin.update.clone(), |_| begin.event(&spec.id), None);
         // When the first attempt started, as journaled: the run's end is stamped that much later than it as the
         // run's latency, rather than read from the clock again.
         progress.first_start.get_or_insert(running);
-        let writes_ahead = spec.side_effects && self.store.durable().is_some();
+        let writes_ahead = begin.write_ahead && self.store.durable().is_some();
         if writes_ahead {
             self.write(run);
         }
@@ -345,97 +313,67 @@ impl Runner {
         run: &mut RunInHand,
         mut future: ActionFuture,
         timeout: std::time::Duration,
-    ) -> Result<Value, ActionError> {
+    ) -> Attempted {
         let mut timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
         std::future::poll_fn(|cx| {
             if let Poll::Ready(result) = poll_once(&mut future, cx) {
-                return Poll::Ready(result);
+                return Poll::Ready(Attempted::Ready(result));
             }
             self.write(run);
             let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
             match timer.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(ActionError::Timeout { after: timeout })),
+                Poll::Ready(()) => Poll::Ready(Attempted::TimedOut),
                 Poll::Pending => Poll::Pending,
             }
         })
         .await
     }
 
-    /// What follows an attempt's result: the run's end (it completed, failed for good, or may not be tried
-    /// again), or another attempt after a backoff.
+    /// What follows an attempt's result, as the run's life says: its end (it completed, failed for good, or may
+    /// not be tried again), or another attempt after a backoff, announced here.
     fn after_attempt(
         &self,
         action: &DynAction,
         run: &mut RunInHand,
-        result: Result<Value, ActionError>,
-        attempt: u32,
-        progress: &Progress,
-    ) -> Next {
-        let spec = action.spec();
-        let err = match result.and_then(|output| action.check_output(&output).map(|()| output)) {
-            Ok(output) => {
-                let mut outcome = Outcome::completed(output, progress.started.elapsed(), attempt);
-                let mut sink = run.ctx.sink();
-                outcome.artifacts = std::mem::take(&mut sink.artifacts);
-                outcome.cost = sink.cost;
-                drop(sink);
-                return Next::End(self.finish(run, outcome, None, progress.first_start));
+        attempted: Attempted,
+        progress: &mut Progress,
+    ) -> After {
+        let now = progress.started.elapsed();
+        let next = match attempted {
+            Attempted::Ready(result) => progress.life.on_ready(action, &run.ctx, result, now),
+            Attempted::TimedOut => progress.life.on_timed_out(action, &run.ctx, now),
+        };
+        match next {
+            Next::End(end) => After::End(self.finish(run, end, progress.first_start)),
+            Next::Retry { backoff, .. } => {
+                tracing::debug!(attempt = progress.life.attempt(), ?backoff, "retrying");
+                self.write(run);
+                if let Some(retried) = next.event(&action.spec().id) {
+                    let ctx = &run.ctx;
+                    self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
+                }
+                After::Retry(backoff)
             }
-            Err(err) => err,
-        };
-        // A nested call already did something that must not happen twice: the error goes to the agent.
-        let (cost, side_effects) = {
-            let sink = run.ctx.sink();
-            (sink.cost, sink.side_effects)
-        };
-        if side_effects || !should_retry(spec, &err, attempt) {
-            let mut outcome = err_outcome(&err, progress.started, attempt);
-            outcome.cost = cost;
-            return Next::End(self.finish(run, outcome, Some(err), progress.first_start));
+            Next::Attempt(_) => unreachable!("an attempt's result is followed by an end or a retry"),
         }
-        let backoff = spec.retry.backoff(attempt, jitter_sample(&run.ctx));
-        tracing::debug!(attempt, ?backoff, %err, "retrying");
-        let retried = EventKind::ActionRetried { action: spec.id.clone(), attempt, class: err.class(), backoff };
-        self.write(run);
-        let ctx = &run.ctx;
-        self.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), retried);
-        Next::Retry(backoff)
     }
 
     /// Journals and announces how a run ended. A record not written yet is written now, unless the store is
     /// durable: then it is handed back with the outcome (see [`Runner::start`]). In memory nothing is gained by
     /// waiting, and the record is written while it is at hand (the in-memory journal takes it as drafted).
     /// `first_start`: when the first attempt started, if one did; the end is stamped as that plus the latency.
-    fn finish(
-        &self,
-        run: &mut RunInHand,
-        outcome: Outcome,
-        error: Option<ActionError>,
-        first_start: Option<DateTime<Utc>>,
-    ) -> Ending {
-        let update = RunUpdate {
-            status: Some(outcome.status.into()),
-            attempts: Some(outcome.attempts),
-            latency: Some(outcome.latency),
-            cost: outcome.cost,
-            error: outcome.error.as_ref().map(|e| e.class),
-        };
-        let kind = |ctx: &ActionContext| match &outcome.error {
-            None => EventKind::ActionCompleted { action: ctx.action_id.clone(), attempts: outcome.attempts },
-            Some(e) if outcome.status == crate::action::OutcomeStatus::Blocked => {
-                EventKind::ActionBlocked { action: ctx.action_id.clone(), reason: e.message.clone() }
-            }
-            Some(e) => {
-                EventKind::ActionFailed { action: ctx.action_id.clone(), class: e.class, message: e.message.clone() }
-            }
-        };
-        let end = first_start.and_then(|start| start.checked_add_signed(TimeDelta::from_std(outcome.latency).ok()?));
-        let at = self.report(run, update, kind, end);
+    fn finish(&self, run: &mut RunInHand, end: End, first_start: Option<DateTime<Utc>>) -> Ending {
+        let update = end.update();
+        let kind = |ctx: &ActionContext| end.event(&ctx.action_id);
+        let latency = end.outcome.latency;
+        let stamp = first_start.and_then(|start| start.checked_add_signed(TimeDelta::from_std(latency).ok()?));
+        let at = self.report(run, update, kind, stamp);
         if self.store.durable().is_none()
             && let Some(unwritten) = run.unwritten.take()
         {
             unwritten.write_ended(&*self.store);
         }
+        let End { outcome, error, .. } = end;
         let report = RunReport { run_id: run.ctx.run_id, action: run.ctx.action_id.clone(), outcome };
         let report = crate::action::report_box::boxed(report);
         Ending { report, error, unwritten: None, at }
@@ -515,17 +453,24 @@ enum Resume {
     Retry(u32, std::time::Duration),
 }
 
-/// What a run keeps across its attempts: when it started (its latency counts from then), and when its first
-/// attempt started, as journaled.
+/// What a run keeps across its attempts: its life, the instant it was admitted (its clock's zero), and when its
+/// first attempt started, as journaled.
 struct Progress {
+    life: RunLife,
     started: Instant,
     first_start: Option<DateTime<Utc>>,
 }
 
+/// How an attempt went on tokio's clock: its action's future ended, or its timeout passed first.
+enum Attempted {
+    Ready(Result<Value, ActionError>),
+    TimedOut,
+}
+
 /// What follows an attempt (see [`Runner::after_attempt`]).
-enum Next {
+enum After {
     End(Ending),
-    Retry(std::time::Duration),
+    Retry(Duration),
 }
 
 /// A run's ending, with its record if that is still not journaled (see [`Runner::start`]).
@@ -579,10 +524,6 @@ fn cancel(runner: &Runner, run: &mut RunInHand) {
     runner.cancelled(&run.ctx, "the run was cancelled before it ended");
 }
 
-fn err_outcome(err: &ActionError, started: Instant, attempts: u32) -> Outcome {
-    Outcome::failed(err, started.elapsed(), attempts)
-}
-
 /// Polls an action's future once; a panic is the attempt's `Critical` error.
 fn poll_once(future: &mut ActionFuture, cx: &mut std::task::Context<'_>) -> Poll<Result<Value, ActionError>> {
     match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
@@ -599,18 +540,6 @@ fn panicked(payload: &(dyn std::any::Any + Send)) -> ActionError {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic with a non-text payload".to_owned());
     ActionError::critical(format!("the action panicked: {message}"))
-}
-
-/// A uniform sample in `0..1` for backoff jitter, mixed from the run id and attempt (SplitMix64), so each run
-/// spreads differently without a random-number dependency.
-fn jitter_sample(ctx: &ActionContext) -> f64 {
-    let (hi, lo) = ctx.run_id.as_u64_pair();
-    let mut z = hi ^ lo ^ u64::from(ctx.attempt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    // The top 53 bits make an exactly representable fraction.
-    (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]

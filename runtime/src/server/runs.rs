@@ -565,14 +565,11 @@ impl<A: Agent> ServerState<A> {
 
     /// Ends a run that never started: journaled as blocked and announced; returns its outcome.
     fn block(&self, ctx: &ActionContext, error: &ActionError) -> Outcome {
-        let outcome = Outcome::failed(error, Duration::ZERO, 0);
-        self.journal(
-            ctx.run_id,
-            RunUpdate { status: Some(RunStatus::Blocked), error: Some(error.class()), ..RunUpdate::default() },
-        );
-        let kind = EventKind::ActionBlocked { action: ctx.action_id.clone(), reason: error.to_string() };
+        let end = crate::run_life::End::refused(error.clone());
+        self.journal(ctx.run_id, end.update());
+        let kind = end.event(&ctx.action_id);
         self.shared.events.announce(&self.agent.id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
-        outcome
+        end.outcome
     }
 }
 

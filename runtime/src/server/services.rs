@@ -7,6 +7,7 @@ use crate::effect::Effect;
 use crate::id::{ActionId, AgentId, SkillId};
 use crate::jobs::{JobEnd, JobsFull, NewJob};
 use crate::messages::{Admitted, Requester, RunRequest, Untyped};
+use crate::run_life::nested;
 use crate::shared::Shared;
 use crate::signal::Signal;
 use crate::store::JobPlan;
@@ -155,13 +156,7 @@ impl AgentServices {
 
     /// A nested call of `action` from `ctx`'s run, keyed `key`, through the agent's gate.
     fn call_with(&self, ctx: &ActionContext, action: ActionId, params: Value, key: RunKey) -> ActionFuture {
-        let limit = self.shared.max_call_depth;
-        if ctx.depth() >= limit {
-            let error = ActionError::critical(format!(
-                "the call depth limit of {limit} was reached calling `{action}` from {}; a routine probably calls \
-                 itself without end",
-                call_path(ctx)
-            ));
+        if let Some(error) = nested::too_deep(ctx, &action, self.shared.max_call_depth) {
             return Box::pin(async move { Err(error) });
         }
         let (reply, admitted) = oneshot::channel();
@@ -177,48 +172,16 @@ impl AgentServices {
             let Admitted { action, ctx: nested } = admitted
                 .await
                 .map_err(|_| ActionError::cancelled("the agent stopped before the nested call was admitted"))??;
-            let spec = action.spec();
-            if spec.side_effects && !spec.idempotent {
-                caller.sink().side_effects = true;
-            }
+            nested::entering(&caller, action.spec());
             let (outcome, error) = runner.execute_detailed(&action, params, nested.clone()).await;
-            let (cost, side_effects, effects) = {
-                let mut sink = nested.sink();
-                (sink.cost, sink.side_effects, std::mem::take(&mut sink.effects))
-            };
-            let mut sink = caller.sink();
-            // What a call cost, and whether it repeated nothing it must not, count for its caller whatever
-            // the call's end.
-            if let Some(cost) = cost {
-                sink.add_cost(cost);
-            }
-            sink.side_effects |= side_effects;
-            if let Some(error) = error {
-                return Err(error);
-            }
-            // What a completed call asked for goes up to its caller, to be applied if the caller completes.
-            sink.effects.extend(effects);
-            sink.artifacts.extend(outcome.artifacts.iter().cloned());
-            Ok(outcome.output)
+            nested::fold(&caller, &nested, outcome, error)
         })
     }
-
-    /// The next place among the calls (and jobs) of `ctx`'s run.
-    fn next_call(ctx: &ActionContext) -> u32 {
-        let mut sink = ctx.sink();
-        sink.calls += 1;
-        sink.calls
-    }
-}
-
-/// The path of calls that led to `ctx`, for messages: `a.b → c.d`.
-fn call_path(ctx: &ActionContext) -> String {
-    ctx.stack().iter().map(|frame| frame.action.as_str()).collect::<Vec<_>>().join(" → ")
 }
 
 impl RunServices for AgentServices {
     fn call(&self, ctx: &ActionContext, action: ActionId, params: Value) -> ActionFuture {
-        let key = RunKey::Within { caller: ctx.idempotency_key().into(), index: Self::next_call(ctx) };
+        let key = nested::next_key(ctx);
         self.call_with(ctx, action, params, key)
     }
 
@@ -228,16 +191,12 @@ impl RunServices for AgentServices {
             return Err(ActionError::critical(format!(
                 "the call depth limit of {limit} was reached submitting `{action}` as a job from {}; a job runs one \
                  level below the run that submits it, so an action that submits itself stops here",
-                call_path(ctx)
+                nested::call_path(ctx)
             )));
         }
         // Keyed like a call of the submitting run: a run started again after a crash submits the same job.
         let mut key = String::new();
-        RunKey::Within { caller: ctx.idempotency_key().into(), index: Self::next_call(ctx) }.write_to(
-            &ctx.agent_id,
-            ctx.run_id,
-            &mut key,
-        );
+        nested::next_key(ctx).write_to(&ctx.agent_id, ctx.run_id, &mut key);
         let plan = JobPlan {
             key,
             params,
