@@ -239,6 +239,20 @@ impl RunServices for CallsOnly {
     fn resource_changed(&self, _ctx: &ActionContext, _uri: String) {}
 }
 
+/// A way to answer nested calls ([`ActionContext::call`]) that many contexts share
+/// ([`ActionContext::with_calls_from`]): one allocation, however many runs use it.
+#[derive(Clone)]
+pub struct Calls(Arc<dyn RunServices>);
+
+impl Calls {
+    /// Calls answered by `answer` (as [`ActionContext::with_calls`] does); jobs stay unavailable.
+    pub fn answering(
+        answer: impl Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(CallsOnly(Box::new(answer))))
+    }
+}
+
 /// A boxed future, as [`RunServices`] returns.
 pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
@@ -480,6 +494,13 @@ impl ActionContext {
         answer: impl Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync + 'static,
     ) -> Self {
         self.scope_mut().link = Some(Link { services: Arc::new(CallsOnly(Box::new(answer))), job: None });
+        self
+    }
+
+    /// The same context, answering the action's nested calls with `calls` (made once, and shared by every
+    /// context a driver makes: the simulator answers every run's calls this way).
+    pub fn with_calls_from(mut self, calls: &Calls) -> Self {
+        self.scope_mut().link = Some(Link { services: calls.0.clone(), job: None });
         self
     }
 

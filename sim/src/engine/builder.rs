@@ -13,6 +13,8 @@ pub struct SimBuilder<A: Agent> {
     metrics: Metrics<A>,
     keep_trace: bool,
     keep_runs: bool,
+    keep_journal: bool,
+    max_call_depth: usize,
     epoch: DateTime<Utc>,
 }
 
@@ -28,6 +30,8 @@ impl<A: Agent> SimBuilder<A> {
             metrics: Metrics::new(),
             keep_trace: false,
             keep_runs: false,
+            keep_journal: false,
+            max_call_depth: agentry::runtime::DEFAULT_MAX_CALL_DEPTH,
             epoch: DateTime::from_timestamp(1_767_225_600, 0).unwrap_or_default(),
         }
     }
@@ -70,6 +74,21 @@ impl<A: Agent> SimBuilder<A> {
     /// hash is kept.
     pub fn keep_trace(mut self, keep: bool) -> Self {
         self.keep_trace = keep;
+        self
+    }
+
+    /// Keeps a journal of every run, record by record as the runtime journals it (see
+    /// [`Simulation::journal`]); off by default.
+    pub fn keep_journal(mut self, keep: bool) -> Self {
+        self.keep_journal = keep;
+        self
+    }
+
+    /// How deep nested calls ([`ActionContext::call`](agentry::action::ActionContext::call)) may go, as
+    /// [`RuntimeBuilder::max_call_depth`](agentry::runtime::RuntimeBuilder::max_call_depth) says live (by
+    /// default the runtime's own default).
+    pub fn max_call_depth(mut self, depth: usize) -> Self {
+        self.max_call_depth = depth;
         self
     }
 
@@ -116,6 +135,7 @@ impl<A: Agent> SimBuilder<A> {
                 _ => None,
             })
             .collect();
+        let call_queue = CallQueue::default();
         Ok(Simulation {
             catalog: Arc::new(self.catalog),
             models: self.models,
@@ -127,6 +147,10 @@ impl<A: Agent> SimBuilder<A> {
             table: Table::with_columns(columns),
             trace: Trace::new(self.keep_trace),
             keep_runs: self.keep_runs,
+            journal: self.keep_journal.then(MemoryStore::new),
+            call_queue: call_queue.clone(),
+            calls: runs::calls(&call_queue),
+            max_call_depth: self.max_call_depth,
             runs: Vec::new(),
             replies: Vec::new(),
             agents: Vec::new(),

@@ -12,22 +12,23 @@ use crate::metrics::{Counts, Metrics, Table};
 use crate::model::ActionModel;
 use crate::process::{Contacts, Process, Who};
 use crate::trace::{Trace, What};
-use agentry::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, OutcomeStatus, should_retry};
+use agentry::action::{ActionContext, ActionError, Calls, DynAction, ErrorClass, Outcome, OutcomeStatus};
 use agentry::agent::{Agent, AgentState, start, step};
+use agentry::driver::{ActionTable, Command, End, Gate, KeyFrom, Next, Origin, RunLife, RunRef, gate, nested};
 use agentry::effect::{Effect, Target};
 use agentry::id::{ActionId, AgentId, SkillId};
-use agentry::interpret::{Command, KeyFrom, Origin, interpret};
-use agentry::kinds::{self, RunRef};
+use agentry::interpret::interpret;
+use agentry::kinds;
 use agentry::policy::Policy;
 use agentry::signal::Signal;
 use agentry::skill::{Catalog, Skill};
-use agentry::table::{ActionTable, Gate, gate};
+use agentry::store::{MemoryStore, RunStatus, RunUpdate, Store};
 use chrono::{DateTime, Utc};
 use rand::{Rng, RngExt, SeedableRng};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use uuid::Uuid;
@@ -38,7 +39,7 @@ mod world;
 
 pub use builder::SimBuilder;
 pub use runs::RunRecord;
-use runs::{Ended, RunIds, Ticket, Waiting};
+use runs::{CallQueue, Ended, RunIds, Ticket, Waiting};
 
 /// An event on the virtual clock. Events wait in the agenda's slab and are moved out once; boxing the
 /// signal of the common `Deliver` would cost an allocation per delivery (measured ~10% slower in `sim_steps`).
@@ -110,6 +111,14 @@ pub struct Simulation<A: Agent> {
     trace: Trace,
     keep_runs: bool,
     runs: Vec<RunRecord>,
+    /// Every run's record as the runtime journals it, if the simulation keeps a journal.
+    journal: Option<MemoryStore>,
+    /// The nested calls of the action being polled, waiting to be played.
+    call_queue: CallQueue,
+    /// What every run's context answers its nested calls with: they wait in `call_queue`.
+    calls: Calls,
+    /// How deep nested calls may go.
+    max_call_depth: usize,
     replies: Vec<(Uuid, Value)>,
     agents: Vec<Slot<A>>,
     index: HashMap<AgentId, usize>,
@@ -304,6 +313,14 @@ impl<A: Agent> Simulation<A> {
         &self.runs
     }
 
+    /// The journal of an agent's runs, oldest first, if the simulation keeps one ([`SimBuilder::keep_journal`]):
+    /// the same records, step by step, as the runtime's journal keeps of the same runs, stamped with virtual
+    /// time. Empty when it keeps none.
+    pub fn journal(&self, agent: &AgentId) -> Vec<agentry::store::RunRecord> {
+        let query = agentry::store::RunQuery { agent: Some(agent.clone()), ..Default::default() };
+        self.journal.as_ref().map(|journal| journal.query(&query)).unwrap_or_default()
+    }
+
     /// The counts so far.
     pub fn counts(&self) -> &Counts {
         &self.counts
@@ -473,6 +490,7 @@ impl<A: Agent> Simulation<A> {
                     key,
                     requested: self.now,
                 };
+                self.journal_queued(agent, (run, &ids.action, ids.correlation, None), &params);
                 self.through_gate(agent, Ticket { ids, params, approved: false });
             }
             Command::Emit { signal, to } => {

@@ -1,5 +1,7 @@
-//! Runs in a simulation: the shared gate, approvals, slots and the queue, attempts played out in virtual time
-//! (real code or an action model, retries as the action says), and the outcome signal back to the agent.
+//! Runs in a simulation: the shared gate, approvals, slots and the queue, and each run's life as the runtime's
+//! own run machine ([`RunLife`]) says, played out in virtual time (real code or an action model, nested calls
+//! through the gate, retries as the action says), journaled as the runtime journals it, and the outcome signal
+//! back to the agent.
 
 use super::*;
 
@@ -36,8 +38,39 @@ pub(super) struct Ended {
     pub(super) incarnation: u32,
     pub(super) ids: RunIds,
     pub(super) started: u64,
-    pub(super) outcome: Outcome,
+    pub(super) end: End,
     pub(super) effects: Vec<Effect>,
+}
+
+/// A nested call an action made while it was polled, waiting for the simulation to play it and answer.
+pub(super) struct PendingCall {
+    caller: ActionContext,
+    action: ActionId,
+    params: Value,
+    answer: Arc<Mutex<Option<Result<Value, ActionError>>>>,
+}
+
+/// The nested calls made during one poll of an action: the simulation's one [`Calls`] pushes them here, and
+/// whoever polled the action plays them and polls again.
+pub(super) type CallQueue = Arc<Mutex<Vec<PendingCall>>>;
+
+/// The nested-call answerer every context of the simulation shares: a call waits in `queue` for its answer.
+pub(super) fn calls(queue: &CallQueue) -> Calls {
+    let queue = queue.clone();
+    Calls::answering(move |caller, action, params| {
+        let answer = Arc::new(Mutex::new(None));
+        let call = PendingCall { caller: caller.clone(), action, params, answer: answer.clone() };
+        lock(&queue).push(call);
+        Box::pin(std::future::poll_fn(move |_| match lock(&answer).take() {
+            Some(result) => Poll::Ready(result),
+            None => Poll::Pending,
+        }))
+    })
+}
+
+/// Locks a mutex only the simulation's own thread uses (a panic while it was held cannot have left it torn).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One run, as [`Simulation::runs`] reports it.
@@ -57,6 +90,10 @@ pub struct RunRecord {
     pub status: OutcomeStatus,
     /// With which error class, if it failed.
     pub error: Option<ErrorClass>,
+    /// How many attempts it made.
+    pub attempts: u32,
+    /// The run that called it, for a nested call.
+    pub parent_run: Option<Uuid>,
 }
 
 impl<A: Agent> Simulation<A> {
@@ -65,18 +102,12 @@ impl<A: Agent> Simulation<A> {
         let approved = ticket.approved;
         let slot = &self.agents[agent];
         match gate(&slot.table, &slot.policy, &slot.id, &ticket.ids.action, true) {
-            Gate::Refused(error) => {
-                let outcome = Outcome::failed(&error, Duration::ZERO, 0);
-                self.answer(agent, &ticket.ids, self.now, outcome, Vec::new());
-            }
+            Gate::Refused(error) => self.refuse(agent, &ticket.ids, error),
             Gate::NeedsApproval(_, risk) if !approved => {
+                self.journal_update(ticket.ids.run, awaiting_approval(), Duration::ZERO);
                 let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
                 self.tell(agent, &ticket.ids, waiting);
-                let (granted, after) = match self.faults.approvals {
-                    Approvals::Grant { after } => (true, after),
-                    Approvals::Deny { after } => (false, after),
-                    Approvals::Random { grant, after } => (self.rng.random::<f64>() < grant, after),
-                };
+                let (granted, after) = self.approver();
                 let incarnation = self.agents[agent].incarnation;
                 let at = self.now.saturating_add(nanos(after));
                 let run = ticket.ids.run;
@@ -93,6 +124,22 @@ impl<A: Agent> Simulation<A> {
         }
     }
 
+    /// What the approver says of the next run that waits for approval, and after how long.
+    fn approver(&mut self) -> (bool, Duration) {
+        match self.faults.approvals {
+            Approvals::Grant { after } => (true, after),
+            Approvals::Deny { after } => (false, after),
+            Approvals::Random { grant, after } => (self.rng.random::<f64>() < grant, after),
+        }
+    }
+
+    /// Ends a run that never started (the gate, its approver): journaled as blocked, and its agent told.
+    fn refuse(&mut self, agent: usize, ids: &RunIds, error: ActionError) {
+        let end = End::refused(error);
+        self.journal_update(ids.run, end.update(), Duration::ZERO);
+        self.answer(agent, ids, self.now, end.outcome, Vec::new());
+    }
+
     /// Tells the agent how a run went (an outcome signal in its inbox), without ending it.
     pub(super) fn tell(&mut self, agent: usize, ids: &RunIds, outcome: Outcome) {
         let slot = &self.agents[agent];
@@ -106,23 +153,7 @@ impl<A: Agent> Simulation<A> {
 
     /// A run ended: counted, kept if asked, and its outcome told to the agent.
     pub(super) fn answer(&mut self, agent: usize, ids: &RunIds, started: u64, outcome: Outcome, effects: Vec<Effect>) {
-        match outcome.status {
-            OutcomeStatus::Completed => self.counts.completed += 1,
-            OutcomeStatus::Failed => self.counts.failed += 1,
-            // (A run waiting for approval has not ended, so it is not answered here; counted as blocked if it were.)
-            OutcomeStatus::Blocked | OutcomeStatus::AwaitingApproval => self.counts.blocked += 1,
-        }
-        if self.keep_runs {
-            self.runs.push(RunRecord {
-                agent: self.agents[agent].id.clone(),
-                action: ids.action.clone(),
-                requested: Duration::from_nanos(ids.requested),
-                started: Duration::from_nanos(started),
-                ended: self.now(),
-                status: outcome.status,
-                error: outcome.error.as_ref().map(|e| e.class),
-            });
-        }
+        self.count(agent, (&ids.action, None), (ids.requested, started, self.now), &outcome);
         if outcome.status == OutcomeStatus::Completed && !effects.is_empty() {
             self.carry_out_all(agent, effects, Origin::Run);
         }
@@ -136,6 +167,36 @@ impl<A: Agent> Simulation<A> {
         }
     }
 
+    /// Counts a run that ended, and keeps it if the simulation keeps runs. `times`: when it was asked for,
+    /// started and ended, in virtual nanoseconds.
+    fn count(
+        &mut self,
+        agent: usize,
+        (action, parent_run): (&ActionId, Option<Uuid>),
+        (requested, started, ended): (u64, u64, u64),
+        outcome: &Outcome,
+    ) {
+        match outcome.status {
+            OutcomeStatus::Completed => self.counts.completed += 1,
+            OutcomeStatus::Failed => self.counts.failed += 1,
+            // (A run waiting for approval has not ended, so it is not answered here; counted as blocked if it were.)
+            OutcomeStatus::Blocked | OutcomeStatus::AwaitingApproval => self.counts.blocked += 1,
+        }
+        if self.keep_runs {
+            self.runs.push(RunRecord {
+                agent: self.agents[agent].id.clone(),
+                action: action.clone(),
+                requested: Duration::from_nanos(requested),
+                started: Duration::from_nanos(started),
+                ended: Duration::from_nanos(ended),
+                status: outcome.status,
+                error: outcome.error.as_ref().map(|e| e.class),
+                attempts: outcome.attempts,
+                parent_run,
+            });
+        }
+    }
+
     /// An approval decided: an approved run meets the gate again; a denied one is blocked.
     pub(super) fn decide(&mut self, waiting: Waiting) {
         let Waiting { agent, incarnation, ticket, granted } = waiting;
@@ -146,115 +207,224 @@ impl<A: Agent> Simulation<A> {
         if granted {
             self.through_gate(agent, Ticket { approved: true, ..ticket });
         } else {
-            let error = ActionError::denied("the run was denied by its approver");
-            self.answer(agent, &ticket.ids, self.now, Outcome::failed(&error, Duration::ZERO, 0), Vec::new());
+            self.refuse(agent, &ticket.ids, ActionError::denied("the run was denied by its approver"));
         }
     }
 
-    /// Starts a run the gate let through: every attempt is played out now (its real code, which must finish
-    /// without waiting, or its model), with retries as the action's policy says, and the run ends after the
-    /// attempts' virtual time.
+    /// Starts a run the gate let through: its whole life is played out now (see [`Simulation::play`]), and it
+    /// ends after its attempts' virtual time.
     pub(super) fn start_run(&mut self, agent: usize, action: DynAction, ticket: Ticket) {
-        let Ticket { ids, mut params, .. } = ticket;
-        let spec = action.spec().clone();
+        let Ticket { ids, params, .. } = ticket;
         let started = self.now;
         self.agents[agent].in_flight += 1;
         self.agents[agent].running.insert(ids.run, ids.clone());
-        let mut elapsed = Duration::ZERO;
-        let mut attempt = 1;
-        let mut effects = Vec::new();
-        if action.validate(&params).is_err() {
-            params = action.coerce(params);
-        }
-        let result = match action.validate(&params) {
-            Err(err) => Err(err),
-            Ok(()) => loop {
-                let (took, result, requested) = self.attempt(agent, &action, &params, &ids, attempt);
-                elapsed += took;
-                match result {
-                    Ok(output) => {
-                        effects = requested;
-                        break Ok(output);
-                    }
-                    Err(err) if should_retry(&spec, &err, attempt) => {
-                        elapsed += spec.retry.backoff(attempt, self.rng.random::<f64>());
-                        attempt += 1;
-                    }
-                    Err(err) => break Err(err),
-                }
-            },
-        };
-        let outcome = match result {
-            Ok(output) => Outcome::completed(output, elapsed, attempt),
-            Err(err) => Outcome::failed(&err, elapsed, attempt),
-        };
-        let incarnation = self.agents[agent].incarnation;
-        let at = self.now.saturating_add(nanos(elapsed));
-        let ended = Ended { agent, incarnation, ids, started, outcome, effects };
-        self.push(at, Event::RunEnded(Box::new(ended)));
-    }
-
-    /// One attempt: how long it took, its result, and the effects it asked for.
-    pub(super) fn attempt(
-        &mut self,
-        agent: usize,
-        action: &DynAction,
-        params: &Value,
-        ids: &RunIds,
-        attempt: u32,
-    ) -> (Duration, Result<Value, ActionError>, Vec<Effect>) {
-        let spec = action.spec();
-        let draw =
-            if self.faults.action_failure + self.faults.action_timeout > 0.0 { self.rng.random::<f64>() } else { 1.0 };
-        if draw < self.faults.action_failure {
-            self.fault(agent, Fault::ActionFailed { run: ids.run });
-            return (Duration::ZERO, Err(ActionError::transient("an injected fault")), Vec::new());
-        }
-        if draw < self.faults.action_failure + self.faults.action_timeout {
-            self.fault(agent, Fault::ActionTimedOut { run: ids.run });
-            return (spec.timeout, Err(ActionError::Timeout { after: spec.timeout }), Vec::new());
-        }
-        if let Some(model) = self.models.get(&spec.id) {
-            let model = model.clone();
-            let took = model.took(params, &mut self.rng);
-            if took > spec.timeout {
-                return (spec.timeout, Err(ActionError::Timeout { after: spec.timeout }), Vec::new());
-            }
-            let result = match model.failure(&mut self.rng) {
-                Some(class) => Err(ActionError::of_class(class, "a modelled failure")),
-                None => Ok((model.output)(params, &mut self.rng)),
-            };
-            return (took, result, Vec::new());
-        }
         let slot = &self.agents[agent];
-        let skill = slot.table.get(&spec.id).and_then(|r| r.skill.clone());
-        let mut ctx = ActionContext::new(slot.id.clone(), spec.id.clone())
+        let mut ctx = ActionContext::new(slot.id.clone(), ids.action.clone())
             .with_run(ids.run, ids.correlation, ids.causation, &ids.key)
             .with_policy((*slot.policy).clone())
-            .with_clock(self.time(self.now));
-        ctx.attempt = attempt;
-        if let Some(skill) = skill {
+            .with_clock(self.time(self.now))
+            .with_calls_from(&self.calls);
+        if let Some(skill) = slot.table.get(&ids.action).and_then(|r| r.skill.clone()) {
             if let Some(state) = slot.state.skill_state(&skill) {
                 ctx = ctx.with_skill_state(state.clone());
             }
             ctx = ctx.with_skill(skill);
         }
-        let requested = ctx.requested();
-        let result = run_inline(action, params.clone(), ctx);
-        let result = result.and_then(|output| action.check_output(&output).map(|()| output));
-        (Duration::ZERO, result, requested.take())
+        let (end, took) = self.play(agent, &action, params, &mut ctx);
+        let effects = match end.outcome.status {
+            OutcomeStatus::Completed => ctx.requested().take(),
+            _ => Vec::new(),
+        };
+        let incarnation = self.agents[agent].incarnation;
+        let at = self.now.saturating_add(nanos(took));
+        let ended = Ended { agent, incarnation, ids, started, end, effects };
+        self.push(at, Event::RunEnded(Box::new(ended)));
+    }
+
+    /// Plays a run's life out from now, as [`RunLife`] says: each attempt (its real code, which must finish
+    /// without waiting but for its nested calls, or its model), its retries after their backoffs, each step
+    /// journaled. Returns its end and how much virtual time it took.
+    fn play(
+        &mut self,
+        agent: usize,
+        action: &DynAction,
+        mut params: Value,
+        ctx: &mut ActionContext,
+    ) -> (End, Duration) {
+        let spec = action.spec();
+        let (mut life, mut next, _) = RunLife::admit(action, &mut params, true, Duration::ZERO);
+        let mut elapsed = Duration::ZERO;
+        loop {
+            match next {
+                Next::End(end) => {
+                    self.journal_update(ctx.run_id, end.update(), elapsed);
+                    return (end, elapsed);
+                }
+                Next::Retry { backoff, .. } => {
+                    elapsed += backoff;
+                    next = life.backoff_over();
+                }
+                Next::Attempt(_) => {
+                    let begin = life.begin(spec, ctx);
+                    self.journal_update(ctx.run_id, begin.update, elapsed);
+                    let (took, result) = self.attempt(agent, action, &params, ctx);
+                    elapsed += took;
+                    next = match result {
+                        Some(result) => life.on_ready(action, ctx, result, elapsed),
+                        None => life.on_timed_out(action, ctx, elapsed),
+                    };
+                }
+            }
+        }
+    }
+
+    /// One attempt: how long it took, and its result (`None`: it ran past its timeout). Injected faults come
+    /// first; then the action's model, if it has one, else its real code.
+    fn attempt(
+        &mut self,
+        agent: usize,
+        action: &DynAction,
+        params: &Value,
+        ctx: &ActionContext,
+    ) -> (Duration, Option<Result<Value, ActionError>>) {
+        let spec = action.spec();
+        let draw =
+            if self.faults.action_failure + self.faults.action_timeout > 0.0 { self.rng.random::<f64>() } else { 1.0 };
+        if draw < self.faults.action_failure {
+            self.fault(agent, Fault::ActionFailed { run: ctx.run_id });
+            return (Duration::ZERO, Some(Err(ActionError::transient("an injected fault"))));
+        }
+        if draw < self.faults.action_failure + self.faults.action_timeout {
+            self.fault(agent, Fault::ActionTimedOut { run: ctx.run_id });
+            return (spec.timeout, None);
+        }
+        if let Some(model) = self.models.get(&spec.id) {
+            let model = model.clone();
+            let took = model.took(params, &mut self.rng);
+            if took > spec.timeout {
+                return (spec.timeout, None);
+            }
+            let result = match model.failure(&mut self.rng) {
+                Some(class) => Err(ActionError::of_class(class, "a modelled failure")),
+                None => Ok((model.output)(params, &mut self.rng)),
+            };
+            return (took, Some(result));
+        }
+        let (took, result) = self.run_inline(agent, action, params.clone(), ctx.clone());
+        match took > spec.timeout {
+            true => (spec.timeout, None),
+            false => (took, Some(result)),
+        }
+    }
+
+    /// Runs an action's real code to its end without waiting on the world: it is polled, its nested calls
+    /// are played (each through the gate, as a run of its own) and answered, and it is polled again, until it
+    /// ends. An action that waits on anything else (I/O, a timer, another task) fails `Critical`, since a
+    /// simulation cannot wait on the world; such an action needs an action model. A panic is `Critical` too,
+    /// as live. Returns the virtual time its nested calls took (one after the other) and its result.
+    fn run_inline(
+        &mut self,
+        agent: usize,
+        action: &DynAction,
+        params: Value,
+        ctx: ActionContext,
+    ) -> (Duration, Result<Value, ActionError>) {
+        let id = action.spec().id.clone();
+        let panicked = || ActionError::critical(format!("action `{id}` panicked"));
+        let Ok(mut future) = catch_unwind(AssertUnwindSafe(|| action.invoke(params, ctx))) else {
+            return (Duration::ZERO, Err(panicked()));
+        };
+        let mut took = Duration::ZERO;
+        loop {
+            let polled =
+                catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut Context::from_waker(Waker::noop()))));
+            match polled {
+                Ok(Poll::Ready(result)) => return (took, result),
+                Err(_) => return (took, Err(panicked())),
+                Ok(Poll::Pending) => {
+                    let calls = std::mem::take(&mut *lock(&self.call_queue));
+                    if calls.is_empty() {
+                        let waited = format!(
+                            "action `{id}` waited on something outside the simulation; give it an action model"
+                        );
+                        return (took, Err(ActionError::critical(waited)));
+                    }
+                    for call in calls {
+                        let (call_took, result) = self.nested_call(agent, &call.caller, call.action, call.params);
+                        took += call_took;
+                        *lock(&call.answer) = Some(result);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A nested call of `action` from `caller`'s run, as live: the depth limit, the gate (an approval asked of
+    /// the simulation's approver, whose delay the call waits), the called run's whole life, and what it leaves
+    /// its caller ([`nested::fold`]). Returns the virtual time it took and what the caller's `ctx.call` gets.
+    fn nested_call(
+        &mut self,
+        agent: usize,
+        caller: &ActionContext,
+        action: ActionId,
+        params: Value,
+    ) -> (Duration, Result<Value, ActionError>) {
+        if let Some(error) = nested::too_deep(caller, &action, self.max_call_depth) {
+            return (Duration::ZERO, Err(error));
+        }
+        let run = self.fresh_id();
+        let requested = self.now;
+        self.journal_queued(agent, (run, &action, caller.correlation_id, Some(caller.run_id)), &params);
+        let slot = &self.agents[agent];
+        let skill = slot.table.get(&action).and_then(|r| r.skill.clone());
+        let skill = skill.map(|skill| {
+            let state = slot.state.skill_state(&skill).cloned().unwrap_or(Value::Null);
+            (skill, state)
+        });
+        let mut ctx = nested::context(caller, action.clone(), run, skill);
+        let mut waited = Duration::ZERO;
+        let admitted = match gate(&slot.table, &slot.policy, &slot.id, &action, true) {
+            Gate::Refused(error) => Err(error),
+            Gate::Pass(admitted) => Ok(admitted),
+            Gate::NeedsApproval(admitted, _) => {
+                self.journal_update(run, awaiting_approval(), Duration::ZERO);
+                let (granted, after) = self.approver();
+                self.fault(agent, Fault::Approval { run, granted });
+                waited = after;
+                match granted {
+                    true => Ok(admitted),
+                    false => Err(ActionError::denied("the run was denied by its approver")),
+                }
+            }
+        };
+        let (end, took) = match admitted {
+            Ok(admitted) => {
+                nested::entering(caller, admitted.spec());
+                self.play(agent, &admitted, params, &mut ctx)
+            }
+            Err(error) => {
+                let end = End::refused(error);
+                self.journal_update(run, end.update(), waited);
+                (end, Duration::ZERO)
+            }
+        };
+        let ended = self.now.saturating_add(nanos(waited + took));
+        let started = self.now.saturating_add(nanos(waited));
+        self.count(agent, (&action, Some(caller.run_id)), (requested, started, ended), &end.outcome);
+        let End { outcome, error, .. } = end;
+        (waited + took, nested::fold(caller, &ctx, outcome, error))
     }
 
     /// A run's end: its slot freed, the agent told, the next queued run started.
     pub(super) fn run_ended(&mut self, ended: Ended) {
-        let Ended { agent, incarnation, ids, started, outcome, effects } = ended;
+        let Ended { agent, incarnation, ids, started, end, effects } = ended;
         let slot = &mut self.agents[agent];
         if !slot.alive || slot.incarnation != incarnation {
             return;
         }
         slot.in_flight -= 1;
         slot.running.remove(&ids.run);
-        self.answer(agent, &ids, started, outcome, effects);
+        self.answer(agent, &ids, started, end.outcome, effects);
         self.launch_queued(agent);
     }
 
@@ -264,23 +434,46 @@ impl<A: Agent> Simulation<A> {
             self.through_gate(agent, next);
         }
     }
+
+    /// Journals a run asked for now, as queued, if the simulation keeps a journal: `(run, action, correlation,
+    /// parent run)`.
+    pub(super) fn journal_queued(
+        &mut self,
+        agent: usize,
+        (run, action, correlation, parent_run): (Uuid, &ActionId, Uuid, Option<Uuid>),
+        params: &Value,
+    ) {
+        let Some(journal) = &self.journal else { return };
+        let at = self.time(self.now);
+        let record = agentry::store::RunRecord {
+            run,
+            agent: self.agents[agent].id.clone(),
+            action: action.clone(),
+            params_digest: agentry::store::params_digest(params),
+            correlation,
+            parent_run,
+            history: vec![(RunStatus::Queued, at)],
+            attempts: 0,
+            latency: None,
+            cost: None,
+            error: None,
+        };
+        // The in-memory journal refuses nothing new.
+        let recorded = journal.record(record);
+        debug_assert!(recorded.is_ok(), "{recorded:?}");
+    }
+
+    /// Journals a change to a run, `after` its start in virtual time, if the simulation keeps a journal.
+    pub(super) fn journal_update(&mut self, run: Uuid, update: RunUpdate, after: Duration) {
+        let Some(journal) = &self.journal else { return };
+        let at = self.time(self.now.saturating_add(nanos(after)));
+        // Every run is journaled as queued before it changes.
+        let updated = journal.update(run, update, at);
+        debug_assert!(updated.is_ok(), "{updated:?}");
+    }
 }
 
-/// Runs an action's real code to its end without waiting: it is polled once, and an action that would wait
-/// (on I/O, a timer, another task) fails `Critical`, since a simulation cannot wait on the world; such an
-/// action needs an action model. A panic is `Critical` too, as live.
-fn run_inline(action: &DynAction, params: Value, ctx: ActionContext) -> Result<Value, ActionError> {
-    let id = action.spec().id.clone();
-    let polled = catch_unwind(AssertUnwindSafe(|| {
-        let mut future = action.invoke(params, ctx);
-        let mut context = Context::from_waker(Waker::noop());
-        future.as_mut().poll(&mut context)
-    }));
-    match polled {
-        Ok(Poll::Ready(result)) => result,
-        Ok(Poll::Pending) => Err(ActionError::critical(format!(
-            "action `{id}` waited on something outside the simulation; give it an action model"
-        ))),
-        Err(_) => Err(ActionError::critical(format!("action `{id}` panicked"))),
-    }
+/// The journal's change for a run that waits for approval.
+fn awaiting_approval() -> RunUpdate {
+    RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() }
 }

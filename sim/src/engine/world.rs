@@ -117,6 +117,9 @@ impl<A: Agent> Simulation<A> {
         self.fault(victim, Fault::Crashed { runs_lost: lost.len() });
         for ids in lost {
             let error = ActionError::interrupted("the agent crashed while the run was in flight");
+            let update =
+                RunUpdate { status: Some(RunStatus::Failed), error: Some(error.class()), ..Default::default() };
+            self.journal_update(ids.run, update, Duration::ZERO);
             self.answer(victim, &ids, self.now, Outcome::failed(&error, Duration::ZERO, 1), Vec::new());
         }
         self.launch_queued(victim);
