@@ -55,6 +55,8 @@ pub struct RunLife {
 }
 
 /// What a driver does next with a run.
+// Returned by value and matched at once: boxing the end would cost every run an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Next {
     /// Begin attempt `n` ([`RunLife::begin`]), then run the action and report its result
@@ -277,6 +279,22 @@ impl RunLife {
         let kind =
             EventKind::ActionFailed { action: action.clone(), class: ErrorClass::Cancelled, message: why.into() };
         (update, kind)
+    }
+
+    /// The journal record of a run the gate parked until it is approved.
+    pub fn asked() -> RunUpdate {
+        RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() }
+    }
+
+    /// The journal record of a parked run its approver approved: it meets the gate again, and is never asked
+    /// about again (retries included).
+    pub fn approved() -> RunUpdate {
+        RunUpdate { status: Some(RunStatus::Approved), ..RunUpdate::default() }
+    }
+
+    /// The error a parked run its approver denied is refused with ([`End::refused`]).
+    pub fn denied() -> ActionError {
+        ActionError::denied("the run was denied by its approver")
     }
 
     fn latency(&self, now: Duration) -> Duration {

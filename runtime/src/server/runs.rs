@@ -12,8 +12,9 @@ use crate::error::RuntimeError;
 use crate::events::EventKind;
 use crate::interpret::Origin;
 use crate::messages::{Admitted, Invoker, Requester, RunRequest, ServerMsg};
+use crate::run_life::RunLife;
 use crate::runner::{RunInHand, Start};
-use crate::store::{DraftIds, RecordDraft, RunStatus, RunUpdate, Unwritten};
+use crate::store::{DraftIds, RecordDraft, RunUpdate, Unwritten};
 use crate::table::{Gate, gate};
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
@@ -171,7 +172,7 @@ impl<A: Agent> ServerState<A> {
             let _ = reply.send(Err(RuntimeError::NeedsApproval { agent: self.agent.id.clone(), action, risk, run }));
             return;
         }
-        self.journal(run, RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() });
+        self.journal(run, RunLife::asked());
         self.announce_asked(&ticket, risk, contract, digest);
         if let Requester::Agent { .. } = ticket.by {
             let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
@@ -294,10 +295,10 @@ impl<A: Agent> ServerState<A> {
         let kind = EventKind::ApprovalGiven { action: ticket.run.ctx.action_id.clone(), approved: approve };
         self.shared.events.announce(&self.agent.id, Some(run), Some(ticket.run.ctx.correlation_id), kind);
         if approve {
-            self.journal(run, RunUpdate { status: Some(RunStatus::Approved), ..RunUpdate::default() });
+            self.journal(run, RunLife::approved());
             self.through_gate(Ticket { approved: true, ..ticket });
         } else {
-            self.refuse(ticket, ActionError::denied("the run was denied by its approver"));
+            self.refuse(ticket, RunLife::denied());
         }
         Ok(())
     }

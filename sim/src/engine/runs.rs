@@ -104,7 +104,7 @@ impl<A: Agent> Simulation<A> {
         match gate(&slot.table, &slot.policy, &slot.id, &ticket.ids.action, true) {
             Gate::Refused(error) => self.refuse(agent, &ticket.ids, error),
             Gate::NeedsApproval(_, risk) if !approved => {
-                self.journal_update(ticket.ids.run, awaiting_approval(), Duration::ZERO);
+                self.journal_update(ticket.ids.run, RunLife::asked(), Duration::ZERO);
                 let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
                 self.tell(agent, &ticket.ids, waiting);
                 let (granted, after) = self.approver();
@@ -205,9 +205,10 @@ impl<A: Agent> Simulation<A> {
             return;
         }
         if granted {
+            self.journal_update(ticket.ids.run, RunLife::approved(), Duration::ZERO);
             self.through_gate(agent, Ticket { approved: true, ..ticket });
         } else {
-            self.refuse(agent, &ticket.ids, ActionError::denied("the run was denied by its approver"));
+            self.refuse(agent, &ticket.ids, RunLife::denied());
         }
     }
 
@@ -387,13 +388,16 @@ impl<A: Agent> Simulation<A> {
             Gate::Refused(error) => Err(error),
             Gate::Pass(admitted) => Ok(admitted),
             Gate::NeedsApproval(admitted, _) => {
-                self.journal_update(run, awaiting_approval(), Duration::ZERO);
+                self.journal_update(run, RunLife::asked(), Duration::ZERO);
                 let (granted, after) = self.approver();
                 self.fault(agent, Fault::Approval { run, granted });
                 waited = after;
                 match granted {
-                    true => Ok(admitted),
-                    false => Err(ActionError::denied("the run was denied by its approver")),
+                    true => {
+                        self.journal_update(run, RunLife::approved(), waited);
+                        Ok(admitted)
+                    }
+                    false => Err(RunLife::denied()),
                 }
             }
         };
@@ -471,9 +475,4 @@ impl<A: Agent> Simulation<A> {
         let updated = journal.update(run, update, at);
         debug_assert!(updated.is_ok(), "{updated:?}");
     }
-}
-
-/// The journal's change for a run that waits for approval.
-fn awaiting_approval() -> RunUpdate {
-    RunUpdate { status: Some(RunStatus::AwaitingApproval), ..RunUpdate::default() }
 }
