@@ -19,7 +19,7 @@
 //! let action = DynAction::new(spec, |_, _| Box::pin(async { Ok(json!("pong")) })).unwrap();
 //! let mut ctx = ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("net.ping").unwrap());
 //! let mut params = json!({});
-//! let (mut life, next) = RunLife::admit(&action, &mut params, true, Duration::ZERO);
+//! let (mut life, next, _) = RunLife::admit(&action, &mut params, true, Duration::ZERO);
 //! assert!(matches!(next, Next::Attempt(1)));
 //! life.begin(action.spec(), &mut ctx);
 //! // The driver runs the attempt; it failed in a way worth another try.
