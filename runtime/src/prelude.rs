@@ -7,7 +7,7 @@
 //! - reading what a run did: [`Outcome`], [`OutcomeStatus`], [`RunReport`], [`ErrorClass`];
 //! - running them: [`Runtime`], [`RuntimeBuilder`], [`SpawnOptions`], [`AgentRef`], [`RuntimeError`],
 //!   [`RestartPolicy`], [`Policy`], and the journal's [`RunQuery`] and [`RunStatus`];
-//! - skills as values: [`Skill`], [`SkillDefinition`], [`Catalog`], [`DynAction`].
+//! - skills as values: [`Skill`](struct@Skill), [`SkillDefinition`], [`Catalog`], [`DynAction`].
 //!
 //! ```
 //! use agentry::prelude::*;

@@ -2,8 +2,8 @@
 //! deploy, on virtual time with one seeded generator.
 //!
 //! - **Semantics shared with the runtime.** Agents consume signals through the same pure `step`; effects mean
-//!   what [`agentry::interpret`] says (the module the AgentServer carries out); runs pass the same gate
-//!   ([`agentry::table`]) and come back as the same `action.*` signals.
+//!   what [`agentry::driver::interpret`] says (as the AgentServer carries them out); runs pass the same
+//!   gate ([`agentry::driver::gate`]) and come back as the same `action.*` signals.
 //! - **Actions** run their real code when it finishes without waiting, or follow an [`ActionModel`]
 //!   (latency, failures by class, output). Timers and `system.wait`-style waits advance virtual time only.
 //! - **Faults** ([`Faults`]): action failures and timeouts, lost, late or doubled messages, crashes, approvals

@@ -2,7 +2,8 @@
 
 use crate::failure::CheckFailure;
 use crate::schema;
-use agentry::action::{ActionContext, ActionError, DynAction, ErrorClass};
+use agentry::action::{ActionError, DynAction, ErrorClass};
+use agentry::driver::ContextBuilder;
 use agentry::effect::Effect;
 use agentry::id::{ActionId, AgentId};
 use agentry::policy::Policy;
@@ -156,16 +157,16 @@ impl ActionHarness {
                 calls: Vec::new(),
             };
         }
-        let ctx = ActionContext::new(self.agent.clone(), self.action.spec().id.clone())
-            .with_drive(self.drive.path())
-            .with_policy(self.policy.clone())
-            .with_skill_state(self.skill_state.clone())
-            .with_clock(self.clock)
-            .with_seed(self.seed);
+        let ctx = ContextBuilder::new(self.agent.clone(), self.action.spec().id.clone())
+            .drive(self.drive.path())
+            .policy(self.policy.clone())
+            .skill_state(self.skill_state.clone())
+            .clock(self.clock)
+            .seed(self.seed);
         let calls: Arc<Mutex<Vec<(ActionId, Value)>>> = Arc::default();
         let answers = self.answers.clone();
         let made = calls.clone();
-        let ctx = ctx.with_calls(move |_ctx, action, params| {
+        let ctx = ctx.answering(move |_ctx, action, params| {
             made.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((action.clone(), params.clone()));
             let result = match answers.get(&action) {
                 Some(answer) => answer(params),
@@ -175,7 +176,8 @@ impl ActionHarness {
             };
             Box::pin(async move { result })
         });
-        let requested = ctx.requested();
+        let ctx = ctx.build();
+        let requested = agentry::driver::requested(&ctx);
         let timeout = self.action.spec().timeout;
         // An action may panic while it builds its future (before its first await), not only while it runs.
         let joined = match std::panic::catch_unwind(AssertUnwindSafe(|| self.action.invoke(params, ctx))) {

@@ -4,13 +4,12 @@
 use agentry::Signal;
 use agentry::action::{ActionError, Outcome};
 use agentry::agent::{Agent, AgentState, StartError, start, step};
+use agentry::driver::{self, ActionTable, Command, Gate, Origin, RunRef, gate, interpret};
 use agentry::effect::{Effect, EffectRefusal, Target};
 use agentry::id::{ActionId, AgentId, SkillId};
-use agentry::interpret::{Command, Origin, interpret};
-use agentry::kinds::{self, RunRef};
+use agentry::kinds;
 use agentry::policy::Policy;
 use agentry::skill::{Catalog, mount, unmount};
-use agentry::table::{ActionTable, Gate, gate};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
@@ -567,7 +566,8 @@ impl<A: Agent> AgentHarness<A> {
     /// in its inbox, as live.
     fn mount_refused(&mut self, (skill, mounting): (SkillId, bool), origin: Origin<'_>, reason: String) {
         let stamp = (self.fresh_id(), self.time());
-        if let Some(signal) = kinds::mount_failed_at(&self.source, (&skill, mounting), &reason, origin.cause(), stamp) {
+        if let Some(signal) = driver::mount_failed_at(&self.source, (&skill, mounting), &reason, origin.cause(), stamp)
+        {
             self.inbox.push_back(signal);
         }
         self.said.refused.push(Command::mount_failed(mounting, skill, origin, reason));
@@ -636,7 +636,7 @@ impl<A: Agent> AgentHarness<A> {
         let stamp = (self.fresh_id(), self.time());
         let reference =
             RunRef { run: run.id, action: &run.action, correlation: run.correlation, causation: run.causation };
-        if let Some(signal) = kinds::action_outcome_at(&self.source, reference, outcome, stamp) {
+        if let Some(signal) = driver::action_outcome_at(&self.source, reference, outcome, stamp) {
             self.inbox.push_back(signal);
         }
     }

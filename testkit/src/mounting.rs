@@ -155,7 +155,7 @@ impl Model {
         if !missing.is_empty() {
             return Expected::Missing(skill.id().clone(), missing);
         }
-        let fits = skill.make_state(opts).is_ok_and(|state| skill.state_errors(&state).is_empty());
+        let fits = agentry::driver::make_state(skill, opts).is_ok_and(|state| skill.state_errors(&state).is_empty());
         if !fits {
             return Expected::InvalidState(skill.id().clone());
         }
@@ -319,7 +319,7 @@ impl<'a> Machine<'a> {
         if !skill.state_errors(opts).is_empty() {
             return Ok(());
         }
-        let Ok(state) = skill.make_state(opts) else { return Ok(()) };
+        let Ok(state) = agentry::driver::make_state(skill, opts) else { return Ok(()) };
         let errors = skill.state_errors(&state);
         if errors.is_empty() {
             return Ok(());

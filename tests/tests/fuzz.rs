@@ -6,7 +6,8 @@
 //! needs a nightly toolchain, and this project builds with stable only. Each property runs a CI-sized number of
 //! cases; set `AGENTRY_FUZZ_CASES` for a longer run by hand (say `AGENTRY_FUZZ_CASES=200000`).
 
-use agentry::action::{ActionContext, Capability, DynAction};
+use agentry::action::{Capability, DynAction};
+use agentry::driver::ContextBuilder;
 use agentry::effect::Effect;
 use agentry::id::{ActionId, AgentId};
 use agentry::policy::Policy;
@@ -176,9 +177,11 @@ fn real_actions_never_panic_on_any_params() {
         .run(&input, |(name, params)| {
             let action = actions.iter().find(|a| a.spec().id.as_str() == name).expect("a real action");
             if action.validate(&params).is_ok() {
-                let ctx = ActionContext::new(AgentId::new("fuzz").expect("an id"), ActionId::new(name).expect("an id"))
-                    .with_drive(drive.path())
-                    .with_policy(Policy::default().grant(Capability::FS));
+                let ctx =
+                    ContextBuilder::new(AgentId::new("fuzz").expect("an id"), ActionId::new(name).expect("an id"))
+                        .drive(drive.path())
+                        .policy(Policy::default().grant(Capability::FS))
+                        .build();
                 // Any result is fine; a panic is not (the test harness reports it as a failure).
                 let _ = runtime.block_on(async {
                     tokio::time::timeout(std::time::Duration::from_secs(5), action.invoke(params, ctx)).await

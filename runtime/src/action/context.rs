@@ -240,12 +240,13 @@ impl RunServices for CallsOnly {
 }
 
 /// A way to answer nested calls ([`ActionContext::call`]) that many contexts share
-/// ([`ActionContext::with_calls_from`]): one allocation, however many runs use it.
+/// ([`ContextBuilder::calls`](crate::driver::ContextBuilder::calls)): one allocation, however many runs use it.
 #[derive(Clone)]
 pub struct Calls(Arc<dyn RunServices>);
 
 impl Calls {
-    /// Calls answered by `answer` (as [`ActionContext::with_calls`] does); jobs stay unavailable.
+    /// Calls answered by `answer` (as [`ContextBuilder::answering`](crate::driver::ContextBuilder::answering)
+    /// does); jobs stay unavailable.
     pub fn answering(
         answer: impl Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync + 'static,
     ) -> Self {
@@ -383,7 +384,7 @@ impl fmt::Debug for ActionContext {
     }
 }
 
-/// The effects a run asked for through its context; see [`ActionContext::requested`].
+/// The effects a run asked for through its context; see [`requested`](crate::driver::requested).
 pub struct Requested(Arc<RunScope>);
 
 impl Requested {
@@ -449,14 +450,14 @@ impl ActionContext {
     }
 
     /// The same context with this drive folder (for direct invocation, e.g. testing a file skill).
-    pub fn with_drive(mut self, drive: impl Into<PathBuf>) -> Self {
+    pub(crate) fn with_drive(mut self, drive: impl Into<PathBuf>) -> Self {
         self.scope_mut().drive = Some(Arc::from(drive.into()));
         self
     }
 
     /// The same context for a run that a driver other than the runtime starts (the simulator): its ids and its
     /// idempotency key are given rather than made, so they are the same on every run of a seeded simulation.
-    pub fn with_run(mut self, run: Uuid, correlation: Uuid, causation: Option<Uuid>, key: &str) -> Self {
+    pub(crate) fn with_run(mut self, run: Uuid, correlation: Uuid, causation: Option<Uuid>, key: &str) -> Self {
         self.run_id = run;
         self.correlation_id = correlation;
         self.causation_id = causation;
@@ -469,19 +470,19 @@ impl ActionContext {
     }
 
     /// The same context, run from this skill.
-    pub fn with_skill(mut self, skill: SkillId) -> Self {
+    pub(crate) fn with_skill(mut self, skill: SkillId) -> Self {
         self.scope_mut().skill = Some(skill);
         self
     }
 
     /// A handle on the effects the action asks for through this context ([`ActionContext::effect`]), for a
     /// driver to interpret once the run completed.
-    pub fn requested(&self) -> Requested {
+    pub(crate) fn requested(&self) -> Requested {
         Requested(self.scope.clone())
     }
 
     /// The same context with this skill state (for direct invocation).
-    pub fn with_skill_state(mut self, state: Value) -> Self {
+    pub(crate) fn with_skill_state(mut self, state: Value) -> Self {
         self.scope_mut().skill_state = state;
         self
     }
@@ -489,7 +490,7 @@ impl ActionContext {
     /// The same context, answering the action's nested calls ([`ActionContext::call`]) with `answer`, for
     /// direct invocation (a test harness that captures the calls and plays the called actions). Jobs stay
     /// unavailable, as for any context made with [`ActionContext::new`].
-    pub fn with_calls(
+    pub(crate) fn with_calls(
         mut self,
         answer: impl Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync + 'static,
     ) -> Self {
@@ -499,13 +500,13 @@ impl ActionContext {
 
     /// The same context, answering the action's nested calls with `calls` (made once, and shared by every
     /// context a driver makes: the simulator answers every run's calls this way).
-    pub fn with_calls_from(mut self, calls: &Calls) -> Self {
+    pub(crate) fn with_calls_from(mut self, calls: &Calls) -> Self {
         self.scope_mut().link = Some(Link { services: calls.0.clone(), job: None });
         self
     }
 
     /// The time now, for an action that needs it: the wall clock in a live runtime, the virtual time in a
-    /// simulation, the fixed instant a test gave ([`ActionContext::with_clock`]). Read time here rather than
+    /// simulation, the fixed instant a test gave ([`ContextBuilder::clock`](crate::driver::ContextBuilder::clock)). Read time here rather than
     /// from the system, and the action stays deterministic wherever it is driven.
     pub fn now(&self) -> DateTime<Utc> {
         match self.scope.clock {
@@ -514,7 +515,7 @@ impl ActionContext {
         }
     }
 
-    /// A seed for the action's randomness: the one a test gave ([`ActionContext::with_seed`]), else one
+    /// A seed for the action's randomness: the one a test gave ([`ContextBuilder::seed`](crate::driver::ContextBuilder::seed)), else one
     /// derived from the run id, so it is the same across a run's retries and, in a seeded simulation (whose
     /// run ids come from its generator), the same on every replay.
     pub fn seed(&self) -> u64 {
@@ -530,11 +531,12 @@ impl ActionContext {
     /// ids come on every replay. Make ids here rather than with `Uuid::now_v7()`.
     ///
     /// ```
-    /// use agentry::action::ActionContext;
+    /// use agentry::driver::ContextBuilder;
     /// use agentry::id::{ActionId, AgentId};
-    /// let ctx = || ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("x.y").unwrap())
-    ///     .with_seed(7)
-    ///     .with_clock(chrono::DateTime::UNIX_EPOCH);
+    /// let ctx = || ContextBuilder::new(AgentId::new("a").unwrap(), ActionId::new("x.y").unwrap())
+    ///     .seed(7)
+    ///     .clock(chrono::DateTime::UNIX_EPOCH)
+    ///     .build();
     /// let (one, two) = (ctx(), ctx());
     /// assert_eq!(one.new_id(), two.new_id(), "the same seed, clock and place: the same id");
     /// assert_ne!(one.new_id(), one.new_id(), "each id of a run is its own");
@@ -561,19 +563,19 @@ impl ActionContext {
     }
 
     /// The same context with time standing still at `at` (for a deterministic driver or a test).
-    pub fn with_clock(mut self, at: DateTime<Utc>) -> Self {
+    pub(crate) fn with_clock(mut self, at: DateTime<Utc>) -> Self {
         self.scope_mut().clock = Clock::Fixed(at);
         self
     }
 
     /// The same context with this seed (for a test).
-    pub fn with_seed(mut self, seed: u64) -> Self {
+    pub(crate) fn with_seed(mut self, seed: u64) -> Self {
         self.scope_mut().seed = Some(seed);
         self
     }
 
     /// The same context under this policy (for direct invocation).
-    pub fn with_policy(mut self, policy: Policy) -> Self {
+    pub(crate) fn with_policy(mut self, policy: Policy) -> Self {
         self.scope_mut().policy = Arc::new(policy);
         self
     }
@@ -606,10 +608,11 @@ impl ActionContext {
     /// bytes), else a `Validation` error; without a data folder the run is `Denied`, as for [`Self::drive`].
     ///
     /// ```
-    /// # use agentry::action::{ActionContext, IfDriveExists};
+    /// # use agentry::action::IfDriveExists;
+    /// # use agentry::driver::ContextBuilder;
     /// # use agentry::id::{ActionId, AgentId};
     /// let home = std::env::temp_dir().join(format!("agentry-doc-{}", std::process::id()));
-    /// let ctx = ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("notes.start").unwrap()).with_drive(&home);
+    /// let ctx = ContextBuilder::new(AgentId::new("a").unwrap(), ActionId::new("notes.start").unwrap()).drive(&home).build();
     /// let first = ctx.sub_drive("task", IfDriveExists::Rename).unwrap();
     /// let second = ctx.sub_drive("task", IfDriveExists::Rename).unwrap();
     /// assert_eq!((first.file_name().unwrap(), second.file_name().unwrap()), ("task".as_ref(), "task (1)".as_ref()));

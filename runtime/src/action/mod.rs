@@ -7,7 +7,7 @@
 
 mod caller;
 mod coerce;
-mod context;
+pub(crate) mod context;
 mod dynamic;
 
 pub(crate) use crate::contract::{may_retry_after, report_box};
@@ -16,7 +16,7 @@ pub use caller::{
     approval_digest,
 };
 pub use coerce::coerce;
-pub use context::{ActionContext, Calls, Frame, IfDriveExists, Requested};
+pub use context::{ActionContext, Frame, IfDriveExists};
 pub(crate) use context::{
     BoxFuture, Clock, Link, RunKey, RunScope, RunServices, RunSink, Stack, input_key_prefix, new_incarnation,
 };

@@ -491,9 +491,9 @@ mod tests {
         fn a_typed_outcome_signal_is_its_json(outcome in outcome(), run in any::<u128>()) {
             let action = ActionId::new("noop.run").expect("a valid id");
             let run_id = Uuid::from_u128(run);
-            let run = crate::kinds::RunRef { run: run_id, action: &action, correlation: Uuid::nil(), causation: None };
+            let run = crate::kinds::stamped::RunRef { run: run_id, action: &action, correlation: Uuid::nil(), causation: None };
             let stamp = (Uuid::from_u128(1), chrono::DateTime::UNIX_EPOCH);
-            let typed = crate::kinds::action_outcome_at(&"agentry".into(), run, outcome.clone(), stamp).expect("a signal");
+            let typed = crate::kinds::stamped::action_outcome_at(&"agentry".into(), run, outcome.clone(), stamp).expect("a signal");
             // A cost that is not a number reads as none in both forms (JSON has no NaN).
             let outcome = Outcome { cost: outcome.cost.filter(|cost| cost.is_finite()), ..outcome };
             let report = RunReport { run_id, action: action.clone(), outcome };

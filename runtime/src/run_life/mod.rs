@@ -1,37 +1,4 @@
-//! A run's life as one pure state machine: what happens to a run once the gate let it through — its params
-//! checked (and coerced where that is safe), each attempt begun, its result judged against the action's
-//! contract, retries with backoff and jitter as the action's design allows, and how it ends, with its cost
-//! and artifacts — and the journal records and events each step makes. Nested calls follow the rules in
-//! [`nested`].
-//!
-//! It takes events (admitted, an attempt's result, a timeout, a backoff over, a failure of the driver) with the
-//! time they happened at, and answers with what to do next ([`Next`]). It never awaits and never reads a clock:
-//! the agent's server drives it on tokio time, the simulator on virtual time, so a run means the same in both.
-//!
-//! ```
-//! use agentry::action::{ActionContext, ActionError, ActionSpec, DynAction, OutcomeStatus, RetryPolicy};
-//! use agentry::driver::{Next, RunLife};
-//! use agentry::id::{ActionId, AgentId};
-//! use serde_json::json;
-//! use std::time::Duration;
-//!
-//! let spec = ActionSpec::new("net.ping", "Pings.").unwrap().retry(RetryPolicy::attempts(2));
-//! let action = DynAction::new(spec, |_, _| Box::pin(async { Ok(json!("pong")) })).unwrap();
-//! let mut ctx = ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("net.ping").unwrap());
-//! let mut params = json!({});
-//! let (mut life, next, _) = RunLife::admit(&action, &mut params, true, Duration::ZERO);
-//! assert!(matches!(next, Next::Attempt(1)));
-//! life.begin(action.spec(), &mut ctx);
-//! // The driver runs the attempt; it failed in a way worth another try.
-//! let next = life.on_ready(&action, &ctx, Err(ActionError::transient("flaky")), Duration::from_millis(5));
-//! let Next::Retry { backoff, .. } = next else { panic!("a transient failure is retried") };
-//! // The driver waits the backoff out, then begins the next attempt, which completes.
-//! assert!(matches!(life.backoff_over(), Next::Attempt(2)));
-//! life.begin(action.spec(), &mut ctx);
-//! let now = Duration::from_millis(5) + backoff + Duration::from_millis(5);
-//! let Next::End(end) = life.on_ready(&action, &ctx, Ok(json!("pong")), now) else { panic!("it ended") };
-//! assert_eq!((end.outcome.status, end.outcome.attempts, end.outcome.latency), (OutcomeStatus::Completed, 2, now));
-//! ```
+//! A run's life as one pure state machine ([`RunLife`]), and the rules of nested calls ([`nested`]).
 
 pub mod nested;
 
@@ -45,7 +12,42 @@ use crate::store::{RunStatus, RunUpdate};
 use serde_json::Value;
 use std::time::Duration;
 
-/// One run's life after the gate (see the [module](self)). Small and plain: a driver keeps it beside the run.
+/// A run's life as one pure state machine: what happens to a run once the gate let it through — its params
+/// checked (and coerced where that is safe), each attempt begun, its result judged against the action's
+/// contract, retries with backoff and jitter as the action's design allows, and how it ends, with its cost
+/// and artifacts — and the journal records and events each step makes. Nested calls follow the rules in
+/// [`nested`](crate::driver::nested).
+///
+/// It takes events (admitted, an attempt's result, a timeout, a backoff over, a failure of the driver) with the
+/// time they happened at, and answers with what to do next ([`Next`]). It never awaits and never reads a clock:
+/// the agent's server drives it on tokio time, the simulator on virtual time, so a run means the same in both.
+///
+/// ```
+/// use agentry::action::{ActionContext, ActionError, ActionSpec, DynAction, OutcomeStatus, RetryPolicy};
+/// use agentry::driver::{Next, RunLife};
+/// use agentry::id::{ActionId, AgentId};
+/// use serde_json::json;
+/// use std::time::Duration;
+///
+/// let spec = ActionSpec::new("net.ping", "Pings.").unwrap().retry(RetryPolicy::attempts(2));
+/// let action = DynAction::new(spec, |_, _| Box::pin(async { Ok(json!("pong")) })).unwrap();
+/// let mut ctx = ActionContext::new(AgentId::new("a").unwrap(), ActionId::new("net.ping").unwrap());
+/// let mut params = json!({});
+/// let (mut life, next, _) = RunLife::admit(&action, &mut params, true, Duration::ZERO);
+/// assert!(matches!(next, Next::Attempt(1)));
+/// life.begin(action.spec(), &mut ctx);
+/// // The driver runs the attempt; it failed in a way worth another try.
+/// let next = life.on_ready(&action, &ctx, Err(ActionError::transient("flaky")), Duration::from_millis(5));
+/// let Next::Retry { backoff, .. } = next else { panic!("a transient failure is retried") };
+/// // The driver waits the backoff out, then begins the next attempt, which completes.
+/// assert!(matches!(life.backoff_over(), Next::Attempt(2)));
+/// life.begin(action.spec(), &mut ctx);
+/// let now = Duration::from_millis(5) + backoff + Duration::from_millis(5);
+/// let Next::End(end) = life.on_ready(&action, &ctx, Ok(json!("pong")), now) else { panic!("it ended") };
+/// assert_eq!((end.outcome.status, end.outcome.attempts, end.outcome.latency), (OutcomeStatus::Completed, 2, now));
+/// ```
+///
+/// Small and plain: a driver keeps it beside the run.
 #[derive(Debug, Clone)]
 pub struct RunLife {
     /// The attempt begun last (0 before the first).

@@ -32,7 +32,7 @@ pub(crate) fn next_key(caller: &ActionContext) -> RunKey {
     RunKey::Within { caller: caller.idempotency_key().into(), index: sink.calls }
 }
 
-/// The context of run `run`, a call of `action` from `caller`'s run made with [`next_key`]: the caller's
+/// The context of run `run`, a call of `action` from `caller`'s run, keyed as the caller's next call: the caller's
 /// chain, policy, clock, seed and outside caller, the caller's stack with a frame of its own, and the skill
 /// that provides `action` with its state. For a driver that has no drive folders (the simulator); it answers
 /// the called run's own nested calls as `caller` does.

@@ -168,9 +168,8 @@ impl Skill {
     }
 
     /// What the skill's own initial-state function makes of these options, before the state schema is
-    /// checked: `Err` when it refuses the options. [`Skill::initial_state`] is this plus the check; a test kit
-    /// uses the two apart to tell options a skill refuses from a state that breaks the skill's own schema.
-    pub fn make_state(&self, opts: &Value) -> Result<Value, String> {
+    /// checked (see [`crate::driver::make_state`]).
+    pub(crate) fn make_state(&self, opts: &Value) -> Result<Value, String> {
         (self.initial_state)(opts)
     }
 

@@ -138,7 +138,7 @@ fn signal(mut r: Reader<'_>) -> Result<Signal, StoreError> {
 mod tests {
     use super::*;
     use crate::action::ActionError;
-    use crate::kinds::{RunRef, action_outcome_at};
+    use crate::kinds::stamped::{RunRef, action_outcome_at};
     use proptest::prelude::*;
     use serde_json::{Value, json};
     use uuid::Uuid;

@@ -1,6 +1,6 @@
 //! The simulator: the runtime's semantics on virtual time with one seeded generator. Agents consume signals
-//! through the same pure `step`; their effects mean what [`agentry::interpret`] says, the same module the
-//! AgentServer carries out; runs pass the same gate ([`agentry::table`]) and come back as the same outcome
+//! through the same pure `step`; their effects mean what [`agentry::driver::interpret`] says, the same
+//! function the AgentServer carries out; runs pass the same gate ([`agentry::driver::gate`]) and come back as the same outcome
 //! signals. Only the I/O differs: time is virtual, actions run their real code when it finishes without
 //! waiting (or follow an action model), and faults are injected from the seed.
 
@@ -12,12 +12,14 @@ use crate::metrics::{Counts, Metrics, Table};
 use crate::model::ActionModel;
 use crate::process::{Contacts, Process, Who};
 use crate::trace::{Trace, What};
-use agentry::action::{ActionContext, ActionError, Calls, DynAction, ErrorClass, Outcome, OutcomeStatus};
+use agentry::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, OutcomeStatus};
 use agentry::agent::{Agent, AgentState, start, step};
-use agentry::driver::{ActionTable, Command, End, Gate, KeyFrom, Next, Origin, RunLife, RunRef, gate, nested};
+use agentry::driver::{
+    self, ActionTable, Calls, Command, ContextBuilder, End, Gate, KeyFrom, Next, Origin, RunLife, RunRef, gate,
+    interpret, nested,
+};
 use agentry::effect::{Effect, Target};
 use agentry::id::{ActionId, AgentId, SkillId};
-use agentry::interpret::interpret;
 use agentry::kinds;
 use agentry::policy::Policy;
 use agentry::signal::Signal;
@@ -537,7 +539,7 @@ impl<A: Agent> Simulation<A> {
                 if let Err(error) = made {
                     let source = self.agents[agent].source.clone();
                     let stamp = (self.fresh_id(), self.time(self.now));
-                    if let Some(signal) = kinds::spawn_failed_at(&source, &id, &error, stamp) {
+                    if let Some(signal) = driver::spawn_failed_at(&source, &id, &error, stamp) {
                         self.push(self.now, Event::Deliver(agent, signal));
                     }
                 }
@@ -599,7 +601,7 @@ impl<A: Agent> Simulation<A> {
     fn mount_refused(&mut self, agent: usize, (skill, mounting): (SkillId, bool), origin: Origin<'_>, reason: String) {
         let source = self.agents[agent].source.clone();
         let stamp = (self.fresh_id(), self.time(self.now));
-        if let Some(signal) = kinds::mount_failed_at(&source, (&skill, mounting), &reason, origin.cause(), stamp) {
+        if let Some(signal) = driver::mount_failed_at(&source, (&skill, mounting), &reason, origin.cause(), stamp) {
             self.agents[agent].inbox.push_back(signal);
         }
         self.refused(agent, Command::mount_failed(mounting, skill, origin, reason));

@@ -146,7 +146,7 @@ impl<A: Agent> Simulation<A> {
         let source = slot.source.clone();
         let stamp = (self.fresh_id(), self.time(self.now));
         let run = RunRef { run: ids.run, action: &ids.action, correlation: ids.correlation, causation: ids.causation };
-        if let Some(signal) = kinds::action_outcome_at(&source, run, outcome, stamp) {
+        if let Some(signal) = driver::action_outcome_at(&source, run, outcome, stamp) {
             self.agents[agent].inbox.push_back(signal);
         }
     }
@@ -220,20 +220,19 @@ impl<A: Agent> Simulation<A> {
         self.agents[agent].in_flight += 1;
         self.agents[agent].running.insert(ids.run, ids.clone());
         let slot = &self.agents[agent];
-        let mut ctx = ActionContext::new(slot.id.clone(), ids.action.clone())
-            .with_run(ids.run, ids.correlation, ids.causation, &ids.key)
-            .with_policy((*slot.policy).clone())
-            .with_clock(self.time(self.now))
-            .with_calls_from(&self.calls);
+        let mut ctx = ContextBuilder::new(slot.id.clone(), ids.action.clone())
+            .run(ids.run, ids.correlation, ids.causation, &ids.key)
+            .policy((*slot.policy).clone())
+            .clock(self.time(self.now))
+            .calls(&self.calls);
         if let Some(skill) = slot.table.get(&ids.action).and_then(|r| r.skill.clone()) {
-            if let Some(state) = slot.state.skill_state(&skill) {
-                ctx = ctx.with_skill_state(state.clone());
-            }
-            ctx = ctx.with_skill(skill);
+            let state = slot.state.skill_state(&skill).cloned().unwrap_or(Value::Null);
+            ctx = ctx.skill(skill, state);
         }
+        let mut ctx = ctx.build();
         let (end, took) = self.play(agent, &action, params, &mut ctx);
         let effects = match end.outcome.status {
-            OutcomeStatus::Completed => ctx.requested().take(),
+            OutcomeStatus::Completed => driver::requested(&ctx).take(),
             _ => Vec::new(),
         };
         let incarnation = self.agents[agent].incarnation;

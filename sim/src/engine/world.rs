@@ -144,7 +144,7 @@ impl<A: Agent> Simulation<A> {
         if let Some(parent) = parent.filter(|&p| self.agents[p].alive) {
             let source = self.agents[parent].source.clone();
             let stamp = (self.fresh_id(), self.time(self.now));
-            if let Some(signal) = kinds::child_exited_at(&source, &id, reason, stamp) {
+            if let Some(signal) = driver::child_exited_at(&source, &id, reason, stamp) {
                 self.push(self.now, Event::Deliver(parent, signal));
             }
         }

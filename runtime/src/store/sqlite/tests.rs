@@ -264,8 +264,8 @@ proptest! {
             match outcome {
                 Some(safe_again) => {
                     let made = crate::action::Outcome::completed(params.clone(), std::time::Duration::ZERO, 1);
-                    let refs = crate::kinds::RunRef { run, action: &action, correlation: run, causation: None };
-                    let signal = crate::kinds::action_outcome_at(&source, refs, made, (Uuid::now_v7(), Utc::now())).unwrap();
+                    let refs = crate::kinds::stamped::RunRef { run, action: &action, correlation: run, causation: None };
+                    let signal = crate::kinds::stamped::action_outcome_at(&source, refs, made, (Uuid::now_v7(), Utc::now())).unwrap();
                     taken.write_ended_with_outcome(&drafted, &signal, safe_again);
                     // The same run, through the general road.
                     drop(written.write(&general));
@@ -551,8 +551,9 @@ fn outcome_signals_the_runtime_made_are_kept_compact_and_read_back_equal() {
         store.run_planned(run, &RunPlan { key, params: json!({}), by_agent: true, cause: None, correlation: run });
         let made =
             crate::action::Outcome::completed(json!({ "n": n, "text": "é\"" }), std::time::Duration::from_millis(7), 1);
-        let refs = crate::kinds::RunRef { run, action: &action, correlation: run, causation: Some(run) };
-        let signal = crate::kinds::action_outcome_at(&source, refs, made, (Uuid::now_v7(), Utc::now())).unwrap();
+        let refs = crate::kinds::stamped::RunRef { run, action: &action, correlation: run, causation: Some(run) };
+        let signal =
+            crate::kinds::stamped::action_outcome_at(&source, refs, made, (Uuid::now_v7(), Utc::now())).unwrap();
         store.run_outcome(run, &signal, safe_again);
         outcomes.push((run, signal));
     }

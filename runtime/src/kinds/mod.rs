@@ -14,13 +14,15 @@
 //! ```
 
 pub use crate::contract::RunReport;
-use crate::contract::{JobRecord, JobStatus, Outcome, OutcomeStatus};
-use crate::id::{ActionId, AgentId, SkillId};
-use crate::signal::{Kind, KindError, Signal, SignalBuilder};
-use chrono::{DateTime, Utc};
+use crate::contract::{JobRecord, JobStatus, OutcomeStatus};
+use crate::id::{AgentId, SkillId};
+use crate::signal::{Kind, KindError, Signal};
 use serde_json::json;
 use std::sync::{Arc, LazyLock};
 use uuid::Uuid;
+
+pub(crate) mod stamped;
+pub(crate) use stamped::{Stamp, child_exited_at, made, mount_failed_at, spawn_failed_at};
 
 /// A run the agent asked for completed; `data` is `{run_id, action, outcome}` (see [`Signal::outcome`]).
 pub const ACTION_COMPLETED: &str = "action.completed";
@@ -73,21 +75,6 @@ pub fn agent_source(agent: &AgentId) -> Arc<str> {
     format!("{RUNTIME_SOURCE}/agent/{agent}").into()
 }
 
-/// What a driver (the agent's server, or the simulator) knows of a run when it tells the agent how it ended.
-pub struct RunRef<'a> {
-    /// The run.
-    pub run: Uuid,
-    /// Its action.
-    pub action: &'a ActionId,
-    /// The correlation of the signal that asked for it.
-    pub correlation: Uuid,
-    /// The signal that asked for it, if a signal did.
-    pub causation: Option<Uuid>,
-}
-
-/// The id and time a runtime-made signal is stamped with.
-pub type Stamp = (Uuid, DateTime<Utc>);
-
 /// A fresh id and the time now: what the live server stamps its signals with (it is not pure: its signals get
 /// fresh ids rather than ones derived from their cause and data). The simulator stamps them from its seeded
 /// generator and virtual clock instead.
@@ -95,24 +82,7 @@ fn now() -> Stamp {
     crate::wall_clock::stamp()
 }
 
-/// A runtime-made signal: its source, its stamp, and the cause it follows, if any.
-fn made(builder: SignalBuilder, source: &Arc<str>, cause: Option<(Uuid, Uuid)>, (id, time): Stamp) -> Option<Signal> {
-    let mut builder = builder.source(source.clone());
-    if let Some((correlation, causation)) = cause {
-        builder = builder.caused_by(correlation, causation, time);
-    }
-    builder.stamped(id, time).build().map_err(|err| tracing::error!(%err, "a runtime signal kind is invalid")).ok()
-}
-
-/// The `action.completed`, `action.failed` or `action.blocked` signal that tells an agent how its run ended,
-/// caused by the signal that asked for the run, stamped as the caller says: the one shape of an outcome
-/// signal, for every driver (the live server stamps it with the time the run ended).
-pub fn action_outcome_at(source: &Arc<str>, run: RunRef<'_>, outcome: Outcome, stamp: Stamp) -> Option<Signal> {
-    let report = Box::new(RunReport { run_id: run.run, action: run.action.clone(), outcome });
-    report_signal(source, (run.correlation, run.causation), report, stamp)
-}
-
-/// [`action_outcome_at`] for a run whose report is made already, in the box the signal keeps it in (the live
+/// [`action_outcome_at`](stamped::action_outcome_at) for a run whose report is made already, in the box the signal keeps it in (the live
 /// server's runs: the outcome is written once, where it stays, rather than handed on through every step between
 /// the run's end and its signal). `chain`: the correlation and causation of the signal that asked for the run.
 pub(crate) fn report_signal(
@@ -171,37 +141,12 @@ pub(crate) fn child_exited(source: &Arc<str>, child: &AgentId, reason: &str) -> 
     child_exited_at(source, child, reason, now())
 }
 
-/// [`child_exited`](self) stamped as the caller says.
-pub fn child_exited_at(source: &Arc<str>, child: &AgentId, reason: &str, stamp: Stamp) -> Option<Signal> {
-    made(Signal::builder(AGENT_CHILD_EXITED).data(json!({"child": child, "reason": reason})), source, None, stamp)
-}
-
 /// The `agent.spawn_failed` signal an agent gets when its `SpawnAgent` effect failed.
 pub(crate) fn spawn_failed(source: &Arc<str>, child: &AgentId, error: &str) -> Option<Signal> {
     spawn_failed_at(source, child, error, now())
 }
 
-/// [`spawn_failed`](self) stamped as the caller says.
-pub fn spawn_failed_at(source: &Arc<str>, child: &AgentId, error: &str, stamp: Stamp) -> Option<Signal> {
-    made(Signal::builder(AGENT_SPAWN_FAILED).data(json!({"child": child, "error": error})), source, None, stamp)
-}
-
-/// The `agent.mount_failed` signal an agent gets when its `MountSkill` (`mounting`) or `UnmountSkill` effect
-/// was refused with `error`, following `cause` (the signal whose handling asked for it, if one did), stamped as
-/// the caller says.
-pub fn mount_failed_at(
-    source: &Arc<str>,
-    (skill, mounting): (&SkillId, bool),
-    error: &str,
-    cause: Option<&Signal>,
-    stamp: Stamp,
-) -> Option<Signal> {
-    let effect = if mounting { "mount_skill" } else { "unmount_skill" };
-    let builder = Signal::builder(AGENT_MOUNT_FAILED).data(json!({"skill": skill, "effect": effect, "error": error}));
-    made(builder, source, cause.map(|c| (c.correlation_id(), c.id())), stamp)
-}
-
-/// [`mount_failed_at`] stamped now.
+/// [`mount_failed_at`](stamped::mount_failed_at) stamped now.
 pub(crate) fn mount_failed(
     source: &Arc<str>,
     change: (&SkillId, bool),
