@@ -25,7 +25,7 @@ impl CountWords {
 
 /// Tools for text.
 #[derive(Skill)]
-#[skill(id = "text", vsn = "1.0.0", actions(CountWords))]
+#[skill(id = "text", version = "1.0.0", actions(CountWords))]
 struct Text;
 
 /// Answers `count` calls by running `text.count_words`, and keeps a running total.
@@ -49,13 +49,10 @@ impl Counter {
             OutcomeStatus::Completed => {
                 let words = report.outcome.output.as_u64().unwrap_or(0);
                 let total = self.total + words;
-                Reaction::Update(
-                    Counter { total },
-                    vec![Effect::reply_to(call, json!({"words": words, "total": total}))],
-                )
+                Reaction::Update(Counter { total }, vec![Effect::reply(call, json!({"words": words, "total": total}))])
             }
             OutcomeStatus::Failed | OutcomeStatus::Blocked => {
-                Reaction::Keep(vec![Effect::reply_to(call, json!({"error": report.outcome.output_text()}))])
+                Reaction::Keep(vec![Effect::reply(call, json!({"error": report.outcome.output_text()}))])
             }
             // Not over yet: the run waits for an approver, and its end will come as another signal.
             OutcomeStatus::AwaitingApproval => Reaction::Keep(vec![]),

@@ -66,7 +66,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let name = server.name.clone();
     let client = McpClient::connect(server).await?;
     let skill = client.skill();
-    println!("{} ({} {}): {} tools", skill.id(), skill.name(), skill.vsn(), skill.actions().len());
+    println!("{} ({} {}): {} tools", skill.id(), skill.name(), skill.version(), skill.actions().len());
     for action in skill.actions() {
         let spec = action.spec();
         let needs: Vec<&str> = spec.capabilities.iter().map(Capability::as_str).collect();

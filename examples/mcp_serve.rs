@@ -17,7 +17,8 @@ use agentry::id::{AgentId, SkillId};
 use agentry::policy::Policy;
 use agentry::runtime::{Runtime, SpawnOptions};
 use agentry::skill::SkillDefinition;
-use agentry_skills::{Arithmetic, Memory};
+use agentry_skills::Memory;
+use agentry_testkit::demo::Arithmetic;
 use serde_json::Value;
 use std::error::Error;
 

@@ -11,7 +11,7 @@ use agentry::signal::Signal;
 use agentry::skill::{Catalog, SkillDefinition, mount, unmount};
 use agentry::tool::{ToolFormat, tools_for_agent};
 use agentry_examples::calculator::Calculator;
-use agentry_skills::Arithmetic;
+use agentry_testkit::demo::Arithmetic;
 use serde_json::{Value, json};
 use std::error::Error;
 

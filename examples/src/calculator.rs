@@ -1,7 +1,7 @@
 //! The calculator agent: mounts `arithmetic` at start and turns `calculate` signals into runs.
 
 use agentry::prelude::*;
-use agentry_skills::Arithmetic;
+use agentry_testkit::demo::Arithmetic;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -43,6 +43,6 @@ impl Calculator {
             OutcomeStatus::Failed | OutcomeStatus::Blocked => json!({"error": report.outcome.output_text()}),
             OutcomeStatus::AwaitingApproval => return vec![],
         };
-        vec![Effect::reply_to(call, answer)]
+        vec![Effect::reply(call, answer)]
     }
 }

@@ -107,7 +107,7 @@ impl Librarian {
                     None => json!({"answer": null}),
                 };
                 return Reaction::Keep(
-                    signal.causation_id().map(|call| Effect::reply_to(call, answer)).into_iter().collect(),
+                    signal.causation_id().map(|call| Effect::reply(call, answer)).into_iter().collect(),
                 );
             }
             _ => return Reaction::Keep(vec![]),
@@ -123,9 +123,7 @@ impl Librarian {
         }
         if report.action.as_str() == "memory.recall" {
             let error = json!({"error": report.outcome.output_text()});
-            return Reaction::Keep(
-                signal.causation_id().map(|call| Effect::reply_to(call, error)).into_iter().collect(),
-            );
+            return Reaction::Keep(signal.causation_id().map(|call| Effect::reply(call, error)).into_iter().collect());
         }
         let mut next = self.clone();
         next.skipped += 1;
@@ -143,7 +141,7 @@ impl Librarian {
         if self.outstanding == 0
             && let Some(call) = self.learning.take()
         {
-            effects.push(Effect::reply_to(call, json!({"learned": self.learned, "skipped": self.skipped})));
+            effects.push(Effect::reply(call, json!({"learned": self.learned, "skipped": self.skipped})));
         }
     }
 }

@@ -124,9 +124,14 @@ pub fn check_pattern(pattern: &str) -> Result<(), String> {
 /// An error for a key the attribute does not know.
 pub fn unknown_key(path: &syn::Path, attr: &str, allowed: &[&str]) -> syn::Error {
     let name = path.get_ident().map(ToString::to_string).unwrap_or_else(|| "?".into());
+    // Keys that were renamed: the old name points at the new one.
+    let renamed = match name.as_str() {
+        "vsn" if allowed.contains(&"version") => " (`vsn` is called `version` now)",
+        _ => "",
+    };
     syn::Error::new_spanned(
         path,
-        format!("unknown key `{name}` in `#[{attr}(...)]`; expected one of: {}", allowed.join(", ")),
+        format!("unknown key `{name}` in `#[{attr}(...)]`{renamed}; expected one of: {}", allowed.join(", ")),
     )
 }
 

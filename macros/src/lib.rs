@@ -38,11 +38,11 @@ pub fn derive_action(input: TokenStream) -> TokenStream {
 /// ```ignore
 /// /// Basic arithmetic.
 /// #[derive(Skill)]
-/// #[skill(id = "arithmetic", vsn = "1.0.0", actions(Add, Subtract, Multiply, Divide))]
+/// #[skill(id = "arithmetic", version = "1.0.0", actions(Add, Subtract, Multiply, Divide))]
 /// pub struct Arithmetic;
 /// ```
 ///
-/// Keys: `id` and `vsn` (required), `name`, `description` (default: the doc comment), `category`,
+/// Keys: `id` and `version` (required), `name`, `description` (default: the doc comment), `category`,
 /// `tags("a", ...)`, `actions(Type, ...)`, `requires("skill", ...)`, `instructions`, `state = T` (its schema
 /// and `Default`/deserialize-from-options make the per-agent state), `handle_signal = path` (a pure
 /// `fn(&T, &Signal, &SkillContext) -> SkillReaction<T>`), `offers = path` (a

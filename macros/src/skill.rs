@@ -9,7 +9,7 @@ use syn::{DeriveInput, LitStr, Path, Type};
 const KEYS: &[&str] = &[
     "id",
     "name",
-    "vsn",
+    "version",
     "description",
     "category",
     "tags",
@@ -28,7 +28,7 @@ pub struct SkillAttr {
     pub span: Option<proc_macro2::Span>,
     pub id: Option<LitStr>,
     pub name: Option<LitStr>,
-    pub vsn: Option<LitStr>,
+    pub version: Option<LitStr>,
     pub description: Option<String>,
     pub category: Option<LitStr>,
     pub tags: Vec<LitStr>,
@@ -52,12 +52,12 @@ pub fn parse(input: &DeriveInput) -> syn::Result<SkillAttr> {
                 out.id = Some(lit);
             }
             "name" => out.name = Some(meta.value()?.parse()?),
-            "vsn" => {
+            "version" => {
                 let lit: LitStr = meta.value()?.parse()?;
                 semver::Version::parse(&lit.value()).map_err(|e| {
                     syn::Error::new(lit.span(), format!("`{}` is not semver ({e}); expected e.g. `1.0.0`", lit.value()))
                 })?;
-                out.vsn = Some(lit);
+                out.version = Some(lit);
             }
             "description" => out.description = Some(meta.value()?.parse::<LitStr>()?.value()),
             "category" => out.category = Some(meta.value()?.parse()?),
@@ -93,7 +93,7 @@ pub fn parse(input: &DeriveInput) -> syn::Result<SkillAttr> {
     let Some(span) = span else {
         return Err(syn::Error::new_spanned(
             &input.ident,
-            "missing `#[skill(...)]`; expected at least `#[skill(id = \"name\", vsn = \"1.0.0\")]`",
+            "missing `#[skill(...)]`; expected at least `#[skill(id = \"name\", version = \"1.0.0\")]`",
         ));
     };
     out.span = Some(span);
@@ -123,7 +123,7 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
         syn::Error::new(at, format!("`#[skill(...)]` is missing the required key `{key}`; expected `{example}`"))
     };
     let id = attr.id.ok_or_else(|| missing("id", "id = \"name\""))?;
-    let vsn = attr.vsn.ok_or_else(|| missing("vsn", "vsn = \"1.0.0\""))?;
+    let version = attr.version.ok_or_else(|| missing("version", "version = \"1.0.0\""))?;
     if attr.handle_signal.is_some() && attr.state.is_none() {
         return Err(missing("state", "state = T, the type `handle_signal` works on"));
     }
@@ -168,7 +168,7 @@ pub fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             fn skill() -> ::core::result::Result<#s::Skill, #s::BuildError> {
                 static SKILL: ::std::sync::OnceLock<::core::result::Result<#s::Skill, #s::BuildError>> =
                     ::std::sync::OnceLock::new();
-                SKILL.get_or_init(|| #s::Skill::builder(#id, #vsn) #(#calls)* .build()).clone()
+                SKILL.get_or_init(|| #s::Skill::builder(#id, #version) #(#calls)* .build()).clone()
             }
         }
     })
@@ -186,7 +186,7 @@ mod tests {
     fn every_key_parses() {
         let attr = parse_str(quote! {
             /// Numbers.
-            #[skill(id = "arithmetic", name = "Arithmetic", vsn = "1.2.0", category = "math", tags("math", "numbers"),
+            #[skill(id = "arithmetic", name = "Arithmetic", version = "1.2.0", category = "math", tags("math", "numbers"),
                     actions(Add, ops::Sub), requires("base"), instructions = "Use it.", state = Counter,
                     handle_signal = on_signal, offers = extra::offers)]
             struct Arithmetic;
@@ -203,24 +203,26 @@ mod tests {
 
     #[test]
     fn definition_errors() {
-        let err = parse_str(quote! { #[skill(id = "a", vsn = "1.0")] struct X; }).err().unwrap();
+        let err = parse_str(quote! { #[skill(id = "a", version = "1.0")] struct X; }).err().unwrap();
         assert!(err.to_string().contains("not semver"), "{err}");
         let err = parse_str(quote! { #[skill(id = "a", actions(A, B, A))] struct X; }).err().unwrap();
         assert!(err.to_string().contains("`A` is listed twice"), "{err}");
         let err = parse_str(quote! { #[skill(id = "a", requires("b", "a"))] struct X; }).err().unwrap();
         assert!(err.to_string().contains("`a` requires itself"), "{err}");
-        let err = parse_str(quote! { #[skill(id = "a", version = "1.0.0")] struct X; }).err().unwrap();
-        assert!(err.to_string().contains("unknown key `version`") && err.to_string().contains("vsn"), "{err}");
+        // The key's name before it was `version`: refused, pointing at the key it is now.
+        let err = parse_str(quote! { #[skill(id = "a", vsn = "1.0.0")] struct X; }).err().unwrap();
+        assert!(err.to_string().contains("unknown key `vsn`") && err.to_string().contains("`version`"), "{err}");
         let err = expand(syn::parse2(quote! { #[skill(id = "a")] struct X; }).unwrap()).err().unwrap();
-        assert!(err.to_string().contains("required key `vsn`"), "{err}");
+        assert!(err.to_string().contains("required key `version`"), "{err}");
     }
 
     #[test]
     fn offers_passes_the_builder_through_the_function() {
-        let out =
-            expand(syn::parse2(quote! { #[skill(id = "a", vsn = "1.0.0", offers = add_prompts)] struct X; }).unwrap())
-                .unwrap()
-                .to_string();
+        let out = expand(
+            syn::parse2(quote! { #[skill(id = "a", version = "1.0.0", offers = add_prompts)] struct X; }).unwrap(),
+        )
+        .unwrap()
+        .to_string();
         assert!(out.contains(". with (add_prompts)"), "{out}");
     }
 }

@@ -39,7 +39,7 @@ impl Pump {
     fn one_ended(&self) -> Reaction<Self> {
         let waiting = self.waiting.saturating_sub(1);
         let effects = match (waiting, self.caller) {
-            (0, Some(caller)) => vec![Effect::reply_to(caller, json!("done"))],
+            (0, Some(caller)) => vec![Effect::reply(caller, json!("done"))],
             _ => Vec::new(),
         };
         Reaction::Update(Pump { waiting, jobs: self.jobs, caller: self.caller.filter(|_| waiting > 0) }, effects)

@@ -54,7 +54,7 @@ impl Agent for Pump {
             "action.completed" | "action.failed" => {
                 let waiting = self.waiting.saturating_sub(1);
                 let effects = match (waiting, self.caller) {
-                    (0, Some(caller)) => vec![Effect::reply_to(caller, json!("done"))],
+                    (0, Some(caller)) => vec![Effect::reply(caller, json!("done"))],
                     _ => Vec::new(),
                 };
                 Reaction::Update(Pump { waiting, caller: self.caller.filter(|_| waiting > 0) }, effects)

@@ -186,13 +186,9 @@ impl Effect {
         EffectKind::Emit { signal, to }.into()
     }
 
-    /// `Reply` to the call whose signal is `to`.
-    pub fn reply(to: &Signal, data: Value) -> Self {
-        EffectKind::Reply { to: to.id(), data }.into()
-    }
-
-    /// `Reply` to the call whose signal has this id (e.g. an outcome signal's `causation_id`).
-    pub fn reply_to(to: Uuid, data: Value) -> Self {
+    /// `Reply` to the call whose signal has the id `to`: the call's own signal (`signal.id()`), or, answering
+    /// once a run the call started has ended, that outcome signal's `causation_id`.
+    pub fn reply(to: Uuid, data: Value) -> Self {
         EffectKind::Reply { to, data }.into()
     }
 

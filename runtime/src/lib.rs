@@ -56,7 +56,7 @@ pub mod prelude;
 pub use agentry_macros::Action;
 /// Derives [`agent::Agent`] for a domain state: `#[agent(name = "...", skills(...), routes(...))]`.
 pub use agentry_macros::Agent;
-/// Derives [`skill::SkillDefinition`]: `#[skill(id = "...", vsn = "1.0.0", actions(...), ...)]`.
+/// Derives [`skill::SkillDefinition`]: `#[skill(id = "...", version = "1.0.0", actions(...), ...)]`.
 pub use agentry_macros::Skill;
 
 pub use action::{

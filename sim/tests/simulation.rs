@@ -591,8 +591,8 @@ fn the_standard_skills_are_deterministic_in_simulation() {
             agentry_skills::Files::skill().unwrap(),
             agentry_skills::Http::skill().unwrap(),
             agentry_skills::Jobs::skill().unwrap(),
-            agentry_skills::Arithmetic::skill().unwrap(),
-            agentry_skills::Counter::skill().unwrap(),
+            agentry_testkit::demo::Arithmetic::skill().unwrap(),
+            agentry_testkit::demo::Counter::skill().unwrap(),
         ]
     };
     let run = |seed: u64| {

@@ -135,7 +135,7 @@ impl List {
 #[skill(
     id = "jobs",
     name = "Jobs",
-    vsn = "1.0.0",
+    version = "1.0.0",
     category = "work",
     tags("jobs", "background"),
     actions(Submit, Status, Wait, Cancel, List),

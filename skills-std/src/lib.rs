@@ -1,8 +1,6 @@
 //! The standard library of agentry skills. Each skill is a module of its own, written with the derive macros
 //! exactly as a user would write theirs.
 
-pub mod arithmetic;
-pub mod counter;
 pub mod fs;
 pub mod http;
 pub mod jobs;
@@ -11,8 +9,6 @@ pub mod memory;
 pub mod system;
 pub mod tls;
 
-pub use arithmetic::Arithmetic;
-pub use counter::Counter;
 pub use fs::Files;
 pub use http::Http;
 pub use jobs::Jobs;

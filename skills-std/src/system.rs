@@ -166,7 +166,7 @@ impl CancelSchedule {
 #[skill(
     id = "system",
     name = "System",
-    vsn = "1.0.0",
+    version = "1.0.0",
     category = "system",
     tags("time", "logging", "lifecycle"),
     actions(Wait, Log, Stop, Schedule, CancelSchedule),

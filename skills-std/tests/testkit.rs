@@ -4,7 +4,8 @@
 use agentry::policy::Policy;
 use agentry::prelude::SkillDefinition;
 use agentry::skill::{Catalog, Skill};
-use agentry_skills::{Arithmetic, Counter, Files, Http, Jobs, Memory, System};
+use agentry_skills::{Files, Http, Jobs, Memory, System};
+use agentry_testkit::demo::{Arithmetic, Counter};
 use agentry_testkit::{ActionCheck, MountingCheck, check_action};
 use serde_json::Value;
 

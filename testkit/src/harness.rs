@@ -196,7 +196,7 @@ impl<A: Agent> AgentHarness<A> {
     /// let err = alone.send("learn", json!(null)).unwrap_err();
     /// assert!(matches!(err, AgentHarnessError::MissingSkill { .. }), "{err}");
     ///
-    /// let catalog: Catalog = [agentry_skills::Arithmetic::skill().unwrap()].into_iter().collect();
+    /// let catalog: Catalog = [agentry_testkit::demo::Arithmetic::skill().unwrap()].into_iter().collect();
     /// let mut harness = AgentHarness::with(Student {}, &catalog, &Policy::default()).unwrap();
     /// harness.send("learn", json!(null)).unwrap();
     /// assert!(harness.actions().iter().any(|a| a.as_str() == "arithmetic.add"));
@@ -265,7 +265,7 @@ impl<A: Agent> AgentHarness<A> {
         };
         let outcome = match checked {
             Ok(()) => Outcome::completed(output, Duration::ZERO, 1),
-            Err(error) => Outcome::failed(&error, Duration::ZERO, 1),
+            Err(error) => Outcome::from_error(&error, Duration::ZERO, 1),
         };
         self.tell(&pending, outcome);
         self.settle()?;
@@ -276,7 +276,7 @@ impl<A: Agent> AgentHarness<A> {
     pub fn fail(&mut self, run: &str, error: ActionError) -> Result<&[Effect], AgentHarnessError> {
         let pending = self.take(run, false)?;
         self.begin()?;
-        self.tell(&pending, Outcome::failed(&error, Duration::ZERO, 1));
+        self.tell(&pending, Outcome::from_error(&error, Duration::ZERO, 1));
         self.settle()?;
         Ok(&self.effects)
     }
@@ -295,7 +295,7 @@ impl<A: Agent> AgentHarness<A> {
         let pending = self.take(run, true)?;
         self.begin()?;
         let error = ActionError::denied("the run was denied by its approver");
-        self.tell(&pending, Outcome::failed(&error, Duration::ZERO, 0));
+        self.tell(&pending, Outcome::from_error(&error, Duration::ZERO, 0));
         self.settle()?;
         Ok(&self.effects)
     }
@@ -326,7 +326,7 @@ impl<A: Agent> AgentHarness<A> {
                     let error = ActionError::denied(format!(
                         "the run waited for approval longer than its policy allows ({waited}ms); ask for it again"
                     ));
-                    self.tell(&run, Outcome::failed(&error, Duration::ZERO, 0));
+                    self.tell(&run, Outcome::from_error(&error, Duration::ZERO, 0));
                 }
                 (Some((at, key)), _) => {
                     // Delivered as it was scheduled (its id and time are the ones the agent made), as live.
@@ -622,7 +622,7 @@ impl<A: Agent> AgentHarness<A> {
 
     fn through_gate(&mut self, run: PendingRun, approved: bool) {
         match gate(&self.table, &self.policy, &self.state.id, &run.action, true) {
-            Gate::Refused(error) => self.tell(&run, Outcome::failed(&error, Duration::ZERO, 0)),
+            Gate::Refused(error) => self.tell(&run, Outcome::from_error(&error, Duration::ZERO, 0)),
             Gate::NeedsApproval(_, risk) if !approved => {
                 self.tell(&run, Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})")));
                 self.blocked.push(run);

@@ -10,11 +10,13 @@
 //!   values it refuses (invalid params that validation must stop before `run`).
 //! - [`ops`]: mount operations over a catalog, as a strategy, for properties of your own.
 //! - [`signals`]: strategies for signals whose kinds match patterns such as `order.*`.
+//! - [`demo`]: two small skills (`Arithmetic`, `Counter`) for examples and tests.
 //!
 //! Every check returns a [`CheckFailure`] whose report lists the shrunk counterexample one step per line.
 
 mod action;
 mod agent;
+pub mod demo;
 mod failure;
 mod harness;
 mod mounting;

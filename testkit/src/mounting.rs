@@ -144,7 +144,7 @@ impl Model {
 
     fn mount(&mut self, skill: &Arc<Skill>, opts: &Value, policy: &Policy) -> Expected {
         if let Some(mounted) = self.mounted.get(skill.id()) {
-            return if mounted.vsn() == skill.vsn() {
+            return if mounted.version() == skill.version() {
                 Expected::Ok(Vec::new())
             } else {
                 Expected::VersionConflict(skill.id().clone())

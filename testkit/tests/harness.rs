@@ -46,7 +46,7 @@ impl WipeNotes {
 
 /// Keeps notes.
 #[derive(Skill)]
-#[skill(id = "notes", vsn = "1.0.0", actions(SaveNote, WipeNotes))]
+#[skill(id = "notes", version = "1.0.0", actions(SaveNote, WipeNotes))]
 struct Notes;
 
 fn action_id(id: &str) -> ActionId {
@@ -148,7 +148,7 @@ impl Agent for Tally {
                 let total = signal.outcome().and_then(|r| r.outcome.output.as_i64()).unwrap_or(self.total);
                 Reaction::Update(Tally { total, pending: self.pending.saturating_sub(1) }, vec![])
             }
-            "peek" => Reaction::Keep(vec![Effect::reply(signal, json!(self.total))]),
+            "peek" => Reaction::Keep(vec![Effect::reply(signal.id(), json!(self.total))]),
             _ => Reaction::Ignore,
         }
     }
@@ -212,7 +212,7 @@ impl Chatter {
     }
 
     fn ask(&self, signal: &Signal) -> Vec<Effect> {
-        vec![Effect::reply(signal, json!({"answer": 42}))]
+        vec![Effect::reply(signal.id(), json!({"answer": 42}))]
     }
 
     fn echo(&self, signal: &Signal) -> Vec<Effect> {

@@ -140,14 +140,14 @@ impl agentry::agent::Agent for Operator {
             "action.completed" | "action.failed" | "action.blocked" => {
                 let mut reply = data.clone();
                 reply["kind"] = json!(signal.kind().as_str());
-                Reaction::Keep(signal.causation_id().map(|to| Effect::reply_to(to, reply)).into_iter().collect())
+                Reaction::Keep(signal.causation_id().map(|to| Effect::reply(to, reply)).into_iter().collect())
             }
             "job.completed" | "job.failed" | "job.cancelled" => {
                 let mut next = self.clone();
                 next.job_signals.push(json!({"kind": signal.kind().as_str(), "job": data["job"]}));
                 Reaction::Update(next, vec![])
             }
-            "ask" => Reaction::Keep(vec![Effect::reply(signal, serde_json::to_value(self).unwrap_or_default())]),
+            "ask" => Reaction::Keep(vec![Effect::reply(signal.id(), serde_json::to_value(self).unwrap_or_default())]),
             other => {
                 let mut next = self.clone();
                 next.others.push(other.to_owned());

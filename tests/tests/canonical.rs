@@ -10,7 +10,7 @@ use agentry::signal::Signal;
 use agentry::skill::{Catalog, MountError, SkillDefinition, mount, unmount};
 use agentry::{Action, Agent, Skill};
 use agentry_examples::calculator::Calculator;
-use agentry_skills::{Arithmetic, Counter};
+use agentry_testkit::demo::{Arithmetic, Counter};
 use serde_json::{Value, json};
 
 fn state() -> AgentState<()> {
@@ -104,7 +104,7 @@ fn calculate_add_yields_one_run_with_the_params_and_unknown_ops_are_ignored() {
 
 /// Needs arithmetic.
 #[derive(Skill)]
-#[skill(id = "statistics", vsn = "0.1.0", requires("arithmetic"))]
+#[skill(id = "statistics", version = "0.1.0", requires("arithmetic"))]
 struct Statistics;
 
 #[test]

@@ -143,7 +143,7 @@ fn value_for(root: &Value, schema: &Value, depth: usize) -> BoxedStrategy<Value>
 #[test]
 fn whatever_a_strict_schema_accepts_every_standard_action_accepts() {
     let skills = [
-        agentry_skills::Arithmetic::skill(),
+        agentry_testkit::demo::Arithmetic::skill(),
         agentry_skills::Files::skill(),
         agentry_skills::Memory::skill(),
         agentry_skills::Jobs::skill(),

@@ -32,7 +32,7 @@ impl Agent for Tally {
         match signal.kind().as_str() {
             "add" => Reaction::Update(Tally { total: self.total + signal.data()["n"].as_i64().unwrap_or(0) }, vec![]),
             "double" => Reaction::Update(Tally { total: self.total * 2 }, vec![]),
-            "get" => Reaction::Keep(vec![Effect::reply_to(signal.id(), json!(self.total))]),
+            "get" => Reaction::Keep(vec![Effect::reply(signal.id(), json!(self.total))]),
             "arm" => {
                 let Ok(later) = Signal::new("add", json!({"n": 1})) else { return Reaction::Keep(vec![]) };
                 let after = Duration::from_millis(signal.data()["ms"].as_u64().unwrap_or(3_600_000));

@@ -176,7 +176,7 @@ impl Agent for Asker {
         if waiting == 0
             && let Some(caller) = caller
         {
-            effects.push(Effect::reply_to(caller, json!("done")));
+            effects.push(Effect::reply(caller, json!("done")));
         }
         Reaction::Update(Asker { waiting, caller: caller.filter(|_| waiting > 0) }, effects)
     }

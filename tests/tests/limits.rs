@@ -35,7 +35,7 @@ impl Agent for Listener {
 
     fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
         if signal.kind().as_str() == "ask" {
-            return Reaction::Keep(vec![agentry::effect::Effect::reply(signal, json!(self.heard))]);
+            return Reaction::Keep(vec![agentry::effect::Effect::reply(signal.id(), json!(self.heard))]);
         }
         let mut next = self.clone();
         next.heard.push((signal.kind().to_string(), signal.source().to_owned()));

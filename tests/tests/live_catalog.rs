@@ -75,7 +75,11 @@ async fn a_refreshed_skill_changes_the_table_of_every_agent_that_has_it() {
     let refused = op.runtime.refresh_skill(other_version).await.unwrap_err();
     assert!(matches!(refused, RuntimeError::Mount(agentry::MountError::VersionConflict { .. })), "{refused}");
     let remote_id = SkillId::new("remote").unwrap();
-    assert_eq!(op.runtime.catalog().get(&remote_id).unwrap().vsn().to_string(), "1.0.0", "the catalog is unchanged");
+    assert_eq!(
+        op.runtime.catalog().get(&remote_id).unwrap().version().to_string(),
+        "1.0.0",
+        "the catalog is unchanged"
+    );
     assert_eq!(op.output("remote.kept", json!({})).await, json!("v2"));
 
     // A new requirement the agent lacks: the catalog takes the build, but this agent keeps its table.
@@ -100,7 +104,7 @@ fn pinged(answer: &'static str) -> Skill {
             if signal.kind().as_str() != "ping" {
                 return agentry::skill::SkillReaction::Ignore;
             }
-            agentry::skill::SkillReaction::Handled(Value::Null, vec![Effect::reply(signal, json!(answer))])
+            agentry::skill::SkillReaction::Handled(Value::Null, vec![Effect::reply(signal.id(), json!(answer))])
         })
         .build()
         .unwrap()

@@ -105,7 +105,7 @@ async fn tools_follow_list_changed_and_every_page_is_listed() {
     let mut names: Vec<String> = client.tools().iter().map(|t| t.name.clone()).collect();
     names.sort();
     assert_eq!(names, ["add_tool", "echo", "fail", "hang", "measure", "pid", "remove_tool", "slow"]);
-    assert_eq!(client.skill().vsn().to_string(), "1.2.3", "the server's version is the skill's");
+    assert_eq!(client.skill().version().to_string(), "1.2.3", "the server's version is the skill's");
 
     let op = operated(&client).await;
     let mut events = op.runtime.events();
@@ -422,7 +422,8 @@ async fn a_server_that_wants_a_token_it_cannot_give_fails_authorization_typed() 
 async fn the_client_negotiates_2026_07_28_or_falls_back_to_2025_11_25() {
     use agentry::skill::SkillDefinition;
     use agentry_skills::mcp::Protocol;
-    let served = Operated::start(vec![agentry_skills::Arithmetic::skill().unwrap()], Policy::default(), &[]).await;
+    let served =
+        Operated::start(vec![agentry_testkit::demo::Arithmetic::skill().unwrap()], Policy::default(), &[]).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://localhost:{}/mcp", listener.local_addr().unwrap().port());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

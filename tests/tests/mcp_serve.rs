@@ -8,7 +8,7 @@ use agentry::pattern::Pattern;
 use agentry::policy::Policy;
 use agentry::skill::{Skill, SkillDefinition};
 use agentry::store::{RunQuery, RunStatus};
-use agentry_skills::Arithmetic;
+use agentry_testkit::demo::Arithmetic;
 use agentry_tests::Operated;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RunningService};

@@ -282,8 +282,8 @@ impl StateMachineTest for Sut {
         let expected: Vec<String> = model.mounted.keys().map(|i| skill_id(*i)).collect();
         assert_eq!(ids, expected);
         for (i, v2) in &model.mounted {
-            let vsn = &sut.state.skills()[&SkillId::new(skill_id(*i)).unwrap()].vsn;
-            assert_eq!(vsn.major, if *v2 { 2 } else { 1 });
+            let version = &sut.state.skills()[&SkillId::new(skill_id(*i)).unwrap()].version;
+            assert_eq!(version.major, if *v2 { 2 } else { 1 });
         }
     }
 }

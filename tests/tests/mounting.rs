@@ -46,8 +46,8 @@ impl Action for Multiply {
     }
 }
 
-fn arithmetic(vsn: &str) -> Skill {
-    Skill::builder("arithmetic", vsn)
+fn arithmetic(version: &str) -> Skill {
+    Skill::builder("arithmetic", version)
         .description("Basic arithmetic.")
         .action::<Add>()
         .action::<Multiply>()

@@ -196,7 +196,7 @@ impl Agent for Talker {
             _ => return Reaction::Ignore,
         };
         let hello = Signal::new("hello", Value::Null).unwrap();
-        Reaction::Keep(vec![Effect::emit(hello, to), Effect::reply(signal, json!("said"))])
+        Reaction::Keep(vec![Effect::emit(hello, to), Effect::reply(signal.id(), json!("said"))])
     }
 }
 

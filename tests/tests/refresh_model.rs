@@ -113,7 +113,7 @@ proptest! {
             let now: BTreeMap<_, _> = state.skills().iter().filter(|(s, _)| **s != id).collect();
             prop_assert_eq!(kept, now);
             prop_assert_eq!(&state.skills()[&id].state, &before.skills()[&id].state);
-            prop_assert_eq!(&state.skills()[&id].vsn, &before.skills()[&id].vsn);
+            prop_assert_eq!(&state.skills()[&id].version, &before.skills()[&id].version);
         }
     }
 }

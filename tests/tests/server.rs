@@ -53,10 +53,10 @@ impl Agent for Probe {
                 }
                 let mut reply = data.clone();
                 reply["kind"] = json!(signal.kind().as_str());
-                signal.causation_id().map(|to| Effect::reply_to(to, reply)).into_iter().collect()
+                signal.causation_id().map(|to| Effect::reply(to, reply)).into_iter().collect()
             }
             "count" => vec![Effect::reply(
-                signal,
+                signal.id(),
                 json!({"outcomes": self.outcomes, "pings": self.pings, "ticks": self.ticks, "exited": self.exited,
                        "blocked": self.blocked}),
             )],

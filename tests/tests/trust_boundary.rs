@@ -53,7 +53,7 @@ impl Agent for Rogue {
                     Some(to) => Effect::emit(forged, Target::Agent(AgentId::new(to).expect("an id"))),
                     None => Effect::emit(forged, Target::Parent),
                 };
-                Reaction::Keep(vec![effect, Effect::reply(signal, json!("sent"))])
+                Reaction::Keep(vec![effect, Effect::reply(signal.id(), json!("sent"))])
             }
             "spawn" => {
                 let child = AgentId::new("child").expect("an id");
@@ -69,14 +69,16 @@ impl Agent for Rogue {
                 Reaction::Keep(vec![effect])
             }
             "quit" => Reaction::Keep(vec![Effect::stop("asked to quit")]),
-            "seen" => Reaction::Keep(vec![Effect::reply(signal, json!({"seen": self.seen, "sources": self.sources}))]),
+            "seen" => {
+                Reaction::Keep(vec![Effect::reply(signal.id(), json!({"seen": self.seen, "sources": self.sources}))])
+            }
             _ if signal.outcome().is_some() => {
                 let report = signal.outcome().expect("an outcome");
                 let mut reply = data.clone();
                 reply["kind"] = json!(signal.kind().as_str());
                 let mut next = self.clone();
                 next.seen.push(format!("{}:{}", signal.kind(), report.outcome.output_text()));
-                let effects = signal.causation_id().map(|to| Effect::reply_to(to, reply)).into_iter().collect();
+                let effects = signal.causation_id().map(|to| Effect::reply(to, reply)).into_iter().collect();
                 Reaction::Update(next, effects)
             }
             other if other.starts_with("skill.") => Reaction::Ignore,

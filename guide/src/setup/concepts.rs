@@ -101,7 +101,7 @@ impl Agent for Clerk {
                 let run = Effect::run(add, json!({"a": self.orders, "b": 1}));
                 Reaction::Update(Clerk { orders: self.orders + 1 }, vec![run])
             }
-            "order.ping" => Reaction::Keep(vec![Effect::reply(signal, json!("pong"))]),
+            "order.ping" => Reaction::Keep(vec![Effect::reply(signal.id(), json!("pong"))]),
             _ => Reaction::Ignore,
         }
     }

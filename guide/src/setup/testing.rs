@@ -99,7 +99,7 @@ pub fn order_schema() -> Value {
 
 /// The standard `arithmetic` skill (add, subtract, multiply, divide), as "my skill".
 pub fn my_skill() -> Skill {
-    agentry_skills::Arithmetic::skill().expect("the arithmetic skill builds")
+    agentry_testkit::demo::Arithmetic::skill().expect("the arithmetic skill builds")
 }
 
 /// `math.sum3`: adds three numbers with two nested calls of `math.add` (a routine).

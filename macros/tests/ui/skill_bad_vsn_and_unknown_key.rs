@@ -2,12 +2,12 @@ use agentry::prelude::*;
 
 /// Math.
 #[derive(Skill)]
-#[skill(id = "math", vsn = "one")]
+#[skill(id = "math", version = "one")]
 struct Math;
 
 /// Logic.
 #[derive(Skill)]
-#[skill(id = "logic", version = "1.0.0")]
+#[skill(id = "logic", vsn = "1.0.0")]
 struct Logic;
 
 fn main() {}

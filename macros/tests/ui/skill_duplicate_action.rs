@@ -15,7 +15,7 @@ impl Add {
 
 /// Math.
 #[derive(Skill)]
-#[skill(id = "math", vsn = "1.0.0", actions(Add, Add))]
+#[skill(id = "math", version = "1.0.0", actions(Add, Add))]
 struct Math;
 
 fn main() {}

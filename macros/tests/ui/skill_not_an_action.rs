@@ -4,7 +4,7 @@ struct NotAnAction;
 
 /// Math.
 #[derive(Skill)]
-#[skill(id = "math", vsn = "1.0.0", actions(NotAnAction))]
+#[skill(id = "math", version = "1.0.0", actions(NotAnAction))]
 struct Math;
 
 fn main() {}

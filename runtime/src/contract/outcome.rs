@@ -219,9 +219,10 @@ impl Outcome {
         }
     }
 
-    /// A failed outcome, whose text is the error's message; a `Denied` error makes it `Blocked`, as the design
-    /// says.
-    pub fn failed(error: &ActionError, latency: Duration, attempts: u32) -> Self {
+    /// The outcome of a run that ended with `error`: `Blocked` for a `Denied` error (the run was refused: by the
+    /// gate, its approver, or the action's own check of what it may do), `Failed` for any other. Its text is the
+    /// error's message.
+    pub fn from_error(error: &ActionError, latency: Duration, attempts: u32) -> Self {
         let status = match error.class() {
             ErrorClass::Denied => OutcomeStatus::Blocked,
             _ => OutcomeStatus::Failed,

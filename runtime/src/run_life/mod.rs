@@ -128,7 +128,7 @@ impl End {
     /// A run the gate (or anything before its first attempt: its approver, an expired approval, a full queue)
     /// refused: it never ran, and is journaled as blocked whatever the error's class.
     pub fn refused(error: ActionError) -> Self {
-        Self { outcome: Outcome::failed(&error, Duration::ZERO, 0), error: Some(error), refused: true }
+        Self { outcome: Outcome::from_error(&error, Duration::ZERO, 0), error: Some(error), refused: true }
     }
 
     /// Its end's journal record: a refused run is blocked; one that was admitted has its outcome's status, its
@@ -270,7 +270,11 @@ impl RunLife {
     /// journal could not make its start durable, its params could not be read again, it was cancelled). It
     /// counts the attempts begun so far.
     pub fn fail(&self, error: ActionError, now: Duration) -> End {
-        End { outcome: Outcome::failed(&error, self.latency(now), self.attempt), error: Some(error), refused: false }
+        End {
+            outcome: Outcome::from_error(&error, self.latency(now), self.attempt),
+            error: Some(error),
+            refused: false,
+        }
     }
 
     /// The journal record and the event of a run cancelled after it was admitted (its requester gave up, its

@@ -196,8 +196,8 @@ impl Runtime {
         let id = skill.id().clone();
         self.shared.catalog.update(|catalog| {
             let current = catalog.get(&id).ok_or_else(|| RuntimeError::UnknownSkill(id.clone()))?;
-            if current.vsn() != skill.vsn() {
-                return Err(RuntimeError::Mount(crate::skill::version_conflict(current.vsn(), &skill)));
+            if current.version() != skill.version() {
+                return Err(RuntimeError::Mount(crate::skill::version_conflict(current.version(), &skill)));
             }
             catalog.insert(skill);
             Ok(())

@@ -334,7 +334,7 @@ impl<A: Agent> ServerState<A> {
             };
             let why = "it ended, but the process stopped before its outcome was kept";
             let error = self.interrupt(&ids, why, false);
-            self.tell_outcome(&ids, ids.report(Outcome::failed(&error, Duration::ZERO, 0)), None, (false, None));
+            self.tell_outcome(&ids, ids.report(Outcome::from_error(&error, Duration::ZERO, 0)), None, (false, None));
             return;
         }
         if status.is_final() {
@@ -370,7 +370,7 @@ impl<A: Agent> ServerState<A> {
             // Its outcome is kept before it is journaled as ended: a crash in between leaves it going on (to be
             // answered by the next recovery), never ended without its answer.
             let error = ActionError::interrupted(why);
-            self.tell_outcome(&ids, ids.report(Outcome::failed(&error, Duration::ZERO, 0)), None, (false, None));
+            self.tell_outcome(&ids, ids.report(Outcome::from_error(&error, Duration::ZERO, 0)), None, (false, None));
             self.interrupt(&ids, why, true);
             return;
         }

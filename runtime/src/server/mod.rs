@@ -337,7 +337,8 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Refresh(skill, done) => state.on_refresh(&skill, done),
             ServerMsg::Actions(reply) => state.on_actions(reply),
             ServerMsg::Mounted(reply) => {
-                let mounted = crate::skill::mounted_skills(&state.agent).map(|(id, vsn)| (id.clone(), vsn.clone()));
+                let mounted =
+                    crate::skill::mounted_skills(&state.agent).map(|(id, version)| (id.clone(), version.clone()));
                 let _ = reply.send(mounted.collect());
             }
             ServerMsg::SetPolicy(policy, done) => {

@@ -370,7 +370,7 @@ impl<A: Agent> ServerState<A> {
                     // Dropping the execution cancels the run and journals it so.
                     () = reply.closed() => {
                         let cancelled = ActionError::cancelled("the caller gave up");
-                        Ok((report(Outcome::failed(&cancelled, Duration::ZERO, 0)), None))
+                        Ok((report(Outcome::from_error(&cancelled, Duration::ZERO, 0)), None))
                     }
                 },
             };
@@ -586,5 +586,5 @@ pub(crate) fn approval_time_left(run: Uuid, timeout: Duration, now: DateTime<Utc
 /// The outcome of a run whose execution panicked outside the action (the action's own panics are caught by the
 /// runner).
 fn task_panicked() -> Outcome {
-    Outcome::failed(&ActionError::critical("the run's task panicked outside the action"), Duration::ZERO, 0)
+    Outcome::from_error(&ActionError::critical("the run's task panicked outside the action"), Duration::ZERO, 0)
 }

@@ -17,12 +17,12 @@ pub enum BuildError {
     #[error("bad id in skill definition: {0}")]
     Id(#[from] IdError),
     /// The version is not semver.
-    #[error("skill `{skill}` has version `{vsn}`, which is not semver: {message}; expected e.g. `1.0.0`")]
+    #[error("skill `{skill}` has version `{version}`, which is not semver: {message}; expected e.g. `1.0.0`")]
     Version {
         /// The skill.
         skill: String,
         /// The rejected version text.
-        vsn: String,
+        version: String,
         /// The parser's message.
         message: String,
     },
@@ -76,7 +76,7 @@ pub enum BuildError {
 pub struct SkillBuilder {
     id: Result<SkillId, IdError>,
     raw_id: String,
-    vsn: String,
+    version: String,
     name: Option<String>,
     description: String,
     category: String,
@@ -92,11 +92,11 @@ pub struct SkillBuilder {
 }
 
 impl SkillBuilder {
-    pub(super) fn new(id: &str, vsn: &str) -> Self {
+    pub(super) fn new(id: &str, version: &str) -> Self {
         Self {
             id: SkillId::new(id),
             raw_id: id.to_owned(),
-            vsn: vsn.to_owned(),
+            version: version.to_owned(),
             name: None,
             description: String::new(),
             category: "general".to_owned(),
@@ -230,9 +230,9 @@ impl SkillBuilder {
     /// Checks everything and builds the skill.
     pub fn build(self) -> Result<Skill, BuildError> {
         let id = self.id?;
-        let vsn = Version::parse(&self.vsn).map_err(|e| BuildError::Version {
+        let version = Version::parse(&self.version).map_err(|e| BuildError::Version {
             skill: self.raw_id.clone(),
-            vsn: self.vsn.clone(),
+            version: self.version.clone(),
             message: e.to_string(),
         })?;
         let actions = self.actions.into_iter().collect::<Result<Vec<_>, _>>()?;
@@ -262,7 +262,7 @@ impl SkillBuilder {
             name: self.name.unwrap_or_else(|| id.to_string()),
             id,
             description: self.description,
-            vsn,
+            version,
             category: self.category,
             tags: self.tags,
             actions,
@@ -438,7 +438,7 @@ mod tests {
         assert!(crate::skill::is_mounted(&agent, &base));
         assert!(!crate::skill::is_mounted(&agent, skill.id()));
         let mounted: Vec<String> =
-            crate::skill::mounted_skills(&agent).map(|(id, vsn)| format!("{id}@{vsn}")).collect();
+            crate::skill::mounted_skills(&agent).map(|(id, version)| format!("{id}@{version}")).collect();
         assert_eq!(mounted, ["base@2.0.0"]);
     }
 

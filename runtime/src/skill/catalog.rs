@@ -121,8 +121,8 @@ impl LiveCatalog {
 mod tests {
     use super::*;
 
-    fn skill(id: &str, vsn: &str) -> Skill {
-        Skill::builder(id, vsn).build().unwrap()
+    fn skill(id: &str, version: &str) -> Skill {
+        Skill::builder(id, version).build().unwrap()
     }
 
     #[test]
@@ -132,16 +132,16 @@ mod tests {
         assert!(catalog.insert(skill("web", "1.0.0")).is_none());
         assert!(catalog.insert(skill("math", "1.0.0")).is_none());
         let replaced = catalog.insert(skill("web", "2.0.0")).expect("the first web skill is replaced");
-        assert_eq!(replaced.vsn().to_string(), "1.0.0");
+        assert_eq!(replaced.version().to_string(), "1.0.0");
         assert!(!catalog.is_empty());
         assert_eq!(catalog.len(), 2);
         let web = SkillId::new("web").unwrap();
-        assert_eq!(catalog.get(&web).map(|s| s.vsn().to_string()).as_deref(), Some("2.0.0"));
+        assert_eq!(catalog.get(&web).map(|s| s.version().to_string()).as_deref(), Some("2.0.0"));
         assert!(catalog.get(&SkillId::new("shell").unwrap()).is_none());
         let ids: Vec<String> = catalog.iter().map(|s| s.id().to_string()).collect();
         assert_eq!(ids, ["math", "web"]);
         let collected: Catalog = [skill("b", "1.0.0"), skill("a", "1.0.0"), skill("b", "1.1.0")].into_iter().collect();
-        let ids: Vec<String> = collected.iter().map(|s| format!("{}@{}", s.id(), s.vsn())).collect();
+        let ids: Vec<String> = collected.iter().map(|s| format!("{}@{}", s.id(), s.version())).collect();
         assert_eq!(ids, ["a@1.0.0", "b@1.1.0"], "collected in order, the last of an id wins");
     }
 

@@ -37,7 +37,7 @@ pub(crate) fn find_sorted<K: Ord, V>(entries: &[(K, V)], key: &K) -> Result<usiz
 /// mount(&mut state, &notes, &Value::Null, &Policy::default()).unwrap();
 /// let id = SkillId::new("notes").unwrap();
 /// assert_eq!(state.skills().len(), 1);
-/// assert_eq!(state.skills()[&id].vsn.to_string(), "1.0.0");
+/// assert_eq!(state.skills()[&id].version.to_string(), "1.0.0");
 /// assert_eq!(state.skills().keys().collect::<Vec<_>>(), [&id]);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -188,7 +188,7 @@ mod tests {
 
     fn mounted(n: u64) -> Arc<MountedSkill> {
         Arc::new(MountedSkill {
-            vsn: semver::Version::new(n, 0, 0),
+            version: semver::Version::new(n, 0, 0),
             state: Value::Null,
             actions: Vec::new(),
             requires: Vec::new(),
@@ -239,11 +239,16 @@ mod tests {
     #[test]
     fn a_map_with_an_id_twice_keeps_the_last_as_a_btree_map_does() {
         let back: SkillMap = serde_json::from_str(
+            // The first is written as journals before the field's rename have it.
             r#"{"a": {"vsn": "1.0.0", "state": null, "actions": [], "requires": []},
-                "a": {"vsn": "2.0.0", "state": null, "actions": [], "requires": []}}"#,
+                "a": {"version": "2.0.0", "state": null, "actions": [], "requires": []}}"#,
         )
         .expect("deserializes");
         assert_eq!(back.len(), 1);
-        assert_eq!(back[&SkillId::new("a").expect("an id")].vsn.major, 2);
+        assert_eq!(back[&SkillId::new("a").expect("an id")].version.major, 2);
+        let old: SkillMap =
+            serde_json::from_str(r#"{"b": {"vsn": "3.1.0", "state": null, "actions": [], "requires": []}}"#)
+                .expect("a journal written before `vsn` became `version` reads");
+        assert_eq!(old[&SkillId::new("b").expect("an id")].version, semver::Version::new(3, 1, 0));
     }
 }

@@ -63,7 +63,7 @@ pub struct Skill {
     id: SkillId,
     name: String,
     description: String,
-    vsn: Version,
+    version: Version,
     category: String,
     tags: Vec<String>,
     actions: Vec<DynAction>,
@@ -81,7 +81,7 @@ impl fmt::Debug for Skill {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Skill")
             .field("id", &self.id)
-            .field("vsn", &self.vsn)
+            .field("version", &self.version)
             .field("actions", &self.actions.iter().map(|a| a.spec().id.as_str()).collect::<Vec<_>>())
             .field("requires", &self.requires)
             .finish_non_exhaustive()
@@ -90,8 +90,8 @@ impl fmt::Debug for Skill {
 
 impl Skill {
     /// Starts building a skill with an id (`arithmetic`) and a semver version (`1.0.0`).
-    pub fn builder(id: &str, vsn: &str) -> SkillBuilder {
-        SkillBuilder::new(id, vsn)
+    pub fn builder(id: &str, version: &str) -> SkillBuilder {
+        SkillBuilder::new(id, version)
     }
 
     /// The skill's id.
@@ -110,8 +110,8 @@ impl Skill {
     }
 
     /// Its version.
-    pub fn vsn(&self) -> &Version {
-        &self.vsn
+    pub fn version(&self) -> &Version {
+        &self.version
     }
 
     /// Its category.
@@ -196,7 +196,7 @@ impl Skill {
 
 /// The skills mounted on an agent, with their versions.
 pub fn mounted_skills<S>(state: &AgentState<S>) -> impl Iterator<Item = (&SkillId, &Version)> {
-    state.skills().iter().map(|(id, m): (&SkillId, &Arc<MountedSkill>)| (id, &m.vsn))
+    state.skills().iter().map(|(id, m): (&SkillId, &Arc<MountedSkill>)| (id, &m.version))
 }
 
 /// Whether a skill is mounted on an agent.

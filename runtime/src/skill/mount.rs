@@ -22,10 +22,10 @@ pub fn mount<S>(
 ) -> Result<Vec<Effect>, MountError> {
     let id = skill.id();
     if let Some(mounted) = state.skills.get(id) {
-        if mounted.vsn == *skill.vsn() {
+        if mounted.version == *skill.version() {
             return Ok(Vec::new());
         }
-        return Err(version_conflict(&mounted.vsn, skill));
+        return Err(version_conflict(&mounted.version, skill));
     }
     requirements_mounted(state, skill)?;
     let skill_state =
@@ -39,7 +39,7 @@ pub fn mount<S>(
         .map(|action| Effect::register(action.clone()).from_skill(id.clone()))
         .collect();
     let requires = skill.requires().to_vec();
-    let mounted = MountedSkill { vsn: skill.vsn().clone(), state: skill_state, actions, requires };
+    let mounted = MountedSkill { version: skill.version().clone(), state: skill_state, actions, requires };
     state.skills.insert(id.clone(), std::sync::Arc::new(mounted));
     Ok(effects)
 }
@@ -52,7 +52,11 @@ fn requirements_mounted<S>(state: &AgentState<S>, skill: &Skill) -> Result<(), M
 
 /// The error for asking for `skill` at its version while `mounted` is mounted.
 pub(crate) fn version_conflict(mounted: &semver::Version, skill: &Skill) -> MountError {
-    MountError::VersionConflict { skill: skill.id().clone(), mounted: mounted.clone(), requested: skill.vsn().clone() }
+    MountError::VersionConflict {
+        skill: skill.id().clone(),
+        mounted: mounted.clone(),
+        requested: skill.version().clone(),
+    }
 }
 
 /// Unmounts a skill. Not mounted: a no-op. Required by another mounted skill: `RequiredBy`. Otherwise returns
@@ -84,8 +88,8 @@ pub fn unmount<S>(state: &mut AgentState<S>, skill: &SkillId) -> Result<Vec<Effe
 pub fn refresh<S>(state: &mut AgentState<S>, skill: &Skill) -> Result<Vec<Effect>, MountError> {
     let id = skill.id();
     let Some(mounted) = state.skills.get(id) else { return Ok(Vec::new()) };
-    if mounted.vsn != *skill.vsn() {
-        return Err(version_conflict(&mounted.vsn, skill));
+    if mounted.version != *skill.version() {
+        return Err(version_conflict(&mounted.version, skill));
     }
     requirements_mounted(state, skill)?;
     let old = mounted.actions.clone();

@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 /// A skill as mounted on one agent: its version, its per-agent state and what it provides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MountedSkill {
-    /// The version that was mounted.
-    pub vsn: Version,
+    /// The version that was mounted. (Journals written before the field had this name call it `vsn`.)
+    #[serde(alias = "vsn")]
+    pub version: Version,
     /// The skill's per-agent state.
     pub state: Value,
     /// The actions it provides, in declaration order.
@@ -98,7 +99,7 @@ mod tests {
         let [x, y, z, w] = ["one.x", "one.y", "two.z", "two.w"].map(|a| ActionId::new(a).unwrap());
         assert!(state.skills().is_empty() && state.actions().is_empty() && !state.provides(&x));
         let mounted = |state: Value, actions: Vec<ActionId>| {
-            Arc::new(MountedSkill { vsn: Version::new(1, 0, 0), state, actions, requires: Vec::new() })
+            Arc::new(MountedSkill { version: Version::new(1, 0, 0), state, actions, requires: Vec::new() })
         };
         state.skills.insert(one.clone(), mounted(json!({"n": 1}), vec![y.clone(), x.clone()]));
         state.skills.insert(two.clone(), mounted(Value::Null, vec![x.clone(), z.clone()]));

@@ -174,7 +174,7 @@ mod tests {
         )
             .prop_map(|(output, error, text, artifacts, cost, latency, attempts)| {
                 let mut outcome = match error {
-                    Some(error) => Outcome::failed(&error, latency, attempts),
+                    Some(error) => Outcome::from_error(&error, latency, attempts),
                     None if attempts % 5 == 0 => Outcome::awaiting_approval("waiting".to_owned()),
                     None => Outcome::completed(output, latency, attempts),
                 };

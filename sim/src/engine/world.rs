@@ -120,7 +120,7 @@ impl<A: Agent> Simulation<A> {
             let update =
                 RunUpdate { status: Some(RunStatus::Failed), error: Some(error.class()), ..Default::default() };
             self.journal_update(ids.run, update, Duration::ZERO);
-            self.answer(victim, &ids, self.now, Outcome::failed(&error, Duration::ZERO, 1), Vec::new());
+            self.answer(victim, &ids, self.now, Outcome::from_error(&error, Duration::ZERO, 1), Vec::new());
         }
         self.launch_queued(victim);
     }

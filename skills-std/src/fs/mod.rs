@@ -640,7 +640,7 @@ impl MakeHomeDir {
 #[skill(
     id = "fs",
     name = "Files",
-    vsn = "1.0.0",
+    version = "1.0.0",
     category = "storage",
     tags("files", "drive"),
     actions(Read, WriteFile, Append, List, Mkdir, Move, Delete, StatPath, MakeHomeDir),

@@ -426,7 +426,7 @@ verb!(Delete, "http.delete", Method::DELETE, "Deletes what a URL names.", side_e
 #[skill(
     id = "http",
     name = "HTTP",
-    vsn = "1.0.0",
+    version = "1.0.0",
     category = "network",
     tags("http", "web"),
     state = HttpConfig,

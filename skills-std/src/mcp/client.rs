@@ -375,7 +375,7 @@ struct Inner {
     line: Arc<Line>,
     /// The skill's version: the server's own when it is semver, else `0.0.0`; fixed for the client's life, so
     /// rebuilt skills refresh in place.
-    vsn: String,
+    version: String,
     identity: adapter::ServerIdentity,
     built: Mutex<Built>,
     runtime: Mutex<Option<Runtime>>,
@@ -429,7 +429,7 @@ impl McpClient {
         let connection = open(&server, list_changed.clone()).await?;
         let tools = list(&server, &connection).await?;
         let identity = connection.identity().clone();
-        let vsn =
+        let version =
             identity.version.as_deref().filter(|v| semver::Version::parse(v).is_ok()).unwrap_or("0.0.0").to_owned();
         let line = Arc::new(Line {
             connection: RwLock::new(Some(Arc::new(connection))),
@@ -437,11 +437,11 @@ impl McpClient {
             server,
         });
         // On an error the line, and the connection with it, is dropped, which ends the connection.
-        let built = build(&line, &vsn, &identity, tools)
+        let built = build(&line, &version, &identity, tools)
             .map_err(|message| McpError::Skill { server: line.server.name.clone(), message })?;
         let inner = Arc::new(Inner {
             line,
-            vsn,
+            version,
             identity,
             built: Mutex::new(built),
             runtime: Mutex::new(None),
@@ -625,14 +625,14 @@ async fn list(server: &McpServer, connection: &Connection) -> Result<Vec<ToolDef
 /// Builds the skill for a tool list: one action per tool that can be one, the rest skipped with the reason.
 fn build(
     line: &Arc<Line>,
-    vsn: &str,
+    version: &str,
     identity: &adapter::ServerIdentity,
     tools: Vec<ToolDef>,
 ) -> Result<Built, String> {
     let server = &line.server;
     let skill_id = format!("mcp.{}", server.name);
     let mut skipped = Vec::new();
-    let mut builder = Skill::builder(&skill_id, vsn)
+    let mut builder = Skill::builder(&skill_id, version)
         .name(identity.name.clone().unwrap_or_else(|| format!("MCP server {}", server.name)))
         .description(format!("The tools of the MCP server `{}`.", server.name))
         .category("mcp")
@@ -820,7 +820,7 @@ async fn resync(inner: &Arc<Inner>) -> Result<bool, McpError> {
         if built.tools == tools {
             return Ok(false);
         }
-        *built = build(&inner.line, &inner.vsn, &inner.identity, tools)
+        *built = build(&inner.line, &inner.version, &inner.identity, tools)
             .map_err(|message| McpError::Skill { server: server.clone(), message })?;
         built.skill.clone()
     };

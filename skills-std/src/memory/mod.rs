@@ -547,7 +547,7 @@ impl Reflect {
 #[skill(
     id = "memory",
     name = "Memory",
-    vsn = "1.0.0",
+    version = "1.0.0",
     category = "knowledge",
     tags("memory", "facts", "search"),
     state = MemoryConfig,

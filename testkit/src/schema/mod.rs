@@ -1178,8 +1178,8 @@ mod tests {
     #[test]
     fn every_standard_action_gets_valid_and_invalid_params() {
         let skills = [
-            agentry_skills::Arithmetic::skill(),
-            agentry_skills::Counter::skill(),
+            crate::demo::Arithmetic::skill(),
+            crate::demo::Counter::skill(),
             agentry_skills::Files::skill(),
             agentry_skills::Http::skill(),
             agentry_skills::Jobs::skill(),

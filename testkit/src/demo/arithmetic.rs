@@ -91,7 +91,7 @@ fn finite(result: f64) -> Result<f64, ActionError> {
 #[skill(
     id = "arithmetic",
     name = "Arithmetic",
-    vsn = "1.0.0",
+    version = "1.0.0",
     category = "math",
     tags("math"),
     actions(Add, Subtract, Multiply, Divide),

@@ -24,7 +24,7 @@ impl Default for CounterState {
 
 /// Counts `counter.increment` signals by a configured step and answers `counter.get`.
 #[derive(Skill)]
-#[skill(id = "counter", vsn = "1.0.0", category = "state", state = CounterState, handle_signal = handle)]
+#[skill(id = "counter", version = "1.0.0", category = "state", state = CounterState, handle_signal = handle)]
 pub struct Counter;
 
 fn handle(state: &CounterState, signal: &Signal, _ctx: &SkillContext<'_>) -> SkillReaction<CounterState> {
@@ -33,7 +33,7 @@ fn handle(state: &CounterState, signal: &Signal, _ctx: &SkillContext<'_>) -> Ski
             let value = state.value.saturating_add(state.step);
             SkillReaction::Handled(CounterState { value, ..state.clone() }, vec![])
         }
-        "counter.get" => SkillReaction::Handled(state.clone(), vec![Effect::reply(signal, state.value.into())]),
+        "counter.get" => SkillReaction::Handled(state.clone(), vec![Effect::reply(signal.id(), state.value.into())]),
         _ => SkillReaction::Ignore,
     }
 }
