@@ -31,6 +31,8 @@ pub(crate) struct Shared {
     pub jobs: Arc<crate::jobs::JobBoard>,
     pub events: EventBus,
     pub store: Arc<dyn Store>,
+    /// The journal as the runtime shows it to whoever holds it: read only.
+    pub journal: crate::store::JournalView,
     pub runner: Runner,
     pub directory: Directory,
     pub spawners: dashmap::DashMap<String, Spawner>,

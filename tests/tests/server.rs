@@ -107,7 +107,7 @@ struct Counters {
     /// Told when `tools.hold` has started (it then waits for ever).
     held: tokio::sync::Notify,
     /// The runtime's journal, for `tools.look`.
-    journal: std::sync::OnceLock<Arc<dyn Store>>,
+    journal: std::sync::OnceLock<agentry::store::JournalView>,
 }
 
 fn dyn_action<F, Fut>(spec: ActionSpec, f: F) -> DynAction

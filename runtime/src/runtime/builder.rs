@@ -195,6 +195,7 @@ impl RuntimeBuilder {
             jobs: Arc::new(JobBoard::with_retention(self.max_jobs, self.job_retention).journaled(store.clone())),
             runner: Runner::new(events.clone(), store.clone()).coercing(self.coerce_params),
             events,
+            journal: crate::store::JournalView::new(store.clone()),
             store,
             directory: Directory::default(),
             spawners: self.spawners.into_iter().collect(),

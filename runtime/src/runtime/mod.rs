@@ -19,7 +19,7 @@ use crate::server::{AgentServer, ServerArgs};
 use crate::shared::{Reviver, Shared, Spawner};
 use crate::signal::Signal;
 use crate::skill::{Catalog, LiveCatalog, Skill};
-use crate::store::{MemoryStore, SqliteStore, Store};
+use crate::store::{JournalView, MemoryStore, SqliteStore, Store};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef, RpcReplyPort};
 use serde_json::Value;
@@ -73,9 +73,9 @@ impl Runtime {
         self.shared.catalog.snapshot()
     }
 
-    /// The execution journal.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.shared.store
+    /// The execution journal, read only: only the runtime writes it.
+    pub fn store(&self) -> &JournalView {
+        &self.shared.journal
     }
 
     /// A skill's folder in an agent's drive, when the runtime has a data folder (it may not exist yet).

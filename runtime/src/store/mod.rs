@@ -13,6 +13,7 @@ mod run_codec;
 mod run_log;
 mod signal_codec;
 mod sqlite;
+mod view;
 
 #[doc(hidden)]
 pub use draft::EndedDraft;
@@ -23,6 +24,7 @@ pub use durable::{
 };
 pub use memory::{DEFAULT_KEEP, MemoryStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use view::{DurableView, JournalView};
 
 use crate::action::{ErrorClass, OutcomeStatus};
 use crate::effect::EffectRefusal;
