@@ -59,8 +59,9 @@ impl ContextBuilder {
         Self(self.0.with_drive(drive))
     }
 
-    /// The policy it runs under (what [`ActionContext::policy`] says).
-    pub fn policy(self, policy: Policy) -> Self {
+    /// The policy it runs under (what [`ActionContext::policy`] says): a `Policy`, or an `Arc<Policy>` the driver
+    /// shares between its runs.
+    pub fn policy(self, policy: impl Into<std::sync::Arc<Policy>>) -> Self {
         Self(self.0.with_policy(policy))
     }
 

@@ -575,8 +575,8 @@ impl ActionContext {
     }
 
     /// The same context under this policy (for direct invocation).
-    pub(crate) fn with_policy(mut self, policy: Policy) -> Self {
-        self.scope_mut().policy = Arc::new(policy);
+    pub(crate) fn with_policy(mut self, policy: impl Into<Arc<Policy>>) -> Self {
+        self.scope_mut().policy = policy.into();
         self
     }
 

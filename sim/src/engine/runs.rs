@@ -219,11 +219,12 @@ impl<A: Agent> Simulation<A> {
         let started = self.now;
         self.agents[agent].in_flight += 1;
         self.agents[agent].running.insert(ids.run, ids.clone());
+        let time = self.stamp_time(self.now);
         let slot = &self.agents[agent];
         let mut ctx = ContextBuilder::new(slot.id.clone(), ids.action.clone())
             .run(ids.run, ids.correlation, ids.causation, &ids.key)
-            .policy((*slot.policy).clone())
-            .clock(self.time(self.now))
+            .policy(slot.policy.clone())
+            .clock(time)
             .calls(&self.calls);
         if let Some(skill) = slot.table.get(&ids.action).and_then(|r| r.skill.clone()) {
             let state = slot.state.skill_state(&skill).cloned().unwrap_or(Value::Null);
