@@ -354,7 +354,9 @@ impl Runner {
                 }
                 After::Retry(backoff)
             }
-            Next::Attempt(_) => unreachable!("an attempt's result is followed by an end or a retry"),
+            // (The machine follows an attempt with an end or a retry; an attempt asked for at once is a retry
+            // with no wait.)
+            Next::Attempt(_) => After::Retry(Duration::ZERO),
         }
     }
 

@@ -84,8 +84,22 @@ fn tools() -> Skill {
             }))
         }))
         .dyn_action(action("tools.launch", Risk::High, || Box::pin(async { Ok(json!("launched")) })))
+        .dyn_action(calling("tools.relay", |ctx| Box::pin(async move { ctx.call("tools.fetch", Value::Null).await })))
+        .dyn_action(calling("tools.spin", |ctx| {
+            Box::pin(async move {
+                loop {
+                    ctx.call("tools.echo", Value::Null).await?;
+                }
+            })
+        }))
         .build()
         .unwrap()
+}
+
+/// An action that makes nested calls through its context.
+fn calling(id: &str, run: fn(agentry::action::ActionContext) -> agentry::action::ActionFuture) -> DynAction {
+    let spec = ActionSpec::new(id, "a test action that calls others").unwrap().idempotent(true);
+    DynAction::new(spec, move |_, ctx| run(ctx)).unwrap()
 }
 
 fn id(n: usize) -> AgentId {
@@ -623,4 +637,21 @@ fn the_standard_skills_are_deterministic_in_simulation() {
     let gated: Vec<&Value> = heard.iter().filter(refused).collect();
     assert!(gated.is_empty(), "each action got past the gate to its own code: {gated:#?}");
     assert_eq!(run(11), (hash, heard), "one seed, one run: the same trace and the same signals");
+}
+
+/// A nested call in a simulation goes through the gate and plays the called action as live: its model's latency
+/// is the caller's, its output the caller's result, and both runs are kept with the callee's caller named. An
+/// action that calls without end is stopped with a `Critical` error instead of holding the simulation.
+#[test]
+fn nested_calls_play_in_virtual_time_and_an_endless_caller_is_stopped() {
+    let mut sim = world(3, Faults::default(), 1);
+    sim.send(&id(0), signal("do", json!({"action": "tools.relay"}))).unwrap();
+    sim.send_after(&id(0), signal("do", json!({"action": "tools.spin"})), Duration::from_secs(1)).unwrap();
+    sim.run_until(Duration::from_secs(5));
+    let heard = heard(&sim, 0);
+    assert_eq!(heard, vec!["action.completed:".to_owned(), "action.failed:Critical".to_owned()], "{heard:?}");
+    let relay = sim.runs().iter().find(|r| r.action.as_str() == "tools.relay").expect("the relay ran");
+    let fetch = sim.runs().iter().find(|r| r.action.as_str() == "tools.fetch").expect("its call ran");
+    assert_eq!(relay.ended - relay.started, Duration::from_millis(250), "the call's latency is the caller's");
+    assert!(fetch.parent_run.is_some() && relay.parent_run.is_none());
 }

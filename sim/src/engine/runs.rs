@@ -68,6 +68,9 @@ pub(super) fn calls(queue: &CallQueue) -> Calls {
     })
 }
 
+/// The most nested calls one attempt of a real action may make in a simulation (see `Simulation::run_inline`).
+const MAX_CALLS_PER_ATTEMPT: usize = 100_000;
+
 /// Locks a mutex only the simulation's own thread uses (a panic while it was held cannot have left it torn).
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -311,10 +314,9 @@ impl<A: Agent> Simulation<A> {
             };
             return (took, Some(result));
         }
-        let (took, result) = self.run_inline(agent, action, params.clone(), ctx.clone());
-        match took > spec.timeout {
-            true => (spec.timeout, None),
-            false => (took, Some(result)),
+        match self.run_inline(agent, action, params.clone(), ctx.clone()) {
+            Some((took, result)) => (took, Some(result)),
+            None => (spec.timeout, None),
         }
     }
 
@@ -322,33 +324,49 @@ impl<A: Agent> Simulation<A> {
     /// are played (each through the gate, as a run of its own) and answered, and it is polled again, until it
     /// ends. An action that waits on anything else (I/O, a timer, another task) fails `Critical`, since a
     /// simulation cannot wait on the world; such an action needs an action model. A panic is `Critical` too,
-    /// as live. Returns the virtual time its nested calls took (one after the other) and its result.
+    /// as live. Returns the virtual time its nested calls took (one after the other) and its result, or `None`
+    /// once they took longer than the action's timeout (it is stopped there, as live).
     fn run_inline(
         &mut self,
         agent: usize,
         action: &DynAction,
         params: Value,
         ctx: ActionContext,
-    ) -> (Duration, Result<Value, ActionError>) {
+    ) -> Option<(Duration, Result<Value, ActionError>)> {
         let id = action.spec().id.clone();
+        let timeout = action.spec().timeout;
         let panicked = || ActionError::critical(format!("action `{id}` panicked"));
         let Ok(mut future) = catch_unwind(AssertUnwindSafe(|| action.invoke(params, ctx))) else {
-            return (Duration::ZERO, Err(panicked()));
+            return Some((Duration::ZERO, Err(panicked())));
         };
         let mut took = Duration::ZERO;
+        // An action that makes calls without end, each taking no virtual time, would never let the clock reach
+        // its timeout: past this many calls in one attempt it is stopped with a `Critical` error.
+        let mut calls_left = MAX_CALLS_PER_ATTEMPT;
         loop {
+            if took > timeout {
+                return None;
+            }
             let polled =
                 catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut Context::from_waker(Waker::noop()))));
             match polled {
-                Ok(Poll::Ready(result)) => return (took, result),
-                Err(_) => return (took, Err(panicked())),
+                Ok(Poll::Ready(result)) => return Some((took, result)),
+                Err(_) => return Some((took, Err(panicked()))),
                 Ok(Poll::Pending) => {
                     let calls = std::mem::take(&mut *lock(&self.call_queue));
                     if calls.is_empty() {
                         let waited = format!(
                             "action `{id}` waited on something outside the simulation; give it an action model"
                         );
-                        return (took, Err(ActionError::critical(waited)));
+                        return Some((took, Err(ActionError::critical(waited))));
+                    }
+                    calls_left = calls_left.saturating_sub(calls.len());
+                    if calls_left == 0 {
+                        let endless = format!(
+                            "action `{id}` made {MAX_CALLS_PER_ATTEMPT} nested calls in one attempt without ending; \
+                             expected it to end or to wait on something a model gives"
+                        );
+                        return Some((took, Err(ActionError::critical(endless))));
                     }
                     for call in calls {
                         let (call_took, result) = self.nested_call(agent, &call.caller, call.action, call.params);
