@@ -9,7 +9,7 @@
 //! Both sides drive the same run machine (`agentry::driver::RunLife`) and the same nested-call rules, so they
 //! may differ only in their clocks (latencies and timestamps are left out) and their ids.
 //!
-//! `AGENTRY_DIFFERENTIAL_CASES` sets the number of generated cases (24 by default).
+//! `AGENTRY_DIFFERENTIAL_CASES` sets the number of generated cases (128 by default; 2,000 take a few seconds).
 
 use agentry::action::{ActionContext, ActionError, ActionSpec, DynAction, ErrorClass, RetryPolicy, Risk};
 use agentry::agent::{Agent, Reaction};
@@ -308,7 +308,7 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 fn cases() -> u32 {
-    std::env::var("AGENTRY_DIFFERENTIAL_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(24)
+    std::env::var("AGENTRY_DIFFERENTIAL_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(128)
 }
 
 proptest! {
