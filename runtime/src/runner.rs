@@ -179,15 +179,15 @@ impl Runner {
             return FirstPoll::Ended(self.finish(run, refused, None));
         }
         if self.begin_attempt(spec, run, &mut progress) {
-            return FirstPoll::Goes(Resume::Durable(1), progress);
+            return FirstPoll::Goes(Resume::Durable, progress);
         }
-        let polled = match self.invoke(action, run, 1) {
+        let polled = match self.invoke(action, run, progress.life.attempt()) {
             Ok(mut future) => {
                 match poll_once(&mut future, &mut std::task::Context::from_waker(std::task::Waker::noop())) {
                     Poll::Pending => {
                         // From now on the run goes on where others can see it.
                         self.write(run);
-                        return FirstPoll::Goes(Resume::Polling(1, future), progress);
+                        return FirstPoll::Goes(Resume::Polling(future), progress);
                     }
                     Poll::Ready(result) => result,
                 }
@@ -196,7 +196,7 @@ impl Runner {
         };
         match self.after_attempt(action, run, Attempted::Ready(polled), &mut progress) {
             After::End(ending) => FirstPoll::Ended(ending),
-            After::Retry(backoff) => FirstPoll::Goes(Resume::Retry(2, backoff), progress),
+            After::Retry(backoff) => FirstPoll::Goes(Resume::Retry(backoff), progress),
         }
     }
 
@@ -211,9 +211,9 @@ impl Runner {
     ) -> Ending {
         let spec = action.spec();
         loop {
-            let (attempt, result) = match at {
-                Resume::Polling(attempt, future) => (attempt, self.poll_attempt(run, future, spec.timeout).await),
-                Resume::Retry(attempt, backoff) => {
+            let result = match at {
+                Resume::Polling(future) => self.poll_attempt(run, future, spec.timeout).await,
+                Resume::Retry(backoff) => {
                     // Boxed: a retry is rare, and every run's future would otherwise keep room for its timer.
                     Box::pin(tokio::time::sleep(backoff)).await;
                     if let Some(read) = run.params_text().map(serde_json::from_slice::<Value>) {
@@ -227,18 +227,17 @@ impl Runner {
                             }
                         }
                     }
-                    debug_assert!(matches!(progress.life.backoff_over(), Next::Attempt(n) if n == attempt));
-                    at = Resume::Begin(attempt);
+                    at = Resume::Begin;
                     continue;
                 }
-                Resume::Begin(attempt) => {
+                Resume::Begin => {
                     if self.begin_attempt(spec, run, &mut progress) {
-                        at = Resume::Durable(attempt);
+                        at = Resume::Durable;
                         continue;
                     }
-                    (attempt, self.attempt(action, run, attempt).await)
+                    self.attempt(action, run, progress.life.attempt()).await
                 }
-                Resume::Durable(attempt) => {
+                Resume::Durable => {
                     // Write-ahead: an action with side effects starts only once its start is durable, so a crash
                     // can never leave a side effect the journal does not know was attempted. Idempotent ones wait
                     // too: the input that asked for the run is then durable as well, so its idempotency key (made
@@ -252,12 +251,12 @@ impl Runner {
                         let end = progress.life.fail(err, progress.started.elapsed());
                         return self.finish(run, end, progress.first_start);
                     }
-                    (attempt, self.attempt(action, run, attempt).await)
+                    self.attempt(action, run, progress.life.attempt()).await
                 }
             };
             match self.after_attempt(action, run, result, &mut progress) {
                 After::End(ending) => return ending,
-                After::Retry(backoff) => at = Resume::Retry(attempt + 1, backoff),
+                After::Retry(backoff) => at = Resume::Retry(backoff),
             }
         }
     }
@@ -444,15 +443,16 @@ enum FirstPoll {
 }
 
 /// Where a run's execution picks up.
+/// Which attempt is meant is the run's life's to say ([`RunLife::attempt`]): the one begun last.
 enum Resume {
-    /// Attempt `n` is next (its write-ahead, if any, first).
-    Begin(u32),
-    /// Attempt `n` began, and its record went to the journal's writer: it starts once that is durable.
-    Durable(u32),
-    /// Attempt `n` is in flight: its action's future, polled once already.
-    Polling(u32, ActionFuture),
-    /// Attempt `n` is next, after this backoff.
-    Retry(u32, std::time::Duration),
+    /// The next attempt begins (its write-ahead, if any, first).
+    Begin,
+    /// The attempt began, and its record went to the journal's writer: it starts once that is durable.
+    Durable,
+    /// The attempt is in flight: its action's future, polled once already.
+    Polling(ActionFuture),
+    /// The next attempt begins after this backoff.
+    Retry(Duration),
 }
 
 /// What a run keeps across its attempts: its life, the instant it was admitted (its clock's zero), and when its

@@ -812,7 +812,7 @@ fn a_version_4_journal_with_records_and_signals_as_json_opens_and_reads() {
 /// jobs from then on.
 #[test]
 fn a_version_6_journal_opens_and_keeps_jobs_from_then_on() {
-    use crate::action::{JobRecord, JobStatus};
+    use crate::action::JobRecord;
     let folder = tempfile::tempdir().unwrap();
     let path = folder.path().join("journal.db");
     let me = agent("me");
@@ -836,19 +836,7 @@ fn a_version_6_journal_opens_and_keeps_jobs_from_then_on() {
     let store = SqliteStore::open(&path).unwrap();
     let listed = store.alive(None, 10).unwrap();
     assert_eq!(listed, vec![AliveAgent::of(&record)], "listed as before, with no job pending");
-    let job = JobRecord {
-        id: Uuid::now_v7(),
-        agent: me.clone(),
-        action: ActionId::new("x.y").unwrap(),
-        status: JobStatus::Queued,
-        progress: 0.0,
-        message: None,
-        output: None,
-        error: None,
-        class: None,
-        submitted_at: Utc::now(),
-        ended_at: None,
-    };
+    let job = JobRecord::queued(Uuid::now_v7(), me.clone(), ActionId::new("x.y").unwrap(), Utc::now());
     let plan = super::super::JobPlan {
         key: "me~1/1/0/1".into(),
         params: json!({"n": 1}),
