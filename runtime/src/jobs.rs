@@ -10,6 +10,7 @@
 use crate::action::{ActionError, JobRecord, JobStatus};
 use crate::id::{ActionId, AgentId};
 use crate::signal::Signal;
+use crate::store::PEN;
 use crate::store::{Durable, JobPlan, Store};
 use chrono::Utc;
 use dashmap::DashMap;
@@ -181,7 +182,7 @@ impl JobBoard {
             }
         }
         if let Some(durable) = self.durable() {
-            durable.jobs_purged(cutoff);
+            durable.jobs_purged(PEN, cutoff);
         }
     }
 
@@ -270,9 +271,9 @@ impl JobBoard {
         };
         if let Some(durable) = self.durable() {
             if restarted {
-                durable.job_changed(&record, None);
+                durable.job_changed(PEN, &record, None);
             } else {
-                durable.job_submitted(&record, &plan);
+                durable.job_submitted(PEN, &record, &plan);
             }
         }
         let (sender, _) = watch::channel(record);
@@ -332,7 +333,7 @@ impl JobBoard {
         })?;
         let signal = crate::kinds::job_ended(&crate::kinds::agent_source(&record.agent), &record);
         if let Some(durable) = self.durable() {
-            durable.job_changed(&record, signal.as_ref());
+            durable.job_changed(PEN, &record, signal.as_ref());
         }
         Some((record, signal))
     }
@@ -342,7 +343,7 @@ impl JobBoard {
     fn change(&self, id: Uuid, f: impl FnOnce(&mut JobRecord)) -> Option<JobRecord> {
         let record = self.change_quietly(id, f)?;
         if let Some(durable) = self.durable() {
-            durable.job_changed(&record, None);
+            durable.job_changed(PEN, &record, None);
         }
         Some(record)
     }

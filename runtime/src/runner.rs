@@ -7,6 +7,7 @@ use crate::action::{ActionContext, ActionError, ActionFuture, DynAction, Outcome
 use crate::events::{Event, EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
 use crate::run_life::{End, Next, Params, RunLife};
+use crate::store::PEN;
 use crate::store::{RunUpdate, Store, Unwritten};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
@@ -54,7 +55,7 @@ impl Runner {
         match run.unwritten.as_mut() {
             Some(unwritten) => unwritten.draft.apply(update, now),
             None => {
-                if let Err(err) = self.store.update(ctx.run_id, update, now) {
+                if let Err(err) = self.store.update(PEN, ctx.run_id, update, now) {
                     tracing::warn!(run = %ctx.run_id, %err, "the journal refused an update");
                 }
             }
@@ -155,7 +156,7 @@ impl Runner {
     /// [`Runner::cancelled`] for a run known by its ids rather than its context.
     pub(crate) fn cancelled_run(&self, agent: &AgentId, run: Uuid, action: &ActionId, correlation: Uuid, why: &str) {
         let (update, kind) = RunLife::cancelled(action, why);
-        if self.store.update(run, update, Utc::now()).is_ok() {
+        if self.store.update(PEN, run, update, Utc::now()).is_ok() {
             self.events.announce(agent, Some(run), Some(correlation), kind);
         }
     }

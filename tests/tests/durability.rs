@@ -334,28 +334,6 @@ async fn an_approval_timeout_counts_from_the_request_across_a_crash() {
 /// agent has not consumed, and the process dies the moment the snapshot is committed. A recovery from that
 /// snapshot will not ask for the run again, so the run and its outcome must be in the same commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_snapshot_past_a_run_whose_outcome_waits_is_never_durable_without_the_run() {
-    let folder = tempfile::tempdir().expect("a folder");
-    let dir = folder.path();
-    let (mut child, mut lines) = start(dir, &["snapshot-abort"]);
-    let line = expect(&mut lines, "snapshotted").await;
-    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await.expect("it ends").expect("status");
-    assert!(!status.success(), "the process died: {status}");
-    let run: uuid::Uuid = line.trim_start_matches("snapshotted ").parse().expect("a run id");
-    let store = SqliteStore::open(dir.join("journal.db")).expect("the journal opens");
-    let durable = store.durable().expect("a durable journal");
-    let revivals = durable.revivals(&[AgentId::new("w0").expect("an id")]).expect("the journal reads");
-    let revival = revivals.into_iter().next().expect("one revival").expect("w0 reads back");
-    assert_eq!(revival.snapshot.map(|s| s.seq), Some(1), "the snapshot past the input is durable");
-    let kept = revival.runs.iter().find(|r| r.record.run == run);
-    assert!(
-        kept.is_some_and(|r| r.outcome.is_some() && !r.delivered && r.record.status().is_final()),
-        "the run ended with its outcome kept for the agent, so the recovery gives it: {:?}",
-        revival.runs
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted() {
     let folder = tempfile::tempdir().expect("a folder");
     let dir = folder.path();
@@ -372,48 +350,6 @@ async fn an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted()
     let interrupted: Vec<_> =
         journal(dir).into_iter().filter(|(r, _)| r.error == Some(agentry::action::ErrorClass::Interrupted)).collect();
     assert_eq!(interrupted.len(), 1, "journaled as interrupted");
-}
-
-/// A run whose end reached the journal but whose outcome did not (the process died between the two commits):
-/// the agent is told it was interrupted, once, and decides.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_ended_without_its_outcome_kept_reaches_the_agent_as_interrupted_once() {
-    use agentry::store::{Durable, RunPlan, RunUpdate};
-    let folder = tempfile::tempdir().expect("a folder");
-    let dir = folder.path();
-    let (child, mut lines) = start(dir, &["ask", PURE, "{}"]);
-    expect(&mut lines, "asked").await;
-    kill(child).await;
-    // The journal as a death between the two commits leaves it: an input that asked for a run, and the run
-    // journaled ended, its outcome not kept.
-    let w0 = AgentId::new("w0").expect("an id");
-    {
-        let store = SqliteStore::open(dir.join("journal.db")).expect("the journal opens");
-        let snapshot = store.snapshot(&w0).expect("it reads").map_or(0, |s| s.seq);
-        let seq = store.inputs_after(&w0, snapshot).expect("it reads").last().map_or(snapshot, |(seq, _)| *seq) + 1;
-        let ask = Signal::new("do", serde_json::json!({"action": PURE, "params": {}})).expect("a kind");
-        store.append_input(&w0, seq, &ask);
-        let run = uuid::Uuid::now_v7();
-        let action = agentry::id::ActionId::new(PURE).expect("an id");
-        store.record(RunRecord::queued(run, w0.clone(), action, &serde_json::json!({}), ask.id())).expect("recorded");
-        let plan = RunPlan {
-            key: format!("w0/{seq}/0"),
-            params: serde_json::json!({}),
-            by_agent: true,
-            cause: Some(ask.id()),
-            correlation: ask.id(),
-        };
-        store.run_planned(run, &plan);
-        let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
-        store.update(run, done, chrono::Utc::now()).expect("ended");
-    }
-    for round in 0..2 {
-        let (resumed, mut lines) = start(dir, &["resume"]);
-        let state = expect(&mut lines, "state").await;
-        kill(resumed).await;
-        let state: Worker = serde_json::from_str(state.trim_start_matches("state ")).expect("a state");
-        assert_eq!(state.interrupted, 1, "round {round}: told once, and not again after another restart: {state:?}");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

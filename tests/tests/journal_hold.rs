@@ -16,7 +16,7 @@ use agentry::runtime::{AgentRef, DEFAULT_SNAPSHOT_EVERY, Runtime, SpawnOptions};
 use agentry::signal::Signal;
 use agentry::skill::Skill;
 use agentry::store::{
-    AgentRecord, AliveAgent, Durable, Flushed, Refusal, Revival, RunPlan, RunQuery, RunRecord, RunUpdate,
+    AgentRecord, AliveAgent, Durable, Flushed, JournalPen, Refusal, Revival, RunPlan, RunQuery, RunRecord, RunUpdate,
     ScheduleRecord, Snapshot, SqliteStore, Store, StoreError,
 };
 use chrono::{DateTime, Utc};
@@ -47,13 +47,13 @@ impl Noting {
 }
 
 impl Store for Noting {
-    fn record(&self, record: RunRecord) -> Result<(), StoreError> {
+    fn record(&self, pen: &JournalPen, record: RunRecord) -> Result<(), StoreError> {
         self.note(if record.status().is_final() { "ended" } else { "record" }, record.run);
-        self.journal.record(record)
+        self.journal.record(pen, record)
     }
-    fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
+    fn update(&self, pen: &JournalPen, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
         self.note("update", run);
-        self.journal.update(run, update, at)
+        self.journal.update(pen, run, update, at)
     }
     fn get(&self, run: Uuid) -> Option<RunRecord> {
         self.journal.get(run)
@@ -61,8 +61,8 @@ impl Store for Noting {
     fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
         self.journal.query(query)
     }
-    fn refused(&self, refusal: Refusal) {
-        self.journal.refused(refusal);
+    fn refused(&self, pen: &JournalPen, refusal: Refusal) {
+        self.journal.refused(pen, refusal);
     }
     fn refusals(&self, agent: &AgentId) -> Vec<Refusal> {
         self.journal.refusals(agent)
@@ -76,53 +76,53 @@ impl Durable for Noting {
     fn flushed(&self) -> Flushed {
         self.journal.flushed()
     }
-    fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal) {
-        self.journal.append_input(agent, seq, signal);
+    fn append_input(&self, pen: &JournalPen, agent: &AgentId, seq: u64, signal: &Signal) {
+        self.journal.append_input(pen, agent, seq, signal);
     }
-    fn append_kept_outcome(&self, agent: &AgentId, seq: u64, run: Uuid, signal: &Signal) {
-        self.journal.append_kept_outcome(agent, seq, run, signal);
+    fn append_kept_outcome(&self, pen: &JournalPen, agent: &AgentId, seq: u64, run: Uuid, signal: &Signal) {
+        self.journal.append_kept_outcome(pen, agent, seq, run, signal);
     }
-    fn save_snapshot(&self, snapshot: Snapshot) {
+    fn save_snapshot(&self, pen: &JournalPen, snapshot: Snapshot) {
         self.snapshots.lock().expect("not poisoned").push(snapshot.seq);
-        self.journal.save_snapshot(snapshot);
+        self.journal.save_snapshot(pen, snapshot);
     }
-    fn agent_spawned(&self, record: AgentRecord, initial: Snapshot) {
-        self.journal.agent_spawned(record, initial);
+    fn agent_spawned(&self, pen: &JournalPen, record: AgentRecord, initial: Snapshot) {
+        self.journal.agent_spawned(pen, record, initial);
     }
-    fn agent_alive(&self, record: AgentRecord) {
-        self.journal.agent_alive(record);
+    fn agent_alive(&self, pen: &JournalPen, record: AgentRecord) {
+        self.journal.agent_alive(pen, record);
     }
-    fn agent_ended(&self, agent: &AgentId) {
-        self.journal.agent_ended(agent);
+    fn agent_ended(&self, pen: &JournalPen, agent: &AgentId) {
+        self.journal.agent_ended(pen, agent);
     }
-    fn schedule_armed(&self, schedule: ScheduleRecord) {
-        self.journal.schedule_armed(schedule);
+    fn schedule_armed(&self, pen: &JournalPen, schedule: ScheduleRecord) {
+        self.journal.schedule_armed(pen, schedule);
     }
-    fn schedule_cleared(&self, agent: &AgentId, key: &str) {
-        self.journal.schedule_cleared(agent, key);
+    fn schedule_cleared(&self, pen: &JournalPen, agent: &AgentId, key: &str) {
+        self.journal.schedule_cleared(pen, agent, key);
     }
-    fn run_planned(&self, run: Uuid, plan: &RunPlan) {
+    fn run_planned(&self, pen: &JournalPen, run: Uuid, plan: &RunPlan) {
         self.note("plan", run);
-        self.journal.run_planned(run, plan);
+        self.journal.run_planned(pen, run, plan);
     }
-    fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool) {
+    fn run_outcome(&self, pen: &JournalPen, run: Uuid, outcome: &Signal, safe_again: bool) {
         if let Some(report) = outcome.outcome() {
             self.kept.lock().expect("not poisoned").push((report.action.clone(), safe_again));
         }
         self.note("outcome", run);
-        self.journal.run_outcome(run, outcome, safe_again);
+        self.journal.run_outcome(pen, run, outcome, safe_again);
     }
-    fn job_submitted(&self, record: &agentry::action::JobRecord, plan: &agentry::store::JobPlan) {
-        self.journal.job_submitted(record, plan);
+    fn job_submitted(&self, pen: &JournalPen, record: &agentry::action::JobRecord, plan: &agentry::store::JobPlan) {
+        self.journal.job_submitted(pen, record, plan);
     }
-    fn job_changed(&self, record: &agentry::action::JobRecord, end: Option<&Signal>) {
-        self.journal.job_changed(record, end);
+    fn job_changed(&self, pen: &JournalPen, record: &agentry::action::JobRecord, end: Option<&Signal>) {
+        self.journal.job_changed(pen, record, end);
     }
-    fn job_told(&self, agent: &AgentId, job: Uuid) {
-        self.journal.job_told(agent, job);
+    fn job_told(&self, pen: &JournalPen, agent: &AgentId, job: Uuid) {
+        self.journal.job_told(pen, agent, job);
     }
-    fn jobs_purged(&self, before: chrono::DateTime<chrono::Utc>) {
-        self.journal.jobs_purged(before);
+    fn jobs_purged(&self, pen: &JournalPen, before: chrono::DateTime<chrono::Utc>) {
+        self.journal.jobs_purged(pen, before);
     }
     fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
         self.journal.alive(after, limit)

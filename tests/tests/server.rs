@@ -11,7 +11,7 @@ use agentry::runtime::{AgentRef, Runtime, RuntimeError, SpawnOptions};
 use agentry::runtime::{RestartMode, RestartPolicy};
 use agentry::signal::Signal;
 use agentry::skill::Skill;
-use agentry::store::{RunQuery, RunRecord, RunStatus, Store};
+use agentry::store::{JournalPen, RunQuery, RunRecord, RunStatus, Store};
 use agentry_tests::{Operator, wait_for};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -297,18 +297,19 @@ impl Watching {
 }
 
 impl Store for Watching {
-    fn record(&self, record: RunRecord) -> Result<(), agentry::store::StoreError> {
+    fn record(&self, pen: &JournalPen, record: RunRecord) -> Result<(), agentry::store::StoreError> {
         self.look();
-        self.journal.record(record)
+        self.journal.record(pen, record)
     }
     fn update(
         &self,
+        pen: &JournalPen,
         run: Uuid,
         update: agentry::store::RunUpdate,
         at: chrono::DateTime<chrono::Utc>,
     ) -> Result<(), agentry::store::StoreError> {
         self.look();
-        self.journal.update(run, update, at)
+        self.journal.update(pen, run, update, at)
     }
     fn get(&self, run: Uuid) -> Option<RunRecord> {
         self.journal.get(run)
@@ -316,8 +317,8 @@ impl Store for Watching {
     fn query(&self, query: &RunQuery) -> Vec<RunRecord> {
         self.journal.query(query)
     }
-    fn refused(&self, refusal: agentry::store::Refusal) {
-        self.journal.refused(refusal);
+    fn refused(&self, pen: &JournalPen, refusal: agentry::store::Refusal) {
+        self.journal.refused(pen, refusal);
     }
     fn refusals(&self, agent: &AgentId) -> Vec<agentry::store::Refusal> {
         self.journal.refusals(agent)

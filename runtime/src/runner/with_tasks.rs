@@ -5,6 +5,7 @@ use crate::action::{ActionContext, ActionError, ActionSpec, DynAction, ErrorClas
 use crate::events::{EventBus, EventKind};
 use crate::id::{ActionId, AgentId};
 use crate::runner::Runner;
+use crate::store::PEN;
 use crate::store::{MemoryStore, RunQuery, RunRecord, RunStatus, Store};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -40,7 +41,10 @@ where
 fn queued(h: &Harness, action: &DynAction, params: &Value) -> ActionContext {
     let ctx = ActionContext::new(AgentId::new("agent-1").unwrap(), action.spec().id.clone());
     h.store
-        .record(RunRecord::queued(ctx.run_id, ctx.agent_id.clone(), ctx.action_id.clone(), params, ctx.correlation_id))
+        .record(
+            PEN,
+            RunRecord::queued(ctx.run_id, ctx.agent_id.clone(), ctx.action_id.clone(), params, ctx.correlation_id),
+        )
         .unwrap();
     ctx
 }

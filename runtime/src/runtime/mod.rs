@@ -15,6 +15,7 @@ use crate::policy::Policy;
 pub use crate::recovery::Recovery;
 use crate::runner::Runner;
 use crate::server::{AgentServer, ServerArgs};
+use crate::store::PEN;
 
 use crate::shared::{Reviver, Shared, Spawner};
 use crate::signal::Signal;
@@ -35,6 +36,9 @@ use uuid::Uuid;
 mod agent_ref;
 mod builder;
 mod spawn;
+
+#[cfg(test)]
+mod crash_tests;
 
 pub use agent_ref::AgentRef;
 pub use builder::RuntimeBuilder;
@@ -369,7 +373,7 @@ impl Runtime {
         // A hibernating agent is ended where it sleeps.
         if self.shared.directory.get(id).is_none() && self.shared.sleeping.remove(id).is_some() {
             if let Some(durable) = self.shared.store.durable() {
-                durable.agent_ended(id);
+                durable.agent_ended(PEN, id);
             }
             return Ok(());
         }

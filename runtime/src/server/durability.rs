@@ -18,6 +18,7 @@ use crate::messages::{Requester, RunRequest};
 use crate::policy::Policy;
 use crate::restart::RestartPolicy;
 use crate::signal::Signal;
+use crate::store::PEN;
 use crate::store::{AgentRecord, KeyedRun, RunPlan, RunStatus, RunUpdate, ScheduleRecord, Snapshot};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
@@ -76,12 +77,12 @@ impl<A: Agent> ServerState<A> {
         self.step_runs = 0;
         if let Some(durable) = self.shared.store.durable() {
             match kept {
-                Some(run) => durable.append_kept_outcome(&self.agent.id, self.seq, run, signal),
-                None => durable.append_input(&self.agent.id, self.seq, signal),
+                Some(run) => durable.append_kept_outcome(PEN, &self.agent.id, self.seq, run, signal),
+                None => durable.append_input(PEN, &self.agent.id, self.seq, signal),
             }
             // The end of one of its jobs, consumed: a recovery does not give it again.
             if let Some(job) = crate::kinds::ended_job(signal) {
-                durable.job_told(&self.agent.id, job);
+                durable.job_told(PEN, &self.agent.id, job);
             }
             self.since_snapshot += 1;
         }
@@ -132,7 +133,7 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn save_snapshot(&mut self) {
         let Some(durable) = self.shared.store.durable() else { return };
         if let Some(snapshot) = self.snapshot_now() {
-            durable.save_snapshot(snapshot);
+            durable.save_snapshot(PEN, snapshot);
             self.since_snapshot = 0;
         }
     }
@@ -156,7 +157,7 @@ impl<A: Agent> ServerState<A> {
     /// Keeps whether the agent is asleep, so a recovery leaves it so.
     pub(super) fn keep_asleep(&self, asleep: bool) {
         if let Some(durable) = self.shared.store.durable() {
-            durable.agent_alive(self.agent_record(asleep));
+            durable.agent_alive(PEN, self.agent_record(asleep));
         }
     }
 
@@ -167,14 +168,14 @@ impl<A: Agent> ServerState<A> {
             self.keep_asleep(false);
             self.save_snapshot();
         } else if let Some(initial) = self.snapshot_now() {
-            durable.agent_spawned(self.agent_record(false), initial);
+            durable.agent_spawned(PEN, self.agent_record(false), initial);
         }
     }
 
     /// The spawn settings changed (the policy): kept for the recovery.
     pub(super) fn keep_settings(&self) {
         if let Some(durable) = self.shared.store.durable() {
-            durable.agent_alive(self.agent_record(false));
+            durable.agent_alive(PEN, self.agent_record(false));
         }
     }
 
@@ -183,7 +184,7 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn keep_or_forget(&mut self, for_good: bool) {
         let Some(durable) = self.shared.store.durable() else { return };
         if for_good {
-            durable.agent_ended(&self.agent.id);
+            durable.agent_ended(PEN, &self.agent.id);
         } else {
             self.save_snapshot();
         }
@@ -237,7 +238,7 @@ impl<A: Agent> ServerState<A> {
             let safe_again = may_wait && self.safe_again(action);
             match unwritten {
                 Some(unwritten) => unwritten.write_ended_with_outcome(store, signal, safe_again),
-                None => durable.run_outcome(run, signal, safe_again),
+                None => durable.run_outcome(PEN, run, signal, safe_again),
             }
             return true;
         }
@@ -258,14 +259,14 @@ impl<A: Agent> ServerState<A> {
                 signal: signal.clone(),
                 if_missed,
             };
-            durable.schedule_armed(record);
+            durable.schedule_armed(PEN, record);
         }
     }
 
     /// Forgets a schedule that fired or was cancelled.
     pub(super) fn forget_schedule(&self, key: &str) {
         if let Some(durable) = self.shared.store.durable() {
-            durable.schedule_cleared(&self.agent.id, key);
+            durable.schedule_cleared(PEN, &self.agent.id, key);
         }
     }
 
@@ -396,7 +397,7 @@ impl<A: Agent> ServerState<A> {
             error: Some(crate::action::ErrorClass::Interrupted),
             ..RunUpdate::default()
         };
-        if journal && let Err(err) = self.shared.store.update(ids.run, update, Utc::now()) {
+        if journal && let Err(err) = self.shared.store.update(PEN, ids.run, update, Utc::now()) {
             tracing::warn!(run = %ids.run, %err, "the journal refused to end an interrupted run");
         }
         let kind = EventKind::ActionFailed {

@@ -10,6 +10,7 @@ use crate::interpret::{Command, KeyFrom, Origin};
 use crate::messages::ServerMsg;
 use crate::policy::Policy;
 use crate::signal::Signal;
+use crate::store::PEN;
 use crate::store::Refusal;
 use chrono::Utc;
 use serde_json::Value;
@@ -97,7 +98,7 @@ impl<A: Agent> ServerState<A> {
         let correlation = cause.map(Signal::correlation_id);
         let record = Refusal { agent: self.agent.id.clone(), at: Utc::now(), cause: cause.map(Signal::id), refusal };
         let kind = EventKind::EffectRefused { refusal: record.refusal.clone() };
-        self.shared.store.refused(record);
+        self.shared.store.refused(PEN, record);
         self.shared.events.announce(&self.agent.id, None, correlation, kind);
     }
 

@@ -9,6 +9,7 @@ use crate::agent::Agent;
 use crate::jobs::NewJob;
 use crate::messages::Requester;
 use crate::store::KeptJob;
+use crate::store::PEN;
 use std::collections::HashSet;
 use uuid::Uuid;
 
@@ -23,7 +24,7 @@ impl<A: Agent> ServerState<A> {
                 let Some(signal) = end.filter(|_| !told) else { continue };
                 if consumed.contains(&signal.id()) {
                     if let Some(durable) = self.shared.store.durable() {
-                        durable.job_told(&self.agent.id, record.id);
+                        durable.job_told(PEN, &self.agent.id, record.id);
                     }
                 } else {
                     self.work().inbox.push_back(Inbound { signal, kept: None });

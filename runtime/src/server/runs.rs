@@ -14,6 +14,7 @@ use crate::interpret::Origin;
 use crate::messages::{Admitted, Invoker, Requester, RunRequest, ServerMsg};
 use crate::run_life::RunLife;
 use crate::runner::{RunInHand, Start};
+use crate::store::PEN;
 use crate::store::{DraftIds, RecordDraft, RunUpdate, Unwritten};
 use crate::table::{Gate, gate};
 use chrono::{DateTime, Utc};
@@ -559,7 +560,7 @@ impl<A: Agent> ServerState<A> {
     }
 
     fn journal(&self, run: Uuid, update: RunUpdate) {
-        if let Err(err) = self.shared.store.update(run, update, Utc::now()) {
+        if let Err(err) = self.shared.store.update(PEN, run, update, Utc::now()) {
             tracing::warn!(%run, %err, "the journal refused an update");
         }
     }

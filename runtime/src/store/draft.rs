@@ -10,6 +10,7 @@
 use super::{PlanParts, RunRecord, RunStatus, RunUpdate, Store, params_digest, text_digest};
 use crate::action::{ErrorClass, RunKey};
 use crate::id::{ActionId, AgentId};
+use crate::store::PEN;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::time::Duration;
@@ -86,13 +87,13 @@ impl Unwritten {
         // A short text kept in place is gone with the draft: copied out first.
         let short = draft.text_in_place().and_then(ShortText::of);
         let (record, long) = draft.into_record();
-        if let Err(err) = store.record(record) {
+        if let Err(err) = store.record(PEN, record) {
             tracing::error!(%err, "the journal refused a new run");
         }
         // The text made again from one kept in place, for the run to keep.
         let text = long.or_else(|| short.map(|short| short.as_bytes().to_vec()));
         if let (Some(plan), Some(durable)) = (plan, store.durable()) {
-            plan.with_parts((&agent, run), text.as_deref(), |parts| durable.run_planned_parts(run, parts));
+            plan.with_parts((&agent, run), text.as_deref(), |parts| durable.run_planned_parts(PEN, run, parts));
         }
         text
     }
@@ -134,7 +135,7 @@ impl Unwritten {
         if let Some(EndedDraft(unwritten, _)) = store.take_ended(EndedDraft(self, Some(kept))) {
             drop(unwritten.write(store));
             if let Some(durable) = store.durable() {
-                durable.run_outcome(run, signal, safe_again);
+                durable.run_outcome(PEN, run, signal, safe_again);
             }
         }
     }

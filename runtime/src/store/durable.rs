@@ -3,7 +3,7 @@
 //! An agent is pure, so its state is the fold of its inputs: the latest snapshot plus the inputs logged after it
 //! bring it back exactly.
 
-use super::{RunRecord, StoreError};
+use super::{JournalPen, RunRecord, StoreError};
 use crate::id::AgentId;
 use crate::signal::Signal;
 use chrono::{DateTime, Utc};
@@ -202,35 +202,36 @@ pub struct Revival {
 }
 
 /// The part of a store that outlives the process. Writes are queued and made durable in order, in batches;
-/// reads see every write made before them.
+/// reads see every write made before them. Like [`Store`](super::Store)'s, its writers take the runtime's
+/// [`JournalPen`].
 pub trait Durable: Send + Sync + 'static {
     /// Resolves once everything written so far is durable.
     fn flushed(&self) -> Flushed;
     /// Logs the input an agent's `step` consumed as number `seq` (1, 2, 3, ... per agent).
-    fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal);
+    fn append_input(&self, pen: &JournalPen, agent: &AgentId, seq: u64, signal: &Signal);
     /// Replaces the agent's snapshot.
-    fn save_snapshot(&self, snapshot: Snapshot);
+    fn save_snapshot(&self, pen: &JournalPen, snapshot: Snapshot);
     /// An agent was spawned: it is to be brought back after a crash, from `initial` (its state as it starts).
     /// Whatever was kept for an earlier agent of the same id (inputs, schedules) is dropped.
-    fn agent_spawned(&self, record: AgentRecord, initial: Snapshot);
+    fn agent_spawned(&self, pen: &JournalPen, record: AgentRecord, initial: Snapshot);
     /// An agent's spawn settings changed (its policy).
-    fn agent_alive(&self, record: AgentRecord);
+    fn agent_alive(&self, pen: &JournalPen, record: AgentRecord);
     /// An agent stopped for good: it is not brought back, and its log, snapshot and schedules are dropped.
-    fn agent_ended(&self, agent: &AgentId);
+    fn agent_ended(&self, pen: &JournalPen, agent: &AgentId);
     /// Arms (or replaces) a schedule.
-    fn schedule_armed(&self, schedule: ScheduleRecord);
+    fn schedule_armed(&self, pen: &JournalPen, schedule: ScheduleRecord);
     /// A schedule fired or was cancelled.
-    fn schedule_cleared(&self, agent: &AgentId, key: &str);
+    fn schedule_cleared(&self, pen: &JournalPen, agent: &AgentId, key: &str);
     /// Keeps with a journaled run what starting it again needs.
-    fn run_planned(&self, run: Uuid, plan: &RunPlan);
+    fn run_planned(&self, pen: &JournalPen, run: Uuid, plan: &RunPlan);
     /// [`Durable::run_planned`] for a plan whose params are JSON text already (the server makes it for their
     /// digest), so a store that keeps plans as text need not build the params and serialize them again. By
     /// default the params are read back and the plan kept through [`Durable::run_planned`].
-    fn run_planned_parts(&self, run: Uuid, parts: PlanParts<'_>) {
+    fn run_planned_parts(&self, pen: &JournalPen, run: Uuid, parts: PlanParts<'_>) {
         match serde_json::from_slice(parts.params_json) {
             Ok(params) => {
                 let PlanParts { key, by_agent, cause, correlation, .. } = parts;
-                self.run_planned(run, &RunPlan { key: key.to_owned(), params, by_agent, cause, correlation });
+                self.run_planned(pen, run, &RunPlan { key: key.to_owned(), params, by_agent, cause, correlation });
             }
             Err(err) => tracing::error!(%run, %err, "a run's params could not be read back for its plan"),
         }
@@ -241,22 +242,22 @@ pub trait Durable: Send + Sync + 'static {
     /// later, while the agent has not consumed the outcome, since a crash before that starts the run again with
     /// the same key; but never after a later snapshot of its agent is durable (the snapshot folds in the input
     /// that asked for the run). A run that is not safe to start again is kept with the next commit.
-    fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool);
+    fn run_outcome(&self, pen: &JournalPen, run: Uuid, outcome: &Signal, safe_again: bool);
     /// A job was submitted: kept, with what starting it again needs, until its agent ends or it is purged.
-    fn job_submitted(&self, record: &crate::action::JobRecord, plan: &JobPlan);
+    fn job_submitted(&self, pen: &JournalPen, record: &crate::action::JobRecord, plan: &JobPlan);
     /// A job changed (it started, made progress, ended). `end`: the signal for its agent, when it ended (kept
     /// until the agent consumes it, see [`Durable::job_told`]).
-    fn job_changed(&self, record: &crate::action::JobRecord, end: Option<&Signal>);
+    fn job_changed(&self, pen: &JournalPen, record: &crate::action::JobRecord, end: Option<&Signal>);
     /// The agent consumed the end signal of its job `job`.
-    fn job_told(&self, agent: &AgentId, job: Uuid);
+    fn job_told(&self, pen: &JournalPen, agent: &AgentId, job: Uuid);
     /// Drops the jobs that ended (and whose end their agent consumed) at or before `before`.
-    fn jobs_purged(&self, before: DateTime<Utc>);
+    fn jobs_purged(&self, pen: &JournalPen, before: DateTime<Utc>);
     /// Logs as input `seq` the outcome signal kept for `run` ([`Durable::run_outcome`]): the agent consumed it.
     /// A store that still holds the signal as it kept it can log it from there, without encoding it again; by
     /// default it is logged like any input.
-    fn append_kept_outcome(&self, agent: &AgentId, seq: u64, run: Uuid, signal: &Signal) {
+    fn append_kept_outcome(&self, pen: &JournalPen, agent: &AgentId, seq: u64, run: Uuid, signal: &Signal) {
         let _ = run;
-        self.append_input(agent, seq, signal);
+        self.append_input(pen, agent, seq, signal);
     }
 
     /// The agents to bring back, a page at a time in the order of their ids: at most `limit` of those whose id

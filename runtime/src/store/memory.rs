@@ -1,6 +1,8 @@
 //! The in-memory journal.
 
-use super::{EndedDraft, FastHash, RecordDraft, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError};
+use super::{
+    EndedDraft, FastHash, JournalPen, RecordDraft, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError,
+};
 use crate::id::AgentId;
 use chrono::{DateTime, Utc};
 use dashmap::DashMap;
@@ -105,18 +107,18 @@ impl Ended {
 /// drafted it, unchecked (its id is one the server just made), and the mover makes its record: the params'
 /// digest and the history are made on the mover's thread instead of the agent's.
 ///
+/// Only the runtime writes it (see [`JournalPen`]); everyone reads it through [`Runtime::store`]:
+///
 /// ```
-/// use agentry::store::{MemoryStore, RunQuery, RunRecord, RunStatus, RunUpdate, Store};
-/// let store = MemoryStore::keeping(1_000);
-/// let run = uuid::Uuid::now_v7();
-/// let (agent, action) = (agentry::id::AgentId::new("pump")?, agentry::id::ActionId::new("noop.run")?);
-/// store.record(RunRecord::queued(run, agent, action, &serde_json::json!({}), run))?;
-/// let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
-/// store.update(run, done, chrono::Utc::now())?;
-/// assert_eq!(store.get(run).map(|r| r.status()), Some(RunStatus::Completed));
-/// assert_eq!(store.query(&RunQuery::default()).len(), 1);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use agentry::runtime::Runtime;
+/// use agentry::store::{MemoryStore, RunQuery};
+/// let runtime = Runtime::builder().store(std::sync::Arc::new(MemoryStore::keeping(1_000))).build();
+/// assert!(runtime.store().query(&RunQuery::default()).is_empty());
+/// # }
 /// ```
+///
+/// [`Runtime::store`]: crate::runtime::Runtime::store
 #[derive(Debug)]
 pub struct MemoryStore {
     journal: Arc<Journal>,
@@ -297,7 +299,7 @@ fn spawn_mover(journal: Weak<Journal>) -> std::thread::Thread {
 }
 
 impl Store for MemoryStore {
-    fn record(&self, record: RunRecord) -> Result<(), StoreError> {
+    fn record(&self, _: &JournalPen, record: RunRecord) -> Result<(), StoreError> {
         let run = record.run;
         let journal = &self.journal;
         match journal.live.entry(run) {
@@ -318,7 +320,7 @@ impl Store for MemoryStore {
         }
     }
 
-    fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
+    fn update(&self, _: &JournalPen, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
         let journal = &self.journal;
         let mut found = false;
         let ended = journal.live.remove_if_mut(&run, |_, entry| {
@@ -355,7 +357,7 @@ impl Store for MemoryStore {
         page.map(|(_, record)| record).collect()
     }
 
-    fn refused(&self, refusal: Refusal) {
+    fn refused(&self, _: &JournalPen, refusal: Refusal) {
         let mut refusals = lock(&self.journal.refusals);
         refusals.push_back(refusal);
         while refusals.len() > self.journal.keep.max(1) {
@@ -386,6 +388,7 @@ mod tests {
     use super::*;
     use crate::action::ErrorClass;
     use crate::id::{ActionId, AgentId};
+    use crate::store::PEN;
     use crate::store::RunStatus;
     use serde_json::json;
     use std::time::Duration;
@@ -405,17 +408,17 @@ mod tests {
         let store = MemoryStore::new();
         let r = record("a1", "math.add");
         let id = r.run;
-        store.record(r.clone()).unwrap();
-        assert_eq!(store.record(r), Err(StoreError::Duplicate(id)));
+        store.record(PEN, r.clone()).unwrap();
+        assert_eq!(store.record(PEN, r), Err(StoreError::Duplicate(id)));
         let running = RunUpdate { status: Some(RunStatus::Running), attempts: Some(1), ..RunUpdate::default() };
-        store.update(id, running, Utc::now()).unwrap();
+        store.update(PEN, id, running, Utc::now()).unwrap();
         let failed = RunUpdate {
             status: Some(RunStatus::Failed),
             latency: Some(Duration::from_millis(7)),
             error: Some(ErrorClass::Timeout),
             ..RunUpdate::default()
         };
-        store.update(id, failed, Utc::now()).unwrap();
+        store.update(PEN, id, failed, Utc::now()).unwrap();
         let got = store.get(id).unwrap();
         let statuses: Vec<RunStatus> = got.history.iter().map(|(s, _)| *s).collect();
         assert_eq!(statuses, [RunStatus::Queued, RunStatus::Running, RunStatus::Failed]);
@@ -423,9 +426,9 @@ mod tests {
             (got.attempts, got.latency, got.error),
             (1, Some(Duration::from_millis(7)), Some(ErrorClass::Timeout))
         );
-        let again = store.update(id, RunUpdate::default(), Utc::now()).unwrap_err();
+        let again = store.update(PEN, id, RunUpdate::default(), Utc::now()).unwrap_err();
         assert!(again.to_string().contains("already ended"), "{again}");
-        let unknown = store.update(Uuid::nil(), RunUpdate::default(), Utc::now()).unwrap_err();
+        let unknown = store.update(PEN, Uuid::nil(), RunUpdate::default(), Utc::now()).unwrap_err();
         assert_eq!(unknown, StoreError::UnknownRun(Uuid::nil()));
     }
 
@@ -437,7 +440,7 @@ mod tests {
         use crate::store::{DraftIds, RecordDraft};
         let store = MemoryStore::new();
         let before = record("a1", "math.add");
-        store.record(before.clone()).unwrap();
+        store.record(PEN, before.clone()).unwrap();
         let params = json!({"a": 1, "text": "café"});
         let ids = DraftIds {
             run: Uuid::now_v7(),
@@ -461,7 +464,7 @@ mod tests {
         draft.apply(done, ended);
         store.record_draft(draft);
         let after = record("a2", "math.add");
-        store.record(after.clone()).unwrap();
+        store.record(PEN, after.clone()).unwrap();
 
         let got = store.get(run).expect("the drafted run is journaled");
         assert_eq!(got.params_digest, crate::store::params_digest(&params));
@@ -472,7 +475,7 @@ mod tests {
         assert_eq!((got.attempts, got.latency), (1, Some(Duration::from_millis(3))));
         let order: Vec<Uuid> = store.query(&RunQuery::default()).into_iter().map(|r| r.run).collect();
         assert_eq!(order, [before.run, run, after.run]);
-        assert_eq!(store.update(run, RunUpdate::default(), Utc::now()), Err(StoreError::Ended(run)));
+        assert_eq!(store.update(PEN, run, RunUpdate::default(), Utc::now()), Err(StoreError::Ended(run)));
     }
 
     #[test]
@@ -480,10 +483,10 @@ mod tests {
         let store = MemoryStore::new();
         let runs = [record("a1", "math.add"), record("a1", "math.div"), record("a2", "math.add")];
         for r in &runs {
-            store.record(r.clone()).unwrap();
+            store.record(PEN, r.clone()).unwrap();
         }
         let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
-        store.update(runs[1].run, done, Utc::now()).unwrap();
+        store.update(PEN, runs[1].run, done, Utc::now()).unwrap();
         let ids = |q: RunQuery| store.query(&q).into_iter().map(|r| r.run).collect::<Vec<_>>();
         assert_eq!(ids(RunQuery::default()), runs.iter().map(|r| r.run).collect::<Vec<_>>());
         assert_eq!(
@@ -503,18 +506,18 @@ mod tests {
         let store = MemoryStore::keeping(2);
         let runs: Vec<RunRecord> = (0..5).map(|_| record("a1", "math.add")).collect();
         for r in &runs {
-            store.record(r.clone()).unwrap();
+            store.record(PEN, r.clone()).unwrap();
         }
         let done = || RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
         // Runs 1, 3, 0 end in this order; 2 and 4 go on.
         for i in [1, 3, 0] {
-            store.update(runs[i].run, done(), Utc::now()).unwrap();
+            store.update(PEN, runs[i].run, done(), Utc::now()).unwrap();
         }
         let kept: Vec<Uuid> = store.query(&RunQuery::default()).into_iter().map(|r| r.run).collect();
         assert_eq!(kept, [runs[0].run, runs[2].run, runs[3].run, runs[4].run], "run 1 ended first and went");
         assert_eq!(store.get(runs[1].run), None);
-        assert_eq!(store.update(runs[1].run, done(), Utc::now()), Err(StoreError::UnknownRun(runs[1].run)));
-        store.update(runs[2].run, done(), Utc::now()).unwrap();
+        assert_eq!(store.update(PEN, runs[1].run, done(), Utc::now()), Err(StoreError::UnknownRun(runs[1].run)));
+        store.update(PEN, runs[2].run, done(), Utc::now()).unwrap();
         let kept: Vec<Uuid> = store.query(&RunQuery::default()).into_iter().map(|r| r.run).collect();
         assert_eq!(kept, [runs[0].run, runs[2].run, runs[4].run]);
     }
@@ -535,7 +538,7 @@ mod tests {
         for _ in 0..100 {
             let mut r = record("a1", "math.add");
             r.apply(done(), Utc::now());
-            store.record(r).unwrap();
+            store.record(PEN, r).unwrap();
         }
         let journal = &store.journal;
         eventually("the mover taking the list", || lock(&journal.retiring).is_empty());
@@ -545,7 +548,7 @@ mod tests {
         let mut r = record("a1", "math.add");
         r.apply(done(), Utc::now());
         let last = r.run;
-        store.record(r).unwrap();
+        store.record(PEN, r).unwrap();
         eventually("the mover waking", || lock(&journal.ended).contains(&last));
         let weak = Arc::downgrade(&store.journal);
         drop(store);
@@ -629,7 +632,7 @@ mod tests {
                             }
                             Ok(())
                         };
-                        proptest::prop_assert_eq!(store.record(new), expected);
+                        proptest::prop_assert_eq!(store.record(PEN, new), expected);
                     }
                     Op::Update(n, status, attempts) => {
                         let update = RunUpdate { status, attempts: Some(attempts), ..RunUpdate::default() };
@@ -648,7 +651,7 @@ mod tests {
                                 Ok(())
                             }
                         };
-                        proptest::prop_assert_eq!(store.update(ids[n], update, at), expected);
+                        proptest::prop_assert_eq!(store.update(PEN, ids[n], update, at), expected);
                     }
                     Op::Read => reads(&store, &ids, &kept)?,
                 }

@@ -8,6 +8,7 @@ mod durable;
 mod input_log;
 mod job_log;
 mod memory;
+mod pen;
 mod plan_codec;
 mod run_codec;
 mod run_log;
@@ -23,6 +24,8 @@ pub use durable::{
     Snapshot,
 };
 pub use memory::{DEFAULT_KEEP, MemoryStore};
+pub use pen::JournalPen;
+pub(crate) use pen::PEN;
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use view::{DurableView, JournalView};
 
@@ -145,8 +148,9 @@ impl RunRecord {
         self.history.last().map_or(RunStatus::Queued, |(s, _)| *s)
     }
 
-    /// Applies an update, as a store does to a run still going; `at` stamps a new status.
-    pub(crate) fn apply(&mut self, update: RunUpdate, at: DateTime<Utc>) {
+    /// Applies an update to this copy of a run's record, as the journal applies it to its own; `at` stamps a
+    /// new status. (A driver that keeps a journal of its own, as the simulator does, keeps it this way.)
+    pub fn apply(&mut self, update: RunUpdate, at: DateTime<Utc>) {
         if let Some(status) = update.apply_to(&mut self.attempts, &mut self.latency, &mut self.cost, &mut self.error) {
             self.history.push((status, at));
         }
@@ -343,18 +347,19 @@ pub struct Refusal {
 
 /// Where run records (and refused effects) are kept: in memory ([`MemoryStore`], for tests and for programs that
 /// want no disk) or in a SQLite file ([`SqliteStore`], which also keeps what brings agents back after a crash:
-/// see [`Durable`]).
+/// see [`Durable`]). Its writers take the [`JournalPen`] the runtime lends for each write: only the runtime
+/// writes a journal, and everyone else reads it.
 pub trait Store: Send + Sync + 'static {
     /// Journals a new run.
-    fn record(&self, record: RunRecord) -> Result<(), StoreError>;
+    fn record(&self, pen: &JournalPen, record: RunRecord) -> Result<(), StoreError>;
     /// Applies a change to a run's record; `at` stamps a new status.
-    fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError>;
+    fn update(&self, pen: &JournalPen, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError>;
     /// One run's record.
     fn get(&self, run: Uuid) -> Option<RunRecord>;
     /// Every run that matches, oldest first.
     fn query(&self, query: &RunQuery) -> Vec<RunRecord>;
     /// Journals an effect the server refused.
-    fn refused(&self, refusal: Refusal);
+    fn refused(&self, pen: &JournalPen, refusal: Refusal);
     /// The refusals journaled for one agent, oldest first.
     fn refusals(&self, agent: &AgentId) -> Vec<Refusal>;
     /// The part that outlives the process, for a store that has one.

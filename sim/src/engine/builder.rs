@@ -147,7 +147,7 @@ impl<A: Agent> SimBuilder<A> {
             table: Table::with_columns(columns),
             trace: Trace::new(self.keep_trace),
             keep_runs: self.keep_runs,
-            journal: self.keep_journal.then(MemoryStore::new),
+            journal: self.keep_journal.then(super::journal::Journal::default),
             call_queue: call_queue.clone(),
             calls: runs::calls(&call_queue),
             max_call_depth: self.max_call_depth,

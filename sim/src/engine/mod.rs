@@ -24,7 +24,7 @@ use agentry::kinds;
 use agentry::policy::Policy;
 use agentry::signal::Signal;
 use agentry::skill::{Catalog, Skill};
-use agentry::store::{MemoryStore, RunStatus, RunUpdate, Store};
+use agentry::store::{RunStatus, RunUpdate};
 use chrono::{DateTime, Utc};
 use rand::{Rng, RngExt, SeedableRng};
 use serde_json::{Value, json};
@@ -36,6 +36,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 mod builder;
+mod journal;
 mod runs;
 mod world;
 
@@ -114,7 +115,7 @@ pub struct Simulation<A: Agent> {
     keep_runs: bool,
     runs: Vec<RunRecord>,
     /// Every run's record as the runtime journals it, if the simulation keeps a journal.
-    journal: Option<MemoryStore>,
+    journal: Option<journal::Journal>,
     /// The nested calls of the action being polled, waiting to be played.
     call_queue: CallQueue,
     /// What every run's context answers its nested calls with: they wait in `call_queue`.
@@ -319,8 +320,7 @@ impl<A: Agent> Simulation<A> {
     /// the same records, step by step, as the runtime's journal keeps of the same runs, stamped with virtual
     /// time. Empty when it keeps none.
     pub fn journal(&self, agent: &AgentId) -> Vec<agentry::store::RunRecord> {
-        let query = agentry::store::RunQuery { agent: Some(agent.clone()), ..Default::default() };
-        self.journal.as_ref().map(|journal| journal.query(&query)).unwrap_or_default()
+        self.journal.as_ref().map(|journal| journal.of(agent)).unwrap_or_default()
     }
 
     /// The counts so far.

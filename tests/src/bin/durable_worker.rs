@@ -17,10 +17,6 @@
 //! `durable_worker <dir> arm <ms> <skip>`: spawns `w0`, arms a schedule, prints `armed` once it is durable.
 //! `durable_worker <dir> alarm`: brings `w0` back; once its alarm fired or its schedule is gone, prints
 //! `state <json> armed <schedules left>`.
-//! `durable_worker <dir> snapshot-abort`: on the journal alone, logs an input of `w0` that asks for a run, ends
-//! the run (safe to start again) with its outcome not consumed yet, snapshots `w0` past that input, and aborts
-//! the process as soon as the snapshot is committed (watched from a second connection), printing `snapshotted
-//! <run>` first.
 
 use agentry::events::EventKind;
 use agentry::id::AgentId;
@@ -129,60 +125,10 @@ async fn quiet(runtime: &Runtime, agents: &[AgentId]) {
     }
 }
 
-/// See `snapshot-abort` above.
-fn snapshot_then_abort(dir: &str) -> ! {
-    use agentry::store::{AgentRecord, Durable, RunPlan, RunRecord, RunUpdate, Snapshot, SqliteStore, Store};
-    let path = std::path::Path::new(dir).join("journal.db");
-    let store = SqliteStore::open(&path).expect("the journal opens");
-    let me = worker(0);
-    let snapshot = |seq: u64| Snapshot {
-        agent: me.clone(),
-        seq,
-        agent_type: "worker".to_owned(),
-        version: 1,
-        state: json!({"seq": seq}),
-        at: chrono::Utc::now(),
-        incarnation: 0,
-    };
-    let record = AgentRecord { agent: me.clone(), agent_type: "worker".to_owned(), spawn: json!({}), asleep: false };
-    store.agent_spawned(record, snapshot(0));
-    let go = signal("go", Value::Null);
-    store.append_input(&me, 1, &go);
-    let run = uuid::Uuid::now_v7();
-    let action = agentry::id::ActionId::new("ledger.append").expect("an id");
-    store.record(RunRecord::queued(run, me.clone(), action, &json!({}), go.id())).expect("recorded");
-    let plan =
-        RunPlan { key: format!("{me}/1/0"), params: json!({}), by_agent: true, cause: None, correlation: go.id() };
-    store.run_planned(run, &plan);
-    let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
-    store.update(run, done, chrono::Utc::now()).expect("ended");
-    store.run_outcome(run, &signal("action.completed", json!({"run": run})), true);
-    store.save_snapshot(snapshot(1));
-    // Watching the file, not asking the store: a read through the store would flush everything first.
-    let watcher = rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .expect("a second connection");
-    loop {
-        let seq: Option<String> = watcher
-            .query_row("SELECT json_extract(snapshot, '$.seq') FROM snapshots WHERE agent = 'w0'", [], |r| {
-                r.get::<_, Option<i64>>(0).map(|seq| seq.map(|s| s.to_string()))
-            })
-            .unwrap_or(None);
-        if seq.as_deref() == Some("1") {
-            break;
-        }
-        std::thread::yield_now();
-    }
-    println!("snapshotted {run}");
-    std::process::abort();
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (dir, mode) = (args[1].as_str(), args[2].as_str());
-    if mode == "snapshot-abort" {
-        snapshot_then_abort(dir);
-    }
     let runtime = open(dir, mode == "torture").await;
     match mode {
         "torture" => {

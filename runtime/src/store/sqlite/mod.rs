@@ -24,7 +24,8 @@ use super::plan_codec;
 use super::run_log::{self, RunBatches, Settled};
 use super::signal_codec;
 use super::{
-    EndedDraft, FastHash, PlanDraft, RecordDraft, Refusal, RunQuery, RunRecord, RunUpdate, Store, StoreError, Unwritten,
+    EndedDraft, FastHash, JournalPen, PlanDraft, RecordDraft, Refusal, RunQuery, RunRecord, RunUpdate, Store,
+    StoreError, Unwritten,
 };
 use crate::id::AgentId;
 use crate::signal::Signal;
@@ -306,7 +307,7 @@ impl Drop for SqliteStore {
 impl Store for SqliteStore {
     /// Journals a new run. A run going on with the same id is refused as a duplicate; ended runs are not looked
     /// up (that would read the file for every run), so a record reusing an ended run's id is the caller's error.
-    fn record(&self, record: RunRecord) -> Result<(), StoreError> {
+    fn record(&self, _: &JournalPen, record: RunRecord) -> Result<(), StoreError> {
         match self.live.entry(record.run) {
             dashmap::Entry::Occupied(_) => return Err(StoreError::Duplicate(record.run)),
             // The shard stays locked until the write is queued, so an update cannot be queued before it.
@@ -320,7 +321,7 @@ impl Store for SqliteStore {
 
     /// Applies an update to a run going on. For a run that is not going on, the file says which error it is:
     /// [`StoreError::Ended`] if the run is there, [`StoreError::UnknownRun`] if not.
-    fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
+    fn update(&self, _: &JournalPen, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
         let mut found = false;
         let ended = self.live.remove_if_mut(&run, |_, record| {
             found = true;
@@ -355,7 +356,7 @@ impl Store for SqliteStore {
         })
     }
 
-    fn refused(&self, refusal: Refusal) {
+    fn refused(&self, _: &JournalPen, refusal: Refusal) {
         self.send(Op::Refusal(Box::new(refusal)));
     }
 
@@ -399,64 +400,64 @@ impl Durable for SqliteStore {
         flushed
     }
 
-    fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal) {
+    fn append_input(&self, _: &JournalPen, agent: &AgentId, seq: u64, signal: &Signal) {
         let given = signal.outcome().filter(|r| !r.awaiting_approval()).map(|r| r.run_id);
         self.send(Op::Input(agent.clone(), seq, self.texts.signal(signal), given));
     }
 
-    fn save_snapshot(&self, snapshot: Snapshot) {
+    fn save_snapshot(&self, _: &JournalPen, snapshot: Snapshot) {
         self.send(Op::Snapshot(Box::new(snapshot)));
     }
 
-    fn agent_spawned(&self, record: AgentRecord, initial: Snapshot) {
+    fn agent_spawned(&self, _: &JournalPen, record: AgentRecord, initial: Snapshot) {
         self.send(Op::Spawned(Box::new(record), Box::new(initial)));
     }
 
-    fn agent_alive(&self, record: AgentRecord) {
+    fn agent_alive(&self, _: &JournalPen, record: AgentRecord) {
         self.send(Op::Alive(Box::new(record)));
     }
 
-    fn agent_ended(&self, agent: &AgentId) {
+    fn agent_ended(&self, _: &JournalPen, agent: &AgentId) {
         self.send(Op::Ended(agent.clone()));
     }
 
-    fn schedule_armed(&self, schedule: ScheduleRecord) {
+    fn schedule_armed(&self, _: &JournalPen, schedule: ScheduleRecord) {
         self.send(Op::Armed(Box::new(schedule)));
     }
 
-    fn schedule_cleared(&self, agent: &AgentId, key: &str) {
+    fn schedule_cleared(&self, _: &JournalPen, agent: &AgentId, key: &str) {
         self.send(Op::Cleared(agent.clone(), key.to_owned()));
     }
 
-    fn run_planned(&self, run: Uuid, plan: &RunPlan) {
+    fn run_planned(&self, _: &JournalPen, run: Uuid, plan: &RunPlan) {
         self.send(Op::Plan(run, self.texts.plan(plan)));
     }
 
-    fn run_planned_parts(&self, run: Uuid, parts: PlanParts<'_>) {
+    fn run_planned_parts(&self, _: &JournalPen, run: Uuid, parts: PlanParts<'_>) {
         self.send(Op::Plan(run, self.texts.plan_parts(parts)));
     }
 
-    fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool) {
+    fn run_outcome(&self, _: &JournalPen, run: Uuid, outcome: &Signal, safe_again: bool) {
         self.send(Op::Outcome(run, self.texts.signal(outcome), safe_again));
     }
 
-    fn append_kept_outcome(&self, agent: &AgentId, seq: u64, run: Uuid, _signal: &Signal) {
+    fn append_kept_outcome(&self, _: &JournalPen, agent: &AgentId, seq: u64, run: Uuid, _signal: &Signal) {
         self.send(Op::KeptInput(agent.clone(), seq, run));
     }
 
-    fn job_submitted(&self, record: &crate::action::JobRecord, plan: &super::JobPlan) {
+    fn job_submitted(&self, _: &JournalPen, record: &crate::action::JobRecord, plan: &super::JobPlan) {
         self.send(Op::Job(JobWrite::Submitted(Box::new((record.clone(), plan.clone())))));
     }
 
-    fn job_changed(&self, record: &crate::action::JobRecord, end: Option<&Signal>) {
+    fn job_changed(&self, _: &JournalPen, record: &crate::action::JobRecord, end: Option<&Signal>) {
         self.send(Op::Job(JobWrite::Changed(Box::new((record.clone(), end.cloned())))));
     }
 
-    fn job_told(&self, agent: &AgentId, job: Uuid) {
+    fn job_told(&self, _: &JournalPen, agent: &AgentId, job: Uuid) {
         self.send(Op::Job(JobWrite::Told(agent.clone(), job)));
     }
 
-    fn jobs_purged(&self, before: DateTime<Utc>) {
+    fn jobs_purged(&self, _: &JournalPen, before: DateTime<Utc>) {
         self.send(Op::Job(JobWrite::Purged(before)));
     }
 
@@ -520,6 +521,9 @@ impl Durable for SqliteStore {
         })
     }
 }
+
+#[cfg(test)]
+mod abort_tests;
 
 #[cfg(test)]
 mod runs_tests;

@@ -3,6 +3,7 @@
 use super::*;
 use crate::action::RunKey;
 use crate::id::ActionId;
+use crate::store::PEN;
 use crate::store::{KeyedRun, RunStatus};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -54,29 +55,39 @@ fn runs_going_on_are_updated_in_memory_and_ended_ones_are_read_from_the_file() {
     let status = |status| RunUpdate { status: Some(status), ..RunUpdate::default() };
     let (going, ended_whole, unknown) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
 
-    store.record(queued(going)).unwrap();
-    assert_eq!(store.record(queued(going)), Err(StoreError::Duplicate(going)), "a run going on is not recorded twice");
-    store.update(going, status(RunStatus::Running), Utc::now()).unwrap();
+    store.record(PEN, queued(going)).unwrap();
+    assert_eq!(
+        store.record(PEN, queued(going)),
+        Err(StoreError::Duplicate(going)),
+        "a run going on is not recorded twice"
+    );
+    store.update(PEN, going, status(RunStatus::Running), Utc::now()).unwrap();
     assert_eq!(store.get(going).map(|r| r.status()), Some(RunStatus::Running));
-    store.update(going, status(RunStatus::Completed), Utc::now()).unwrap();
+    store.update(PEN, going, status(RunStatus::Completed), Utc::now()).unwrap();
     assert!(store.live.is_empty(), "an ended run leaves the memory");
     let read = store.get(going).expect("an ended run is read from the file");
     assert_eq!(
         read.history.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
         [RunStatus::Queued, RunStatus::Running, RunStatus::Completed]
     );
-    assert_eq!(store.update(going, status(RunStatus::Failed), Utc::now()), Err(StoreError::Ended(going)));
+    assert_eq!(store.update(PEN, going, status(RunStatus::Failed), Utc::now()), Err(StoreError::Ended(going)));
     assert_eq!(store.get(going), Some(read), "an update to an ended run changes nothing");
 
     // A run recorded once it already ended (as one that ends at its first poll is) goes straight to the file.
     let mut whole = queued(ended_whole);
     whole.apply(status(RunStatus::Completed), Utc::now());
-    store.record(whole.clone()).unwrap();
+    store.record(PEN, whole.clone()).unwrap();
     assert!(store.live.is_empty());
     assert_eq!(store.get(ended_whole), Some(whole));
-    assert_eq!(store.update(ended_whole, status(RunStatus::Failed), Utc::now()), Err(StoreError::Ended(ended_whole)));
+    assert_eq!(
+        store.update(PEN, ended_whole, status(RunStatus::Failed), Utc::now()),
+        Err(StoreError::Ended(ended_whole))
+    );
 
-    assert_eq!(store.update(unknown, status(RunStatus::Running), Utc::now()), Err(StoreError::UnknownRun(unknown)));
+    assert_eq!(
+        store.update(PEN, unknown, status(RunStatus::Running), Utc::now()),
+        Err(StoreError::UnknownRun(unknown))
+    );
     assert_eq!(store.get(unknown), None);
 }
 
@@ -133,7 +144,7 @@ fn a_read_sees_every_write_sent_before_it_while_others_keep_writing() {
         let (store, busy) = (store.clone(), busy.clone());
         std::thread::spawn(move || {
             for seq in 1..=20_000 {
-                store.append_input(&busy, seq, &Signal::new("noise", json!(seq)).unwrap());
+                store.append_input(PEN, &busy, seq, &Signal::new("noise", json!(seq)).unwrap());
                 if seq % 100 == 0 {
                     std::thread::yield_now();
                 }
@@ -141,11 +152,11 @@ fn a_read_sees_every_write_sent_before_it_while_others_keep_writing() {
         })
     };
     for seq in 1..=500 {
-        store.append_input(&reader, seq, &Signal::new("tick", json!(seq)).unwrap());
+        store.append_input(PEN, &reader, seq, &Signal::new("tick", json!(seq)).unwrap());
         let inputs = store.inputs_after(&reader, seq - 1).unwrap();
         assert_eq!(inputs.len(), 1, "input {seq} was written before the read");
         // A snapshot drops the inputs it folded in.
-        store.save_snapshot(snapshot_at(&reader, seq));
+        store.save_snapshot(PEN, snapshot_at(&reader, seq));
         assert_eq!(store.snapshot(&reader).unwrap().map(|s| s.seq), Some(seq));
     }
     noise.join().unwrap();
@@ -158,11 +169,11 @@ fn a_revival_has_the_runs_to_settle_and_those_the_inputs_after_the_snapshot_aske
     let store = SqliteStore::open(folder.path().join("journal.db")).unwrap();
     let (me, other) = (agent("me"), agent("other"));
     let record = AgentRecord { agent: me.clone(), agent_type: "test".to_owned(), spawn: json!({}), asleep: false };
-    store.agent_spawned(record.clone(), snapshot_at(&me, 0));
+    store.agent_spawned(PEN, record.clone(), snapshot_at(&me, 0));
     for seq in 1..=4 {
-        store.append_input(&me, seq, &Signal::new("tick", json!(seq)).unwrap());
+        store.append_input(PEN, &me, seq, &Signal::new("tick", json!(seq)).unwrap());
     }
-    store.save_snapshot(snapshot_at(&me, 2));
+    store.save_snapshot(PEN, snapshot_at(&me, 2));
     let action = ActionId::new("x.y").unwrap();
     // (key, ended): only the run going on and the one asked for by input 3 are for the recovery.
     let runs = [("me/1/0", true), ("me/1/1", false), ("me/3/0", true), ("me/run/7", true), ("other/3/0", true)];
@@ -170,14 +181,14 @@ fn a_revival_has_the_runs_to_settle_and_those_the_inputs_after_the_snapshot_aske
     for (key, ended) in runs {
         let run = Uuid::now_v7();
         let whose = if key.starts_with("other") { &other } else { &me };
-        store.record(RunRecord::queued(run, whose.clone(), action.clone(), &json!({}), run)).unwrap();
+        store.record(PEN, RunRecord::queued(run, whose.clone(), action.clone(), &json!({}), run)).unwrap();
         // The ended ones were asked for from outside (no outcome for the agent, so none of it was lost).
         let by_agent = !ended;
         let plan = RunPlan { key: key.to_owned(), params: json!({}), by_agent, cause: None, correlation: run };
-        store.run_planned(run, &plan);
+        store.run_planned(PEN, run, &plan);
         if ended {
             let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
-            store.update(run, done, Utc::now()).unwrap();
+            store.update(PEN, run, done, Utc::now()).unwrap();
         }
         ids.push(run);
     }
@@ -269,7 +280,7 @@ proptest! {
                     taken.write_ended_with_outcome(&drafted, &signal, safe_again);
                     // The same run, through the general road.
                     drop(written.write(&general));
-                    general.run_outcome(run, &signal, safe_again);
+                    general.run_outcome(PEN, run, &signal, safe_again);
                     model.outcome = Some(signal);
                 }
                 None => {
@@ -319,16 +330,16 @@ fn agents_are_listed_a_page_at_a_time_in_order_of_id_without_their_records() {
         let id = agent(&format!("a{n:02}"));
         let parent = (n % 3 == 1).then(|| agent("a00"));
         let record = record_of(&id, parent.as_ref(), false);
-        store.agent_spawned(record.clone(), snapshot_at(&id, 0));
+        store.agent_spawned(PEN, record.clone(), snapshot_at(&id, 0));
         model.insert(id, record);
     }
     // Some fall asleep, one ends.
     for n in [4, 7, 20] {
         let record = model.get_mut(&agent(&format!("a{n:02}"))).unwrap();
         record.asleep = true;
-        store.agent_alive(record.clone());
+        store.agent_alive(PEN, record.clone());
     }
-    store.agent_ended(&agent("a05"));
+    store.agent_ended(PEN, &agent("a05"));
     model.remove(&agent("a05"));
     let expected: Vec<AliveAgent> = model.values().map(AliveAgent::of).collect();
     for limit in [1, 4, 22, 100] {
@@ -395,7 +406,7 @@ fn a_new_journal_has_big_pages_and_an_old_one_keeps_its_own() {
     }
     let store = SqliteStore::open(&old).unwrap();
     let id = agent("kept");
-    store.agent_spawned(record_of(&id, None, false), snapshot_at(&id, 0));
+    store.agent_spawned(PEN, record_of(&id, None, false), snapshot_at(&id, 0));
     assert_eq!(listed(&store, 10).len(), 1, "the old file takes writes");
     drop(store);
     assert_eq!(page_size(&old), 4096, "a file keeps the page size it was made with");
@@ -409,7 +420,7 @@ fn a_damaged_page_is_refused_on_open_when_asked_to_verify_and_never_panics() {
         let store = SqliteStore::open(&path).unwrap();
         for n in 0..2000 {
             let id = agent(&format!("a{n:04}"));
-            store.agent_spawned(record_of(&id, None, n % 2 == 0), snapshot_at(&id, 0));
+            store.agent_spawned(PEN, record_of(&id, None, n % 2 == 0), snapshot_at(&id, 0));
         }
     }
     // Everything into the main file, then garbage over a page in its middle: the file is as long as before.
@@ -538,7 +549,7 @@ fn outcome_signals_the_runtime_made_are_kept_compact_and_read_back_equal() {
     let store = SqliteStore::open(&path).unwrap();
     let me = agent("me");
     let record = AgentRecord { agent: me.clone(), agent_type: "test".to_owned(), spawn: json!({}), asleep: false };
-    store.agent_spawned(record, snapshot_at(&me, 0));
+    store.agent_spawned(PEN, record, snapshot_at(&me, 0));
     let action = ActionId::new("x.y").unwrap();
     let source: Arc<str> = "agentry/agent/me".into();
     let mut outcomes = Vec::new();
@@ -546,20 +557,20 @@ fn outcome_signals_the_runtime_made_are_kept_compact_and_read_back_equal() {
         let run = Uuid::now_v7();
         let mut record = RunRecord::queued(run, me.clone(), action.clone(), &json!({}), run);
         record.apply(RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() }, Utc::now());
-        store.record(record).unwrap();
+        store.record(PEN, record).unwrap();
         let key = format!("me/{n}/0");
-        store.run_planned(run, &RunPlan { key, params: json!({}), by_agent: true, cause: None, correlation: run });
+        store.run_planned(PEN, run, &RunPlan { key, params: json!({}), by_agent: true, cause: None, correlation: run });
         let made =
             crate::action::Outcome::completed(json!({ "n": n, "text": "é\"" }), std::time::Duration::from_millis(7), 1);
         let refs = crate::kinds::stamped::RunRef { run, action: &action, correlation: run, causation: Some(run) };
         let signal =
             crate::kinds::stamped::action_outcome_at(&source, refs, made, (Uuid::now_v7(), Utc::now())).unwrap();
-        store.run_outcome(run, &signal, safe_again);
+        store.run_outcome(PEN, run, &signal, safe_again);
         outcomes.push((run, signal));
     }
     // The second is consumed as input 1: logged in the agent's input log.
     let (consumed, logged) = &outcomes[1];
-    store.append_kept_outcome(&me, 1, *consumed, logged);
+    store.append_kept_outcome(PEN, &me, 1, *consumed, logged);
     let revivals = store.revivals(std::slice::from_ref(&me)).unwrap();
     let [Ok(revival)] = &revivals[..] else { panic!("one revival: {revivals:?}") };
     assert_eq!(revival.inputs, vec![(1, logged.clone())], "the logged outcome reads back equal");
@@ -662,10 +673,10 @@ fn the_writer_writes_what_it_held_back_when_its_time_is_up_and_when_the_store_cl
     };
     let ended = |store: &SqliteStore| {
         let run = Uuid::now_v7();
-        store.record(RunRecord::queued(run, me.clone(), ActionId::new("x.y").unwrap(), &json!({}), run)).unwrap();
+        store.record(PEN, RunRecord::queued(run, me.clone(), ActionId::new("x.y").unwrap(), &json!({}), run)).unwrap();
         let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
-        store.update(run, done, Utc::now()).unwrap();
-        store.run_outcome(run, &Signal::new("action.completed", json!({})).unwrap(), true);
+        store.update(PEN, run, done, Utc::now()).unwrap();
+        store.run_outcome(PEN, run, &Signal::new("action.completed", json!({})).unwrap(), true);
         run
     };
     let store = SqliteStore::open(&path).unwrap();
@@ -708,7 +719,7 @@ fn a_version_3_journal_opens_and_its_runs_are_read_in_order_beside_those_written
     let new: Vec<RunRecord> = (0..3).map(|_| ended(Uuid::now_v7())).collect();
     for (n, record) in new.iter().enumerate() {
         let seq = n as u64 + 2;
-        store.record(record.clone()).unwrap();
+        store.record(PEN, record.clone()).unwrap();
         let plan = RunPlan {
             key: format!("me/{seq}/0"),
             params: json!({}),
@@ -716,10 +727,10 @@ fn a_version_3_journal_opens_and_its_runs_are_read_in_order_beside_those_written
             cause: None,
             correlation: record.run,
         };
-        store.run_planned(record.run, &plan);
+        store.run_planned(PEN, record.run, &plan);
         let outcome = Signal::new("action.completed", json!({ "run": record.run })).unwrap();
-        store.run_outcome(record.run, &outcome, true);
-        store.append_kept_outcome(&me, seq, record.run, &outcome);
+        store.run_outcome(PEN, record.run, &outcome, true);
+        store.append_kept_outcome(PEN, &me, seq, record.run, &outcome);
     }
     let keyed = store.keyed_runs(&RunQuery::default()).unwrap();
     let expected: Vec<(RunRecord, Option<String>)> = std::iter::once((old.clone(), Some("me/1/0".to_owned())))
@@ -742,7 +753,7 @@ fn a_version_4_journal_with_records_and_signals_as_json_opens_and_reads() {
     let me = agent("me");
     let store = SqliteStore::open(&path).unwrap();
     let record = AgentRecord { agent: me.clone(), agent_type: "test".to_owned(), spawn: json!({}), asleep: false };
-    store.agent_spawned(record, snapshot_at(&me, 0));
+    store.agent_spawned(PEN, record, snapshot_at(&me, 0));
     drop(store);
     let ended = |run: Uuid| {
         let mut record = RunRecord::queued(run, me.clone(), ActionId::new("x.y").unwrap(), &json!({}), run);
@@ -828,7 +839,7 @@ fn a_version_6_journal_opens_and_keeps_jobs_from_then_on() {
             at: Utc::now(),
             incarnation: 1,
         };
-        store.agent_spawned(record.clone(), initial);
+        store.agent_spawned(PEN, record.clone(), initial);
         drop(store);
         let db = Connection::open(&path).unwrap();
         db.execute_batch("DROP TABLE jobs; PRAGMA user_version = 6;").unwrap();
@@ -844,7 +855,7 @@ fn a_version_6_journal_opens_and_keeps_jobs_from_then_on() {
         correlation: Uuid::nil(),
         from_outside: false,
     };
-    store.job_submitted(&job, &plan);
+    store.job_submitted(PEN, &job, &plan);
     let listed = store.alive(None, 10).unwrap();
     assert!(listed[0].jobs_pending, "a sleeper with a job not ended is to be woken");
     let revivals = store.revivals(std::slice::from_ref(&me)).unwrap();
@@ -871,9 +882,9 @@ fn a_version_2_journal_opens_and_its_inputs_are_read_with_those_logged_after() {
         }
     }
     let store = SqliteStore::open(&path).unwrap();
-    store.append_input(&me, 3, &logged[2].1);
+    store.append_input(PEN, &me, 3, &logged[2].1);
     assert_eq!(store.inputs_after(&me, 0).unwrap(), logged, "the old rows and the new batch, in order");
-    store.save_snapshot(snapshot_at(&me, 3));
+    store.save_snapshot(PEN, snapshot_at(&me, 3));
     assert!(store.inputs_after(&me, 0).unwrap().is_empty(), "a snapshot clears both");
     drop(store);
     let version: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
