@@ -4,11 +4,12 @@
 //! journal written today replays after a provider's client is upgraded. Providers' wire formats are mapped to
 //! and from them in [`crate::openai`] and [`crate::anthropic`].
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Who said a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// The user (or whoever drives the agent).
@@ -20,7 +21,7 @@ pub enum Role {
 }
 
 /// One message of a conversation: who said it, and its parts in order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
     /// Who said it.
     pub role: Role,
@@ -63,7 +64,7 @@ impl Message {
 }
 
 /// A part of a message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
     /// Text.
@@ -79,7 +80,7 @@ pub enum Part {
 
 /// A tool call as the model made it. Its arguments are kept as the text the model wrote, which may not be JSON
 /// at all: they are read (and refused if malformed) where the call is acted on, never where it is received.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCall {
     /// The provider's id of the call; its result names it.
     pub id: String,
@@ -115,7 +116,7 @@ fn kind_of(value: &Value) -> &'static str {
 }
 
 /// The result of a tool call, as the model reads it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolResult {
     /// The call it answers.
     pub call_id: String,
@@ -127,7 +128,7 @@ pub struct ToolResult {
 }
 
 /// A tool the model may call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolDef {
     /// Its name (letters, digits, `_` and `-`: providers refuse dots).
     pub name: String,
@@ -138,7 +139,7 @@ pub struct ToolDef {
 }
 
 /// Whether (and which) tool the model must call.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
     /// The model decides.
@@ -153,7 +154,7 @@ pub enum ToolChoice {
 }
 
 /// What is asked of a model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ChatRequest {
     /// The model's name at the provider.
     pub model: String,
@@ -192,7 +193,7 @@ impl ChatRequest {
 }
 
 /// Tokens a model call used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Usage {
     /// Tokens read (the prompt).
     pub input_tokens: u64,
@@ -208,7 +209,7 @@ impl Usage {
 }
 
 /// Why the model stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// It finished its answer.
@@ -224,7 +225,7 @@ pub enum FinishReason {
 }
 
 /// What a model answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ChatResponse {
     /// The answer: an assistant message of text and tool calls.
     pub message: Message,
@@ -238,7 +239,7 @@ pub struct ChatResponse {
 }
 
 /// A piece of an answer as it streams in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Delta {
     /// More text.

@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod agent;
 pub mod anthropic;
 mod assembly;
 pub mod chat;
@@ -27,6 +28,7 @@ mod http;
 mod model;
 pub mod openai;
 mod retry;
+pub mod skill;
 
 pub use assembly::{MAX_ANSWER_BYTES, MAX_TOOL_CALLS};
 pub use error::ModelError;
@@ -47,6 +49,21 @@ pub async fn complete(
     seed: u64,
 ) -> Result<ChatResponse, ModelError> {
     retry.run(seed, |_attempt| model.complete(request, on_delta)).await
+}
+
+/// A model call's failure as the run's error: what may pass is transient, what will not is critical.
+pub(crate) fn action_error(error: ModelError) -> agentry::action::ActionError {
+    use agentry::action::ActionError;
+    match &error {
+        ModelError::RateLimited { .. } | ModelError::Unavailable { .. } | ModelError::Transport(_) => {
+            ActionError::transient(error.to_string())
+        }
+        ModelError::Malformed(_) => ActionError::transient(error.to_string()),
+        ModelError::QuotaExhausted { .. }
+        | ModelError::Unauthorized { .. }
+        | ModelError::Rejected { .. }
+        | ModelError::MissingKey(_) => ActionError::critical(error.to_string()),
+    }
 }
 
 /// `call`, or a transport error once `timeout` passed.

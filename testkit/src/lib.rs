@@ -19,6 +19,7 @@ mod agent;
 pub mod demo;
 mod failure;
 mod harness;
+pub mod model;
 mod mounting;
 pub mod ops;
 pub mod schema;

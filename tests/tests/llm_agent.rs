@@ -1,0 +1,265 @@
+//! The LLM agent on a real runtime, driven by the testing kit's scripted model: tool calls run through the gate
+//! (approval asked, given and denied), parallel calls (the same tool twice included) find their calls, every
+//! kind of bad call goes back to the model as an error it can act on, and an exchange stops at its turn limit,
+//! its token budget, or a model that fails.
+
+use agentry::action::{ActionSpec, DynAction, Risk};
+use agentry::events::EventKind;
+use agentry::id::{AgentId, SkillId};
+use agentry::runtime::{AgentRef, Runtime, SpawnOptions};
+use agentry::signal::Signal;
+use agentry::skill::Skill;
+use agentry::store::{RunQuery, RunStatus};
+use agentry_llm::ModelError;
+use agentry_llm::agent::{ASK, LlmAgent, LlmConfig};
+use agentry_llm::chat::{ChatRequest, Part, Role, ToolResult, Usage};
+use agentry_llm::skill::ModelSkill;
+use agentry_testkit::model::{ScriptedModel, Turn};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The tools: `notes.read` (a path, required), `notes.count`, and `notes.write` (high risk: the default
+/// policy asks for approval).
+fn notes() -> Skill {
+    let path_schema = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+    let read = DynAction::new(
+        ActionSpec::new("notes.read", "Reads a note.").expect("an id").params_schema(path_schema.clone()),
+        |params, _| {
+            Box::pin(async move {
+                // `slow` ends after the others asked at once would have: outcomes come back out of order.
+                if params["path"] == "slow" {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok(json!({"note": format!("contents of {}", params["path"].as_str().unwrap_or("?"))}))
+            })
+        },
+    )
+    .expect("an action");
+    let count = DynAction::new(
+        ActionSpec::new("notes.count", "Counts the notes.").expect("an id").params_schema(json!({"type": "object"})),
+        |_, _| Box::pin(async { Ok(json!(3)) }),
+    )
+    .expect("an action");
+    let write = DynAction::new(
+        ActionSpec::new("notes.write", "Writes a note.")
+            .expect("an id")
+            .params_schema(path_schema)
+            .side_effects(true)
+            .risk(Risk::High),
+        |params, _| Box::pin(async move { Ok(json!(format!("wrote {}", params["path"].as_str().unwrap_or("?")))) }),
+    )
+    .expect("an action");
+    Skill::builder("notes", "1.0.0").dyn_action(read).dyn_action(count).dyn_action(write).build().expect("a skill")
+}
+
+fn skill(id: &str) -> SkillId {
+    SkillId::new(id).expect("a skill id")
+}
+
+struct Setup {
+    runtime: Runtime,
+    agent: AgentRef<LlmAgent>,
+    model: Arc<ScriptedModel>,
+}
+
+async fn start(turns: Vec<Turn>, configure: impl FnOnce(&mut LlmConfig)) -> Setup {
+    let model = Arc::new(ScriptedModel::new(turns));
+    let notes = notes();
+    let brain = ModelSkill::new("scripted", model.clone()).tools(&[&notes]).build().expect("the model skill");
+    let runtime =
+        Runtime::builder().agent::<LlmAgent>().expect("the agent type registers").skill(notes).skill(brain).build();
+    let mut config = LlmConfig::new(skill("llm.scripted"), "scripted-1");
+    config.instructions = Some("You keep notes.".into());
+    config.skills = vec![(skill("notes"), Value::Null)];
+    config.tools = vec!["notes.*".into()];
+    configure(&mut config);
+    let options = SpawnOptions { id: Some(AgentId::new("scribe").expect("an id")), ..SpawnOptions::default() };
+    let agent = runtime.spawn(LlmAgent::new(config), options).await.expect("the agent starts");
+    Setup { runtime, agent, model }
+}
+
+async fn ask(agent: &AgentRef<LlmAgent>, text: &str) -> Value {
+    let signal = Signal::new(ASK, json!({"text": text})).expect("a kind");
+    agent.call(signal, Duration::from_secs(20)).await.expect("a reply")
+}
+
+/// The tool results the model was given in request `n`'s last message.
+fn results_seen(model: &ScriptedModel, n: usize) -> Vec<ToolResult> {
+    let request: ChatRequest = model.requests()[n].clone();
+    let last = request.messages.last().expect("a message").clone();
+    assert_eq!(last.role, Role::Tool, "request {n} ends with tool results");
+    last.parts
+        .into_iter()
+        .filter_map(|p| match p {
+            Part::ToolResult(r) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_answer_without_tools_is_the_reply() {
+    let setup = start(vec![Turn::text("Hello.")], |_| {}).await;
+    let reply = ask(&setup.agent, "Hi").await;
+    assert_eq!(reply["status"], "answered");
+    assert_eq!(reply["text"], "Hello.");
+    assert_eq!(reply["model_calls"], 1);
+    let request = &setup.model.requests()[0];
+    assert_eq!(request.system.as_deref(), Some("You keep notes."));
+    assert_eq!(request.model, "scripted-1");
+    let offered: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(offered, ["notes__read", "notes__count", "notes__write"]);
+    let state = setup.agent.state().await.expect("its state").domain;
+    assert_eq!(state.conversation.len(), 2, "the question and the answer");
+    assert!(state.used.total() > 0, "usage counted");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_tool_call_runs_through_the_gate_and_its_result_goes_back_to_the_model() {
+    let setup = start(
+        vec![Turn::call("notes__read", json!({"path": "todo"})), Turn::text("It says: contents of todo.")],
+        |_| {},
+    )
+    .await;
+    let reply = ask(&setup.agent, "What is in todo?").await;
+    assert_eq!((reply["status"].clone(), reply["model_calls"].clone()), (json!("answered"), json!(2)));
+    let results = results_seen(&setup.model, 1);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].call_id, "call_0");
+    assert!(!results[0].is_error && results[0].content.contains("contents of todo"), "{results:?}");
+    let runs = setup.runtime.store().query(&RunQuery::default());
+    let actions: Vec<&str> = runs.iter().map(|r| r.action.as_str()).collect();
+    assert_eq!(actions, ["llm.scripted.chat", "notes.read", "llm.scripted.chat"], "every call is a journaled run");
+    let model_cost: f64 = runs.iter().filter(|r| r.action.as_str() == "llm.scripted.chat").filter_map(|r| r.cost).sum();
+    let reported = reply["usage"]["input_tokens"].as_f64().unwrap_or(0.0)
+        + reply["usage"]["output_tokens"].as_f64().unwrap_or(0.0);
+    assert_eq!(model_cost, reported, "the tokens are the model calls' cost");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn parallel_calls_find_their_calls_the_same_tool_twice_included() {
+    let calls = Turn::calls([
+        ("notes__read", json!({"path": "slow"})),
+        ("notes__count", json!({})),
+        ("notes__read", json!({"path": "b"})),
+    ]);
+    let setup = start(vec![calls, Turn::text("Done.")], |_| {}).await;
+    let reply = ask(&setup.agent, "Read a and b, and count.").await;
+    assert_eq!(reply["status"], "answered");
+    let results = results_seen(&setup.model, 1);
+    let by_call: Vec<(&str, &str)> = results.iter().map(|r| (r.call_id.as_str(), r.content.as_str())).collect();
+    assert_eq!(
+        by_call,
+        [("call_0", r#"{"note":"contents of slow"}"#), ("call_1", "3"), ("call_2", r#"{"note":"contents of b"}"#)],
+        "each result answers its own call, in the model's order"
+    );
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn bad_calls_go_back_to_the_model_as_errors_and_never_crash_the_loop() {
+    let turns = vec![
+        Turn::raw_call("notes__read", r#"{"path": "a""#),
+        Turn::call("shell__run", json!({"command": "rm -rf /"})),
+        Turn::call("notes__read", json!({"path": 5})),
+        Turn::call("llm__scripted__chat", json!({})),
+        Turn::text("I give up."),
+    ];
+    let setup = start(turns, |_| {}).await;
+    let reply = ask(&setup.agent, "Read a.").await;
+    assert_eq!((reply["status"].clone(), reply["text"].clone()), (json!("answered"), json!("I give up.")));
+    let malformed = &results_seen(&setup.model, 1)[0];
+    assert!(malformed.is_error && malformed.content.contains("not valid JSON"), "{malformed:?}");
+    let unknown = &results_seen(&setup.model, 2)[0];
+    assert!(unknown.is_error && unknown.content.contains("no tool `shell__run`"), "{unknown:?}");
+    assert!(unknown.content.contains("notes__read"), "it says which tools there are: {unknown:?}");
+    let invalid = &results_seen(&setup.model, 3)[0];
+    assert!(invalid.is_error && invalid.content.contains("validation"), "the action refused the params: {invalid:?}");
+    let itself = &results_seen(&setup.model, 4)[0];
+    assert!(itself.is_error, "the model cannot call itself as a tool: {itself:?}");
+    let runs = setup.runtime.store().query(&RunQuery::default());
+    assert!(runs.iter().all(|r| r.action.as_str() != "shell.run"), "nothing unknown was asked for");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+/// Approves (or denies) every approval the runtime asks for, as they come.
+fn approver(runtime: &Runtime, approve: bool) -> tokio::task::JoinHandle<usize> {
+    let mut events = runtime.events();
+    let runtime = runtime.clone();
+    tokio::spawn(async move {
+        let mut decided = 0;
+        while let Ok(event) = events.recv().await {
+            if let (EventKind::ApprovalAsked { .. }, Some(run)) = (&event.kind, event.run) {
+                runtime.decide(&event.agent, run, approve).await.expect("decided");
+                decided += 1;
+            }
+        }
+        decided
+    })
+}
+
+#[tokio::test]
+async fn a_risky_tool_waits_for_approval_and_a_denial_is_a_result_the_model_reads() {
+    let turns = vec![
+        Turn::call("notes__write", json!({"path": "a"})),
+        Turn::text("Written."),
+        Turn::call("notes__write", json!({"path": "b"})),
+        Turn::text("I was not allowed."),
+    ];
+    let setup = start(turns, |_| {}).await;
+    let approving = approver(&setup.runtime, true);
+    let reply = ask(&setup.agent, "Write a.").await;
+    approving.abort();
+    assert_eq!(reply["status"], "answered");
+    let approved = &results_seen(&setup.model, 1)[0];
+    assert_eq!((approved.is_error, approved.content.as_str()), (false, "wrote a"));
+    let query = RunQuery { status: Some(RunStatus::Completed), ..RunQuery::default() };
+    let written = setup.runtime.store().query(&query).into_iter().find(|r| r.action.as_str() == "notes.write");
+    let history: Vec<RunStatus> = written.expect("the write ran").history.iter().map(|(s, _)| *s).collect();
+    assert!(history.contains(&RunStatus::AwaitingApproval), "it waited for approval: {history:?}");
+
+    let denying = approver(&setup.runtime, false);
+    let reply = ask(&setup.agent, "Write b.").await;
+    denying.abort();
+    assert_eq!(reply["text"], "I was not allowed.");
+    let denied = &results_seen(&setup.model, 3)[0];
+    assert!(denied.is_error && denied.content.contains("denied"), "{denied:?}");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn an_exchange_stops_at_its_turn_limit() {
+    let again = || Turn::call("notes__count", json!({}));
+    let setup = start(vec![again(), again(), again()], |config| config.max_turns = 2).await;
+    let reply = ask(&setup.agent, "Count forever.").await;
+    assert_eq!(reply["status"], "stopped");
+    assert!(reply["error"].as_str().is_some_and(|e| e.contains("asked 2 times")), "{reply}");
+    assert_eq!(setup.model.left(), 1, "not asked a third time");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn an_exchange_stops_when_its_token_budget_is_spent() {
+    let costly = Turn::call("notes__count", json!({})).with_usage(Usage { input_tokens: 400, output_tokens: 200 });
+    let setup = start(vec![costly, Turn::text("never")], |config| config.token_budget = Some(500)).await;
+    let reply = ask(&setup.agent, "Count.").await;
+    assert_eq!(reply["status"], "stopped");
+    assert!(reply["error"].as_str().is_some_and(|e| e.contains("600 tokens of its budget of 500")), "{reply}");
+    assert_eq!(setup.model.left(), 1, "the model was not asked again");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_failing_model_ends_the_exchange_with_a_reply_and_the_next_message_starts_afresh() {
+    let quota = ModelError::QuotaExhausted { message: "pay".into() };
+    let setup = start(vec![Turn::Fail(quota), Turn::text("Back.")], |_| {}).await;
+    let reply = ask(&setup.agent, "Hi").await;
+    assert_eq!(reply["status"], "stopped");
+    assert!(reply["error"].as_str().is_some_and(|e| e.contains("quota")), "{reply}");
+    let reply = ask(&setup.agent, "Hi again").await;
+    assert_eq!(reply["text"], "Back.");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
