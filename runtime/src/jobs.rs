@@ -26,6 +26,9 @@ use uuid::Uuid;
 pub(crate) enum JobEnd {
     Completed(Value),
     Failed(ActionError),
+    /// Its run was cancelled because the runtime is shutting down: the job is left as the journal has it
+    /// (started), for the next recovery to start again or report as interrupted, never ended as failed.
+    Abandoned,
 }
 
 struct Job {
@@ -293,6 +296,9 @@ impl JobBoard {
                 return;
             }
             let end = work(id).await;
+            if matches!(end, JobEnd::Abandoned) {
+                return;
+            }
             let finished = board.finish(id, |r| match end {
                 JobEnd::Completed(output) => {
                     r.status = JobStatus::Completed;
@@ -304,6 +310,7 @@ impl JobBoard {
                     r.class = Some(error.class());
                     r.error = Some(error.to_string());
                 }
+                JobEnd::Abandoned => {}
             });
             if let Some((record, signal)) = finished {
                 ended(record, signal);

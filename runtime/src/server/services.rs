@@ -144,8 +144,11 @@ impl AgentServices {
             if result.is_ok() && !effects.is_empty() {
                 (me.deliver)(&me.cell, Untyped::Effects(effects, from_outside));
             }
+            let stopping = me.shared.shutting_down.load(std::sync::atomic::Ordering::SeqCst);
             match result {
                 Ok(output) => JobEnd::Completed(output),
+                // Refused or cut off because the runtime is stopping: not the job's end.
+                Err(error) if stopping && error.class() == crate::action::ErrorClass::Cancelled => JobEnd::Abandoned,
                 Err(error) => JobEnd::Failed(error),
             }
         };
