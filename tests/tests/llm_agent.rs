@@ -185,6 +185,69 @@ async fn bad_calls_go_back_to_the_model_as_errors_and_never_crash_the_loop() {
     setup.runtime.shutdown(Duration::from_secs(5)).await;
 }
 
+/// One simulation of a scribe asked to write a note (approval granted after a virtual second) and read two:
+/// its replies and trace hash.
+fn simulate(seed: u64) -> (Vec<Value>, String) {
+    use agentry_sim::{Approvals, Faults, SimBuilder};
+    let turns = vec![
+        Turn::calls([("notes__write", json!({"path": "a"})), ("notes__read", json!({"path": "a"}))]),
+        Turn::call("notes__read", json!({"path": "b"})),
+        Turn::text("Done."),
+    ];
+    let model = Arc::new(ScriptedModel::new(turns));
+    let notes = notes_fast();
+    let brain = ModelSkill::new("scripted", model.clone()).tools(&[&notes]).build().expect("the model skill");
+    let faults = Faults { approvals: Approvals::Grant { after: Duration::from_secs(1) }, ..Faults::default() };
+    let mut sim = SimBuilder::<LlmAgent>::new(seed)
+        .skill(notes)
+        .skill(brain)
+        .faults(faults)
+        .keep_trace(true)
+        .build()
+        .expect("a simulation");
+    let mut config = LlmConfig::new(skill("llm.scripted"), "scripted-1");
+    config.skills = vec![(skill("notes"), Value::Null)];
+    config.tools = vec!["notes.*".into()];
+    let scribe = AgentId::new("scribe").expect("an id");
+    sim.add(scribe.clone(), LlmAgent::new(config)).expect("added");
+    sim.send(&scribe, Signal::new(ASK, json!({"text": "Write a, read a and b."})).expect("a kind")).expect("sent");
+    sim.run();
+    let replies = sim.replies().iter().map(|(_, reply)| reply.clone()).collect();
+    (replies, sim.trace().hash())
+}
+
+/// `notes` with no waiting in `notes.read` (a simulation runs actions that finish at their first poll).
+fn notes_fast() -> Skill {
+    let path_schema = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+    let read = DynAction::new(
+        ActionSpec::new("notes.read", "Reads a note.").expect("an id").params_schema(path_schema.clone()),
+        |params, _| {
+            Box::pin(async move { Ok(json!(format!("contents of {}", params["path"].as_str().unwrap_or("?")))) })
+        },
+    )
+    .expect("an action");
+    let write = DynAction::new(
+        ActionSpec::new("notes.write", "Writes a note.")
+            .expect("an id")
+            .params_schema(path_schema)
+            .side_effects(true)
+            .risk(Risk::High),
+        |_, _| Box::pin(async { Ok(json!("written")) }),
+    )
+    .expect("an action");
+    Skill::builder("notes", "1.0.0").dyn_action(read).dyn_action(write).build().expect("a skill")
+}
+
+#[test]
+fn the_same_loop_runs_in_the_simulator_deterministically() {
+    let (replies, hash) = simulate(7);
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!((replies[0]["status"].clone(), replies[0]["text"].clone()), (json!("answered"), json!("Done.")));
+    assert_eq!(replies[0]["model_calls"], 3);
+    let (again, same) = simulate(7);
+    assert_eq!((again, same), (replies, hash), "the same seed, the same run, step for step");
+}
+
 /// Approves (or denies) every approval the runtime asks for, as they come.
 fn approver(runtime: &Runtime, approve: bool) -> tokio::task::JoinHandle<usize> {
     let mut events = runtime.events();
