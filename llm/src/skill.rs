@@ -124,8 +124,13 @@ impl ModelSkill {
                     max_tokens: call.max_tokens,
                     temperature: None,
                 };
-                let on_delta = |delta: crate::chat::Delta| {
-                    ctx.log_with(LogLevel::Debug, "model delta", serde_json::to_value(&delta).ok());
+                // Text reaches the event stream as it is written; a tool call is named as it begins (its
+                // arguments are assembled before anything runs).
+                let on_delta = |delta: crate::chat::Delta| match delta {
+                    crate::chat::Delta::Text { text } => ctx.output(text),
+                    crate::chat::Delta::ToolCall { name, .. } => {
+                        ctx.log(LogLevel::Debug, format!("the model calls `{name}`"));
+                    }
                 };
                 let answer = crate::complete(&*model, &request, &on_delta, retry, ctx.seed())
                     .await

@@ -67,6 +67,16 @@ pub enum EventKind {
         /// The resource's URI.
         uri: String,
     },
+    /// A run passed on a piece of its output as it made it ([`ActionContext::output`]): a language model's
+    /// text as it is written, say. The run's outcome still carries the whole output.
+    ///
+    /// [`ActionContext::output`]: crate::action::ActionContext::output
+    ActionOutput {
+        /// The action.
+        action: ActionId,
+        /// The piece.
+        text: String,
+    },
     /// A run was asked for and goes to the gate.
     ActionQueued {
         /// The action.

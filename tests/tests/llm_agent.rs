@@ -101,7 +101,15 @@ fn results_seen(model: &ScriptedModel, n: usize) -> Vec<ToolResult> {
 #[tokio::test]
 async fn an_answer_without_tools_is_the_reply() {
     let setup = start(vec![Turn::text("Hello.")], |_| {}).await;
+    let mut events = setup.runtime.events();
     let reply = ask(&setup.agent, "Hi").await;
+    let mut streamed = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let EventKind::ActionOutput { action, text } = event.kind {
+            streamed.push((action.to_string(), text));
+        }
+    }
+    assert_eq!(streamed, [("llm.scripted.chat".to_owned(), "Hello.".to_owned())], "the text reached the event stream");
     assert_eq!(reply["status"], "answered");
     assert_eq!(reply["text"], "Hello.");
     assert_eq!(reply["model_calls"], 1);

@@ -200,8 +200,8 @@ pub(crate) trait RunServices: Send + Sync {
     fn cancel_job(&self, ctx: &ActionContext, job: Uuid) -> bool;
     /// Waits until a job of this agent ends, at most `timeout`; `None` when it is unknown.
     fn wait_job(&self, ctx: &ActionContext, job: Uuid, timeout: Duration) -> BoxFuture<Option<JobRecord>>;
-    /// Announces that the run changed a resource (an event for MCP servers' subscribers).
-    fn resource_changed(&self, ctx: &ActionContext, uri: String);
+    /// Announces an event of the run (a resource it changed, a piece of its output).
+    fn announce(&self, ctx: &ActionContext, kind: crate::events::EventKind);
 }
 
 type Answer = dyn Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync;
@@ -236,7 +236,7 @@ impl RunServices for CallsOnly {
         Box::pin(async { None })
     }
 
-    fn resource_changed(&self, _ctx: &ActionContext, _uri: String) {}
+    fn announce(&self, _ctx: &ActionContext, _kind: crate::events::EventKind) {}
 }
 
 /// A way to answer nested calls ([`ActionContext::call`]) that many contexts share
@@ -873,7 +873,18 @@ impl ActionContext {
     /// at once. Outside a runtime it does nothing.
     pub fn resource_changed(&self, uri: impl Into<String>) {
         if let Some(link) = &self.scope.link {
-            link.services.resource_changed(self, uri.into());
+            link.services.announce(self, crate::events::EventKind::ResourceChanged { uri: uri.into() });
+        }
+    }
+
+    /// Passes on a piece of this run's output as it is made (a language model's text as it streams in): the
+    /// runtime announces [`crate::events::EventKind::ActionOutput`] at once, so whoever watches the event stream
+    /// sees it before the run ends. The run's outcome still carries the whole output. Outside a runtime it does
+    /// nothing.
+    pub fn output(&self, text: impl Into<String>) {
+        if let Some(link) = &self.scope.link {
+            let kind = crate::events::EventKind::ActionOutput { action: self.action_id.clone(), text: text.into() };
+            link.services.announce(self, kind);
         }
     }
 

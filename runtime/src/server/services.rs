@@ -242,8 +242,7 @@ impl RunServices for AgentServices {
         Box::pin(async move { if known { shared.jobs.wait(job, timeout).await } else { None } })
     }
 
-    fn resource_changed(&self, ctx: &ActionContext, uri: String) {
-        let kind = crate::events::EventKind::ResourceChanged { uri };
+    fn announce(&self, ctx: &ActionContext, kind: crate::events::EventKind) {
         self.shared.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
     }
 }
