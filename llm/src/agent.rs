@@ -17,6 +17,7 @@
 
 use crate::chat::{Message, ToolCall, ToolResult, Usage};
 use crate::skill::{ModelAnswer, ModelCall};
+use crate::window::{ContextWindow, WindowStrategy, overflow, transcript};
 use agentry::action::{OutcomeStatus, RunReport};
 use agentry::agent::{Agent, Reaction};
 use agentry::effect::Effect;
@@ -29,6 +30,13 @@ use uuid::Uuid;
 
 /// The kind of a message asked of an LLM agent: `{"text": "..."}`.
 pub const ASK: &str = "llm.ask";
+
+/// What the model is asked when it summarizes the oldest messages.
+pub const SUMMARY_ASK: &str = "Summarize the conversation below in a few sentences, keeping every fact, \
+                               decision and result a later answer may need.";
+
+/// What the summary stands under in the conversation.
+pub const SUMMARY_PREFIX: &str = "Summary of the earlier conversation:";
 
 /// How an LLM agent talks to its model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,6 +63,9 @@ pub struct LlmConfig {
     /// The most tokens one answer may take.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The conversation's limit, and what happens over it (none: it grows without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<ContextWindow>,
 }
 
 fn default_max_turns() -> u32 {
@@ -73,6 +84,7 @@ impl LlmConfig {
             max_turns: default_max_turns(),
             token_budget: None,
             max_tokens: None,
+            window: None,
         }
     }
 
@@ -125,6 +137,9 @@ pub struct Exchange {
     /// The tool calls of the model's last answer, while they run; `None` while the model is asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<Slot>>,
+    /// While the model summarizes the oldest messages: how many it summarizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizing: Option<usize>,
 }
 
 /// A tool call of the model's answer, and where it is.
@@ -224,12 +239,33 @@ impl LlmAgent {
             }
         }
         self.conversation.push(Message::user(asked.text));
-        self.exchange = Some(Exchange { asked: asked.signal, model_calls: 0, used: Usage::default(), tools: None });
+        self.exchange = Some(Exchange {
+            asked: asked.signal,
+            model_calls: 0,
+            used: Usage::default(),
+            tools: None,
+            summarizing: None,
+        });
         self.ask_model(effects);
     }
 
-    /// Asks the model what comes next, unless the exchange reached a limit (then it ends, saying so).
+    /// Asks the model what comes next, unless the exchange reached a limit (then it ends, saying so). A
+    /// conversation over its window is first brought under it: its oldest turns dropped, or summarized by the
+    /// model (once per call: a summary that does not bring it under is followed by dropping).
     fn ask_model(&mut self, effects: &mut Vec<Effect>) {
+        self.ask_model_with(effects, true);
+    }
+
+    fn ask_model_with(&mut self, effects: &mut Vec<Effect>, may_summarize: bool) {
+        if let Some(window) = self.config.window {
+            let cut = overflow(&self.conversation, window.max_tokens);
+            if cut > 0 {
+                if window.strategy == WindowStrategy::Summarize && may_summarize {
+                    return self.summarize(cut, effects);
+                }
+                self.conversation.drain(..cut);
+            }
+        }
         let Some(exchange) = self.exchange.as_mut() else { return };
         if exchange.model_calls >= self.config.max_turns {
             let why = format!("the model was asked {} times, the most one exchange may take", exchange.model_calls);
@@ -260,8 +296,59 @@ impl LlmAgent {
         }
     }
 
+    /// Asks the model to summarize the `cut` oldest messages (a model call of the exchange like any).
+    fn summarize(&mut self, cut: usize, effects: &mut Vec<Effect>) {
+        let Some(exchange) = self.exchange.as_mut() else { return };
+        if exchange.model_calls >= self.config.max_turns {
+            return self.ask_model_with(effects, false);
+        }
+        let Some(action) = self.config.model_action() else { return self.ask_model_with(effects, false) };
+        exchange.model_calls += 1;
+        exchange.summarizing = Some(cut);
+        let ask = format!("{SUMMARY_ASK}\n\n{}", transcript(&self.conversation[..cut]));
+        let call = ModelCall {
+            model: self.config.model.clone(),
+            system: None,
+            messages: vec![Message::user(ask)],
+            offer: Vec::new(),
+            tool_choice: Default::default(),
+            max_tokens: self.config.max_tokens,
+        };
+        match serde_json::to_value(call) {
+            Ok(params) => effects.push(Effect::run(action, params)),
+            Err(_) => self.ask_model_with(effects, false),
+        }
+    }
+
+    /// The model summarized the oldest messages: the summary stands in for them.
+    fn on_summary(&mut self, cut: usize, report: &RunReport, effects: &mut Vec<Effect>) {
+        let answer =
+            report.completed().then(|| serde_json::from_value::<ModelAnswer>(report.outcome.output.clone()).ok());
+        let summary = answer.flatten().map(|answer| {
+            let usage = answer.response.usage;
+            self.used = add(self.used, usage);
+            if let Some(exchange) = self.exchange.as_mut() {
+                exchange.used = add(exchange.used, usage);
+            }
+            answer.response.message.text()
+        });
+        match summary.filter(|text| !text.trim().is_empty()) {
+            Some(text) if cut <= self.conversation.len() => {
+                let kept = self.conversation.split_off(cut);
+                self.conversation = vec![Message::user(format!("{SUMMARY_PREFIX} {text}"))];
+                self.conversation.extend(kept);
+            }
+            // No summary: the oldest turns are dropped instead.
+            _ => {}
+        }
+        self.ask_model_with(effects, false);
+    }
+
     /// The model answered (or its run failed).
     fn on_model(&mut self, report: &RunReport, effects: &mut Vec<Effect>) {
+        if let Some(cut) = self.exchange.as_mut().and_then(|e| e.summarizing.take()) {
+            return self.on_summary(cut, report, effects);
+        }
         if !report.completed() {
             let error = report.outcome.error.as_ref().map_or_else(|| "no answer".to_owned(), |e| e.message.clone());
             return self.finish(Err(format!("the model call failed: {error}")), effects);

@@ -29,6 +29,7 @@ mod model;
 pub mod openai;
 mod retry;
 pub mod skill;
+pub mod window;
 
 pub use assembly::{MAX_ANSWER_BYTES, MAX_TOOL_CALLS};
 pub use error::ModelError;

@@ -12,8 +12,9 @@ use agentry::skill::Skill;
 use agentry::store::{RunQuery, RunStatus};
 use agentry_llm::ModelError;
 use agentry_llm::agent::{ASK, LlmAgent, LlmConfig};
-use agentry_llm::chat::{ChatRequest, Part, Role, ToolResult, Usage};
+use agentry_llm::chat::{ChatRequest, Message, Part, Role, ToolResult, Usage};
 use agentry_llm::skill::ModelSkill;
+use agentry_llm::window::{ContextWindow, WindowStrategy};
 use agentry_testkit::model::{ScriptedModel, Turn};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -332,5 +333,45 @@ async fn a_failing_model_ends_the_exchange_with_a_reply_and_the_next_message_sta
     assert!(reply["error"].as_str().is_some_and(|e| e.contains("quota")), "{reply}");
     let reply = ask(&setup.agent, "Hi again").await;
     assert_eq!(reply["text"], "Back.");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+/// A long message: about 50 tokens as the window estimates them.
+fn long(word: &str) -> String {
+    format!("{word} ").repeat(40)
+}
+
+#[tokio::test]
+async fn a_conversation_over_its_window_drops_its_oldest_turns() {
+    let turns = vec![Turn::text(long("one")), Turn::text(long("two")), Turn::text("three")];
+    let window = ContextWindow { max_tokens: 150, strategy: WindowStrategy::DropOldest };
+    let setup = start(turns, |config| config.window = Some(window)).await;
+    for question in ["first", "second", "third"] {
+        assert_eq!(ask(&setup.agent, &long(question)).await["status"], "answered");
+    }
+    let third = &setup.model.requests()[2];
+    assert_eq!(third.messages.first().map(|m| m.role), Some(Role::User), "it starts with a user message");
+    assert!(third.messages.len() < 5, "the oldest turns went: {} messages", third.messages.len());
+    assert!(third.messages.last().is_some_and(|m| m.text().starts_with("third")), "the question is kept");
+    let state = setup.agent.state().await.expect("its state").domain;
+    assert!(!state.conversation.iter().any(|m| m.text().starts_with("first")), "dropped from the state too");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_conversation_over_its_window_can_be_summarized_by_the_model() {
+    let turns = vec![Turn::text(long("one")), Turn::text("They talked about one."), Turn::text("two")];
+    let window = ContextWindow { max_tokens: 100, strategy: WindowStrategy::Summarize };
+    let setup = start(turns, |config| config.window = Some(window)).await;
+    assert_eq!(ask(&setup.agent, &long("first")).await["status"], "answered");
+    let reply = ask(&setup.agent, "second").await;
+    assert_eq!((reply["text"].clone(), reply["model_calls"].clone()), (json!("two"), json!(2)));
+    let requests = setup.model.requests();
+    let summary_ask = &requests[1];
+    assert!(summary_ask.tools.is_empty(), "no tools offered for a summary");
+    assert!(summary_ask.messages[0].text().contains("user: first"), "the transcript is in the ask");
+    let after = &requests[2];
+    assert!(after.messages[0].text().starts_with("Summary of the earlier conversation: They talked about one."));
+    assert_eq!(after.messages.last().map(Message::text).as_deref(), Some("second"));
     setup.runtime.shutdown(Duration::from_secs(5)).await;
 }
