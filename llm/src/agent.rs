@@ -15,7 +15,7 @@
 //! Parallel tool calls run at once, each as its own run; calls to the same action run one after the other
 //! (an outcome names its action, so one run of an action at a time lets each outcome find its call).
 
-use crate::chat::{Message, ToolCall, ToolResult, Usage};
+use crate::chat::{Message, ToolCall, ToolChoice, ToolResult, Usage};
 use crate::skill::{ModelAnswer, ModelCall};
 use crate::window::{ContextWindow, WindowStrategy, overflow, transcript};
 use agentry::action::{OutcomeStatus, RunReport};
@@ -63,6 +63,10 @@ pub struct LlmConfig {
     /// The most tokens one answer may take.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Whether (and which) tool the first model call of each exchange must call; later calls of the exchange
+    /// leave it to the model (a small model may need the first call forced).
+    #[serde(default)]
+    pub first_tool_choice: ToolChoice,
     /// The conversation's limit, and what happens over it (none: it grows without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<ContextWindow>,
@@ -84,6 +88,7 @@ impl LlmConfig {
             max_turns: default_max_turns(),
             token_budget: None,
             max_tokens: None,
+            first_tool_choice: ToolChoice::Auto,
             window: None,
         }
     }
@@ -280,6 +285,8 @@ impl LlmAgent {
         let Some(action) = self.config.model_action() else {
             return self.finish(Err(format!("`{}` names no model action", self.config.model_skill)), effects);
         };
+        let tool_choice =
+            if exchange.model_calls == 0 { self.config.first_tool_choice.clone() } else { ToolChoice::Auto };
         exchange.model_calls += 1;
         exchange.tools = None;
         let call = ModelCall {
@@ -287,7 +294,7 @@ impl LlmAgent {
             system: self.config.instructions.clone(),
             messages: self.conversation.clone(),
             offer: self.config.tools.clone(),
-            tool_choice: Default::default(),
+            tool_choice,
             max_tokens: self.config.max_tokens,
         };
         match serde_json::to_value(call) {
@@ -326,9 +333,9 @@ impl LlmAgent {
             report.completed().then(|| serde_json::from_value::<ModelAnswer>(report.outcome.output.clone()).ok());
         let summary = answer.flatten().map(|answer| {
             let usage = answer.response.usage;
-            self.used = add(self.used, usage);
+            self.used = self.used.add(usage);
             if let Some(exchange) = self.exchange.as_mut() {
-                exchange.used = add(exchange.used, usage);
+                exchange.used = exchange.used.add(usage);
             }
             answer.response.message.text()
         });
@@ -358,9 +365,9 @@ impl LlmAgent {
             Err(err) => return self.finish(Err(format!("the model's answer could not be read: {err}")), effects),
         };
         let usage = answer.response.usage;
-        self.used = add(self.used, usage);
+        self.used = self.used.add(usage);
         let Some(exchange) = self.exchange.as_mut() else { return };
-        exchange.used = add(exchange.used, usage);
+        exchange.used = exchange.used.add(usage);
         let message = answer.response.message;
         let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
         let text = message.text();
@@ -474,11 +481,4 @@ fn read_call(call: &ToolCall, offered: &[String], model: Option<&ActionId>) -> R
 
 fn error_result(call: &ToolCall, why: String) -> ToolResult {
     ToolResult { call_id: call.id.clone(), content: why, is_error: true }
-}
-
-fn add(a: Usage, b: Usage) -> Usage {
-    Usage {
-        input_tokens: a.input_tokens.saturating_add(b.input_tokens),
-        output_tokens: a.output_tokens.saturating_add(b.output_tokens),
-    }
 }

@@ -76,7 +76,7 @@ impl Anthropic {
                 serde_json::from_slice(&bytes).map_err(|e| ModelError::Malformed(e.to_string()))?;
             return Ok(answer.into_response());
         }
-        read_stream(response, on_delta).await
+        read_stream(response, on_delta, crate::window::estimate_request(request)).await
     }
 }
 
@@ -215,10 +215,7 @@ impl WireMessage {
         ChatResponse {
             finish: finish_reason(self.stop_reason.as_deref(), has_calls),
             message: Message { role: Role::Assistant, parts },
-            usage: Usage {
-                input_tokens: self.usage.input_tokens.unwrap_or(0),
-                output_tokens: self.usage.output_tokens.unwrap_or(0),
-            },
+            usage: Usage::new(self.usage.input_tokens.unwrap_or(0), self.usage.output_tokens.unwrap_or(0)),
             model: self.model,
         }
     }
@@ -273,9 +270,13 @@ struct MessageDelta {
 }
 
 /// Reads a streamed answer.
-async fn read_stream(response: reqwest::Response, on_delta: DeltaSink<'_>) -> Result<ChatResponse, ModelError> {
+async fn read_stream(
+    response: reqwest::Response,
+    on_delta: DeltaSink<'_>,
+    asked_tokens: u64,
+) -> Result<ChatResponse, ModelError> {
     let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
-    let mut answer = Assembly::new(on_delta);
+    let mut answer = Assembly::new(on_delta, asked_tokens);
     let mut stop: Option<String> = None;
     let mut stopped = false;
     while let Some(event) = events.next().await {
@@ -286,8 +287,8 @@ async fn read_stream(response: reqwest::Response, on_delta: DeltaSink<'_>) -> Re
         match event {
             Event::MessageStart { message } => {
                 answer.model = message.model;
-                answer.usage.input_tokens = message.usage.input_tokens.unwrap_or(0);
-                answer.usage.output_tokens = message.usage.output_tokens.unwrap_or(0);
+                let usage = message.usage;
+                answer.usage = Some(Usage::new(usage.input_tokens.unwrap_or(0), usage.output_tokens.unwrap_or(0)));
             }
             Event::ContentBlockStart { index, content_block } => match content_block {
                 Block::Text { text } => answer.text(&text)?,
@@ -305,11 +306,12 @@ async fn read_stream(response: reqwest::Response, on_delta: DeltaSink<'_>) -> Re
             },
             Event::MessageDelta { delta, usage } => {
                 stop = delta.stop_reason.or(stop);
+                let known = answer.usage.get_or_insert_with(Usage::default);
                 if let Some(output) = usage.output_tokens {
-                    answer.usage.output_tokens = output;
+                    known.output_tokens = output;
                 }
                 if let Some(input) = usage.input_tokens {
-                    answer.usage.input_tokens = input;
+                    known.input_tokens = input;
                 }
             }
             Event::MessageStop => {

@@ -17,7 +17,10 @@ pub(crate) struct Assembly<'a> {
     text: String,
     calls: BTreeMap<usize, Pending>,
     bytes: usize,
-    pub(crate) usage: Usage,
+    /// The usage the provider reported, if it did.
+    pub(crate) usage: Option<Usage>,
+    /// The request's tokens, estimated, for a provider that reports no usage.
+    asked_tokens: u64,
     pub(crate) model: String,
 }
 
@@ -30,13 +33,15 @@ struct Pending {
 }
 
 impl<'a> Assembly<'a> {
-    pub(crate) fn new(sink: DeltaSink<'a>) -> Self {
+    /// An answer to a request estimated at `asked_tokens`.
+    pub(crate) fn new(sink: DeltaSink<'a>, asked_tokens: u64) -> Self {
         Self {
             sink,
             text: String::new(),
             calls: BTreeMap::new(),
             bytes: 0,
-            usage: Usage::default(),
+            usage: None,
+            asked_tokens,
             model: String::new(),
         }
     }
@@ -73,11 +78,12 @@ impl<'a> Assembly<'a> {
         }
         self.count(fragment.len() + id.map_or(0, str::len) + name.map_or(0, str::len))?;
         let call = self.calls.entry(index).or_default();
+        // Some servers (llama.cpp's) repeat the id and the whole name in every fragment: taken as they come.
         if let Some(id) = id.filter(|id| !id.is_empty()) {
             id.clone_into(&mut call.id);
         }
         if let Some(name) = name.filter(|name| !name.is_empty()) {
-            call.name.push_str(name);
+            name.clone_into(&mut call.name);
         }
         call.arguments.push_str(fragment);
         if !call.announced && !call.name.is_empty() {
@@ -87,8 +93,13 @@ impl<'a> Assembly<'a> {
         Ok(())
     }
 
-    /// The whole answer, once the stream ended.
+    /// The whole answer, once the stream ended. Without usage from the provider, it is estimated (and says so).
     pub(crate) fn finish(self, finish: impl FnOnce(bool) -> FinishReason) -> ChatResponse {
+        let usage = self.usage.unwrap_or_else(|| Usage {
+            input_tokens: self.asked_tokens,
+            output_tokens: (self.bytes as u64).div_ceil(4),
+            estimated: true,
+        });
         let mut parts = Vec::with_capacity(self.calls.len() + 1);
         if !self.text.is_empty() {
             parts.push(Part::Text { text: self.text });
@@ -100,7 +111,7 @@ impl<'a> Assembly<'a> {
         let has_calls = parts.iter().any(|p| matches!(p, Part::ToolCall(_)));
         ChatResponse {
             message: Message { role: Role::Assistant, parts },
-            usage: self.usage,
+            usage,
             finish: finish(has_calls),
             model: self.model,
         }

@@ -199,9 +199,27 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Tokens written (the answer).
     pub output_tokens: u64,
+    /// Whether the provider reported none and these were estimated from the text (four characters a token), as
+    /// for a server that does not report usage when it streams.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl Usage {
+    /// Tokens reported by the provider.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Self { input_tokens, output_tokens, estimated: false }
+    }
+
+    /// Both usages, added (estimated if either was).
+    pub fn add(self, other: Usage) -> Self {
+        Self {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            estimated: self.estimated || other.estimated,
+        }
+    }
+
     /// Both, added.
     pub fn total(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)

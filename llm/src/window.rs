@@ -44,6 +44,15 @@ pub fn estimate(message: &Message) -> u64 {
     (chars as u64).div_ceil(4) + 4
 }
 
+/// A whole request's tokens, estimated as [`estimate`] does (the instructions and the tools' descriptions
+/// included).
+pub fn estimate_request(request: &crate::chat::ChatRequest) -> u64 {
+    let system = request.system.as_deref().map_or(0, str::len);
+    let tools: usize =
+        request.tools.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum();
+    request.messages.iter().map(estimate).sum::<u64>() + ((system + tools) as u64).div_ceil(4)
+}
+
 /// Where each turn starts: a user message, or an assistant message (the tool results after it are its own).
 fn turn_starts(messages: &[Message]) -> Vec<usize> {
     let mut starts = Vec::new();

@@ -197,3 +197,17 @@ fn a_key_named_but_not_set_is_a_typed_error_at_start() {
     assert_eq!(error, ModelError::MissingKey("AGENTRY_TEST_KEY_THAT_IS_NEVER_SET".into()));
     assert!(error.to_string().contains("expected it to be set"));
 }
+
+/// llama.cpp's server repeats the call's id and whole name in every fragment, and reports no usage when it
+/// streams (recorded from `llama_cpp.server` 0.3.36 serving SmolLM2 with `chatml-function-calling`).
+#[tokio::test]
+async fn llama_cpps_stream_is_read_too() {
+    let provider = Provider::start(vec![Reply::sse("openai/llama_cpp_stream.sse")]).await;
+    let model = OpenAi::new(config(&provider, true)).expect("a client");
+    let answer = model.complete(&request(), &|_| {}).await.expect("an answer");
+    let call = answer.message.tool_calls().next().expect("a call").clone();
+    assert_eq!(call.name, "notes__read", "the name is not repeated");
+    assert!(call.parsed_arguments().is_ok_and(|a| a.is_object()), "{call:?}");
+    assert_eq!(answer.finish, FinishReason::ToolCalls);
+    assert!(answer.usage.estimated && answer.usage.input_tokens > 0, "estimated, and said so: {:?}", answer.usage);
+}

@@ -120,8 +120,7 @@ impl ScriptedModel {
         for (index, call) in message.tool_calls().enumerate() {
             on_delta(Delta::ToolCall { index, name: call.name.clone() });
         }
-        let usage =
-            usage.unwrap_or_else(|| Usage { input_tokens: tokens(request), output_tokens: tokens_of(&message) });
+        let usage = usage.unwrap_or_else(|| Usage::new(tokens(request), tokens_of(&message)));
         let finish = if message.tool_calls().next().is_some() { FinishReason::ToolCalls } else { FinishReason::Stop };
         Ok(ChatResponse { message, usage, finish, model: request.model.clone() })
     }

@@ -315,7 +315,7 @@ async fn an_exchange_stops_at_its_turn_limit() {
 
 #[tokio::test]
 async fn an_exchange_stops_when_its_token_budget_is_spent() {
-    let costly = Turn::call("notes__count", json!({})).with_usage(Usage { input_tokens: 400, output_tokens: 200 });
+    let costly = Turn::call("notes__count", json!({})).with_usage(Usage::new(400, 200));
     let setup = start(vec![costly, Turn::text("never")], |config| config.token_budget = Some(500)).await;
     let reply = ask(&setup.agent, "Count.").await;
     assert_eq!(reply["status"], "stopped");

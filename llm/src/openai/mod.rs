@@ -71,7 +71,7 @@ impl OpenAi {
                 serde_json::from_slice(&bytes).map_err(|e| ModelError::Malformed(e.to_string()))?;
             return completion.into_response().map_err(ModelError::Malformed);
         }
-        read_stream(response, on_delta).await
+        read_stream(response, on_delta, crate::window::estimate_request(request)).await
     }
 }
 
@@ -82,9 +82,13 @@ fn quota_exhausted(_status: u16, error: &Value) -> bool {
 }
 
 /// Reads a streamed answer: chunks of text and tool-call fragments, a finish reason, usage, `[DONE]`.
-async fn read_stream(response: reqwest::Response, on_delta: DeltaSink<'_>) -> Result<ChatResponse, ModelError> {
+async fn read_stream(
+    response: reqwest::Response,
+    on_delta: DeltaSink<'_>,
+    asked_tokens: u64,
+) -> Result<ChatResponse, ModelError> {
     let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
-    let mut answer = Assembly::new(on_delta);
+    let mut answer = Assembly::new(on_delta, asked_tokens);
     let mut finish: Option<String> = None;
     let mut done = false;
     while let Some(event) = events.next().await {
@@ -104,13 +108,13 @@ async fn read_stream(response: reqwest::Response, on_delta: DeltaSink<'_>) -> Re
             answer.model = model;
         }
         if let Some(usage) = chunk.usage {
-            answer.usage = usage.into();
+            answer.usage = Some(usage.into());
         }
         for choice in chunk.choices {
             if let Some(text) = &choice.delta.content {
                 answer.text(text)?;
             }
-            for (position, mut call) in choice.delta.tool_calls.into_iter().enumerate() {
+            for (position, mut call) in choice.delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
                 let fragment = call.function.as_mut().map(wire::ChunkFunction::arguments_text).unwrap_or_default();
                 let name = call.function.as_ref().and_then(|f| f.name.as_deref());
                 answer.call(call.index.unwrap_or(position), call.id.as_deref(), name, &fragment)?;

@@ -99,8 +99,9 @@ struct Choice {
 struct WireMessage {
     #[serde(default)]
     content: Option<String>,
+    /// Servers send `null` as often as they leave it out.
     #[serde(default)]
-    tool_calls: Vec<WireCall>,
+    tool_calls: Option<Vec<WireCall>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,7 +129,7 @@ pub(crate) struct WireUsage {
 
 impl From<WireUsage> for Usage {
     fn from(usage: WireUsage) -> Self {
-        Usage { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens }
+        Usage::new(usage.prompt_tokens, usage.completion_tokens)
     }
 }
 
@@ -161,7 +162,7 @@ impl Completion {
         if let Some(text) = choice.message.content.filter(|t| !t.is_empty()) {
             parts.push(Part::Text { text });
         }
-        for (n, call) in choice.message.tool_calls.into_iter().enumerate() {
+        for (n, call) in choice.message.tool_calls.unwrap_or_default().into_iter().enumerate() {
             let id = call.id.filter(|id| !id.is_empty()).unwrap_or_else(|| format!("call_{n}"));
             let arguments = arguments_text(call.function.arguments);
             parts.push(Part::ToolCall(ToolCall { id, name: call.function.name, arguments }));
@@ -202,7 +203,7 @@ pub(crate) struct ChunkDelta {
     #[serde(default)]
     pub(crate) content: Option<String>,
     #[serde(default)]
-    pub(crate) tool_calls: Vec<ChunkCall>,
+    pub(crate) tool_calls: Option<Vec<ChunkCall>>,
 }
 
 #[derive(Debug, Deserialize)]
