@@ -333,9 +333,9 @@ impl LlmAgent {
             report.completed().then(|| serde_json::from_value::<ModelAnswer>(report.outcome.output.clone()).ok());
         let summary = answer.flatten().map(|answer| {
             let usage = answer.response.usage;
-            self.used = self.used.add(usage);
+            self.used = self.used + usage;
             if let Some(exchange) = self.exchange.as_mut() {
-                exchange.used = exchange.used.add(usage);
+                exchange.used = exchange.used + usage;
             }
             answer.response.message.text()
         });
@@ -365,9 +365,9 @@ impl LlmAgent {
             Err(err) => return self.finish(Err(format!("the model's answer could not be read: {err}")), effects),
         };
         let usage = answer.response.usage;
-        self.used = self.used.add(usage);
+        self.used = self.used + usage;
         let Some(exchange) = self.exchange.as_mut() else { return };
-        exchange.used = exchange.used.add(usage);
+        exchange.used = exchange.used + usage;
         let message = answer.response.message;
         let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
         let text = message.text();

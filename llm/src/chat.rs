@@ -211,18 +211,22 @@ impl Usage {
         Self { input_tokens, output_tokens, estimated: false }
     }
 
-    /// Both usages, added (estimated if either was).
-    pub fn add(self, other: Usage) -> Self {
-        Self {
+    /// Both, added.
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+/// Both usages, added (estimated if either was).
+impl std::ops::Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
+        Usage {
             input_tokens: self.input_tokens.saturating_add(other.input_tokens),
             output_tokens: self.output_tokens.saturating_add(other.output_tokens),
             estimated: self.estimated || other.estimated,
         }
-    }
-
-    /// Both, added.
-    pub fn total(&self) -> u64 {
-        self.input_tokens.saturating_add(self.output_tokens)
     }
 }
 
