@@ -48,6 +48,14 @@ pub enum ActionError {
         /// Why.
         reason: String,
     },
+    /// The action ran and reports that it did not succeed: a tool's own error result (an MCP tool's `isError`),
+    /// which whoever asked (a model, say) can read and act on, such as a bad timezone given to a time tool. Not
+    /// a bug of the runtime or of the action; never retried (the same arguments give the same answer).
+    #[error("the tool reported an error: {message}")]
+    Reported {
+        /// What the tool said.
+        message: String,
+    },
     /// The process stopped (a crash, `kill -9`) while the run was going, and the run has side effects and is not
     /// idempotent, so it was not started again after the restart: whether it did its work is unknown, and the
     /// agent decides what to do. Never retried.
@@ -76,6 +84,8 @@ pub enum ErrorClass {
     Cancelled,
     /// See [`ActionError::Interrupted`].
     Interrupted,
+    /// See [`ActionError::Reported`].
+    Reported,
 }
 
 impl ActionError {
@@ -104,6 +114,11 @@ impl ActionError {
         Self::Cancelled { reason: reason.into() }
     }
 
+    /// A failure the tool reports of its own (see [`ActionError::Reported`]).
+    pub fn reported(message: impl Into<String>) -> Self {
+        Self::Reported { message: message.into() }
+    }
+
     /// An interruption by a crash (see [`ActionError::Interrupted`]).
     pub fn interrupted(reason: impl Into<String>) -> Self {
         Self::Interrupted { reason: reason.into() }
@@ -121,6 +136,7 @@ impl ActionError {
             ErrorClass::Denied => Self::denied(message),
             ErrorClass::Cancelled => Self::cancelled(message),
             ErrorClass::Interrupted => Self::interrupted(message),
+            ErrorClass::Reported => Self::reported(message),
         }
     }
 
@@ -134,6 +150,7 @@ impl ActionError {
             Self::Denied { .. } => ErrorClass::Denied,
             Self::Cancelled { .. } => ErrorClass::Cancelled,
             Self::Interrupted { .. } => ErrorClass::Interrupted,
+            Self::Reported { .. } => ErrorClass::Reported,
         }
     }
 }

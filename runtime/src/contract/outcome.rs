@@ -407,6 +407,8 @@ mod tests {
             Just(ErrorClass::Critical),
             Just(ErrorClass::Denied),
             Just(ErrorClass::Cancelled),
+            Just(ErrorClass::Interrupted),
+            Just(ErrorClass::Reported),
         ];
         let output = prop_oneof![
             Just(Value::Null),

@@ -62,6 +62,7 @@ pub(super) fn error_number(class: ErrorClass) -> u8 {
         ErrorClass::Denied => 5,
         ErrorClass::Cancelled => 6,
         ErrorClass::Interrupted => 7,
+        ErrorClass::Reported => 8,
     }
 }
 
@@ -74,6 +75,7 @@ pub(super) fn error_of(number: u8) -> Option<ErrorClass> {
         ErrorClass::Denied,
         ErrorClass::Cancelled,
         ErrorClass::Interrupted,
+        ErrorClass::Reported,
     ]
     .into_iter()
     .find(|class| error_number(*class) == number)

@@ -165,11 +165,12 @@ fn output_schema(schema: Option<&Value>) -> Value {
 
 /// A tool's result as an action's output: the structured result when there is one; else the text, when every
 /// block is text; else the content blocks as MCP JSON (images, audio, resources). A result the tool marks as an
-/// error fails with the server's text, `critical` (the tool's own failure, which a retry with the same arguments
-/// would not mend) unless the server named the class: `validation` and `transient` are kept, a remote `timeout`
-/// is `transient` here, and the classes only a local runtime can decide (`denied`, `cancelled`, `interrupted`)
-/// become `critical`. Any server can name a class; from an untrusted one it changes no retries, since its tools
-/// are never idempotent.
+/// error fails with the server's text, `reported` (the tool's own failure, an ordinary result a model can read
+/// and act on, which a retry with the same arguments would not mend) unless the server named the class:
+/// `validation` and `transient` are kept, a remote `timeout` is `transient` here, and every other class (those
+/// only a local runtime can decide, `denied`, `cancelled`, `interrupted`, and a remote `critical`) is
+/// `reported`. Any server can name a class; from an untrusted one it changes no retries, since its tools are
+/// never idempotent.
 pub fn output(tool: &str, result: ToolResult) -> Result<Value, ActionError> {
     if result.is_error {
         let text = result.text();
@@ -183,7 +184,7 @@ pub fn output(tool: &str, result: ToolResult) -> Result<Value, ActionError> {
             Some(ErrorClass::Validation) => ActionError::validation(message),
             // A timeout over there is not this run's own timeout: for this run it is a transient failure.
             Some(ErrorClass::Transient | ErrorClass::Timeout) => ActionError::transient(message),
-            _ => ActionError::critical(message),
+            _ => ActionError::reported(message),
         });
     }
     if let Some(structured) = result.structured {
@@ -458,7 +459,7 @@ mod tests {
             wrapped: false,
         };
         let err = output("t", failed).unwrap_err();
-        assert_eq!(err.class(), agentry::action::ErrorClass::Critical);
+        assert_eq!(err.class(), agentry::action::ErrorClass::Reported, "the tool's own failure, not a critical one");
         assert!(err.to_string().contains("no such file"), "{err}");
         // The class an agentry server names is kept, but not the classes only a local runtime decides.
         let named = |class| ToolResult {
@@ -472,9 +473,10 @@ mod tests {
             (ErrorClass::Validation, ErrorClass::Validation),
             (ErrorClass::Transient, ErrorClass::Transient),
             (ErrorClass::Timeout, ErrorClass::Transient),
-            (ErrorClass::Denied, ErrorClass::Critical),
-            (ErrorClass::Cancelled, ErrorClass::Critical),
-            (ErrorClass::Interrupted, ErrorClass::Critical),
+            (ErrorClass::Denied, ErrorClass::Reported),
+            (ErrorClass::Cancelled, ErrorClass::Reported),
+            (ErrorClass::Interrupted, ErrorClass::Reported),
+            (ErrorClass::Critical, ErrorClass::Reported),
         ] {
             let err = output("t", named(said)).unwrap_err();
             assert_eq!(err.class(), kept, "{said:?}");
