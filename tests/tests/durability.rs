@@ -223,7 +223,15 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
         let jobs = kept_jobs(dir, agent);
         let mut told = BTreeSet::new();
         for job in &state.domain.jobs_ended {
-            assert!(told.insert(*job), "{agent}: job {job} ended twice");
+            if !told.insert(*job) {
+                let mentions: Vec<String> = logged
+                    .iter()
+                    .filter(|(_, s)| s.data().to_string().contains(&job.to_string()))
+                    .map(|(seq, s)| format!("{seq} {} {} {}", s.kind().as_str(), s.id(), s.data()))
+                    .collect();
+                let kept: Vec<_> = jobs.iter().filter(|j| j.record.id == *job).collect();
+                panic!("{agent}: job {job} ended twice\n{}\n{kept:#?}", mentions.join("\n"));
+            }
         }
         for job in &state.domain.jobs_submitted {
             assert!(told.contains(job), "{agent}: job {job} was submitted and never ended");

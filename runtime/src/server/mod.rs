@@ -288,10 +288,16 @@ impl<A: Agent> Actor for AgentServer<A> {
             state.resolve(recovered);
         }
         state.keep_from_start(recovering);
-        // Thawed: the signals kept for it while it slept are its first inputs.
+        // Thawed: the signals kept for it while it slept are its first inputs. One the thaw gives it already from
+        // the journal (a job's end or a run's outcome that reached the journal and then the sleeper) is given
+        // once.
         if let Some((_, sleeper)) = state.shared.sleeping.remove(&state.agent.id) {
+            let given: std::collections::HashSet<Uuid> =
+                state.underway.iter().flat_map(|u| u.inbox.iter().map(|inbound| inbound.signal.id())).collect();
             for signal in sleeper.kept {
-                state.feed(signal);
+                if !given.contains(&signal.id()) {
+                    state.feed(signal);
+                }
             }
         }
         crate::sleep::start_sweeper(&state.shared);
