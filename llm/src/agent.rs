@@ -63,6 +63,9 @@ pub struct LlmConfig {
     /// The most tokens one answer may take.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The most tools offered each turn, the best for it by the skill matcher; none: every tool `tools` allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tools: Option<usize>,
     /// Whether (and which) tool the first model call of each exchange must call; later calls of the exchange
     /// leave it to the model (a small model may need the first call forced).
     #[serde(default)]
@@ -88,6 +91,7 @@ impl LlmConfig {
             max_turns: default_max_turns(),
             token_budget: None,
             max_tokens: None,
+            max_tools: None,
             first_tool_choice: ToolChoice::Auto,
             window: None,
         }
@@ -296,6 +300,7 @@ impl LlmAgent {
             offer: self.config.tools.clone(),
             tool_choice,
             max_tokens: self.config.max_tokens,
+            max_tools: self.config.max_tools,
         };
         match serde_json::to_value(call) {
             Ok(params) => effects.push(Effect::run(action, params)),
@@ -320,6 +325,7 @@ impl LlmAgent {
             offer: Vec::new(),
             tool_choice: Default::default(),
             max_tokens: self.config.max_tokens,
+            max_tools: None,
         };
         match serde_json::to_value(call) {
             Ok(params) => effects.push(Effect::run(action, params)),

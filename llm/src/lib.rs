@@ -28,6 +28,7 @@ mod http;
 mod model;
 pub mod openai;
 mod retry;
+pub mod select;
 pub mod skill;
 pub mod window;
 

@@ -6,6 +6,7 @@
 use crate::chat::{ChatRequest, ChatResponse, Message, ToolChoice, ToolDef};
 use crate::model::ChatModel;
 use crate::retry::RetryPolicy;
+use crate::select::{self, Candidate, SemanticScorer};
 use agentry::action::{ActionError, ActionSpec, DynAction, LogLevel};
 use agentry::id::ActionId;
 use agentry::pattern::Pattern;
@@ -35,6 +36,10 @@ pub struct ModelCall {
     /// The most tokens the answer may take.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The most tools offered for the turn: the best by the skill matcher ([`crate::select`]); none: every tool
+    /// the patterns allow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tools: Option<usize>,
 }
 
 /// What the model action answers (its output): the model's answer, and the tools it was offered, by name.
@@ -51,7 +56,8 @@ pub struct ModelAnswer {
 pub struct ModelSkill {
     name: String,
     model: Arc<dyn ChatModel>,
-    tools: Vec<ActionSpec>,
+    tools: Vec<(ActionSpec, Vec<String>)>,
+    semantic: Option<Arc<dyn SemanticScorer>>,
     retry: RetryPolicy,
     timeout: Duration,
 }
@@ -63,6 +69,7 @@ impl ModelSkill {
             name: name.into(),
             model,
             tools: Vec::new(),
+            semantic: None,
             retry: RetryPolicy::default(),
             timeout: Duration::from_secs(300),
         }
@@ -72,8 +79,16 @@ impl ModelSkill {
     /// agent's gate: offering a tool grants nothing).
     pub fn tools(mut self, skills: &[&Skill]) -> Self {
         for skill in skills {
-            self.tools.extend(skill.actions().iter().map(|action| action.spec().clone()));
+            let tags = skill.tags().to_vec();
+            self.tools.extend(skill.actions().iter().map(|action| (action.spec().clone(), tags.clone())));
         }
+        self
+    }
+
+    /// Adds a semantic score to the skill matcher's (the similarity of what was asked to each tool, from
+    /// embeddings), for turns that offer the model only its best tools (`max_tools`).
+    pub fn semantic(mut self, scorer: Arc<dyn SemanticScorer>) -> Self {
+        self.semantic = Some(scorer);
         self
     }
 
@@ -96,7 +111,7 @@ impl ModelSkill {
 
     /// The skill.
     pub fn build(self) -> Result<Skill, BuildError> {
-        let ModelSkill { name, model, tools, retry, timeout } = self;
+        let ModelSkill { name, model, tools, semantic, retry, timeout } = self;
         let spec = ActionSpec::new(
             Self::action_id(&name)?.as_str(),
             format!("Asks the language model `{name}` ({}) what comes next in a conversation.", model.provider()),
@@ -106,15 +121,20 @@ impl ModelSkill {
         // A model call changes nothing outside: asking again after a crash is safe (and costs tokens).
         .side_effects(false)
         .retry(agentry::action::RetryPolicy::never());
-        let tools: Arc<[ActionSpec]> = tools.into();
+        let tools: Arc<[(ActionSpec, Vec<String>)]> = tools.into();
         let action = DynAction::new(spec, move |params, ctx| {
             let model = model.clone();
             let tools = tools.clone();
+            let semantic = semantic.clone();
             Box::pin(async move {
                 let call: ModelCall = serde_json::from_value(params).map_err(|e| {
                     ActionError::validation(format!("the model call's params: {e}; expected a conversation"))
                 })?;
-                let offered = offer(&tools, &call.offer)?;
+                let mut offered = offer(&tools, &call.offer)?;
+                if let Some(max) = call.max_tools.filter(|max| *max < offered.len()) {
+                    offered = choose(offered, max, &call.messages, semantic.as_deref(), &ctx).await;
+                }
+                let offered: Vec<ToolDef> = offered.into_iter().map(|c| c.tool).collect();
                 let request = ChatRequest {
                     model: call.model,
                     system: call.system,
@@ -148,26 +168,50 @@ impl ModelSkill {
     }
 }
 
-/// The tools offered: the known actions whose ids match one of the patterns, described for a model.
-fn offer(tools: &[ActionSpec], patterns: &[String]) -> Result<Vec<ToolDef>, ActionError> {
+/// The tools offered: the known actions whose ids match one of the patterns, described for a model, with their
+/// skills' tags.
+fn offer(tools: &[(ActionSpec, Vec<String>)], patterns: &[String]) -> Result<Vec<Candidate>, ActionError> {
     let patterns: Vec<Pattern> = patterns
         .iter()
         .map(|p| Pattern::new(p).map_err(|e| ActionError::validation(format!("tool pattern `{p}`: {e}"))))
         .collect::<Result<_, _>>()?;
-    let mut offered: Vec<ToolDef> = Vec::new();
-    for spec in tools {
-        if !patterns.iter().any(|p| p.matches(spec.id.as_str()))
-            || offered.iter().any(|t| t.name == spec.id.tool_name())
-        {
+    let mut offered: Vec<Candidate> = Vec::new();
+    for (spec, tags) in tools {
+        let name = spec.id.tool_name();
+        if !patterns.iter().any(|p| p.matches(spec.id.as_str())) || offered.iter().any(|c| c.tool.name == name) {
             continue;
         }
         let described = agentry::tool::openai(spec);
-        let function = &described["function"];
-        offered.push(ToolDef {
-            name: spec.id.tool_name(),
-            description: spec.description.clone(),
-            parameters: function.get("parameters").cloned().unwrap_or_else(|| json!({"type": "object"})),
-        });
+        let parameters = described["function"].get("parameters").cloned().unwrap_or_else(|| json!({"type": "object"}));
+        let tool = ToolDef { name, description: spec.description.clone(), parameters };
+        offered.push(Candidate { tool, tags: tags.clone() });
     }
     Ok(offered)
+}
+
+/// The best `max` tools for the turn (what the user last asked, and since), with the scores noted on the event
+/// stream (`tools_offered`). A semantic scorer that fails leaves the other scores to decide.
+async fn choose(
+    candidates: Vec<Candidate>,
+    max: usize,
+    messages: &[Message],
+    semantic: Option<&dyn SemanticScorer>,
+    ctx: &agentry::action::ActionContext,
+) -> Vec<Candidate> {
+    let asked = messages.iter().rposition(|m| m.role == crate::chat::Role::User).unwrap_or(0);
+    let query: String = messages[asked..].iter().map(|m| m.text()).collect::<Vec<_>>().join(" ");
+    let mut scores = select::score(&query, &candidates);
+    if let Some(scorer) = semantic {
+        let tools: Vec<ToolDef> = candidates.iter().map(|c| c.tool.clone()).collect();
+        match scorer.similarities(&query, &tools).await {
+            Ok(similarities) => select::add_semantic(&mut scores, &similarities),
+            Err(error) => ctx.log(LogLevel::Warning, format!("the semantic scorer failed, keywords decide: {error}")),
+        }
+    }
+    let chosen = select::best(&scores, max);
+    ctx.note("tools_offered", json!({"offered": chosen, "scores": scores}));
+    let mut candidates = candidates;
+    candidates.retain(|c| chosen.contains(&c.tool.name));
+    candidates.sort_by_key(|c| chosen.iter().position(|name| *name == c.tool.name));
+    candidates
 }

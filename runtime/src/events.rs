@@ -77,6 +77,18 @@ pub enum EventKind {
         /// The piece.
         text: String,
     },
+    /// A run reported something about its work as it went ([`ActionContext::note`]): the tools a model was
+    /// offered and how they scored, say.
+    ///
+    /// [`ActionContext::note`]: crate::action::ActionContext::note
+    ActionNote {
+        /// The action.
+        action: ActionId,
+        /// What the note is about (`tools_offered`).
+        topic: String,
+        /// The note.
+        data: serde_json::Value,
+    },
     /// A run was asked for and goes to the gate.
     ActionQueued {
         /// The action.

@@ -375,3 +375,26 @@ async fn a_conversation_over_its_window_can_be_summarized_by_the_model() {
     assert_eq!(after.messages.last().map(Message::text).as_deref(), Some("second"));
     setup.runtime.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn only_the_best_tools_for_the_turn_are_offered_and_their_scores_are_on_the_event_stream() {
+    let setup = start(vec![Turn::text("There are 3.")], |config| config.max_tools = Some(1)).await;
+    let mut events = setup.runtime.events();
+    ask(&setup.agent, "How many notes are there? Count them.").await;
+    let offered: Vec<String> = setup.model.requests()[0].tools.iter().map(|t| t.name.clone()).collect();
+    assert_eq!(offered, ["notes__count"]);
+    let mut note = None;
+    while let Ok(event) = events.try_recv() {
+        if let EventKind::ActionNote { topic, data, .. } = event.kind
+            && topic == "tools_offered"
+        {
+            note = Some(data);
+        }
+    }
+    let note = note.expect("the scores were announced");
+    assert_eq!(note["offered"], json!(["notes__count"]));
+    let scores = note["scores"].as_array().expect("scores");
+    assert_eq!(scores.len(), 3, "every candidate scored: {note}");
+    assert!(scores.iter().all(|s| s["score"].is_number() && s["keywords"].is_number()), "{note}");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}

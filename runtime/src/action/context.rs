@@ -877,6 +877,17 @@ impl ActionContext {
         }
     }
 
+    /// Reports something about this run's work on the event stream as it goes (`topic` says what, `data` is
+    /// the note): the runtime announces [`crate::events::EventKind::ActionNote`] at once. Outside a runtime it
+    /// does nothing.
+    pub fn note(&self, topic: impl Into<String>, data: serde_json::Value) {
+        if let Some(link) = &self.scope.link {
+            let kind =
+                crate::events::EventKind::ActionNote { action: self.action_id.clone(), topic: topic.into(), data };
+            link.services.announce(self, kind);
+        }
+    }
+
     /// Passes on a piece of this run's output as it is made (a language model's text as it streams in): the
     /// runtime announces [`crate::events::EventKind::ActionOutput`] at once, so whoever watches the event stream
     /// sees it before the run ends. The run's outcome still carries the whole output. Outside a runtime it does
