@@ -20,6 +20,7 @@
 //! ```
 
 pub mod agent;
+pub mod agent_tool;
 pub mod anthropic;
 mod assembly;
 pub mod chat;

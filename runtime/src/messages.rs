@@ -70,6 +70,8 @@ pub(crate) struct Verdict {
 pub(crate) enum Untyped {
     /// A signal to handle.
     Signal(Signal),
+    /// A signal to handle, whose `Reply` answers the port (see [`ServerMsg::Call`]).
+    Call(Box<Signal>, ractor::RpcReplyPort<Value>),
     /// Start draining (see [`ServerMsg::Drain`]); the sender is told once nothing runs.
     Drain(oneshot::Sender<()>),
     /// A run asked for by a routine or an outside caller.
@@ -96,6 +98,7 @@ impl<A: Agent> From<Untyped> for ServerMsg<A> {
     fn from(message: Untyped) -> Self {
         match message {
             Untyped::Signal(signal) => Self::Signal(Box::new(signal)),
+            Untyped::Call(signal, reply) => Self::Call(signal, reply),
             Untyped::Drain(done) => Self::Drain(done),
             Untyped::Request(request) => Self::Request(request),
             Untyped::Effects(effects, outside) => Self::Effects(effects, outside),

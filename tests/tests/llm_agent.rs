@@ -398,3 +398,54 @@ async fn only_the_best_tools_for_the_turn_are_offered_and_their_scores_are_on_th
     assert!(scores.iter().all(|s| s["score"].is_number() && s["keywords"].is_number()), "{note}");
     setup.runtime.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn another_agent_is_a_tool_asked_through_the_gate() {
+    use agentry_llm::agent_tool::AgentTool;
+    let boss_model = Arc::new(ScriptedModel::new([
+        Turn::call("agent__helper__ask", json!({"text": "What is 2 + 2?"})),
+        Turn::text("The helper says 4."),
+        Turn::call("agent__helper__ask", json!({"text": "And 3 + 3?"})),
+        Turn::text("I may not ask."),
+    ]));
+    let helper_model = Arc::new(ScriptedModel::new([Turn::text("4")]));
+    let runtime = Runtime::builder().agent::<LlmAgent>().expect("registers").build();
+    let helper_id = AgentId::new("helper").expect("an id");
+    let helper_tool =
+        AgentTool::new("helper", helper_id.clone(), "Answers arithmetic.").build(runtime.clone()).expect("a tool");
+    let boss_brain = ModelSkill::new("boss", boss_model.clone()).tools(&[&helper_tool]).build().expect("a skill");
+    let helper_brain = ModelSkill::new("helper", helper_model.clone()).build().expect("a skill");
+    for skill in [helper_tool, boss_brain, helper_brain] {
+        runtime.add_skill(skill).expect("added");
+    }
+    let helper_config = LlmConfig::new(skill("llm.helper"), "scripted-1");
+    let options = SpawnOptions { id: Some(helper_id), ..SpawnOptions::default() };
+    runtime.spawn(LlmAgent::new(helper_config), options).await.expect("the helper starts");
+    let mut boss_config = LlmConfig::new(skill("llm.boss"), "scripted-1");
+    boss_config.skills = vec![(skill("agent.helper"), Value::Null)];
+    boss_config.tools = vec!["agent.**".into()];
+    let options = SpawnOptions { id: Some(AgentId::new("boss").expect("an id")), ..SpawnOptions::default() };
+    let boss = runtime.spawn(LlmAgent::new(boss_config), options).await.expect("the boss starts");
+
+    let reply = ask(&boss, "Ask the helper what 2 + 2 is.").await;
+    assert_eq!(reply["text"], "The helper says 4.");
+    let result = &results_seen(&boss_model, 1)[0];
+    assert_eq!((result.is_error, result.content.as_str()), (false, "4"), "the helper's reply is the tool's result");
+    assert_eq!(helper_model.requests()[0].messages[0].text(), "What is 2 + 2?");
+    let runs = runtime.store().query(&RunQuery::default());
+    assert!(
+        runs.iter().any(|r| r.agent.as_str() == "boss" && r.action.as_str() == "agent.helper.ask"),
+        "a run of the boss"
+    );
+
+    // A policy that does not allow delegating: the call is refused at the gate, and the model reads why.
+    let policy =
+        agentry::policy::Policy::default().deny_action(agentry::pattern::Pattern::new("agent.**").expect("a pattern"));
+    runtime.set_policy(&AgentId::new("boss").expect("an id"), policy).await.expect("set");
+    let reply = ask(&boss, "And 3 + 3?").await;
+    assert_eq!(reply["text"], "I may not ask.");
+    let refused = &results_seen(&boss_model, 3)[0];
+    assert!(refused.is_error && refused.content.contains("denied"), "{refused:?}");
+    assert_eq!(helper_model.requests().len(), 1, "the helper was not asked again");
+    runtime.shutdown(Duration::from_secs(5)).await;
+}

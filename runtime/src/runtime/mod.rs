@@ -164,6 +164,23 @@ impl Runtime {
         crate::sleep::deliver(&self.shared, to, signal)
     }
 
+    /// Sends a signal to an agent whatever its type and waits for its `Reply` to it, at most `timeout` (as
+    /// [`AgentRef::call`] does for an agent whose type is known). A hibernated agent is thawed first; a
+    /// signal of the runtime's own kinds is refused with [`RuntimeError::Forged`].
+    pub async fn call(&self, agent: &AgentId, signal: Signal, timeout: Duration) -> Result<Value, RuntimeError> {
+        check_from_outside(&signal)?;
+        crate::sleep::wake(&self.shared, agent).await?;
+        let (reply, answer) = ractor::concurrency::oneshot();
+        if !self.shared.directory.tell(agent, Untyped::Call(Box::new(signal), reply.into())) {
+            return Err(RuntimeError::NoSuchAgent(agent.clone()));
+        }
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(_)) => Err(RuntimeError::Stopped(agent.clone())),
+            Err(_) => Err(RuntimeError::Timeout { agent: agent.clone(), timeout }),
+        }
+    }
+
     /// Replaces an agent's policy, for good: a supervised restart starts it under the new one, a durable
     /// runtime keeps it for recovery, a hibernated agent is thawed to take it, and the agent's children are
     /// narrowed to fit within it ([`Policy::narrowed_to`]; one asleep or restarting is narrowed when it starts).
