@@ -70,6 +70,10 @@ pub struct LlmConfig {
     /// leave it to the model (a small model may need the first call forced).
     #[serde(default)]
     pub first_tool_choice: ToolChoice,
+    /// Whether the later model calls of an exchange may call tools (`auto` by default; `none` makes the model
+    /// answer with what the tools gave it).
+    #[serde(default)]
+    pub later_tool_choice: ToolChoice,
     /// The conversation's limit, and what happens over it (none: it grows without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<ContextWindow>,
@@ -93,6 +97,7 @@ impl LlmConfig {
             max_tokens: None,
             max_tools: None,
             first_tool_choice: ToolChoice::Auto,
+            later_tool_choice: ToolChoice::Auto,
             window: None,
         }
     }
@@ -289,8 +294,11 @@ impl LlmAgent {
         let Some(action) = self.config.model_action() else {
             return self.finish(Err(format!("`{}` names no model action", self.config.model_skill)), effects);
         };
-        let tool_choice =
-            if exchange.model_calls == 0 { self.config.first_tool_choice.clone() } else { ToolChoice::Auto };
+        let tool_choice = if exchange.model_calls == 0 {
+            self.config.first_tool_choice.clone()
+        } else {
+            self.config.later_tool_choice.clone()
+        };
         exchange.model_calls += 1;
         exchange.tools = None;
         let call = ModelCall {

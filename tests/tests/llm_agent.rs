@@ -449,3 +449,18 @@ async fn another_agent_is_a_tool_asked_through_the_gate() {
     assert_eq!(helper_model.requests().len(), 1, "the helper was not asked again");
     runtime.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn the_first_call_of_an_exchange_can_be_made_to_call_a_tool_and_the_later_ones_to_answer() {
+    use agentry_llm::chat::ToolChoice;
+    let turns = vec![Turn::call("notes__count", json!({})), Turn::text("3.")];
+    let setup = start(turns, |config| {
+        config.first_tool_choice = ToolChoice::Tool("notes__count".into());
+        config.later_tool_choice = ToolChoice::None;
+    })
+    .await;
+    ask(&setup.agent, "How many?").await;
+    let choices: Vec<ToolChoice> = setup.model.requests().iter().map(|r| r.tool_choice.clone()).collect();
+    assert_eq!(choices, [ToolChoice::Tool("notes__count".into()), ToolChoice::None]);
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}

@@ -56,8 +56,14 @@ async fn serve(home: &std::path::Path) -> Result<(tokio::process::Child, String)
     tokio::time::timeout(Duration::from_secs(120), listening)
         .await
         .map_err(|_| "not listening after 120 s".to_owned())??;
-    // Its log keeps coming: read on, so the pipe never fills.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    // Its log keeps coming: read on, so the pipe never fills; its errors are shown, for a failing test to say why.
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("Error") {
+                eprintln!("llama.cpp's server: {line}");
+            }
+        }
+    });
     Ok((child, format!("http://127.0.0.1:{port}/v1")))
 }
 
@@ -96,7 +102,10 @@ async fn a_real_model_streams_calls_a_tool_through_the_gate_and_counts_its_token
     let mut config = LlmConfig::new(SkillId::new("llm.local").expect("an id"), "smollm2");
     config.skills = vec![(SkillId::new("notes").expect("an id"), Value::Null)];
     config.tools = vec!["notes.*".into()];
+    // The tiny model needs the tool forced; llama.cpp's function-calling format streams a forced choice or none,
+    // not an automatic one, so the call after the tool's result answers with what it gave.
     config.first_tool_choice = ToolChoice::Tool("notes__read".into());
+    config.later_tool_choice = ToolChoice::None;
     config.max_turns = 3;
     config.max_tokens = Some(64);
     let options = SpawnOptions { id: Some(AgentId::new("reader").expect("an id")), ..SpawnOptions::default() };
@@ -106,9 +115,9 @@ async fn a_real_model_streams_calls_a_tool_through_the_gate_and_counts_its_token
     let reply = agent.call(ask, Duration::from_secs(180)).await.expect("a reply");
     drop(server);
 
-    // Answered, or stopped at its turn limit: either way the loop ran. Quality is not the test's business.
-    assert!(["answered", "stopped"].contains(&reply["status"].as_str().unwrap_or_default()), "{reply}");
-    assert!(reply["model_calls"].as_u64().is_some_and(|n| n >= 2), "asked again with the result: {reply}");
+    // Quality is not the test's business: that it answered, after asking the tool, is.
+    assert_eq!(reply["status"], "answered", "{reply}");
+    assert_eq!(reply["model_calls"], 2, "asked again with the result: {reply}");
     let usage =
         reply["usage"]["input_tokens"].as_u64().unwrap_or(0) + reply["usage"]["output_tokens"].as_u64().unwrap_or(0);
     assert!(usage > 0, "tokens counted: {reply}");

@@ -56,9 +56,8 @@ fn push_message(out: &mut Vec<Value>, message: &Message) {
                     json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
                 })
                 .collect();
-            let text = message.text();
-            let mut entry =
-                json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+            // Text, even empty beside tool calls: OpenAI takes `null` there, llama.cpp's server only a string.
+            let mut entry = json!({"role": "assistant", "content": message.text()});
             if !calls.is_empty() {
                 entry["tool_calls"] = Value::Array(calls);
             }
