@@ -136,7 +136,7 @@ async fn tool_errors_and_hung_tools_fail_and_the_connection_goes_on() {
     let op = operated(&client).await;
 
     let (class, message) = op.failure("mcp.test.fail", json!({"text": "the disk is on fire"})).await;
-    assert_eq!(class, "critical");
+    assert_eq!(class, "reported", "the tool's own failure, a result a model can act on");
     assert!(message.contains("the disk is on fire"), "the server's text is kept: {message}");
 
     let reply = op.run("mcp.test.hang", json!({})).await;
@@ -242,7 +242,7 @@ async fn a_server_over_streamable_http_becomes_a_skill() {
     let op = operated(&client).await;
     assert_eq!(op.output("mcp.web.echo", json!({"text": "over http"})).await, json!("over http"));
     let (class, _) = op.failure("mcp.web.fail", json!({"text": "nope"})).await;
-    assert_eq!(class, "critical");
+    assert_eq!(class, "reported");
     client.close();
     child.kill().await.unwrap();
 }
