@@ -23,6 +23,9 @@ pub mod macros {}
 #[doc = include_str!("../../docs/mcp.md")]
 pub mod mcp {}
 
+#[doc = include_str!("../../docs/llm.md")]
+pub mod llm {}
+
 #[doc = include_str!("../../docs/simulation.md")]
 pub mod simulation {}
 

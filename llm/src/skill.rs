@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// What the agent asks the model action (its params).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -152,9 +153,31 @@ impl ModelSkill {
                         ctx.log(LogLevel::Debug, format!("the model calls `{name}`"));
                     }
                 };
-                let answer = crate::complete(&*model, &request, &on_delta, retry, ctx.seed())
-                    .await
-                    .map_err(crate::action_error)?;
+                // A span per model call, with the OpenTelemetry GenAI conventions' attribute names.
+                let span = tracing::info_span!(
+                    "chat",
+                    "gen_ai.operation.name" = "chat",
+                    "gen_ai.provider.name" = model.provider(),
+                    "gen_ai.request.model" = request.model.as_str(),
+                    "gen_ai.response.model" = tracing::field::Empty,
+                    "gen_ai.usage.input_tokens" = tracing::field::Empty,
+                    "gen_ai.usage.output_tokens" = tracing::field::Empty,
+                    "gen_ai.response.finish_reasons" = tracing::field::Empty,
+                    "error.type" = tracing::field::Empty,
+                );
+                let answer =
+                    crate::complete(&*model, &request, &on_delta, retry, ctx.seed()).instrument(span.clone()).await;
+                let answer = match answer {
+                    Ok(answer) => answer,
+                    Err(error) => {
+                        span.record("error.type", error_type(&error));
+                        return Err(crate::action_error(error));
+                    }
+                };
+                span.record("gen_ai.response.model", answer.model.as_str());
+                span.record("gen_ai.usage.input_tokens", answer.usage.input_tokens);
+                span.record("gen_ai.usage.output_tokens", answer.usage.output_tokens);
+                span.record("gen_ai.response.finish_reasons", finish_name(&answer.finish));
                 ctx.cost(answer.usage.total() as f64);
                 let offered = offered.into_iter().map(|tool| tool.name).collect();
                 serde_json::to_value(ModelAnswer { response: answer, offered })
@@ -214,4 +237,31 @@ async fn choose(
     candidates.retain(|c| chosen.contains(&c.tool.name));
     candidates.sort_by_key(|c| chosen.iter().position(|name| *name == c.tool.name));
     candidates
+}
+
+/// A finish reason as the GenAI conventions name it.
+fn finish_name(finish: &crate::chat::FinishReason) -> &str {
+    use crate::chat::FinishReason;
+    match finish {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ToolCalls => "tool_calls",
+        FinishReason::ContentFilter => "content_filter",
+        FinishReason::Other(other) => other.as_str(),
+    }
+}
+
+/// A model error's kind, for the span's `error.type`.
+fn error_type(error: &crate::ModelError) -> &'static str {
+    use crate::ModelError;
+    match error {
+        ModelError::RateLimited { .. } => "rate_limited",
+        ModelError::QuotaExhausted { .. } => "quota_exhausted",
+        ModelError::Unavailable { .. } => "unavailable",
+        ModelError::Unauthorized { .. } => "unauthorized",
+        ModelError::Rejected { .. } => "rejected",
+        ModelError::Transport(_) => "transport",
+        ModelError::Malformed(_) => "malformed",
+        ModelError::MissingKey(_) => "missing_key",
+    }
 }

@@ -50,6 +50,8 @@ pub(crate) enum ServerMsg<A: Agent> {
     Actions(oneshot::Sender<Vec<ActionSpec>>),
     /// Replace the agent's policy; runs queued or waiting for approval are gated again when they start.
     SetPolicy(Box<Policy>, oneshot::Sender<()>),
+    /// See [`Untyped::AlwaysAllow`].
+    AlwaysAllow(ActionId, oneshot::Sender<usize>),
     /// The agent's parent has this policy now: narrow the agent's to fit within it.
     NarrowPolicy(std::sync::Arc<Policy>),
     /// Outcome signals made while handling a message, still to be fed (more than one turn's budget).
@@ -84,6 +86,9 @@ pub(crate) enum Untyped {
     Actions(oneshot::Sender<Vec<ActionSpec>>),
     /// Replace the agent's policy.
     SetPolicy(Box<Policy>, oneshot::Sender<()>),
+    /// Let an action run without approval from now on, and approve its runs waiting (see
+    /// [`crate::runtime::Runtime::always_allow`]); told how many it approved.
+    AlwaysAllow(ActionId, oneshot::Sender<usize>),
     /// Narrow the agent's policy to its parent's (see [`ServerMsg::NarrowPolicy`]).
     NarrowPolicy(std::sync::Arc<Policy>),
     /// Hibernate if idle (see [`ServerMsg::Hibernate`]).
@@ -105,6 +110,7 @@ impl<A: Agent> From<Untyped> for ServerMsg<A> {
             Untyped::Refresh(skill, done) => Self::Refresh(skill, done),
             Untyped::Actions(reply) => Self::Actions(reply),
             Untyped::SetPolicy(policy, done) => Self::SetPolicy(policy, done),
+            Untyped::AlwaysAllow(action, done) => Self::AlwaysAllow(action, done),
             Untyped::NarrowPolicy(parent) => Self::NarrowPolicy(parent),
             Untyped::Hibernate(done, idle) => Self::Hibernate(done, idle),
             Untyped::Decide(run, verdict, done) => Self::Decide(run, verdict, done.into()),

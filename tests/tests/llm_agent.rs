@@ -464,3 +464,58 @@ async fn the_first_call_of_an_exchange_can_be_made_to_call_a_tool_and_the_later_
     assert_eq!(choices, [ToolChoice::Tool("notes__count".into()), ToolChoice::None]);
     setup.runtime.shutdown(Duration::from_secs(5)).await;
 }
+
+/// An operator's "always allow" for a tool holds from then on, across a restart: the approval is not asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allow_is_journaled_and_holds_after_a_restart() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let open = |turns: Vec<Turn>| {
+        let model = Arc::new(ScriptedModel::new(turns));
+        let notes = notes();
+        let brain = ModelSkill::new("scripted", model).tools(&[&notes]).build().expect("the model skill");
+        Runtime::builder()
+            .agent::<LlmAgent>()
+            .expect("registers")
+            .skill(notes)
+            .skill(brain)
+            .durable(folder.path())
+            .expect("the journal opens")
+    };
+    let scribe = AgentId::new("scribe").expect("an id");
+    let (runtime, _) = open(vec![Turn::call("notes__write", json!({"path": "a"})), Turn::text("Written.")])
+        .open()
+        .await
+        .expect("opens");
+    let mut config = LlmConfig::new(skill("llm.scripted"), "scripted-1");
+    config.skills = vec![(skill("notes"), Value::Null)];
+    config.tools = vec!["notes.*".into()];
+    let options = SpawnOptions { id: Some(scribe.clone()), ..SpawnOptions::default() };
+    let agent = runtime.spawn(LlmAgent::new(config), options).await.expect("spawned");
+    let mut events = runtime.events();
+    let operator = runtime.clone();
+    let allowing = tokio::spawn(async move {
+        while let Ok(event) = events.recv().await {
+            if let EventKind::ApprovalAsked { action, .. } = &event.kind {
+                return operator.always_allow(&event.agent, action).await.expect("allowed");
+            }
+        }
+        0
+    });
+    assert_eq!(ask(&agent, "Write a.").await["text"], "Written.");
+    assert_eq!(allowing.await.expect("the operator"), 1, "the waiting run was approved with it");
+    runtime.shutdown(Duration::from_secs(5)).await;
+
+    let (runtime, _) = open(vec![Turn::call("notes__write", json!({"path": "b"})), Turn::text("Written again.")])
+        .open()
+        .await
+        .expect("reopens");
+    let mut events = runtime.events();
+    let agent = runtime.get::<LlmAgent>(&scribe).expect("back");
+    assert_eq!(ask(&agent, "Write b.").await["text"], "Written again.");
+    while let Ok(event) = events.try_recv() {
+        assert!(!matches!(event.kind, EventKind::ApprovalAsked { .. }), "asked again after the restart: {event:?}");
+    }
+    let written = runtime.store().query(&RunQuery { status: Some(RunStatus::Completed), ..RunQuery::default() });
+    assert_eq!(written.iter().filter(|r| r.action.as_str() == "notes.write").count(), 2);
+    runtime.shutdown(Duration::from_secs(5)).await;
+}

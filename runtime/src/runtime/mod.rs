@@ -181,6 +181,19 @@ impl Runtime {
         }
     }
 
+    /// "Always allow": lets `action` run on `agent` without approval from now on, and approves its runs that
+    /// wait for approval now; returns how many it approved. The decision is a policy change (the action's risk is
+    /// overridden to low), so it holds across restarts and recovery like any (see [`Runtime::set_policy`]),
+    /// unless the agent's policy asks for approval at every risk.
+    pub async fn always_allow(&self, agent: &AgentId, action: &crate::id::ActionId) -> Result<usize, RuntimeError> {
+        crate::sleep::wake(&self.shared, agent).await?;
+        let (done, approved) = tokio::sync::oneshot::channel();
+        if !self.shared.directory.tell(agent, Untyped::AlwaysAllow(action.clone(), done)) {
+            return Err(RuntimeError::NoSuchAgent(agent.clone()));
+        }
+        approved.await.map_err(|_| RuntimeError::Stopped(agent.clone()))
+    }
+
     /// Replaces an agent's policy, for good: a supervised restart starts it under the new one, a durable
     /// runtime keeps it for recovery, a hibernated agent is thawed to take it, and the agent's children are
     /// narrowed to fit within it ([`Policy::narrowed_to`]; one asleep or restarting is narrowed when it starts).

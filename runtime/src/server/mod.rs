@@ -351,6 +351,10 @@ impl<A: Agent> Actor for AgentServer<A> {
                 state.change_policy(crate::restart::shared_policy(*policy));
                 let _ = done.send(());
             }
+            ServerMsg::AlwaysAllow(action, done) => {
+                let approved = state.always_allow(&action);
+                let _ = done.send(approved);
+            }
             ServerMsg::NarrowPolicy(parent) => state.narrow_policy(&parent),
             ServerMsg::Settle => {}
         }
@@ -537,6 +541,23 @@ impl<A: Agent> ServerState<A> {
                 _ => self.park(ticket, risk, digest),
             }
         }
+    }
+
+    /// Lets `action` run without approval from now on (its risk is overridden to low in the agent's policy,
+    /// kept like any policy change) and approves its runs waiting; returns how many it approved.
+    pub(super) fn always_allow(&mut self, action: &crate::id::ActionId) -> usize {
+        let Ok(pattern) = crate::pattern::Pattern::new(action.as_str()) else { return 0 };
+        let mut policy = (*self.policy).clone();
+        policy.risk_overrides.insert(pattern, crate::action::Risk::Low);
+        self.change_policy(crate::restart::shared_policy(policy));
+        let waiting: Vec<Uuid> = self
+            .under()
+            .map(|u| {
+                u.awaiting.iter().filter(|(_, a)| a.ticket.run.ctx.action_id == *action).map(|(run, _)| *run).collect()
+            })
+            .unwrap_or_default();
+        let approve = crate::messages::Verdict { approve: true, seen: None };
+        waiting.into_iter().filter(|run| self.decide(*run, approve).is_ok()).count()
     }
 
     /// The agent's parent has `parent` as its policy now: the agent's own is narrowed to fit within it (and
