@@ -200,8 +200,12 @@ pub(crate) trait RunServices: Send + Sync {
     fn cancel_job(&self, ctx: &ActionContext, job: Uuid) -> bool;
     /// Waits until a job of this agent ends, at most `timeout`; `None` when it is unknown.
     fn wait_job(&self, ctx: &ActionContext, job: Uuid, timeout: Duration) -> BoxFuture<Option<JobRecord>>;
-    /// Announces an event of the run (a resource it changed, a piece of its output).
-    fn announce(&self, ctx: &ActionContext, kind: crate::events::EventKind);
+    /// Announces that the run changed a resource (an event for MCP servers' subscribers).
+    fn resource_changed(&self, ctx: &ActionContext, uri: String);
+    /// Announces a piece of the run's output, as it is made.
+    fn output(&self, ctx: &ActionContext, text: String);
+    /// Announces a note of the run about its work.
+    fn note(&self, ctx: &ActionContext, topic: String, data: Value);
 }
 
 type Answer = dyn Fn(&ActionContext, ActionId, Value) -> crate::action::ActionFuture + Send + Sync;
@@ -236,7 +240,11 @@ impl RunServices for CallsOnly {
         Box::pin(async { None })
     }
 
-    fn announce(&self, _ctx: &ActionContext, _kind: crate::events::EventKind) {}
+    fn resource_changed(&self, _ctx: &ActionContext, _uri: String) {}
+
+    fn output(&self, _ctx: &ActionContext, _text: String) {}
+
+    fn note(&self, _ctx: &ActionContext, _topic: String, _data: Value) {}
 }
 
 /// A way to answer nested calls ([`ActionContext::call`]) that many contexts share
@@ -873,18 +881,16 @@ impl ActionContext {
     /// at once. Outside a runtime it does nothing.
     pub fn resource_changed(&self, uri: impl Into<String>) {
         if let Some(link) = &self.scope.link {
-            link.services.announce(self, crate::events::EventKind::ResourceChanged { uri: uri.into() });
+            link.services.resource_changed(self, uri.into());
         }
     }
 
     /// Reports something about this run's work on the event stream as it goes (`topic` says what, `data` is
-    /// the note): the runtime announces [`crate::events::EventKind::ActionNote`] at once. Outside a runtime it
+    /// the note): the runtime announces an `ActionNote` event at once. Outside a runtime it
     /// does nothing.
     pub fn note(&self, topic: impl Into<String>, data: serde_json::Value) {
         if let Some(link) = &self.scope.link {
-            let kind =
-                crate::events::EventKind::ActionNote { action: self.action_id.clone(), topic: topic.into(), data };
-            link.services.announce(self, kind);
+            link.services.note(self, topic.into(), data);
         }
     }
 
@@ -894,8 +900,7 @@ impl ActionContext {
     /// nothing.
     pub fn output(&self, text: impl Into<String>) {
         if let Some(link) = &self.scope.link {
-            let kind = crate::events::EventKind::ActionOutput { action: self.action_id.clone(), text: text.into() };
-            link.services.announce(self, kind);
+            link.services.output(self, text.into());
         }
     }
 

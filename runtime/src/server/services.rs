@@ -120,6 +120,11 @@ pub(crate) fn job_ended(shared: &Arc<Shared>, record: &JobRecord, signal: Option
 }
 
 impl AgentServices {
+    /// Announces an event of the run `ctx` describes.
+    fn announce(&self, ctx: &ActionContext, kind: crate::events::EventKind) {
+        self.shared.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+    }
+
     /// Puts a job on the board whose run is called from `parent` (the run that submitted it, or after a crash
     /// one made like it) with the key in the job's plan.
     pub(crate) fn start_job(
@@ -242,7 +247,15 @@ impl RunServices for AgentServices {
         Box::pin(async move { if known { shared.jobs.wait(job, timeout).await } else { None } })
     }
 
-    fn announce(&self, ctx: &ActionContext, kind: crate::events::EventKind) {
-        self.shared.events.announce(&ctx.agent_id, Some(ctx.run_id), Some(ctx.correlation_id), kind);
+    fn resource_changed(&self, ctx: &ActionContext, uri: String) {
+        self.announce(ctx, crate::events::EventKind::ResourceChanged { uri });
+    }
+
+    fn output(&self, ctx: &ActionContext, text: String) {
+        self.announce(ctx, crate::events::EventKind::ActionOutput { action: ctx.action_id.clone(), text });
+    }
+
+    fn note(&self, ctx: &ActionContext, topic: String, data: Value) {
+        self.announce(ctx, crate::events::EventKind::ActionNote { action: ctx.action_id.clone(), topic, data });
     }
 }
