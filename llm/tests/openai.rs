@@ -211,3 +211,24 @@ async fn llama_cpps_stream_is_read_too() {
     assert_eq!(answer.finish, FinishReason::ToolCalls);
     assert!(answer.usage.estimated && answer.usage.input_tokens > 0, "estimated, and said so: {:?}", answer.usage);
 }
+
+/// Embeddings score tools by meaning: the question and each description in one request, cosine similarity each
+/// (the answer's `index` orders them, whatever order they come in).
+#[tokio::test]
+async fn embeddings_score_tools_by_meaning() {
+    use agentry_llm::openai::Embeddings;
+    use agentry_llm::select::SemanticScorer;
+    let provider = Provider::start(vec![Reply::json(200, "openai/embeddings.json")]).await;
+    let scorer = Embeddings::new(config(&provider, false), "text-embedding-3-small").expect("a client");
+    let tools = vec![
+        ToolDef { name: "fs__read".into(), description: "Reads a file.".into(), parameters: json!({}) },
+        ToolDef { name: "time__now".into(), description: "The time.".into(), parameters: json!({}) },
+    ];
+    let similarities = scorer.similarities("how late is it?", &tools).await.expect("similarities");
+    assert_eq!(similarities.len(), 2);
+    assert!(similarities[0].abs() < 1e-9, "orthogonal: {similarities:?}");
+    assert!(similarities[1] > 0.9, "close: {similarities:?}");
+    let sent = provider.received().pop().expect("a request");
+    assert_eq!(sent.path, "/v1/embeddings");
+    assert_eq!(sent.body["input"], json!(["how late is it?", "fs__read: Reads a file.", "time__now: The time."]));
+}

@@ -5,7 +5,10 @@
 //! provider SDK: the SDKs follow OpenAI's full and changing surface, while agentry needs one endpoint and must
 //! read the variants other servers send (arguments as objects, missing ids and usage) leniently.
 
+mod embeddings;
 mod wire;
+
+pub use embeddings::Embeddings;
 
 use crate::assembly::Assembly;
 use crate::chat::{ChatRequest, ChatResponse};
