@@ -28,6 +28,8 @@ mod error;
 mod http;
 mod model;
 pub mod openai;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod retry;
 pub mod select;
 pub mod skill;

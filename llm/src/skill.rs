@@ -175,8 +175,12 @@ impl ModelSkill {
                     }
                 };
                 span.record("gen_ai.response.model", answer.model.as_str());
-                span.record("gen_ai.usage.input_tokens", answer.usage.input_tokens);
-                span.record("gen_ai.usage.output_tokens", answer.usage.output_tokens);
+                // As signed integers: exporters take u64 past i64's range as text.
+                span.record("gen_ai.usage.input_tokens", i64::try_from(answer.usage.input_tokens).unwrap_or(i64::MAX));
+                span.record(
+                    "gen_ai.usage.output_tokens",
+                    i64::try_from(answer.usage.output_tokens).unwrap_or(i64::MAX),
+                );
                 span.record("gen_ai.response.finish_reasons", finish_name(&answer.finish));
                 ctx.cost(answer.usage.total() as f64);
                 let offered = offered.into_iter().map(|tool| tool.name).collect();

@@ -117,8 +117,15 @@ impl Runner {
     /// run is journaled as cancelled on the way.
     pub(crate) fn start(&self, action: DynAction, mut run: Box<RunInHand>) -> Start {
         let ctx = &run.ctx;
+        // A run is what the GenAI conventions call a tool's execution: their names beside agentry's own.
         let span = tracing::info_span!(
-            "action", action = %action.spec().id, run = %ctx.run_id, agent = %ctx.agent_id, depth = ctx.depth()
+            "action",
+            action = %action.spec().id,
+            run = %ctx.run_id,
+            agent = %ctx.agent_id,
+            depth = ctx.depth(),
+            "gen_ai.operation.name" = "execute_tool",
+            "gen_ai.tool.name" = %action.spec().id,
         );
         let first = {
             let _entered = span.enter();
