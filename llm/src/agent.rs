@@ -219,7 +219,10 @@ impl Agent for LlmAgent {
         let mut next = self.clone();
         let mut effects = Vec::new();
         if signal.kind().as_str() == ASK {
-            let text = signal.data()["text"].as_str().unwrap_or_default().to_owned();
+            let Some(text) = signal.data()["text"].as_str().map(str::to_owned) else {
+                let why = format!("an `{ASK}` signal carries `{{\"text\": string}}`, got {}", signal.data());
+                return Reaction::Keep(vec![Effect::reply(signal.id(), json!({"status": "refused", "error": why}))]);
+            };
             next.waiting.push_back(Asked { signal: signal.id(), text });
             if next.exchange.is_none() {
                 next.start_next(&mut effects);

@@ -519,3 +519,15 @@ async fn always_allow_is_journaled_and_holds_after_a_restart() {
     assert_eq!(written.iter().filter(|r| r.action.as_str() == "notes.write").count(), 2);
     runtime.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn a_message_without_text_is_refused_with_a_reply_that_says_what_was_expected() {
+    let setup = start(vec![Turn::text("unused")], |_| {}).await;
+    let signal = Signal::new(ASK, json!({"question": 42})).expect("a kind");
+    let reply = setup.agent.call(signal, Duration::from_secs(5)).await.expect("a reply");
+    assert_eq!(reply["status"], "refused");
+    assert!(reply["error"].as_str().is_some_and(|e| e.contains("\"text\": string")), "{reply}");
+    assert_eq!(setup.model.requests().len(), 0, "the model was not asked");
+    assert!(setup.agent.state().await.expect("its state").domain.conversation.is_empty(), "nothing kept");
+    setup.runtime.shutdown(Duration::from_secs(5)).await;
+}
