@@ -57,6 +57,9 @@ pub struct LlmConfig {
     /// The most model calls in one exchange.
     #[serde(default = "default_max_turns")]
     pub max_turns: u32,
+    /// The most messages kept waiting while an exchange goes on; more are refused with a reply.
+    #[serde(default = "default_max_waiting")]
+    pub max_waiting: usize,
     /// The most tokens (in and out, every model call of the exchange) one exchange may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
@@ -83,6 +86,10 @@ fn default_max_turns() -> u32 {
     10
 }
 
+fn default_max_waiting() -> usize {
+    16
+}
+
 impl LlmConfig {
     /// A configuration asking `model` through the skill `model_skill`, with no tools, 10 turns at most.
     pub fn new(model_skill: SkillId, model: impl Into<String>) -> Self {
@@ -93,6 +100,7 @@ impl LlmConfig {
             skills: Vec::new(),
             tools: Vec::new(),
             max_turns: default_max_turns(),
+            max_waiting: default_max_waiting(),
             token_budget: None,
             max_tokens: None,
             max_tools: None,
@@ -223,6 +231,14 @@ impl Agent for LlmAgent {
                 let why = format!("an `{ASK}` signal carries `{{\"text\": string}}`, got {}", signal.data());
                 return Reaction::Keep(vec![Effect::reply(signal.id(), json!({"status": "refused", "error": why}))]);
             };
+            if next.waiting.len() >= next.config.max_waiting {
+                let why = format!(
+                    "{} messages already wait for the exchange going on, the most this agent keeps (`max_waiting`); \
+                     ask again once it answers",
+                    next.waiting.len()
+                );
+                return Reaction::Keep(vec![Effect::reply(signal.id(), json!({"status": "refused", "error": why}))]);
+            }
             next.waiting.push_back(Asked { signal: signal.id(), text });
             if next.exchange.is_none() {
                 next.start_next(&mut effects);

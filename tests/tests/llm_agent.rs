@@ -531,3 +531,18 @@ async fn a_message_without_text_is_refused_with_a_reply_that_says_what_was_expec
     assert!(setup.agent.state().await.expect("its state").domain.conversation.is_empty(), "nothing kept");
     setup.runtime.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test]
+async fn messages_past_the_waiting_limit_are_refused_with_a_reply() {
+    // The first exchange waits for an approval nobody gives, so later messages wait behind it.
+    let setup = start(vec![Turn::call("notes__write", json!({"path": "a"}))], |config| config.max_waiting = 1).await;
+    let first = Signal::new(ASK, json!({"text": "Write a."})).expect("a kind");
+    setup.agent.send(first).expect("sent");
+    let second = Signal::new(ASK, json!({"text": "Then this."})).expect("a kind");
+    setup.agent.send(second).expect("sent");
+    let third = ask(&setup.agent, "And this.").await;
+    assert_eq!(third["status"], "refused");
+    assert!(third["error"].as_str().is_some_and(|e| e.contains("max_waiting")), "{third}");
+    assert_eq!(setup.agent.state().await.expect("its state").domain.waiting.len(), 1, "one kept, no more");
+    setup.runtime.shutdown(Duration::from_secs(1)).await;
+}
