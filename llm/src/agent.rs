@@ -224,40 +224,49 @@ impl Agent for LlmAgent {
     }
 
     fn handle_signal(&self, signal: &Signal) -> Reaction<Self> {
-        let mut next = self.clone();
         let mut effects = Vec::new();
         if signal.kind().as_str() == ASK {
             let Some(text) = signal.data()["text"].as_str().map(str::to_owned) else {
-                let why = format!("an `{ASK}` signal carries `{{\"text\": string}}`, got {}", signal.data());
-                return Reaction::Keep(vec![Effect::reply(signal.id(), json!({"status": "refused", "error": why}))]);
+                return refuse(
+                    signal,
+                    format!("an `{ASK}` signal carries `{{\"text\": string}}`, got {}", signal.data()),
+                );
             };
-            if next.waiting.len() >= next.config.max_waiting {
+            if self.waiting.len() >= self.config.max_waiting {
                 let why = format!(
                     "{} messages already wait for the exchange going on, the most this agent keeps (`max_waiting`); \
                      ask again once it answers",
-                    next.waiting.len()
+                    self.waiting.len()
                 );
-                return Reaction::Keep(vec![Effect::reply(signal.id(), json!({"status": "refused", "error": why}))]);
+                return refuse(signal, why);
             }
+            let mut next = self.clone();
             next.waiting.push_back(Asked { signal: signal.id(), text });
             if next.exchange.is_none() {
                 next.start_next(&mut effects);
             }
             return Reaction::Update(next, effects);
         }
+        // Only an outcome of this exchange's runs changes anything: the state is copied for those alone.
         let Some(report) = signal.outcome() else { return Reaction::Ignore };
-        if report.awaiting_approval() || next.exchange.is_none() {
+        let Some(exchange) = self.exchange.as_ref() else { return Reaction::Ignore };
+        if report.awaiting_approval() {
             return Reaction::Ignore;
         }
-        let model_action = next.config.model_action();
-        let waits_for_model = next.exchange.as_ref().is_some_and(|e| e.tools.is_none());
-        if waits_for_model && Some(&report.action) == model_action.as_ref() {
+        let for_model = exchange.tools.is_none() && Some(&report.action) == self.config.model_action().as_ref();
+        let mut next = self.clone();
+        if for_model {
             next.on_model(report, &mut effects);
         } else if !next.on_tool(report, &mut effects) {
             return Reaction::Ignore;
         }
         Reaction::Update(next, effects)
     }
+}
+
+/// A message refused at once, with a reply that says why.
+fn refuse(signal: &Signal, why: String) -> Reaction<LlmAgent> {
+    Reaction::Keep(vec![Effect::reply(signal.id(), json!({"status": "refused", "error": why}))])
 }
 
 impl LlmAgent {
@@ -310,16 +319,11 @@ impl LlmAgent {
             let why = format!("the exchange used {} tokens of its budget of {budget}", exchange.used.total());
             return self.finish(Err(why), effects);
         }
-        let Some(action) = self.config.model_action() else {
-            return self.finish(Err(format!("`{}` names no model action", self.config.model_skill)), effects);
-        };
         let tool_choice = if exchange.model_calls == 0 {
             self.config.first_tool_choice.clone()
         } else {
             self.config.later_tool_choice.clone()
         };
-        exchange.model_calls += 1;
-        exchange.tools = None;
         let call = ModelCall {
             model: self.config.model.clone(),
             system: self.config.instructions.clone(),
@@ -329,21 +333,38 @@ impl LlmAgent {
             max_tokens: self.config.max_tokens,
             max_tools: self.config.max_tools,
         };
-        match serde_json::to_value(call) {
-            Ok(params) => effects.push(Effect::run(action, params)),
-            Err(err) => self.finish(Err(format!("the model call could not be written: {err}")), effects),
+        match (self.model_run(call), self.exchange.as_mut()) {
+            (Ok(run), Some(exchange)) => {
+                exchange.model_calls += 1;
+                exchange.tools = None;
+                effects.push(run);
+            }
+            (Ok(_), None) => {}
+            (Err(why), _) => self.finish(Err(why), effects),
+        }
+    }
+
+    /// The run of the model action with these params, or why there can be none.
+    fn model_run(&self, call: ModelCall) -> Result<Effect, String> {
+        let action =
+            self.config.model_action().ok_or_else(|| format!("`{}` names no model action", self.config.model_skill))?;
+        let params = serde_json::to_value(call).map_err(|err| format!("the model call could not be written: {err}"))?;
+        Ok(Effect::run(action, params))
+    }
+
+    /// Counts a model call's tokens, for the agent and for the exchange going on.
+    fn count(&mut self, usage: Usage) {
+        self.used = self.used + usage;
+        if let Some(exchange) = self.exchange.as_mut() {
+            exchange.used = exchange.used + usage;
         }
     }
 
     /// Asks the model to summarize the `cut` oldest messages (a model call of the exchange like any).
     fn summarize(&mut self, cut: usize, effects: &mut Vec<Effect>) {
-        let Some(exchange) = self.exchange.as_mut() else { return };
-        if exchange.model_calls >= self.config.max_turns {
+        if self.exchange.as_ref().is_none_or(|e| e.model_calls >= self.config.max_turns) {
             return self.ask_model_with(effects, false);
         }
-        let Some(action) = self.config.model_action() else { return self.ask_model_with(effects, false) };
-        exchange.model_calls += 1;
-        exchange.summarizing = Some(cut);
         let ask = format!("{SUMMARY_ASK}\n\n{}", transcript(&self.conversation[..cut]));
         let call = ModelCall {
             model: self.config.model.clone(),
@@ -354,9 +375,13 @@ impl LlmAgent {
             max_tokens: self.config.max_tokens,
             max_tools: None,
         };
-        match serde_json::to_value(call) {
-            Ok(params) => effects.push(Effect::run(action, params)),
-            Err(_) => self.ask_model_with(effects, false),
+        match (self.model_run(call), self.exchange.as_mut()) {
+            (Ok(run), Some(exchange)) => {
+                exchange.model_calls += 1;
+                exchange.summarizing = Some(cut);
+                effects.push(run);
+            }
+            _ => self.ask_model_with(effects, false),
         }
     }
 
@@ -365,11 +390,7 @@ impl LlmAgent {
         let answer =
             report.completed().then(|| serde_json::from_value::<ModelAnswer>(report.outcome.output.clone()).ok());
         let summary = answer.flatten().map(|answer| {
-            let usage = answer.response.usage;
-            self.used = self.used + usage;
-            if let Some(exchange) = self.exchange.as_mut() {
-                exchange.used = exchange.used + usage;
-            }
+            self.count(answer.response.usage);
             answer.response.message.text()
         });
         match summary.filter(|text| !text.trim().is_empty()) {
@@ -397,10 +418,7 @@ impl LlmAgent {
             Ok(answer) => answer,
             Err(err) => return self.finish(Err(format!("the model's answer could not be read: {err}")), effects),
         };
-        let usage = answer.response.usage;
-        self.used = self.used + usage;
-        let Some(exchange) = self.exchange.as_mut() else { return };
-        exchange.used = exchange.used + usage;
+        self.count(answer.response.usage);
         let message = answer.response.message;
         let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
         let text = message.text();
@@ -408,6 +426,7 @@ impl LlmAgent {
         if calls.is_empty() {
             return self.finish(Ok(text), effects);
         }
+        let Some(exchange) = self.exchange.as_mut() else { return };
         let model_action = self.config.model_action();
         let slots = calls.into_iter().map(|call| {
             let state = match read_call(&call, &answer.offered, model_action.as_ref()) {

@@ -68,6 +68,20 @@ impl ModelError {
         matches!(self, Self::RateLimited { .. } | Self::Unavailable { .. } | Self::Transport(_))
     }
 
+    /// The error's kind, in a word (`rate_limited`, `quota_exhausted`, ...): a span's `error.type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RateLimited { .. } => "rate_limited",
+            Self::QuotaExhausted { .. } => "quota_exhausted",
+            Self::Unavailable { .. } => "unavailable",
+            Self::Unauthorized { .. } => "unauthorized",
+            Self::Rejected { .. } => "rejected",
+            Self::Transport(_) => "transport",
+            Self::Malformed(_) => "malformed",
+            Self::MissingKey(_) => "missing_key",
+        }
+    }
+
     /// When the provider said to try again, if it did.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

@@ -170,7 +170,7 @@ impl ModelSkill {
                 let answer = match answer {
                     Ok(answer) => answer,
                     Err(error) => {
-                        span.record("error.type", error_type(&error));
+                        span.record("error.type", error.kind());
                         return Err(crate::action_error(error));
                     }
                 };
@@ -252,20 +252,5 @@ fn finish_name(finish: &crate::chat::FinishReason) -> &str {
         FinishReason::ToolCalls => "tool_calls",
         FinishReason::ContentFilter => "content_filter",
         FinishReason::Other(other) => other.as_str(),
-    }
-}
-
-/// A model error's kind, for the span's `error.type`.
-fn error_type(error: &crate::ModelError) -> &'static str {
-    use crate::ModelError;
-    match error {
-        ModelError::RateLimited { .. } => "rate_limited",
-        ModelError::QuotaExhausted { .. } => "quota_exhausted",
-        ModelError::Unavailable { .. } => "unavailable",
-        ModelError::Unauthorized { .. } => "unauthorized",
-        ModelError::Rejected { .. } => "rejected",
-        ModelError::Transport(_) => "transport",
-        ModelError::Malformed(_) => "malformed",
-        ModelError::MissingKey(_) => "missing_key",
     }
 }

@@ -26,9 +26,6 @@ use uuid::Uuid;
 pub(crate) enum JobEnd {
     Completed(Value),
     Failed(ActionError),
-    /// Its run was cancelled because the runtime is shutting down: the job is left as the journal has it
-    /// (started), for the next recovery to start again or report as interrupted, never ended as failed.
-    Abandoned,
 }
 
 struct Job {
@@ -222,8 +219,10 @@ impl JobBoard {
     }
 
     /// Registers a job and starts `work` in its own task once a slot is free: one of the agent's own
-    /// (`limits.running_jobs` of its policy) and then one of the runtime's. `work` gets the job id; `ended` is
-    /// told how it ended, with the signal for its agent (not when it is cancelled). Refused when the agent holds
+    /// (`limits.running_jobs` of its policy) and then one of the runtime's. `work` gets the job id and says how
+    /// it ended, or `None` when its run was cut off because the runtime is shutting down: the job is then left as
+    /// the journal has it (started), for the next recovery to start again or report as interrupted, never ended
+    /// as failed. `ended` is told how it ended, with the signal for its agent (not when it is cancelled). Refused when the agent holds
     /// as many unended jobs as its limits allow (running and waiting together). A job of the agent with the same
     /// key is the same job: its id is returned, and nothing starts.
     pub(crate) fn submit<W, F, E>(
@@ -235,7 +234,7 @@ impl JobBoard {
     ) -> Result<Uuid, JobsFull>
     where
         W: FnOnce(Uuid) -> F + Send + 'static,
-        F: Future<Output = JobEnd> + Send + 'static,
+        F: Future<Output = Option<JobEnd>> + Send + 'static,
         E: FnOnce(JobRecord, Option<Signal>) + Send + 'static,
     {
         self.purge();
@@ -295,10 +294,7 @@ impl JobBoard {
             if board.change(id, |r| r.status = JobStatus::Running).is_none() {
                 return;
             }
-            let end = work(id).await;
-            if matches!(end, JobEnd::Abandoned) {
-                return;
-            }
+            let Some(end) = work(id).await else { return };
             let finished = board.finish(id, |r| match end {
                 JobEnd::Completed(output) => {
                     r.status = JobStatus::Completed;
@@ -310,7 +306,6 @@ impl JobBoard {
                     r.class = Some(error.class());
                     r.error = Some(error.to_string());
                 }
-                JobEnd::Abandoned => {}
             });
             if let Some((record, signal)) = finished {
                 ended(record, signal);
@@ -491,7 +486,7 @@ mod tests {
                 &limits,
                 move |_| async move {
                     let _ = released.await;
-                    JobEnd::Completed(Value::Null)
+                    Some(JobEnd::Completed(Value::Null))
                 },
                 |_, _| {},
             )
@@ -504,7 +499,7 @@ mod tests {
                 &limits,
                 move |_| async move {
                     flag.store(true, Ordering::SeqCst);
-                    JobEnd::Completed(Value::Null)
+                    Some(JobEnd::Completed(Value::Null))
                 },
                 |_, _| {},
             )
@@ -513,7 +508,8 @@ mod tests {
         let _ = release.send(());
         board.wait(first, Duration::from_secs(60)).await;
         // Slots are handed out in order: a job submitted after it finds its slot only after it would have run.
-        let last = board.submit(job("c"), &limits, |_| async { JobEnd::Completed(Value::Null) }, |_, _| {}).unwrap();
+        let last =
+            board.submit(job("c"), &limits, |_| async { Some(JobEnd::Completed(Value::Null)) }, |_, _| {}).unwrap();
         let ended = board.wait(last, Duration::from_secs(60)).await.unwrap();
         assert_eq!(ended.status, JobStatus::Completed);
         assert!(!ran.load(Ordering::SeqCst), "a cancelled job ran");

@@ -18,6 +18,7 @@
 //! ```
 
 use agentry_llm::chat::{ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, ToolCall, Usage};
+use agentry_llm::window::{estimate, estimate_request};
 use agentry_llm::{ChatModel, DeltaSink, ModelError, ModelFuture};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -30,7 +31,7 @@ pub enum Turn {
     Answer {
         /// The answer.
         message: Message,
-        /// The tokens it reports; `None`: counted from the text (four characters a token).
+        /// The tokens it reports; `None`: estimated from the text as the context window estimates them.
         usage: Option<Usage>,
     },
     /// Fail the call.
@@ -120,7 +121,7 @@ impl ScriptedModel {
         for (index, call) in message.tool_calls().enumerate() {
             on_delta(Delta::ToolCall { index, name: call.name.clone() });
         }
-        let usage = usage.unwrap_or_else(|| Usage::new(tokens(request), tokens_of(&message)));
+        let usage = usage.unwrap_or_else(|| Usage::new(estimate_request(request), estimate(&message)));
         let finish = if message.tool_calls().next().is_some() { FinishReason::ToolCalls } else { FinishReason::Stop };
         Ok(ChatResponse { message, usage, finish, model: request.model.clone() })
     }
@@ -135,23 +136,4 @@ impl ChatModel for ScriptedModel {
         let answer = self.answer(request, on_delta);
         Box::pin(std::future::ready(answer))
     }
-}
-
-/// A request's tokens, counted at four characters a token.
-fn tokens(request: &ChatRequest) -> u64 {
-    let system = request.system.as_deref().map_or(0, str::len) as u64;
-    request.messages.iter().map(tokens_of).sum::<u64>() + system.div_ceil(4)
-}
-
-fn tokens_of(message: &Message) -> u64 {
-    let chars: usize = message
-        .parts
-        .iter()
-        .map(|part| match part {
-            Part::Text { text } => text.len(),
-            Part::ToolCall(call) => call.name.len() + call.arguments.len(),
-            Part::ToolResult(result) => result.content.len(),
-        })
-        .sum();
-    (chars as u64).div_ceil(4).max(1)
 }

@@ -151,10 +151,10 @@ impl AgentServices {
             }
             let stopping = me.shared.shutting_down.load(std::sync::atomic::Ordering::SeqCst);
             match result {
-                Ok(output) => JobEnd::Completed(output),
+                Ok(output) => Some(JobEnd::Completed(output)),
                 // Refused or cut off because the runtime is stopping: not the job's end.
-                Err(error) if stopping && error.class() == crate::action::ErrorClass::Cancelled => JobEnd::Abandoned,
-                Err(error) => JobEnd::Failed(error),
+                Err(error) if stopping && error.class() == crate::action::ErrorClass::Cancelled => None,
+                Err(error) => Some(JobEnd::Failed(error)),
             }
         };
         let shared = self.shared.clone();
