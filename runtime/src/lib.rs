@@ -23,6 +23,7 @@ pub(crate) mod interpret;
 pub mod jobs;
 pub mod kinds;
 mod messages;
+pub mod meter;
 pub mod pattern;
 pub mod policy;
 mod recovery;

@@ -32,6 +32,8 @@ pub(crate) enum ServerMsg<A: Agent> {
     Decide(Uuid, Verdict, RpcReplyPort<Result<(), RuntimeError>>),
     /// A run that waits for approval waited too long.
     ApprovalExpired(Uuid),
+    /// A run a rate limit held may meet the gate again.
+    Throttled(Uuid),
     /// A schedule's time came: its key and signal.
     Fire(String, Box<Signal>),
     /// Hibernate if idle (for at least the duration, when one is given); the sender, if any, is told.

@@ -2,6 +2,7 @@
 
 use crate::contract::{ActionSpec, Capability, Risk};
 use crate::id::SkillId;
+pub use crate::meter::{Budget, RateLimit, WhenLimited, WhenSpent};
 use crate::pattern::Pattern;
 use crate::target::Target;
 use schemars::JsonSchema;
@@ -71,6 +72,21 @@ pub struct Policy {
     /// How much the agent may make the runtime keep or do at once.
     #[serde(default)]
     pub limits: Limits,
+    /// Actions that always ask for approval, whatever their risk, by pattern (after `deny_actions`; before
+    /// `unasked_actions`: the first of deny, ask, allow that matches decides).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ask_actions: Vec<Pattern>,
+    /// Actions that run without asking for approval, whatever their risk, by pattern, unless a deny or ask
+    /// pattern matched first. Capabilities are still checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unasked_actions: Vec<Pattern>,
+    /// What the agent's runs may cost per time window (see [`Budget`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<Budget>,
+    /// How often the agent may run actions per time window (see [`RateLimit`]); a run counts against the first
+    /// that matches its action.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<RateLimit>,
 }
 
 /// How much an agent may make the runtime keep or do at once. Each limit, when reached, refuses with a typed
@@ -182,6 +198,10 @@ impl Default for Policy {
             emit_topics: None,
             deny_outside: default_deny_outside(),
             limits: Limits::default(),
+            ask_actions: Vec::new(),
+            unasked_actions: Vec::new(),
+            budgets: Vec::new(),
+            rate_limits: Vec::new(),
         }
     }
 }
@@ -252,6 +272,31 @@ impl Policy {
     /// Denies actions whose ids match a pattern.
     pub fn deny_action(mut self, pattern: Pattern) -> Self {
         self.deny_actions.push(pattern);
+        self
+    }
+
+    /// Asks for approval before every run of an action matching `pattern`, whatever its risk.
+    pub fn ask_action(mut self, pattern: Pattern) -> Self {
+        self.ask_actions.push(pattern);
+        self
+    }
+
+    /// Lets actions matching `pattern` run without approval, whatever their risk (unless denied or asked for
+    /// first).
+    pub fn unasked_action(mut self, pattern: Pattern) -> Self {
+        self.unasked_actions.push(pattern);
+        self
+    }
+
+    /// Adds a budget.
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budgets.push(budget);
+        self
+    }
+
+    /// Adds a rate limit (after those already there: a run counts against the first that matches).
+    pub fn rate_limit(mut self, limit: RateLimit) -> Self {
+        self.rate_limits.push(limit);
         self
     }
 
@@ -368,6 +413,20 @@ impl Policy {
         if let Some(limit) = self.limits.above(&parent.limits) {
             return Err(format!("its limit `{limit}` is higher"));
         }
+        if let Some(missing) = parent.ask_actions.iter().find(|p| !self.ask_actions.contains(p)) {
+            return Err(format!("it does not ask for approval of actions matching `{missing}`"));
+        }
+        if let Some(extra) = self.unasked_actions.iter().find(|p| !parent.unasked_actions.contains(p)) {
+            return Err(format!("it runs actions matching `{extra}` without approval"));
+        }
+        if let Some(missing) = parent.budgets.iter().find(|b| !self.budgets.contains(b)) {
+            return Err(format!("it does not keep the budget for `{}`", missing.actions));
+        }
+        // A run counts against the first rate limit that matches: the parent's must come first, or a broader
+        // one of the child's could shadow them.
+        if !self.rate_limits.starts_with(&parent.rate_limits) {
+            return Err("its rate limits do not begin with its parent's".into());
+        }
         if self.allow_private_network && !parent.allow_private_network {
             return Err("it allows the private network".into());
         }
@@ -446,6 +505,27 @@ impl Policy {
                 deny
             },
             limits: self.limits.narrowed_to(&parent.limits),
+            ask_actions: {
+                let mut ask = self.ask_actions.clone();
+                ask.extend(parent.ask_actions.iter().filter(|p| !self.ask_actions.contains(p)).cloned());
+                ask
+            },
+            unasked_actions: self
+                .unasked_actions
+                .iter()
+                .filter(|p| parent.unasked_actions.contains(p))
+                .cloned()
+                .collect(),
+            budgets: {
+                let mut budgets = self.budgets.clone();
+                budgets.extend(parent.budgets.iter().filter(|b| !self.budgets.contains(b)).cloned());
+                budgets
+            },
+            rate_limits: {
+                let mut limits = parent.rate_limits.clone();
+                limits.extend(self.rate_limits.iter().filter(|l| !parent.rate_limits.contains(l)).cloned());
+                limits
+            },
         }
     }
 
@@ -508,7 +588,8 @@ impl Policy {
     }
 
     /// May this agent run this action, and does the run need approval? Checks, in order: the deny list, the
-    /// allow list, every capability the action needs, then the approval threshold.
+    /// allow list, every capability the action needs, the ask list, the unasked list, then the approval
+    /// threshold. (Budgets and rate limits are counted by the [`Meter`](crate::meter::Meter).)
     pub fn may_run(&self, spec: &ActionSpec) -> RunDecision {
         let id = spec.id.as_str();
         if let Some(pattern) = self.deny_actions.iter().find(|p| p.matches(id)) {
@@ -528,6 +609,12 @@ impl Policy {
             };
         }
         let risk = self.effective_risk(spec);
+        if self.ask_actions.iter().any(|p| p.matches(id)) {
+            return RunDecision::NeedsApproval { risk };
+        }
+        if self.unasked_actions.iter().any(|p| p.matches(id)) {
+            return RunDecision::Allow;
+        }
         match self.approval_at {
             Some(threshold) if risk >= threshold => RunDecision::NeedsApproval { risk },
             _ => RunDecision::Allow,
@@ -541,6 +628,31 @@ mod tests {
 
     fn spec(id: &str) -> ActionSpec {
         ActionSpec::new(id, "test").unwrap()
+    }
+
+    #[test]
+    fn deny_then_ask_then_allow_the_first_that_matches_decides() {
+        let pattern = |p: &str| Pattern::new(p).unwrap();
+        let policy = Policy::default()
+            .deny_action(pattern("fs.delete"))
+            .ask_action(pattern("fs.write"))
+            .ask_action(pattern("http.**"))
+            .unasked_action(pattern("fs.*"))
+            .unasked_action(pattern("http.get"));
+        assert!(matches!(policy.may_run(&spec("fs.delete")), RunDecision::Deny { .. }));
+        assert_eq!(policy.may_run(&spec("fs.write")), RunDecision::NeedsApproval { risk: Risk::Low });
+        // Asked before allowed: `http.get` matches both.
+        assert_eq!(policy.may_run(&spec("http.get")), RunDecision::NeedsApproval { risk: Risk::Low });
+        assert_eq!(policy.may_run(&spec("fs.read").risk(Risk::High)), RunDecision::Allow);
+        // Matching none of them: the risk decides.
+        assert_eq!(policy.may_run(&spec("mem.put").risk(Risk::High)), RunDecision::NeedsApproval { risk: Risk::High });
+        // A child may not drop an ask, nor add an allow its parent lacks; narrowing keeps asks, drops allows.
+        let child = Policy::default().unasked_action(pattern("fs.*"));
+        assert!(child.within(&policy).is_err());
+        let narrowed = Policy::default().unasked_action(pattern("mem.*")).narrowed_to(&policy);
+        assert!(narrowed.within(&policy).is_ok(), "{:?}", narrowed.within(&policy));
+        assert_eq!(narrowed.ask_actions, policy.ask_actions);
+        assert!(narrowed.unasked_actions.is_empty());
     }
 
     #[test]
@@ -715,6 +827,8 @@ mod tests {
             EmitTopics(Option<Vec<&'static str>>),
             DenyOutside(Vec<&'static str>),
             Schedules(usize),
+            Ask(Vec<&'static str>),
+            Unasked(Vec<&'static str>),
         }
 
         fn rule() -> impl Strategy<Value = Rule> {
@@ -734,6 +848,8 @@ mod tests {
                 proptest::option::of(subset(&PATTERNS)).prop_map(Rule::EmitTopics),
                 subset(&PATTERNS).prop_map(Rule::DenyOutside),
                 (1..4usize).prop_map(Rule::Schedules),
+                subset(&PATTERNS).prop_map(Rule::Ask),
+                subset(&PATTERNS).prop_map(Rule::Unasked),
             ]
         }
 
@@ -759,6 +875,8 @@ mod tests {
                 Rule::EmitTopics(texts) => policy.emit_topics = texts.map(patterns),
                 Rule::DenyOutside(texts) => policy.deny_outside = patterns(texts),
                 Rule::Schedules(limit) => policy.limits.schedules = limit,
+                Rule::Ask(texts) => policy.ask_actions = patterns(texts),
+                Rule::Unasked(texts) => policy.unasked_actions = patterns(texts),
             }
             policy
         }

@@ -4,8 +4,10 @@
 
 use crate::action::{ActionError, ActionSpec, DynAction, Risk};
 use crate::id::{ActionId, AgentId, SkillId};
+use crate::meter::{Meter, Metered};
 use crate::policy::{Policy, RunDecision};
 use crate::skill::{AgentState, Catalog};
+use std::time::Duration;
 
 /// An action in the live table, with the skill that provides it.
 pub struct Registered {
@@ -116,6 +118,8 @@ pub enum Gate {
     NeedsApproval(DynAction, Risk),
     /// It may run now.
     Pass(DynAction),
+    /// It may run once a rate limit lets it through, after this long: it is held, then meets the gate again.
+    Wait(Duration),
 }
 
 /// The gate: the agent must be taking runs, the action must be registered on it, the policy must allow its
@@ -142,6 +146,37 @@ pub fn gate(table: &ActionTable, policy: &Policy, agent: &AgentId, action: &Acti
         RunDecision::Deny { reason } => Gate::Refused(ActionError::denied(reason)),
         RunDecision::NeedsApproval { risk } => Gate::NeedsApproval(registered.action.clone(), risk),
         RunDecision::Allow => Gate::Pass(registered.action.clone()),
+    }
+}
+
+/// The gate, then the meter: a run the policy lets through (or that was approved) meets the agent's budgets and
+/// rate limits at `now` (see [`Meter::admit`]), which may refuse it, ask for approval, or hold it. Without a
+/// meter (no budgets or rate limits) this is [`gate`].
+#[allow(clippy::too_many_arguments)]
+pub fn gate_metered(
+    table: &ActionTable,
+    policy: &Policy,
+    meter: Option<&mut Meter>,
+    now: Duration,
+    agent: &AgentId,
+    action: &ActionId,
+    taking_runs: bool,
+    approved: bool,
+) -> Gate {
+    let passed = match gate(table, policy, agent, action, taking_runs) {
+        Gate::NeedsApproval(action, risk) if !approved => return Gate::NeedsApproval(action, risk),
+        Gate::NeedsApproval(action, _) | Gate::Pass(action) => action,
+        other => return other,
+    };
+    let Some(meter) = meter else { return Gate::Pass(passed) };
+    match meter.admit(policy, action.as_str(), now, approved) {
+        Metered::Pass => Gate::Pass(passed),
+        Metered::Ask(_) => {
+            let risk = policy.effective_risk(passed.spec());
+            Gate::NeedsApproval(passed, risk)
+        }
+        Metered::Refuse(error) => Gate::Refused(error),
+        Metered::Wait(wait) => Gate::Wait(wait),
     }
 }
 

@@ -627,7 +627,8 @@ impl<A: Agent> AgentHarness<A> {
                 self.tell(&run, Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})")));
                 self.blocked.push(run);
             }
-            Gate::NeedsApproval(..) | Gate::Pass(_) => self.runs.push(run),
+            // Only a meter holds a run (budgets and rate limits are the runtime's, and the harness has none).
+            Gate::NeedsApproval(..) | Gate::Pass(_) | Gate::Wait(_) => self.runs.push(run),
         }
     }
 

@@ -204,6 +204,11 @@ impl Operated {
         Self { runtime, agent, data }
     }
 
+    /// An operator already running in `runtime` (a recovered one, say), with a data folder of no use.
+    pub fn wrap(runtime: agentry::runtime::Runtime, agent: agentry::runtime::AgentRef<Operator>) -> Self {
+        Self { runtime, agent, data: tempfile::tempdir().expect("a temporary folder") }
+    }
+
     /// Runs an action through the operator and returns the outcome signal's data (`kind`, `run_id`,
     /// `outcome`).
     pub async fn run(&self, action: &str, params: Value) -> Value {

@@ -56,6 +56,20 @@ pub enum ActionError {
         /// What the tool said.
         message: String,
     },
+    /// The agent's budget for its time window is spent (its policy's `budgets`): the run was refused before it
+    /// started. Never retried; it may run once the window has moved on or the budget was raised.
+    #[error("budget exceeded: {reason}")]
+    BudgetExceeded {
+        /// Which budget, what was spent and when it frees up.
+        reason: String,
+    },
+    /// The agent ran this action as often as its policy's `rate_limits` allow for now, and the limit refuses
+    /// rather than queues: the run was refused before it started. Never retried by the runner; ask again later.
+    #[error("rate limited: {reason}")]
+    RateLimited {
+        /// Which limit, and when the next run would be let through.
+        reason: String,
+    },
     /// The process stopped (a crash, `kill -9`) while the run was going, and the run has side effects and is not
     /// idempotent, so it was not started again after the restart: whether it did its work is unknown, and the
     /// agent decides what to do. Never retried.
@@ -86,6 +100,10 @@ pub enum ErrorClass {
     Interrupted,
     /// See [`ActionError::Reported`].
     Reported,
+    /// See [`ActionError::BudgetExceeded`].
+    BudgetExceeded,
+    /// See [`ActionError::RateLimited`].
+    RateLimited,
 }
 
 impl ActionError {
@@ -137,6 +155,8 @@ impl ActionError {
             ErrorClass::Cancelled => Self::cancelled(message),
             ErrorClass::Interrupted => Self::interrupted(message),
             ErrorClass::Reported => Self::reported(message),
+            ErrorClass::BudgetExceeded => Self::BudgetExceeded { reason: message },
+            ErrorClass::RateLimited => Self::RateLimited { reason: message },
         }
     }
 
@@ -151,6 +171,8 @@ impl ActionError {
             Self::Cancelled { .. } => ErrorClass::Cancelled,
             Self::Interrupted { .. } => ErrorClass::Interrupted,
             Self::Reported { .. } => ErrorClass::Reported,
+            Self::BudgetExceeded { .. } => ErrorClass::BudgetExceeded,
+            Self::RateLimited { .. } => ErrorClass::RateLimited,
         }
     }
 }

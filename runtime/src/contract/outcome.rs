@@ -409,6 +409,8 @@ mod tests {
             Just(ErrorClass::Cancelled),
             Just(ErrorClass::Interrupted),
             Just(ErrorClass::Reported),
+            Just(ErrorClass::BudgetExceeded),
+            Just(ErrorClass::RateLimited),
         ];
         let output = prop_oneof![
             Just(Value::Null),

@@ -28,6 +28,7 @@ impl<A: Agent> ServerState<A> {
         let counts = [
             (underway.running.len(), "runs in flight"),
             (underway.queue.len(), "runs queued"),
+            (underway.throttled.len(), "runs held by a rate limit"),
             (underway.awaiting.len(), "runs waiting for approval"),
             (underway.inbox.len(), "outcome signals not yet handled"),
             (underway.calls.values().filter(|port| !port.is_closed()).count(), "calls waiting for a reply"),

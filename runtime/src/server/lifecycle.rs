@@ -91,6 +91,10 @@ impl<A: Agent> ServerState<A> {
             runs.push(awaiting.ticket.run.ctx);
         }
         runs.extend(underway.queue.drain(..).map(|ticket| ticket.run.ctx));
+        for (_, (ticket, timer)) in underway.throttled.drain() {
+            timer.abort();
+            runs.push(ticket.run.ctx);
+        }
         runs
     }
 

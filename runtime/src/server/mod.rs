@@ -12,6 +12,7 @@ mod effects;
 mod hibernation;
 mod job_recovery;
 mod lifecycle;
+mod metering;
 mod mounting;
 mod runs;
 mod services;
@@ -160,6 +161,8 @@ pub(crate) struct Underway {
     /// Runs that ended at their first poll, handled after the message that started them.
     pub ended: VecDeque<Ended>,
     pub queue: VecDeque<Ticket>,
+    /// Runs a rate limit holds, each with the timer that brings it back to the gate.
+    pub throttled: HashMap<Uuid, (Ticket, JoinHandle<()>)>,
     pub awaiting: HashMap<Uuid, Awaiting>,
     pub calls: HashMap<Uuid, RpcReplyPort<Value>>,
     pub schedules: HashMap<String, Armed>,
@@ -184,6 +187,7 @@ impl Underway {
         let idle = self.running.is_empty()
             && self.ended.is_empty()
             && self.queue.is_empty()
+            && self.throttled.is_empty()
             && self.awaiting.is_empty()
             && self.schedules.is_empty()
             && self.inbox.is_empty()
@@ -211,6 +215,9 @@ pub(crate) struct ServerState<A: Agent> {
     pub policy: Arc<Policy>,
     /// Counts policy changes (see [`Clearance`]).
     pub policy_epoch: u64,
+    /// What its budgets and rate limits count; made when its policy first has any (see
+    /// [`ServerState::meter`]).
+    pub meter: Option<Box<crate::meter::Meter>>,
     pub table: ActionTable,
     /// What its runs use (nested calls, jobs, drive folders); made for its first run.
     pub services: Option<Arc<dyn RunServices>>,
@@ -262,6 +269,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             agent: args.state,
             policy: args.again.policy(),
             policy_epoch: 0,
+            meter: None,
             table: ActionTable::default(),
             services: None,
             underway: None,
@@ -277,6 +285,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             asleep: false,
             last_active: tokio::time::Instant::now(),
         };
+        state.meter = state.new_meter();
         // Restarted, recovered or thawed after its parent's policy changed: it starts within that, and so do its
         // live children.
         if let Some(parent) = lifecycle::parents_policy(&state.shared, state.again.parent.as_ref()) {
@@ -332,6 +341,7 @@ impl<A: Agent> Actor for AgentServer<A> {
             ServerMsg::Snapshot(reply) => state.on_snapshot(reply),
             ServerMsg::Decide(run, verdict, reply) => state.on_decide(run, verdict, reply),
             ServerMsg::ApprovalExpired(run) => state.expire_approval(run),
+            ServerMsg::Throttled(run) => state.release(run),
             ServerMsg::Fire(key, signal) => state.fire(key, *signal),
             ServerMsg::Finished(report, invoker) => state.on_finished(report, invoker),
             ServerMsg::Drain(done) => state.drain(done),
@@ -518,6 +528,10 @@ impl<A: Agent> ServerState<A> {
     pub(super) fn change_policy(&mut self, policy: Arc<Policy>) {
         self.policy = policy;
         self.policy_epoch += 1;
+        match self.meter.as_deref_mut() {
+            Some(meter) => meter.renew(&self.policy),
+            None => self.meter = self.new_meter(),
+        }
         self.again.set_policy(self.policy.clone());
         self.keep_settings();
         for child in self.shared.directory.children_of(&self.agent.id) {

@@ -16,7 +16,7 @@ use crate::run_life::RunLife;
 use crate::runner::{RunInHand, Start};
 use crate::store::PEN;
 use crate::store::{DraftIds, RecordDraft, RunUpdate, Unwritten};
-use crate::table::{Gate, gate};
+use crate::table::{Gate, gate_metered};
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -59,7 +59,7 @@ impl<A: Agent> ServerState<A> {
     /// The gate, for a new run and again for a queued or approved one when it starts: refused, parked for
     /// approval (unless it was approved), or admitted. A run the gate cleared before, with the action table and
     /// the policy unchanged since, is admitted on that decision.
-    fn through_gate(&mut self, mut ticket: Ticket) {
+    pub(super) fn through_gate(&mut self, mut ticket: Ticket) {
         if ticket.run.ctx.scope.from_outside
             && let Err(reason) = self.policy.may_run_from_outside(ticket.run.ctx.action_id.as_str())
         {
@@ -73,8 +73,16 @@ impl<A: Agent> ServerState<A> {
         {
             return self.admit(cleared.action, ticket);
         }
-        match gate(&self.table, &self.policy, &self.agent.id, &ticket.run.ctx.action_id, taking_runs) {
+        let now = super::metering::since_epoch(crate::wall_clock::now());
+        let meter = self.meter.as_deref_mut();
+        let (agent, action) = (&self.agent.id, &ticket.run.ctx.action_id);
+        match gate_metered(&self.table, &self.policy, meter, now, agent, action, taking_runs, ticket.approved) {
             Gate::Refused(error) => self.refuse(ticket, error),
+            Gate::Wait(wait) => {
+                if let Err((ticket, error)) = self.hold(ticket, wait) {
+                    self.refuse(ticket, error);
+                }
+            }
             Gate::NeedsApproval(_, risk) if !ticket.approved => self.await_approval(ticket, risk),
             Gate::NeedsApproval(action, _) | Gate::Pass(action) => self.admit(action, ticket),
         }
@@ -397,6 +405,7 @@ impl<A: Agent> ServerState<A> {
     /// A run ended: what it asked for is interpreted (if it completed), and its requester gets the outcome.
     pub(super) fn conclude(&mut self, ended: Ended) {
         let Ended { ids, effects, report, invoker, unwritten, at } = ended;
+        self.spend(&ids.action, report.outcome.cost);
         let completed = report.outcome.status == OutcomeStatus::Completed;
         // A run whose effects were interpreted is never started again behind the agent's back: its end is
         // journaled with the next commit, not held back until its outcome is consumed.

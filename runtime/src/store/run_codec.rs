@@ -63,6 +63,8 @@ pub(super) fn error_number(class: ErrorClass) -> u8 {
         ErrorClass::Cancelled => 6,
         ErrorClass::Interrupted => 7,
         ErrorClass::Reported => 8,
+        ErrorClass::BudgetExceeded => 9,
+        ErrorClass::RateLimited => 10,
     }
 }
 
@@ -76,6 +78,8 @@ pub(super) fn error_of(number: u8) -> Option<ErrorClass> {
         ErrorClass::Cancelled,
         ErrorClass::Interrupted,
         ErrorClass::Reported,
+        ErrorClass::BudgetExceeded,
+        ErrorClass::RateLimited,
     ]
     .into_iter()
     .find(|class| error_number(*class) == number)

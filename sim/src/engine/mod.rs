@@ -15,7 +15,7 @@ use crate::trace::{Trace, What};
 use agentry::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, OutcomeStatus};
 use agentry::agent::{Agent, AgentState, start, step};
 use agentry::driver::{
-    self, ActionTable, Calls, Command, ContextBuilder, End, Gate, KeyFrom, Next, Origin, RunLife, RunRef, gate,
+    self, ActionTable, Calls, Command, ContextBuilder, End, Gate, KeyFrom, Next, Origin, RunLife, RunRef, gate_metered,
     interpret, nested,
 };
 use agentry::effect::{Effect, Target};
@@ -58,6 +58,8 @@ enum Event {
     Tick(usize),
     /// An approval is decided.
     Decide(Box<Waiting>),
+    /// A run a rate limit held meets the gate again (`granted` unused).
+    Release(Box<Waiting>),
     /// The metrics are sampled.
     Sample,
     /// The first crash is drawn (once there are agents to crash).
@@ -81,6 +83,8 @@ struct Slot<A: Agent> {
     state: AgentState<A>,
     table: ActionTable,
     policy: Arc<Policy>,
+    /// What its budgets and rate limits count, if its policy has any.
+    meter: Option<Box<agentry::meter::Meter>>,
     parent: Option<usize>,
     alive: bool,
     /// Inputs consumed.
@@ -209,6 +213,8 @@ impl<A: Agent> Simulation<A> {
             id: id.clone(),
             state,
             table: ActionTable::default(),
+            meter: (!policy.budgets.is_empty() || !policy.rate_limits.is_empty())
+                .then(|| Box::new(agentry::meter::Meter::new(&policy))),
             policy: Arc::new(policy),
             parent,
             alive: true,
@@ -392,6 +398,12 @@ impl<A: Agent> Simulation<A> {
             }
             Event::Tick(process) => self.tick(process),
             Event::Decide(waiting) => self.decide(*waiting),
+            Event::Release(held) => {
+                let Waiting { agent, incarnation, ticket, .. } = *held;
+                if self.agents[agent].alive && self.agents[agent].incarnation == incarnation {
+                    self.through_gate(agent, ticket);
+                }
+            }
             Event::Sample => {
                 let tracked: Vec<(&SkillId, usize)> = self.members.iter().map(|m| (&m.skill, m.count)).collect();
                 let row = self.metrics.sample(

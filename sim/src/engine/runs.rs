@@ -103,9 +103,16 @@ impl<A: Agent> Simulation<A> {
     /// The gate, for a new run and again for a queued or approved one when it starts.
     pub(super) fn through_gate(&mut self, agent: usize, ticket: Ticket) {
         let approved = ticket.approved;
-        let slot = &self.agents[agent];
-        match gate(&slot.table, &slot.policy, &slot.id, &ticket.ids.action, true) {
+        let now = Duration::from_nanos(self.now);
+        let slot = &mut self.agents[agent];
+        let meter = slot.meter.as_deref_mut();
+        match gate_metered(&slot.table, &slot.policy, meter, now, &slot.id, &ticket.ids.action, true, approved) {
             Gate::Refused(error) => self.refuse(agent, &ticket.ids, error),
+            Gate::Wait(wait) => {
+                let incarnation = self.agents[agent].incarnation;
+                let at = self.now.saturating_add(nanos(wait));
+                self.push(at, Event::Release(Box::new(Waiting { agent, incarnation, ticket, granted: true })));
+            }
             Gate::NeedsApproval(_, risk) if !approved => {
                 self.journal_update(ticket.ids.run, RunLife::asked(), Duration::ZERO);
                 let waiting = Outcome::awaiting_approval(format!("waiting for approval (risk {risk:?})"));
@@ -156,6 +163,9 @@ impl<A: Agent> Simulation<A> {
 
     /// A run ended: counted, kept if asked, and its outcome told to the agent.
     pub(super) fn answer(&mut self, agent: usize, ids: &RunIds, started: u64, outcome: Outcome, effects: Vec<Effect>) {
+        if let (Some(meter), Some(cost)) = (self.agents[agent].meter.as_deref_mut(), outcome.cost) {
+            meter.spend(&ids.action, cost, Duration::from_nanos(self.now));
+        }
         self.count(agent, (&ids.action, None), (ids.requested, started, self.now), &outcome);
         if outcome.status == OutcomeStatus::Completed && !effects.is_empty() {
             self.carry_out_all(agent, effects, Origin::Run);
@@ -402,7 +412,18 @@ impl<A: Agent> Simulation<A> {
         });
         let mut ctx = nested::context(caller, action.clone(), run, skill);
         let mut waited = Duration::ZERO;
-        let admitted = match gate(&slot.table, &slot.policy, &slot.id, &action, true) {
+        // A rate limit that holds the call makes its caller wait, then asks again.
+        let gated = loop {
+            let now = Duration::from_nanos(self.now.saturating_add(nanos(waited)));
+            let slot = &mut self.agents[agent];
+            let meter = slot.meter.as_deref_mut();
+            match gate_metered(&slot.table, &slot.policy, meter, now, &slot.id, &action, true, false) {
+                Gate::Wait(wait) => waited += wait,
+                gated => break gated,
+            }
+        };
+        let admitted = match gated {
+            Gate::Wait(_) => Err(ActionError::critical("a held call came back held")),
             Gate::Refused(error) => Err(error),
             Gate::Pass(admitted) => Ok(admitted),
             Gate::NeedsApproval(admitted, _) => {
