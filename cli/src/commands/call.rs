@@ -1,0 +1,90 @@
+//! `agentry call AGENT ACTION JSON`: one run through the agent's gate (its policy, budgets and approvals, as
+//! any run), and its outcome printed. It starts the manifest's runtime for the call and shuts it down after;
+//! while it waits, it serves the control socket, so a run that needs approval can be approved from another
+//! terminal with `agentry approvals approve RUN`.
+
+use super::control::{Pending, bind, serve};
+use crate::error::CliError;
+use crate::manifest::Loaded;
+use crate::registry::Registry;
+use agentry::action::{Caller, CallerCan, CallerRequest, OutcomeStatus};
+use agentry::id::AgentId;
+use serde_json::Value;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Runs one action and prints its outcome as JSON; exit code 4 unless it completed.
+pub async fn call(
+    loaded: &Loaded,
+    registry: &Registry,
+    agent: &str,
+    action: &str,
+    params: Option<&str>,
+) -> Result<ExitCode, CliError> {
+    let params: Value = match params {
+        Some(text) => serde_json::from_str(text).map_err(|e| {
+            CliError::Usage(format!(
+                "the params are not JSON ({e}); expected an object such as '{{\"path\": \"a.txt\"}}'"
+            ))
+        })?,
+        None => Value::Object(Default::default()),
+    };
+    let agent = AgentId::new(agent).map_err(|e| CliError::Usage(e.to_string()))?;
+    let data = crate::start::data_dir(loaded);
+    std::fs::create_dir_all(&data).map_err(CliError::io(format!("creating {}", data.display())))?;
+    // A runtime runs on this data folder already: it makes the call.
+    let request =
+        super::control::Request::Call { agent: agent.to_string(), action: action.to_owned(), params: params.clone() };
+    match super::control::ask(&data, &request).await {
+        Some(Ok(outcome)) => {
+            println!("{}", serde_json::to_string_pretty(&outcome).unwrap_or_default());
+            let completed = outcome["status"] == "completed";
+            return Ok(ExitCode::from(if completed {
+                crate::error::code::OK
+            } else {
+                crate::error::code::NOT_COMPLETED
+            }));
+        }
+        Some(Err((error, code))) if code == "not_found" => return Err(CliError::NotFound(error)),
+        Some(Err((error, _))) => return Err(CliError::NotCompleted(error)),
+        None => {}
+    }
+    let listener = bind(&data).await.map_err(|e| CliError::Start(format!("{e}; ask it instead, or stop it first")))?;
+    let started = crate::start::start(loaded, registry).await?;
+    let runtime = started.runtime.clone();
+    let pending = Pending::default();
+    let mut events = runtime.events();
+    let follower = {
+        let pending = pending.clone();
+        tokio::spawn(async move {
+            while let Ok(event) = events.recv().await {
+                pending.follow(&event);
+            }
+        })
+    };
+    let server = tokio::spawn(serve(listener, runtime.clone(), pending));
+    let (caller, mut heard) = Caller::new(CallerCan::default());
+    let told = tokio::spawn(async move {
+        while let Some(request) = heard.recv().await {
+            if let CallerRequest::AwaitingOperator(ask) = request {
+                eprintln!(
+                    "run {} of `{}` waits for approval (risk {:?}): `agentry approvals approve {}` or `deny`",
+                    ask.run, ask.spec.id, ask.risk, ask.run
+                );
+            }
+        }
+    });
+    let outcome = runtime.invoke_with(&agent, action, params, caller).await;
+    runtime.shutdown(Duration::from_secs(10)).await;
+    server.abort();
+    follower.abort();
+    told.abort();
+    let _ = std::fs::remove_file(super::control::socket_path(&data));
+    let outcome = outcome?;
+    println!("{}", serde_json::to_string_pretty(&outcome).unwrap_or_default());
+    if outcome.status == OutcomeStatus::Completed {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(crate::error::code::NOT_COMPLETED))
+    }
+}

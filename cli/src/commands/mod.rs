@@ -1,0 +1,89 @@
+//! The commands, one module each.
+
+mod approvals;
+mod call;
+mod config;
+mod control;
+mod init;
+mod journal;
+mod run;
+mod skills;
+
+use crate::args::{Cli, Command, ConfigCommand};
+use crate::error::CliError;
+use crate::manifest::{Loaded, check::check, load};
+use crate::registry::Registry;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Runs the command.
+pub async fn dispatch(cli: Cli, registry: Registry) -> Result<ExitCode, CliError> {
+    let user = cli.user_config.or_else(|| std::env::var_os("AGENTRY_USER_CONFIG").map(PathBuf::from));
+    let layers = Layers { manifest: cli.manifest, user };
+    match cli.command {
+        Command::Init { path, force } => init::init(path, force),
+        Command::Check { file } => {
+            let loaded = layers.load(file, &registry)?;
+            println!(
+                "{}: ok ({} agents, {} MCP servers, {} models)",
+                loaded.layers.iter().map(|l| l.path.display().to_string()).collect::<Vec<_>>().join(" + "),
+                loaded.merged.agents.len(),
+                loaded.merged.mcp_servers.len(),
+                loaded.merged.models.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config { what: ConfigCommand::Show { resolved } } => {
+            config::show(&layers.load(None, &registry)?, resolved)
+        }
+        Command::Run { file, json, no_prompt } => {
+            run::run(&layers.load(file, &registry)?, &registry, json, !no_prompt).await
+        }
+        Command::Skills { json } => skills::skills(&layers.load(None, &registry)?, &registry, json).await,
+        Command::Tools { agent, format } => {
+            skills::tools(&layers.load(None, &registry)?, &registry, &agent, format).await
+        }
+        Command::Call { agent, action, params } => {
+            call::call(&layers.load(None, &registry)?, &registry, &agent, &action, params.as_deref()).await
+        }
+        Command::Approvals(args) => approvals::approvals(&layers.load(None, &registry)?, args).await,
+        Command::Journal(args) => journal::journal(&layers.load(None, &registry)?, args),
+        Command::Inspect { agent } => journal::inspect(&layers.load(None, &registry)?, &agent).await,
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "agentry", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Where the manifest's layers are.
+struct Layers {
+    manifest: Option<PathBuf>,
+    user: Option<PathBuf>,
+}
+
+impl Layers {
+    /// Reads and checks the layers: the user file (if any), then the manifest (`file`, else `-f`, else
+    /// `agentry.toml`).
+    fn load(&self, file: Option<PathBuf>, registry: &Registry) -> Result<Loaded, CliError> {
+        let mut paths = Vec::new();
+        match &self.user {
+            // Named (by flag or variable): it must be there; an empty name means none.
+            Some(user) if user.as_os_str().is_empty() => {}
+            Some(user) => paths.push(user.clone()),
+            None => {
+                if let Some(home) = std::env::var_os("HOME") {
+                    let default = PathBuf::from(home).join(".config/agentry/agentry.toml");
+                    if default.is_file() {
+                        paths.push(default);
+                    }
+                }
+            }
+        }
+        paths.push(file.or_else(|| self.manifest.clone()).unwrap_or_else(|| PathBuf::from("agentry.toml")));
+        let loaded = load(&paths).map_err(CliError::Manifest)?;
+        let errors = check(&loaded, registry);
+        if errors.is_empty() { Ok(loaded) } else { Err(CliError::Manifest(errors)) }
+    }
+}

@@ -1,0 +1,159 @@
+//! `agentry run`: the manifest's runtime, its events printed as they happen, approvals asked in the terminal,
+//! the control socket served for the operator's tools, until Ctrl-C shuts it down cleanly.
+
+use super::approvals::decisions_dir;
+use super::control::{Pending, bind, serve};
+use crate::error::CliError;
+use crate::manifest::Loaded;
+use crate::registry::Registry;
+use agentry::events::EventKind;
+use agentry::id::{ActionId, AgentId};
+use agentry::runtime::Runtime;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+use uuid::Uuid;
+
+/// How long runs in flight get to end when Ctrl-C stops the runtime.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// A question waiting for the operator in the terminal.
+struct Question {
+    agent: AgentId,
+    run: Uuid,
+    action: ActionId,
+    params: serde_json::Value,
+}
+
+/// Runs until Ctrl-C.
+pub async fn run(loaded: &Loaded, registry: &Registry, json: bool, prompt: bool) -> Result<ExitCode, CliError> {
+    let data = crate::start::data_dir(loaded);
+    std::fs::create_dir_all(&data).map_err(CliError::io(format!("creating {}", data.display())))?;
+    let listener = bind(&data).await.map_err(CliError::Start)?;
+    let started = crate::start::start(loaded, registry).await?;
+    let runtime = started.runtime.clone();
+    let mut events = runtime.events();
+    let pending = Pending::default();
+    let server = tokio::spawn(serve(listener, runtime.clone(), pending.clone()));
+    apply_decisions(&runtime, &data).await;
+    say(
+        json,
+        &serde_json::json!({"event": "ready", "agents": started.agents, "mcp_servers": started.mcp.len(), "recovered": started.recovery.agents.len()}),
+        &format!(
+            "ready: {} agent(s) ({}), {} MCP server(s), {} came back from the journal; Ctrl-C stops",
+            started.agents.len(),
+            started.agents.iter().map(AgentId::as_str).collect::<Vec<_>>().join(", "),
+            started.mcp.len(),
+            started.recovery.agents.len(),
+        ),
+    );
+    let (ask_tx, mut ask_rx) = tokio::sync::mpsc::unbounded_channel::<Question>();
+    let asker = prompt.then(|| tokio::spawn(ask_in_terminal(runtime.clone(), ask_rx_take(&mut ask_rx))));
+    let code = loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break crate::error::code::INTERRUPTED,
+            event = events.recv() => match event {
+                Ok(event) => {
+                    pending.follow(&event);
+                    if let Some(line) = crate::render::event_line(&event, json) {
+                        println!("{line}");
+                        let _ = std::io::stdout().flush();
+                    }
+                    if let (true, EventKind::ApprovalAsked { action, params, .. }) = (prompt, &event.kind)
+                        && let Some(run) = event.run
+                    {
+                        let _ = ask_tx.send(Question { agent: event.agent.clone(), run, action: action.clone(), params: params.clone() });
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => eprintln!("({missed} events were missed: the terminal is slower than the runtime)"),
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break crate::error::code::OK,
+            },
+        }
+    };
+    say(json, &serde_json::json!({"event": "stopping"}), "stopping: runs in flight get to end, nothing is lost");
+    runtime.shutdown(GRACE).await;
+    server.abort();
+    if let Some(asker) = asker {
+        asker.abort();
+    }
+    let _ = std::fs::remove_file(super::control::socket_path(&data));
+    drop(started);
+    say(json, &serde_json::json!({"event": "stopped"}), "stopped");
+    Ok(ExitCode::from(code))
+}
+
+fn ask_rx_take(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Question>,
+) -> tokio::sync::mpsc::UnboundedReceiver<Question> {
+    let (_, empty) = tokio::sync::mpsc::unbounded_channel();
+    std::mem::replace(rx, empty)
+}
+
+fn say(json: bool, value: &serde_json::Value, text: &str) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{text}");
+    }
+    let _ = std::io::stdout().flush();
+}
+
+/// Asks each waiting run in turn on the terminal: approve, deny, always (this action, for this agent), or show
+/// the params first. A run decided elsewhere meanwhile is skipped with a note.
+async fn ask_in_terminal(runtime: Runtime, mut questions: tokio::sync::mpsc::UnboundedReceiver<Question>) {
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    while let Some(q) = questions.recv().await {
+        loop {
+            print!(
+                "approve run {} of `{}` by {}? [a]pprove / [d]eny / a[l]ways / [s]how params: ",
+                q.run, q.action, q.agent
+            );
+            let _ = std::io::stdout().flush();
+            let Ok(Some(answer)) = lines.next_line().await else { return };
+            let outcome = match answer.trim() {
+                "a" | "approve" | "y" | "yes" => runtime.decide(&q.agent, q.run, true).await.map(|()| "approved"),
+                "d" | "deny" | "n" | "no" => runtime.decide(&q.agent, q.run, false).await.map(|()| "denied"),
+                "l" | "always" => {
+                    runtime.always_allow(&q.agent, &q.action).await.map(|_| "approved, and always allowed from now")
+                }
+                "s" | "show" => {
+                    println!("{}", serde_json::to_string_pretty(&q.params).unwrap_or_default());
+                    continue;
+                }
+                other => {
+                    println!("`{other}`? answer a, d, l or s");
+                    continue;
+                }
+            };
+            match outcome {
+                Ok(what) => println!("{what}"),
+                Err(err) => println!("not decided here: {err}"),
+            }
+            break;
+        }
+    }
+}
+
+/// Applies the decisions `agentry approvals` kept while no runtime ran.
+async fn apply_decisions(runtime: &Runtime, data: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(decisions_dir(data)) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(run) = path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse::<Uuid>().ok()) else {
+            continue;
+        };
+        let approve = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["approve"].as_bool());
+        let (Some(approve), Some(record)) = (approve, runtime.store().get(run)) else { continue };
+        match runtime.decide(&record.agent, run, approve).await {
+            Ok(()) => {
+                println!("applied the decision kept for run {run}: {}", if approve { "approved" } else { "denied" })
+            }
+            Err(err) => eprintln!("the decision kept for run {run} was not applied: {err}"),
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+}

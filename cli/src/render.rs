@@ -1,0 +1,39 @@
+//! Events as a person reads them (one line each), or as JSON lines for scripts.
+
+use agentry::events::{Event, EventKind};
+
+/// One event as a line: JSON, or readable text.
+pub fn event_line(event: &Event, json: bool) -> Option<String> {
+    if json {
+        return serde_json::to_string(event).ok();
+    }
+    let at = event.at.format("%H:%M:%S%.3f");
+    let agent = event.agent.as_str();
+    let run = event.run.map(|r| format!(" [run {r}]")).unwrap_or_default();
+    let what = match &event.kind {
+        EventKind::AgentStarted => "started".to_owned(),
+        EventKind::AgentStopped { .. } => "stopped".to_owned(),
+        EventKind::AgentHibernated => "fell asleep".to_owned(),
+        EventKind::AgentThawed => "woke up".to_owned(),
+        EventKind::SkillMounted { skill, .. } => format!("mounted {skill}"),
+        EventKind::SkillUnmounted { skill, .. } => format!("unmounted {skill}"),
+        EventKind::ActionStarted { action, attempt } if *attempt > 1 => format!("{action} started (attempt {attempt})"),
+        EventKind::ActionStarted { action, .. } => format!("{action} started"),
+        EventKind::ActionCompleted { action, .. } => format!("{action} completed"),
+        EventKind::ActionFailed { action, class, message } => format!("{action} failed ({class:?}): {message}"),
+        EventKind::ActionBlocked { action, reason } => format!("{action} refused: {reason}"),
+        EventKind::ActionRetried { action, attempt, class, .. } => {
+            format!("{action} retrying after attempt {attempt} ({class:?})")
+        }
+        EventKind::ActionNote { action, topic, data } => format!("{action} {topic}: {data}"),
+        EventKind::ActionOutput { text, .. } => format!("… {text}"),
+        EventKind::ApprovalAsked { action, risk, .. } => format!("{action} waits for approval (risk {risk:?})"),
+        EventKind::ApprovalGiven { action, approved: true } => format!("{action} approved"),
+        EventKind::ApprovalGiven { action, approved: false } => format!("{action} denied"),
+        EventKind::ApprovalExpired { action } => format!("{action}: approval expired"),
+        EventKind::JobEnded { job, status } => format!("job {job} ended: {status:?}"),
+        // Queued runs and the rest are noise in a terminal; `--json` has everything.
+        _ => return None,
+    };
+    Some(format!("{at} {agent:<12} {what}{run}"))
+}
