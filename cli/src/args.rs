@@ -76,6 +76,15 @@ pub enum Command {
         /// The params, as JSON (default `{}`).
         params: Option<String>,
     },
+    /// Sends a signal to an agent of the runtime that runs on the data folder (`agentry run`).
+    Send {
+        /// The agent.
+        agent: String,
+        /// The signal's kind.
+        kind: String,
+        /// Its data, as JSON (default `null`).
+        data: Option<String>,
+    },
     /// Lists runs waiting for approval, and approves or denies them.
     Approvals(ApprovalsArgs),
     /// Lists journaled runs.

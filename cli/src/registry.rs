@@ -102,7 +102,9 @@ impl Registry {
                 };
                 let opts = SpawnOptions { id: Some(spawning.id), policy: spawning.policy, ..SpawnOptions::default() };
                 let agent = runtime.spawn(domain, opts).await.map_err(|e| e.to_string())?;
-                for (skill, options) in spawning.skills {
+                let state = agent.state().await.map_err(|e| e.to_string())?;
+                // A type's own start skills are mounted already; the manifest may name them too.
+                for (skill, options) in spawning.skills.into_iter().filter(|(s, _)| !state.is_mounted(s)) {
                     agent.mount(&skill, options).await.map_err(|e| format!("mounting `{skill}` failed: {e}"))?;
                 }
                 Ok(())

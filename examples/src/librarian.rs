@@ -145,3 +145,9 @@ impl Librarian {
         }
     }
 }
+
+/// The `agentry` command's registry with the librarian added: what a binary of one's own hands to
+/// [`agentry_cli::run_with`] (see `examples/agentry_librarian.rs`).
+pub fn registry() -> agentry_cli::Registry {
+    agentry_cli::Registry::standard().agent::<Librarian>()
+}

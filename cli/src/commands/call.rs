@@ -88,3 +88,22 @@ pub async fn call(
         Ok(ExitCode::from(crate::error::code::NOT_COMPLETED))
     }
 }
+
+/// Sends a signal to an agent of the live runtime on the data folder.
+pub async fn send(loaded: &Loaded, agent: &str, kind: &str, data: Option<&str>) -> Result<ExitCode, CliError> {
+    let data: Value = match data {
+        Some(text) => serde_json::from_str(text).map_err(|e| CliError::Usage(format!("the data is not JSON ({e})")))?,
+        None => Value::Null,
+    };
+    let request = super::control::Request::Send { agent: agent.to_owned(), kind: kind.to_owned(), data };
+    match super::control::ask(&crate::start::data_dir(loaded), &request).await {
+        Some(Ok(_)) => {
+            println!("sent `{kind}` to {agent}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Err((error, code))) if code == "not_found" => Err(CliError::NotFound(error)),
+        Some(Err((error, code))) if code == "usage" => Err(CliError::Usage(error)),
+        Some(Err((error, _))) => Err(CliError::Start(error)),
+        None => Err(CliError::Start("no runtime runs on this data folder; start it with `agentry run`".to_owned())),
+    }
+}

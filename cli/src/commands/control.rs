@@ -46,6 +46,15 @@ pub enum Request {
         /// The params.
         params: Value,
     },
+    /// Send a signal to an agent.
+    Send {
+        /// The agent.
+        agent: String,
+        /// The signal's kind.
+        kind: String,
+        /// Its data.
+        data: Value,
+    },
     /// An agent's live state and actions.
     Inspect {
         /// The agent.
@@ -155,6 +164,20 @@ async fn answer(runtime: &Runtime, pending: &Pending, request: Request) -> Value
                 Err(err) => json!({"error": err.to_string(), "code": "failure"}),
             }
         }
+        Request::Send { agent, kind, data } => {
+            let (Ok(id), Ok(signal)) =
+                (AgentId::new(agent.as_str()), agentry::signal::Signal::new(kind.as_str(), data))
+            else {
+                return json!({"error": format!("`{agent}` is not an agent id, or `{kind}` not a signal kind"), "code": "usage"});
+            };
+            match runtime.send(&id, signal) {
+                Ok(()) => json!({"ok": {"sent": kind, "to": agent}}),
+                Err(agentry::runtime::RuntimeError::NoSuchAgent(_)) => {
+                    json!({"error": format!("no agent `{agent}`"), "code": "not_found"})
+                }
+                Err(err) => json!({"error": err.to_string(), "code": "failure"}),
+            }
+        }
         Request::Inspect { agent } => {
             let Ok(id) = AgentId::new(agent.as_str()) else {
                 return json!({"error": format!("`{agent}` is not an agent id"), "code": "usage"});
@@ -174,12 +197,18 @@ async fn answer(runtime: &Runtime, pending: &Pending, request: Request) -> Value
 /// Asks the live runtime of a data folder; `None` when no process listens there.
 pub async fn ask(data: &Path, request: &Request) -> Option<Result<Value, (String, String)>> {
     let stream = UnixStream::connect(socket_path(data)).await.ok()?;
+    // Connected: from here on a runtime runs there, and a failure is its answer, never "nobody is there".
+    let lost = || Err(("the runtime on this data folder stopped before it answered".to_owned(), "failure".to_owned()));
     let (read, mut write) = stream.into_split();
-    let text = serde_json::to_string(request).ok()?;
-    write.write_all(format!("{text}\n").as_bytes()).await.ok()?;
+    let text = serde_json::to_string(request).unwrap_or_default();
+    if write.write_all(format!("{text}\n").as_bytes()).await.is_err() {
+        return Some(lost());
+    }
     let mut line = String::new();
-    BufReader::new(read).read_line(&mut line).await.ok()?;
-    let answer: Value = serde_json::from_str(&line).ok()?;
+    if BufReader::new(read).read_line(&mut line).await.is_err() {
+        return Some(lost());
+    }
+    let Ok(answer) = serde_json::from_str::<Value>(&line) else { return Some(lost()) };
     Some(match answer.get("ok") {
         Some(ok) => Ok(ok.clone()),
         None => Err((

@@ -46,6 +46,9 @@ pub async fn dispatch(cli: Cli, registry: Registry) -> Result<ExitCode, CliError
         Command::Call { agent, action, params } => {
             call::call(&layers.load(None, &registry)?, &registry, &agent, &action, params.as_deref()).await
         }
+        Command::Send { agent, kind, data } => {
+            call::send(&layers.load(None, &registry)?, &agent, &kind, data.as_deref()).await
+        }
         Command::Approvals(args) => approvals::approvals(&layers.load(None, &registry)?, args).await,
         Command::Journal(args) => journal::journal(&layers.load(None, &registry)?, args),
         Command::Inspect { agent } => journal::inspect(&layers.load(None, &registry)?, &agent).await,

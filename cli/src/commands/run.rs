@@ -36,7 +36,6 @@ pub async fn run(loaded: &Loaded, registry: &Registry, json: bool, prompt: bool)
     let mut events = runtime.events();
     let pending = Pending::default();
     let server = tokio::spawn(serve(listener, runtime.clone(), pending.clone()));
-    apply_decisions(&runtime, &data).await;
     say(
         json,
         &serde_json::json!({"event": "ready", "agents": started.agents, "mcp_servers": started.mcp.len(), "recovered": started.recovery.agents.len()}),
@@ -48,6 +47,7 @@ pub async fn run(loaded: &Loaded, registry: &Registry, json: bool, prompt: bool)
             started.recovery.agents.len(),
         ),
     );
+    apply_decisions(&runtime, &data).await;
     let (ask_tx, mut ask_rx) = tokio::sync::mpsc::unbounded_channel::<Question>();
     let asker = prompt.then(|| tokio::spawn(ask_in_terminal(runtime.clone(), ask_rx_take(&mut ask_rx))));
     let code = loop {

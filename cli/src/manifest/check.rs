@@ -237,3 +237,45 @@ fn cycle(agent: &super::AgentSection, world: &World<'_>) -> Option<Vec<String>> 
     let mut done = BTreeSet::new();
     edges.keys().find_map(|start| visit(start, &edges, &mut Vec::new(), &mut done))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentry::skill::Skill;
+
+    fn loaded(text: &str) -> (tempfile::TempDir, Loaded) {
+        let dir = tempfile::tempdir().expect("a folder");
+        let path = dir.path().join("agentry.toml");
+        std::fs::write(&path, text).expect("written");
+        let loaded = crate::manifest::load(&[path]).expect("it parses");
+        (dir, loaded)
+    }
+
+    #[test]
+    fn start_skills_that_require_each_other_in_a_circle_are_named_in_order() {
+        let registry = Registry::standard()
+            .skill(Skill::builder("ledger", "1.0.0").requires("audit").build().expect("builds"))
+            .skill(Skill::builder("audit", "1.0.0").requires("ledger").build().expect("builds"));
+        let (_dir, loaded) = loaded("[agents.books]\ntype = \"tools\"\nskills = [\"ledger\", \"audit\"]\n");
+        let errors = check(&loaded, &registry);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].code, Code::SkillCycle);
+        assert!(errors[0].message.contains("audit → ledger → audit"), "{}", errors[0].message);
+        let shown = errors[0].render();
+        assert!(shown.contains("agentry.toml:3:21") && shown.contains("skills = [\"ledger\", \"audit\"]"), "{shown}");
+        // Without the circle, nothing is wrong.
+        let registry = Registry::standard()
+            .skill(Skill::builder("ledger", "1.0.0").requires("audit").build().expect("builds"))
+            .skill(Skill::builder("audit", "1.0.0").build().expect("builds"));
+        assert!(check(&loaded, &registry).is_empty());
+    }
+
+    #[test]
+    fn rules_under_an_mcp_server_are_not_called_empty_before_it_runs() {
+        let text = "[mcp_servers.github]\ncommand = \"gh-mcp\"\n\n[permissions]\nask = [\"mcp.github.*\", \"mcp.github.create_issue\"]\ndeny = [\"mcp.gitlab.*\"]\n";
+        let (_dir, loaded) = loaded(text);
+        let errors = check(&loaded, &Registry::standard());
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].message.contains("mcp.gitlab.*"));
+    }
+}

@@ -186,7 +186,25 @@ pub fn from_toml(source: &Source, err: &toml::de::Error) -> ManifestError {
         };
         return error;
     }
-    ManifestError::at(Code::Syntax, source, span, message).label("this value")
+    let error = ManifestError::at(Code::Syntax, source, span, message.clone()).label("this value");
+    // serde's "invalid type: string \"ten\", expected u32", said in the manifest's words.
+    match message.rsplit_once("expected ").map(|(_, wanted)| wanted.trim()) {
+        Some(wanted) if message.starts_with("invalid type") => {
+            let plain = match wanted {
+                "u8" | "u16" | "u32" | "u64" | "usize" | "i32" | "i64" => "a whole number, without quotes",
+                "f32" | "f64" => "a number, without quotes",
+                "a boolean" => "`true` or `false`, without quotes",
+                "a sequence" => "a list: `[\"a\", \"b\"]`",
+                "a string" => "text in quotes",
+                other if other.starts_with("struct") || other == "a map" => {
+                    "a table: `{ key = value }` or a `[section]`"
+                }
+                _ => return error,
+            };
+            error.help(format!("expected {plain}"))
+        }
+        _ => error,
+    }
 }
 
 fn list(keys: &[&str]) -> String {

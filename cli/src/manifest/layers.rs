@@ -218,3 +218,44 @@ fn tighten_permissions(merged: &mut Permissions, later: &Permissions) -> Vec<&'s
     }
     set
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layer(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("written");
+        path
+    }
+
+    #[test]
+    fn a_later_layer_tightens_and_never_lifts_a_deny() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let user = layer(
+            dir.path(),
+            "user.toml",
+            "[permissions]\ndeny = [\"fs.delete\"]\napproval_at = \"medium\"\n\n[budgets]\n\"**\" = { limit = 100, window = \"1h\" }\n",
+        );
+        let project = layer(
+            dir.path(),
+            "agentry.toml",
+            "[permissions]\nallow = [\"fs.*\"]\napproval_at = \"high\"\nask = [\"fs.write\"]\n\n[budgets]\n\"**\" = { limit = 1000, window = \"1h\" }\n\n[runtime]\ndata = \"state\"\n",
+        );
+        let loaded = load(&[user.clone(), project.clone()]).expect("both parse");
+        let p = &loaded.merged.permissions;
+        assert_eq!(p.deny.iter().map(|r| r.get_ref().as_str()).collect::<Vec<_>>(), ["fs.delete"]);
+        assert_eq!(p.ask.iter().map(|r| r.get_ref().as_str()).collect::<Vec<_>>(), ["fs.write"]);
+        assert_eq!(p.approval_at.as_ref().map(|r| r.get_ref().as_str()), Some("medium"), "the lower threshold stays");
+        let budget = loaded.merged.budgets.values().next().expect("one budget");
+        assert_eq!(budget.limit, 100.0, "the smaller budget stays");
+        assert_eq!(loaded.merged.runtime.data, PathBuf::from("state"), "runtime settings: the later layer sets them");
+        assert_eq!(loaded.origins["permissions.deny"], [user]);
+        assert_eq!(loaded.origins["runtime.data"], [project]);
+        // The policy: the user's deny holds though the project allows `fs.*`.
+        let agent: crate::manifest::AgentSection = toml::from_str("type = \"tools\"").expect("an agent");
+        let policy = crate::manifest::policy::for_agent(&loaded.merged, &agent).expect("a policy");
+        let spec = agentry::action::ActionSpec::new("fs.delete", "Deletes.").expect("a spec");
+        assert!(matches!(policy.may_run(&spec), agentry::policy::RunDecision::Deny { .. }));
+    }
+}

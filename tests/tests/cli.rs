@@ -1,0 +1,340 @@
+//! The `agentry` command as a user drives it: the real binary (with the librarian registered, as a user's own
+//! binary would), real processes, a real SQLite journal in a temporary folder, the reference "everything" MCP
+//! server in its own process, a pseudo-terminal for the interactive approval. No sleeps: each step waits for a
+//! line the command prints or for a process to end.
+
+use expectrl::Expect;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentry_librarian");
+const WAIT: Duration = Duration::from_secs(90);
+
+fn agentry(dir: &Path) -> Command {
+    let mut command = Command::new(BIN);
+    command.current_dir(dir).env("AGENTRY_USER_CONFIG", "").env("HOME", dir).env("NO_COLOR", "1");
+    command
+}
+
+/// Runs a command to its end: exit code, stdout, stderr.
+fn finish(command: &mut Command) -> (i32, String, String) {
+    let output = command.output().expect("the binary runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
+/// `agentry run` in the background, its stdout read line by line.
+struct Running {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    fn start(dir: &Path, args: &[&str]) -> Self {
+        let mut child = agentry(dir)
+            .arg("run")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("agentry run starts");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut running = Self { child, lines, seen: Vec::new() };
+        running.until(|l| l.starts_with("ready:"));
+        running
+    }
+
+    /// Waits for the first line from now that `pred` accepts.
+    fn until(&mut self, pred: impl Fn(&str) -> bool) -> String {
+        loop {
+            match self.lines.recv_timeout(WAIT) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("the awaited line never came; agentry run printed:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    /// Ctrl-C: SIGINT, then the exit status and the rest of what it printed.
+    fn interrupt(mut self) -> (ExitStatus, Vec<String>) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-INT", &pid]).status().expect("kill runs").success());
+        let status = self.child.wait().expect("it ends");
+        let rest: Vec<String> = self.lines.try_iter().collect();
+        (status, rest)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn manifest(dir: &Path, text: &str) {
+    std::fs::write(dir.join("agentry.toml"), text).expect("the manifest is written");
+}
+
+const HELPER: &str = r#"
+[agents.helper]
+type = "tools"
+skills = ["fs", "memory"]
+
+[agents.helper.permissions]
+grants = ["fs", "memory"]
+ask = ["fs.write"]
+"#;
+
+/// The run id in a "waits for approval [run <id>]" line.
+fn run_of(line: &str) -> String {
+    line.rsplit("[run ").next().and_then(|r| r.strip_suffix(']')).expect("a run id").to_owned()
+}
+
+#[test]
+fn init_check_call_and_the_journal_shows_the_runs() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let (code, out, _) = finish(agentry(dir.path()).arg("init"));
+    assert_eq!(code, 0, "{out}");
+    let (code, out, err) = finish(agentry(dir.path()).arg("check"));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("ok (1 agents"), "{out}");
+    // A second init does not overwrite.
+    assert_eq!(finish(agentry(dir.path()).arg("init")).0, 2);
+
+    let (code, out, err) = finish(agentry(dir.path()).args(["call", "helper", "fs.list", r#"{"path": "."}"#]));
+    assert_eq!(code, 0, "{out}{err}");
+    let outcome: Value = serde_json::from_str(&out).expect("the outcome as JSON");
+    assert_eq!(outcome["status"], "completed");
+    // Denied by the manifest: exit code 4, and the reason.
+    let (code, out, _) = finish(agentry(dir.path()).args(["call", "helper", "system.stop", "{}"]));
+    assert_eq!(code, 4, "{out}");
+    assert!(out.contains("denied"), "{out}");
+    // Not JSON: a usage error, and nothing ran.
+    let (code, _, err) = finish(agentry(dir.path()).args(["call", "helper", "fs.list", "{path"]));
+    assert_eq!((code, err.contains("not JSON")), (2, true), "{err}");
+
+    let (code, out, _) = finish(agentry(dir.path()).args(["journal", "--json"]));
+    assert_eq!(code, 0);
+    let runs: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let actions: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["action"].as_str().unwrap_or(""),
+                r["history"].as_array().and_then(|h| h.last()).and_then(|s| s[0].as_str()).unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(actions.contains(&("fs.list", "completed")), "{actions:?}");
+    assert!(actions.contains(&("system.stop", "blocked")), "{actions:?}");
+    assert!(
+        !actions.iter().any(|(a, _)| *a == "fs.list" && runs.len() > 2),
+        "the bad-JSON call ran nothing: {actions:?}"
+    );
+    // An agent that does not exist: exit code 6.
+    assert_eq!(finish(agentry(dir.path()).args(["inspect", "nobody"])).0, 6);
+}
+
+#[test]
+fn the_librarian_and_the_everything_server_run_from_a_manifest_and_ctrl_c_stops_cleanly() {
+    let script = agentry_tests::everything::script();
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(
+        dir.path(),
+        &format!(
+            r#"
+[agents.librarian]
+type = "librarian"
+skills = ["fs", "memory", "mcp.everything"]
+
+[agents.librarian.permissions]
+grants = ["fs", "memory", "net"]
+
+[mcp_servers.everything]
+command = "node"
+args = [{script:?}, "stdio"]
+startup_timeout_sec = 60
+"#,
+            script = script.to_string_lossy()
+        ),
+    );
+    let mut run = Running::start(dir.path(), &[]);
+    assert!(run.seen.last().is_some_and(|l| l.contains("1 MCP server")), "{:?}", run.seen);
+    // `call` finds the running runtime through its socket and runs the tool there.
+    let (code, out, err) = finish(agentry(dir.path()).args([
+        "call",
+        "librarian",
+        "mcp.everything.echo",
+        r#"{"message": "over the wire"}"#,
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("over the wire"), "{out}");
+    run.until(|l| l.contains("mcp.everything.echo completed"));
+    let (status, rest) = run.interrupt();
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    assert!(rest.iter().any(|l| l == "stopped"), "{rest:?}");
+    // Nothing lost: the journal has the run, and the librarian comes back on the next start.
+    let (_, out, _) =
+        finish(agentry(dir.path()).args(["journal", "--action", "mcp.everything.echo", "--status", "completed"]));
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let run = Running::start(dir.path(), &[]);
+    assert!(
+        run.seen.iter().any(|l| l.contains("1 came back from the journal") || l.contains("came back")),
+        "{:?}",
+        run.seen
+    );
+}
+
+#[test]
+fn an_approval_given_from_a_second_process_lets_the_run_go() {
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(dir.path(), HELPER);
+    let mut run = Running::start(dir.path(), &["--no-prompt"]);
+    let call = {
+        let mut command = agentry(dir.path());
+        command.args(["call", "helper", "fs.write", r#"{"path": "note.txt", "content": "approved"}"#]);
+        std::thread::spawn(move || finish(&mut command))
+    };
+    let asked = run.until(|l| l.contains("fs.write waits for approval"));
+    let id = run_of(&asked);
+    let (code, out, _) = finish(agentry(dir.path()).args(["approvals", "--json"]));
+    assert_eq!(code, 0);
+    let pending: Value = serde_json::from_str(out.lines().next().expect("one pending run")).expect("JSON");
+    assert_eq!(pending["run"], id.as_str());
+    assert_eq!(pending["params"]["content"], "approved", "the approver sees the params");
+    assert_eq!(pending["contract"]["id"], "fs.write", "and the contract");
+    // A run that does not wait: exit code 6.
+    assert_eq!(finish(agentry(dir.path()).args(["approvals", "approve", &uuid::Uuid::nil().to_string()])).0, 6);
+    let (code, out, err) = finish(agentry(dir.path()).args(["approvals", "approve", &id]));
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = call.join().expect("the call ends");
+    assert_eq!(code, 0, "{out}{err}");
+    run.until(|l| l.contains("fs.write completed"));
+}
+
+#[test]
+fn an_approval_asked_in_the_terminal_is_answered_there() {
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(dir.path(), HELPER);
+    let mut command = agentry(dir.path());
+    command.arg("run");
+    let mut session = expectrl::Session::spawn(command).expect("agentry run starts in a pseudo-terminal");
+    session.set_expect_timeout(Some(WAIT));
+    session.expect("ready:").expect("it gets ready");
+    let call = {
+        let mut command = agentry(dir.path());
+        command.args(["call", "helper", "fs.write", r#"{"path": "pty.txt", "content": "typed"}"#]);
+        std::thread::spawn(move || finish(&mut command))
+    };
+    session.expect("[s]how params: ").expect("the question");
+    session.send_line("s").expect("typed");
+    session.expect("\"content\": \"typed\"").expect("the params shown");
+    session.expect("[s]how params: ").expect("asked again");
+    session.send_line("a").expect("typed");
+    session.expect("approved").expect("the answer taken");
+    let (code, out, err) = call.join().expect("the call ends");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("completed"), "{out}");
+}
+
+#[test]
+fn ctrl_c_while_a_run_waits_ends_it_as_cancelled_in_the_journal() {
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(dir.path(), HELPER);
+    let mut run = Running::start(dir.path(), &["--no-prompt"]);
+    let call = {
+        let mut command = agentry(dir.path());
+        command.args(["call", "helper", "fs.write", r#"{"path": "later.txt", "content": "kept"}"#]);
+        std::thread::spawn(move || finish(&mut command))
+    };
+    let id = run_of(&run.until(|l| l.contains("fs.write waits for approval")));
+    let (status, rest) = run.interrupt();
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    let (code, _, err) = call.join().expect("the call ends");
+    assert_ne!(code, 0, "the call did not complete: {err}");
+    // Nothing half-done: the journal says the run ended, cancelled by the shutdown, and nothing was written.
+    let (_, out, _) = finish(agentry(dir.path()).args(["journal", "--json", "--action", "fs.write"]));
+    let record: Value = serde_json::from_str(out.lines().next().expect("the run")).expect("JSON");
+    assert_eq!(record["run"], id.as_str());
+    assert_eq!(record["error"], "cancelled", "{record}");
+    let (_, out, _) = finish(agentry(dir.path()).args(["approvals"]));
+    assert!(out.contains("no run waits"), "{out}");
+}
+
+/// Waits until the journal (read by another process, as an operator would) has a run of `action` in
+/// `status`: the runtime commits in batches, a moment after it announces.
+fn until_journaled(dir: &Path, action: &str, status: &str) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (_, out, _) = finish(agentry(dir).args(["journal", "--json", "--action", action, "--status", status]));
+        if let Some(line) = out.lines().next() {
+            return serde_json::from_str(line).expect("a JSON line");
+        }
+        assert!(std::time::Instant::now() < deadline, "no {action} run reached {status} in the journal");
+    }
+}
+
+#[test]
+fn a_decision_made_while_no_runtime_runs_applies_on_the_next_start() {
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(
+        dir.path(),
+        "[agents.librarian]\ntype = \"librarian\"\n\n[agents.librarian.permissions]\ngrants = [\"fs\", \"memory\"]\nask = [\"fs.list\"]\n",
+    );
+    let mut run = Running::start(dir.path(), &["--no-prompt"]);
+    // The librarian asks for `fs.list` itself when it learns: its own run, which outlives any caller.
+    let (code, out, err) = finish(agentry(dir.path()).args(["send", "librarian", "learn"]));
+    assert_eq!(code, 0, "{out}{err}");
+    let id = run_of(&run.until(|l| l.contains("fs.list waits for approval")));
+    until_journaled(dir.path(), "fs.list", "awaiting_approval");
+    // The process dies (kill -9): the run still waits, as the journal has it.
+    run.child.kill().expect("killed");
+    run.child.wait().expect("it ended");
+    let (_, out, _) = finish(agentry(dir.path()).args(["approvals"]));
+    assert!(out.contains(&id), "the waiting run survived the crash: {out}");
+    let (code, out, _) = finish(agentry(dir.path()).args(["approvals", "approve", &id]));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("applied when `agentry run` starts"), "{out}");
+    // `send` needs a live runtime: none runs now.
+    assert_eq!(finish(agentry(dir.path()).args(["send", "librarian", "learn"])).0, 5);
+    let mut run = Running::start(dir.path(), &["--no-prompt"]);
+    run.until(|l| l.contains(&format!("applied the decision kept for run {id}")));
+    run.until(|l| l.contains("fs.list completed"));
+}
+
+#[test]
+fn a_rate_limit_holds_under_a_burst_of_calls() {
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(dir.path(), &format!("{HELPER}\n[rate_limits]\n\"fs.list\" = {{ runs = 2, per = \"1h\" }}\n"));
+    let _run = Running::start(dir.path(), &["--no-prompt"]);
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let mut command = agentry(dir.path());
+            command.args(["call", "helper", "fs.list", r#"{"path": "."}"#]);
+            std::thread::spawn(move || finish(&mut command))
+        })
+        .collect();
+    let results: Vec<_> = calls.into_iter().map(|c| c.join().expect("ends")).collect();
+    let completed = results.iter().filter(|(code, _, _)| *code == 0).count();
+    let limited = results.iter().filter(|(code, out, _)| *code == 4 && out.contains("rate_limited")).count();
+    assert_eq!((completed, limited), (2, 2), "{results:#?}");
+}
