@@ -94,6 +94,22 @@ pub enum Command {
         /// The agent.
         agent: String,
     },
+    /// Lists an agent's logged inputs, with their sequence numbers.
+    History {
+        /// The agent.
+        agent: String,
+        /// As JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prints an agent's state as it was right after an input (see `agentry history`), folded from the journal.
+    State {
+        /// The agent.
+        agent: String,
+        /// The input's sequence number.
+        #[arg(long)]
+        at: u64,
+    },
     /// Prints shell completions.
     Completions {
         /// The shell.
@@ -162,7 +178,8 @@ pub struct JournalArgs {
     /// Only runs of this action.
     #[arg(long)]
     pub action: Option<String>,
-    /// Only runs in this status (`queued`, `running`, `completed`, `failed`, `blocked`, `awaiting_approval`).
+    /// Only runs in this status (`queued`, `awaiting_approval`, `approved`, `running`, `completed`, `failed`,
+    /// `blocked`).
     #[arg(long)]
     pub status: Option<String>,
     /// At most this many (the latest).

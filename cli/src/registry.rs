@@ -33,6 +33,30 @@ pub(crate) struct AgentType {
     /// Registers the type with the runtime (so a durable runtime can bring its agents back).
     pub register: fn(RuntimeBuilder) -> Result<RuntimeBuilder, RuntimeError>,
     pub spawn: Spawn,
+    /// Folds logged inputs into a snapshot's state, as a recovery does (for time travel).
+    pub replay: Replay,
+}
+
+/// Folds `inputs` into a snapshot's `state` (serialized `AgentState`) with `catalog` and `policy`, and
+/// returns the state after them, serialized.
+pub(crate) type Replay = fn(Value, &agentry::skill::Catalog, &Policy, &[(u64, Signal)]) -> Result<Value, String>;
+
+/// [`Replay`] for agents of type `A`.
+fn replay<A: Agent>(
+    state: Value,
+    catalog: &agentry::skill::Catalog,
+    policy: &Policy,
+    inputs: &[(u64, Signal)],
+) -> Result<Value, String> {
+    let mut state: agentry::skill::AgentState<A> =
+        serde_json::from_value(state).map_err(|e| format!("the snapshot is not a state of `{}`: {e}", A::name()))?;
+    if let Some(missing) = state.skills().keys().find(|skill| catalog.get(skill).is_none()) {
+        return Err(format!("skill `{missing}` is mounted on the agent and not in this catalog"));
+    }
+    for (_, signal) in inputs {
+        agentry::driver::replay_input(&mut state, signal, catalog, policy);
+    }
+    serde_json::to_value(&state).map_err(|e| e.to_string())
 }
 
 /// The skills and agent types a manifest may name.
@@ -44,7 +68,7 @@ pub struct Registry {
 
 impl Registry {
     /// The standard skills and the built-in agent types: `tools` (an agent that only holds skills, for
-    /// `agentry call` and `agentry serve-mcp`) and `llm` (an LLM agent, with `model` and `instructions`).
+    /// `agentry call`) and `llm` (an LLM agent, with `model` and `instructions`).
     pub fn standard() -> Self {
         let mut registry = Self::default();
         let skills = [
@@ -63,6 +87,7 @@ impl Registry {
             "llm".into(),
             AgentType {
                 register: |builder| builder.agent::<agentry_llm::agent::LlmAgent>(),
+                replay: replay::<agentry_llm::agent::LlmAgent>,
                 spawn: Arc::new(|runtime, spawning| {
                     Box::pin(async move {
                         let config: agentry_llm::agent::LlmConfig = serde_json::from_value(spawning.config)
@@ -110,7 +135,10 @@ impl Registry {
                 Ok(())
             })
         });
-        self.agents.insert(A::name().to_owned(), AgentType { register: |builder| builder.agent::<A>(), spawn });
+        self.agents.insert(
+            A::name().to_owned(),
+            AgentType { register: |builder| builder.agent::<A>(), spawn, replay: replay::<A> },
+        );
         self
     }
 
@@ -126,7 +154,7 @@ impl Registry {
 }
 
 /// The built-in `tools` agent: it holds the skills its manifest mounts and runs what callers ask of them
-/// (`agentry call`, an MCP client through `agentry serve-mcp`); it keeps no state and answers no signal.
+/// (`agentry call`); it keeps no state and answers no signal.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tools {}
 

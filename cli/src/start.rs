@@ -8,6 +8,7 @@ use crate::registry::{Registry, Spawning};
 use agentry::id::{AgentId, SkillId};
 use agentry::runtime::{Recovery, Runtime};
 use agentry::skill::Skill;
+use agentry::store::SqliteOptions;
 use agentry_skills::mcp::{McpClient, McpServer};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -91,7 +92,10 @@ pub async fn start(loaded: &Loaded, registry: &Registry) -> Result<Started, CliE
     }
     let (runtime, recovery) = match manifest.runtime.store {
         StoreKind::Sqlite => builder
-            .durable(&data)
+            .durable_with(
+                &data,
+                SqliteOptions { keep_inputs: manifest.runtime.keep_history, ..SqliteOptions::default() },
+            )
             .map_err(|e| CliError::Start(format!("the journal in {} cannot be opened: {e}", data.display())))?
             .open()
             .await
@@ -104,7 +108,16 @@ pub async fn start(loaded: &Loaded, registry: &Registry) -> Result<Started, CliE
         let policy = crate::manifest::policy::for_agent(manifest, section)
             .map_err(|(_, e)| CliError::Start(format!("agent `{id}`: {e}")))?;
         if recovery.agents.contains(&agent) || recovery.asleep.contains(&agent) {
-            // It came back as it was; the manifest's policy (it may have changed since) holds from now.
+            // It came back as it was; the manifest's policy (it may have changed since) holds from now, with
+            // the "always allow" answers given to it before (each an override to low risk of one action).
+            let mut policy = policy;
+            let before =
+                runtime.store().durable().and_then(|d| d.agent(&agent).ok().flatten()).and_then(|r| r.policy());
+            for (pattern, risk) in before.map(|p| p.risk_overrides).unwrap_or_default() {
+                if risk == agentry::action::Risk::Low && agentry::id::ActionId::new(pattern.as_str()).is_ok() {
+                    policy.risk_overrides.entry(pattern).or_insert(risk);
+                }
+            }
             runtime.set_policy(&agent, policy).await?;
         } else {
             let kind = registry

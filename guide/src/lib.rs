@@ -64,3 +64,9 @@ pub mod skills {
 
 #[doc(hidden)]
 pub mod setup;
+
+#[doc = include_str!("../../docs/manifest.md")]
+pub mod manifest {}
+
+#[doc = include_str!("../../docs/cli.md")]
+pub mod cli {}

@@ -52,6 +52,36 @@ fn decode_state<A: Agent>(
     serde_json::from_value(state).map_err(|e| mismatch(e.to_string()))
 }
 
+/// Folds one logged input into an agent's state as a recovery does, and as the live server did: `step`, then
+/// the skills the agent mounted or unmounted itself (the same pure functions; one that failed live fails again
+/// and changes nothing). A handler that fails or panics changes nothing and asks for nothing. Returns the runs
+/// the input asked for, in order (they are matched to the journal, never run again). For replaying an agent's
+/// past: time travel, forks, audits.
+pub fn replay_input<A: Agent>(
+    state: &mut AgentState<A>,
+    signal: &crate::signal::Signal,
+    catalog: &crate::skill::Catalog,
+    policy: &crate::policy::Policy,
+) -> Vec<(crate::id::ActionId, serde_json::Value)> {
+    let Ok(Ok(stepped)) = catch_unwind(AssertUnwindSafe(|| step(state, signal, catalog))) else { return Vec::new() };
+    let mut runs = Vec::new();
+    for effect in stepped.effects {
+        match effect.kind {
+            EffectKind::Run { action, params } => runs.push((action, params)),
+            EffectKind::MountSkill { skill, opts } => {
+                if let Some(skill) = catalog.get(&skill) {
+                    let _ = catch_unwind(AssertUnwindSafe(|| crate::skill::mount(state, skill, &opts, policy)));
+                }
+            }
+            EffectKind::UnmountSkill { skill } => {
+                let _ = crate::skill::unmount(state, &skill);
+            }
+            _ => {}
+        }
+    }
+    runs
+}
+
 /// How the supervisor is to start an agent of type `A` again (the runtime's spawn path, handed down, so the
 /// recovery sits below the runtime).
 pub(crate) type Respawner<A> =
@@ -88,27 +118,7 @@ pub(crate) async fn revive<A: Agent>(
     for (seq, signal) in inputs {
         recovered.seq = seq;
         recovered.inputs.insert(signal.id());
-        // As live: a handler that fails or panics changes nothing and asks for nothing.
-        let Ok(Ok(stepped)) = catch_unwind(AssertUnwindSafe(|| step(&mut state, &signal, &catalog))) else { continue };
-        let mut runs = Vec::new();
-        for effect in stepped.effects {
-            match effect.kind {
-                EffectKind::Run { action, params } => runs.push((action, params)),
-                // Skills the agent mounted or unmounted itself are part of its state: applied as live (the
-                // same pure functions; one that failed live fails again and changes nothing).
-                EffectKind::MountSkill { skill, opts } => {
-                    if let Some(skill) = catalog.get(&skill) {
-                        let policy = &settings.policy;
-                        let _ =
-                            catch_unwind(AssertUnwindSafe(|| crate::skill::mount(&mut state, skill, &opts, policy)));
-                    }
-                }
-                EffectKind::UnmountSkill { skill } => {
-                    let _ = crate::skill::unmount(&mut state, &skill);
-                }
-                _ => {}
-            }
-        }
+        let runs = replay_input(&mut state, &signal, &catalog, &settings.policy);
         for (index, (action, params)) in runs.into_iter().enumerate() {
             recovered.replayed.push(Replayed {
                 key: {

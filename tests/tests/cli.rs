@@ -338,3 +338,34 @@ fn a_rate_limit_holds_under_a_burst_of_calls() {
     let limited = results.iter().filter(|(code, out, _)| *code == 4 && out.contains("rate_limited")).count();
     assert_eq!((completed, limited), (2, 2), "{results:#?}");
 }
+
+#[test]
+fn history_lists_the_inputs_and_state_at_folds_them() {
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(
+        dir.path(),
+        "[runtime]\nkeep_history = true\nsnapshot_every = 2\n\n[agents.librarian]\ntype = \"librarian\"\n\n[agents.librarian.permissions]\ngrants = [\"fs\", \"memory\"]\n",
+    );
+    let mut run = Running::start(dir.path(), &["--no-prompt"]);
+    let (code, _, err) = finish(agentry(dir.path()).args(["send", "librarian", "learn"]));
+    assert_eq!(code, 0, "{err}");
+    run.until(|l| l.contains("fs.list completed"));
+    let (status, _) = run.interrupt();
+    assert_eq!(status.code(), Some(130));
+
+    let (code, out, _) = finish(agentry(dir.path()).args(["history", "librarian", "--json"]));
+    assert_eq!(code, 0);
+    let inputs: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let kinds: Vec<&str> = inputs.iter().map(|i| i["signal"]["kind"].as_str().unwrap_or("")).collect();
+    assert_eq!(kinds.first(), Some(&"learn"), "{kinds:?}");
+    assert!(kinds.contains(&"action.completed"), "the recorded outcome is an input: {kinds:?}");
+    let state_at = |seq: u64| {
+        let (code, out, err) = finish(agentry(dir.path()).args(["state", "librarian", "--at", &seq.to_string()]));
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<Value>(&out).expect("JSON")["state"]["domain"].clone()
+    };
+    assert!(state_at(1)["learning"].is_string(), "right after `learn` it is learning");
+    let last = inputs.last().and_then(|i| i["seq"].as_u64()).expect("a last input");
+    assert!(state_at(last)["learning"].is_null(), "after the last input it has answered");
+    assert_eq!(finish(agentry(dir.path()).args(["state", "librarian", "--at", &(last + 1).to_string()])).0, 6);
+}

@@ -88,6 +88,13 @@ impl Pending {
         }
     }
 
+    /// Adds a run the journal says waits (after a restart: its params are known only to the runtime's
+    /// announcement, which may have come before anyone listened).
+    pub fn seed(&self, agent: &AgentId, run: Uuid, action: &agentry::id::ActionId) {
+        let mut pending = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        pending.entry(run).or_insert_with(|| json!({"agent": agent, "run": run, "action": action, "params": null}));
+    }
+
     /// Every waiting run.
     pub fn list(&self) -> Vec<Value> {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect()

@@ -8,9 +8,12 @@ use std::process::ExitCode;
 pub const EXAMPLE: &str = r#"# agentry.toml: which agents run, with which skills, MCP servers and models, what they may do and spend.
 # `agentry check` validates it; `agentry run` starts it; `agentry config show --resolved` prints it merged.
 
+# import_mcp_json = [".mcp.json"]  # import an existing .mcp.json as it is (keep this above the first [section])
+
 [runtime]
 data = ".agentry"          # the data folder (journal, drives), relative to this file
 store = "sqlite"           # "sqlite": agents survive restarts and crashes; "memory": nothing survives
+keep_history = true        # keep every input: `agentry history`, `state --at` reach back to the first
 # hibernate_after = "10m"  # idle agents fall asleep and wake when something reaches them
 
 # An agent: its type, the skills it starts with, and what it may do on top of [permissions].
@@ -40,7 +43,6 @@ grants = ["fs", "memory"]  # capabilities: fs, net, memory, spawn ... or "*"
 # args = ["-y", "@modelcontextprotocol/server-everything"]
 # tool_timeout_sec = 60
 # trust = "untrusted"                    # its hints about its tools are not believed
-# import_mcp_json = [".mcp.json"]        # (top level) import an existing .mcp.json as it is
 
 # What every agent may do: deny, then ask, then allow; the first rule that matches decides.
 [permissions]

@@ -4,6 +4,7 @@ mod approvals;
 mod call;
 mod config;
 mod control;
+mod history;
 mod init;
 mod journal;
 mod run;
@@ -52,6 +53,8 @@ pub async fn dispatch(cli: Cli, registry: Registry) -> Result<ExitCode, CliError
         Command::Approvals(args) => approvals::approvals(&layers.load(None, &registry)?, args).await,
         Command::Journal(args) => journal::journal(&layers.load(None, &registry)?, args),
         Command::Inspect { agent } => journal::inspect(&layers.load(None, &registry)?, &agent).await,
+        Command::History { agent, json } => history::history(&layers.load(None, &registry)?, &agent, json),
+        Command::State { agent, at } => history::state(&layers.load(None, &registry)?, &registry, &agent, at).await,
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "agentry", &mut std::io::stdout());

@@ -48,8 +48,26 @@ pub async fn run(loaded: &Loaded, registry: &Registry, json: bool, prompt: bool)
         ),
     );
     apply_decisions(&runtime, &data).await;
+    // Runs that came back waiting for approval were announced while the runtime started: the journal lists them.
+    let waiting =
+        agentry::store::RunQuery { status: Some(agentry::store::RunStatus::AwaitingApproval), ..Default::default() };
+    let recovered_waiting = runtime.store().query(&waiting);
+    for record in &recovered_waiting {
+        pending.seed(&record.agent, record.run, &record.action);
+    }
     let (ask_tx, mut ask_rx) = tokio::sync::mpsc::unbounded_channel::<Question>();
     let asker = prompt.then(|| tokio::spawn(ask_in_terminal(runtime.clone(), ask_rx_take(&mut ask_rx))));
+    if prompt {
+        for record in recovered_waiting {
+            let question = Question {
+                agent: record.agent,
+                run: record.run,
+                action: record.action,
+                params: serde_json::Value::Null,
+            };
+            let _ = ask_tx.send(question);
+        }
+    }
     let code = loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break crate::error::code::INTERRUPTED,
@@ -103,7 +121,12 @@ fn say(json: bool, value: &serde_json::Value, text: &str) {
 /// the params first. A run decided elsewhere meanwhile is skipped with a note.
 async fn ask_in_terminal(runtime: Runtime, mut questions: tokio::sync::mpsc::UnboundedReceiver<Question>) {
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut asked = std::collections::HashSet::new();
     while let Some(q) = questions.recv().await {
+        // One question a run, however often it was announced.
+        if !asked.insert(q.run) {
+            continue;
+        }
         loop {
             print!(
                 "approve run {} of `{}` by {}? [a]pprove / [d]eny / a[l]ways / [s]how params: ",

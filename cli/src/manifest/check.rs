@@ -172,7 +172,20 @@ fn check_layer(layer: &Layer, world: &World<'_>) -> Vec<ManifestError> {
             errors.push(error);
         }
     }
+    if let Some(idle) = &m.runtime.hibernate_after
+        && let Err((span, message)) = super::parse_duration(idle)
+    {
+        errors.push(ManifestError::at(Code::BadValue, source, span, message));
+    }
     for (name, server) in &m.mcp_servers {
+        let texts = server.args.iter().chain(server.env.values()).chain(server.http_headers.values());
+        let spanned = server.command.iter().chain(server.url.iter());
+        for text in texts.map(String::as_str).chain(spanned.clone().map(|s| s.get_ref().as_str())) {
+            if let Err(err) = super::mcp_json::check_references(text) {
+                let span = spanned.clone().next().map_or(0..0, Spanned::span);
+                errors.push(ManifestError::at(Code::McpServer, source, span, format!("MCP server `{name}`: {err}")));
+            }
+        }
         if server.command.is_some() == server.url.is_some() {
             let span = server.command.as_ref().or(server.url.as_ref()).map_or(0..0, Spanned::span);
             errors.push(

@@ -121,6 +121,10 @@ pub fn merge(layers: &[Layer]) -> (Manifest, BTreeMap<String, Vec<PathBuf>>) {
             merged.runtime.hibernate_after = m.runtime.hibernate_after.clone();
             from("runtime.hibernate_after".into(), path, true);
         }
+        if m.runtime.keep_history {
+            merged.runtime.keep_history = true;
+            from("runtime.keep_history".into(), path, true);
+        }
         if m.runtime.snapshot_every.is_some() {
             merged.runtime.snapshot_every = m.runtime.snapshot_every;
             from("runtime.snapshot_every".into(), path, true);

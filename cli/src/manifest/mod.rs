@@ -13,6 +13,7 @@ pub mod policy;
 pub use durations::{Span, parse as parse_duration};
 pub use layers::{Layer, Loaded, load};
 
+use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -42,10 +43,11 @@ pub struct Manifest {
     pub permissions: Permissions,
     /// What every agent may spend, by action pattern (an agent's own `budgets` add to them).
     #[serde(default)]
-    pub budgets: BTreeMap<Spanned<String>, BudgetSection>,
-    /// How often every agent may run actions, by action pattern (an agent's own come first).
+    pub budgets: IndexMap<Spanned<String>, BudgetSection>,
+    /// How often every agent may run actions, by action pattern, in the file's order (an agent's own come
+    /// first): a run counts against the first that matches.
     #[serde(default)]
-    pub rate_limits: BTreeMap<Spanned<String>, RateSection>,
+    pub rate_limits: IndexMap<Spanned<String>, RateSection>,
 }
 
 /// `[runtime]`.
@@ -64,11 +66,21 @@ pub struct RuntimeSection {
     /// A snapshot every this many inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_every: Option<u64>,
+    /// Keep every input and snapshot (default false), so `agentry history`, `state --at` and `fork` reach back
+    /// to an agent's first input; the journal then grows with every input.
+    #[serde(default)]
+    pub keep_history: bool,
 }
 
 impl Default for RuntimeSection {
     fn default() -> Self {
-        Self { data: default_data(), store: StoreKind::default(), hibernate_after: None, snapshot_every: None }
+        Self {
+            data: default_data(),
+            store: StoreKind::default(),
+            hibernate_after: None,
+            snapshot_every: None,
+            keep_history: false,
+        }
     }
 }
 
@@ -120,10 +132,10 @@ pub struct AgentSection {
     pub permissions: Permissions,
     /// What this agent may spend, on top of the top-level `[budgets]`.
     #[serde(default)]
-    pub budgets: BTreeMap<Spanned<String>, BudgetSection>,
-    /// How often this agent may run actions, before the top-level `[rate_limits]`.
+    pub budgets: IndexMap<Spanned<String>, BudgetSection>,
+    /// How often this agent may run actions, before the top-level `[rate_limits]`, in the file's order.
     #[serde(default)]
-    pub rate_limits: BTreeMap<Spanned<String>, RateSection>,
+    pub rate_limits: IndexMap<Spanned<String>, RateSection>,
 }
 
 /// A start skill: its name, or its name with mount options.
@@ -258,7 +270,7 @@ pub struct McpServerSection {
     /// Its arguments.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
-    /// Environment variables set for it (the only environment it gets, with `PATH`).
+    /// Environment variables set for it, on top of the environment `agentry` has (values may use `${VAR}`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Its working folder.
@@ -276,13 +288,13 @@ pub struct McpServerSection {
     /// How long connecting may take, in seconds (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_timeout_sec: Option<f64>,
-    /// How long one tool call may take, in seconds (default 60).
+    /// How long one tool call may take, in seconds (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_timeout_sec: Option<f64>,
     /// Whether it starts at all (default true).
     #[serde(default = "yes")]
     pub enabled: bool,
-    /// Only these tools become actions.
+    /// Only these tools become actions (absent or empty: every tool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled_tools: Option<Vec<String>>,
     /// These tools never become actions.

@@ -6,7 +6,7 @@ use super::{AgentSection, BudgetSection, Manifest, Permissions, RateSection, Whe
 use agentry::action::{Capability, Risk};
 use agentry::pattern::Pattern;
 use agentry::policy::{Budget, Grants, Policy, RateLimit, WhenLimited, WhenSpent};
-use std::collections::BTreeMap;
+use indexmap::IndexMap;
 use std::num::NonZeroU32;
 use toml::Spanned;
 
@@ -17,7 +17,21 @@ pub type Wrong = (std::ops::Range<usize>, String);
 pub fn for_agent(manifest: &Manifest, agent: &AgentSection) -> Result<Policy, Wrong> {
     let mut policy = Policy::default();
     apply_permissions(&mut policy, &manifest.permissions)?;
+    let (threshold, timeout) = (policy.approval_at, policy.approval_timeout);
     apply_permissions(&mut policy, &agent.permissions)?;
+    // An agent's own threshold and timeout may only be stricter than the shared ones.
+    if manifest.permissions.approval_at.is_some() {
+        policy.approval_at = match (threshold, policy.approval_at) {
+            (Some(shared), Some(own)) => Some(shared.min(own)),
+            (shared, own) => shared.or(own),
+        };
+    }
+    if manifest.permissions.approval_timeout.is_some() {
+        policy.approval_timeout = match (timeout, policy.approval_timeout) {
+            (Some(shared), Some(own)) => Some(shared.min(own)),
+            (shared, own) => shared.or(own),
+        };
+    }
     for (pattern, budget) in agent.budgets.iter().chain(&manifest.budgets) {
         policy.budgets.push(budget_of(pattern, budget)?);
     }
@@ -39,14 +53,14 @@ pub fn check(source: &Source, manifest: &Manifest) -> Vec<ManifestError> {
             errors.push(ManifestError::at(Code::BadValue, source, span, message));
         }
     }
-    let mut budgets: Vec<&BTreeMap<Spanned<String>, BudgetSection>> = vec![&manifest.budgets];
+    let mut budgets: Vec<&IndexMap<Spanned<String>, BudgetSection>> = vec![&manifest.budgets];
     budgets.extend(manifest.agents.values().map(|a| &a.budgets));
     for (pattern, budget) in budgets.into_iter().flatten() {
         if let Err((span, message)) = budget_of(pattern, budget) {
             errors.push(ManifestError::at(Code::BadValue, source, span, message));
         }
     }
-    let mut rates: Vec<&BTreeMap<Spanned<String>, RateSection>> = vec![&manifest.rate_limits];
+    let mut rates: Vec<&IndexMap<Spanned<String>, RateSection>> = vec![&manifest.rate_limits];
     rates.extend(manifest.agents.values().map(|a| &a.rate_limits));
     for (pattern, rate) in rates.into_iter().flatten() {
         if let Err((span, message)) = rate_of(pattern, rate) {
@@ -163,4 +177,19 @@ fn rate_of(pattern_text: &Spanned<String>, rate: &RateSection) -> Result<RateLim
             WhenLimitedText::Queue => WhenLimited::Queue,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limits_keep_the_file_order_and_an_agent_cannot_loosen_the_shared_threshold() {
+        let text = "[permissions]\napproval_at = \"medium\"\n\n[rate_limits]\n\"http.*\" = { runs = 1, per = \"1s\" }\n\"**\" = { runs = 9, per = \"1s\" }\n\n[agents.a]\ntype = \"tools\"\n\n[agents.a.permissions]\napproval_at = \"never\"\n";
+        let manifest: Manifest = toml::from_str(text).expect("it parses");
+        let policy = for_agent(&manifest, &manifest.agents["a"]).expect("a policy");
+        let order: Vec<&str> = policy.rate_limits.iter().map(|r| r.actions.as_str()).collect();
+        assert_eq!(order, ["http.*", "**"], "the narrow limit written first counts first");
+        assert_eq!(policy.approval_at, Some(Risk::Medium), "`never` on the agent does not lift the shared threshold");
+    }
 }

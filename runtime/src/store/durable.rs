@@ -49,6 +49,13 @@ pub struct AgentRecord {
     pub asleep: bool,
 }
 
+impl AgentRecord {
+    /// The policy it was spawned under (or last given), as its spawn settings keep it.
+    pub fn policy(&self) -> Option<crate::policy::Policy> {
+        serde_json::from_value(self.spawn.get("policy")?.clone()).ok()
+    }
+}
+
 /// An agent to bring back as [`Durable::alive`] lists it: enough to order a recovery (parents first) and to
 /// leave a sleeper asleep, without reading its spawn settings (a recovery reads those only for the agents it
 /// wakes).

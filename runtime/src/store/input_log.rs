@@ -21,7 +21,7 @@ const BODY_MOST: usize = 64 * 1024 * 1024;
 const ENTRY_HEAD: usize = 12;
 
 /// An input's number as SQLite keeps it.
-fn number(seq: u64) -> i64 {
+pub(super) fn number(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
 }
 

@@ -26,7 +26,7 @@ pub use durable::{
 pub use memory::{DEFAULT_KEEP, MemoryStore};
 pub use pen::JournalPen;
 pub(crate) use pen::PEN;
-pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use sqlite::{Past, SqliteOptions, SqliteStore, Synchronous};
 pub use view::{DurableView, JournalView};
 
 use crate::action::{ErrorClass, OutcomeStatus};

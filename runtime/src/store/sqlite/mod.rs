@@ -118,6 +118,10 @@ fn decode<T: serde::de::DeserializeOwned>(what: &'static str, text: &str) -> Res
     serde_json::from_str(text).map_err(|e| StoreError::Decode { what, message: e.to_string() })
 }
 
+/// An agent's past up to an input: the latest snapshot at or before it, and the inputs logged after that
+/// snapshot up to the input, in order (see [`SqliteStore::history_at`]).
+pub type Past = (Snapshot, Vec<(u64, Signal)>);
+
 impl SqliteStore {
     /// Opens the journal at `path`, creating it if needed, committing each batch durably against the process
     /// dying ([`Synchronous::Process`]).
@@ -245,6 +249,31 @@ impl SqliteStore {
     /// ```
     pub fn keyed_runs(&self, query: &RunQuery) -> Result<Vec<(RunRecord, Option<String>)>, StoreError> {
         self.read(|db| run_log::query(db, query))
+    }
+
+    /// The agent's state as it was at input `seq`: the latest snapshot taken at or before it, and the inputs
+    /// logged after that snapshot up to `seq`, to fold in order. Only a journal that keeps every input
+    /// ([`SqliteOptions::keep_inputs`]) keeps the snapshots for this; otherwise `None`, as for an agent it
+    /// does not know.
+    ///
+    /// ```
+    /// use agentry::store::{SqliteOptions, SqliteStore};
+    /// let folder = tempfile::tempdir()?;
+    /// let options = SqliteOptions { keep_inputs: true, ..SqliteOptions::default() };
+    /// let store = SqliteStore::open_with(folder.path().join("journal.db"), options)?;
+    /// assert!(store.history_at(&"nobody".parse()?, 7)?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn history_at(&self, agent: &AgentId, seq: u64) -> Result<Option<Past>, StoreError> {
+        self.read(|db| {
+            let text = "SELECT snapshot FROM snapshot_history WHERE agent = ?1 AND seq <= ?2 ORDER BY seq DESC LIMIT 1";
+            let upto = i64::try_from(seq).unwrap_or(i64::MAX);
+            let found: Vec<Snapshot> = reads::decoded(db, "snapshot", text, &[&agent.as_str(), &upto])?;
+            let Some(snapshot) = found.into_iter().next() else { return Ok(None) };
+            let mut inputs = input_log::after(db, agent, snapshot.seq)?;
+            inputs.retain(|(n, _)| *n <= seq);
+            Ok(Some((snapshot, inputs)))
+        })
     }
 
     /// Queues a write; waits while the queue is full.

@@ -67,6 +67,12 @@ CREATE TABLE IF NOT EXISTS snapshots (
     agent    TEXT PRIMARY KEY,
     snapshot TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS snapshot_history (
+    agent    TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    snapshot TEXT NOT NULL,
+    PRIMARY KEY (agent, seq)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS agents (
     agent      TEXT PRIMARY KEY,
     record     TEXT NOT NULL,

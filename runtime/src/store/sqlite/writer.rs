@@ -744,13 +744,21 @@ pub(super) fn apply(db: &Connection, op: Op, inputs: &mut InputBatches, keep_inp
             job_log::clear(db, &record.agent)?;
             db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
                 .execute(params![initial.agent.as_str(), json(&initial)])?;
+            if keep_inputs {
+                // A new agent under an id used before starts a history of its own.
+                db.prepare_cached("DELETE FROM snapshot_history WHERE agent = ?1")?.execute([record.agent.as_str()])?;
+                keep_in_history(db, &initial)?;
+            }
             keep_agent(db, &record)?;
         }
         Op::Snapshot(snapshot) => {
             db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
                 .execute(params![snapshot.agent.as_str(), json(&snapshot)])?;
-            // The inputs folded into it are no longer needed to bring the agent back.
-            if !keep_inputs {
+            // The inputs folded into it are no longer needed to bring the agent back; a journal that keeps
+            // every input keeps every snapshot too, each the state as it was at its input.
+            if keep_inputs {
+                keep_in_history(db, &snapshot)?;
+            } else {
                 inputs.write_agent(db, &snapshot.agent)?;
                 input_log::clear(db, &snapshot.agent, Some(snapshot.seq))?;
             }
@@ -759,7 +767,7 @@ pub(super) fn apply(db: &Connection, op: Op, inputs: &mut InputBatches, keep_inp
         Op::Ended(agent) => {
             inputs.write_agent(db, &agent)?;
             input_log::clear(db, &agent, None)?;
-            for table in ["agents", "snapshots", "schedules"] {
+            for table in ["agents", "snapshots", "schedules", "snapshot_history"] {
                 db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?.execute([agent.as_str()])?;
             }
             job_log::clear(db, &agent)?;
@@ -796,5 +804,13 @@ pub(super) fn keep_agent(db: &Connection, record: &AgentRecord) -> rusqlite::Res
         record.asleep,
         parent.as_ref().map(AgentId::as_str)
     ])?;
+    Ok(())
+}
+
+/// Keeps a snapshot in the agent's history (a journal that keeps every input): the state at its input, for
+/// replaying the agent's past from any point.
+fn keep_in_history(db: &Connection, snapshot: &Snapshot) -> rusqlite::Result<()> {
+    db.prepare_cached("INSERT OR REPLACE INTO snapshot_history (agent, seq, snapshot) VALUES (?1, ?2, ?3)")?
+        .execute(params![snapshot.agent.as_str(), input_log::number(snapshot.seq), json(snapshot)])?;
     Ok(())
 }
