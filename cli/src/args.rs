@@ -94,6 +94,16 @@ pub enum Command {
         /// The agent.
         agent: String,
     },
+    /// Serves an agent's actions as an MCP server: on stdin and stdout (for a desktop MCP client), or over
+    /// streamable HTTP.
+    ServeMcp {
+        /// The agent.
+        #[arg(long)]
+        agent: String,
+        /// Serve over HTTP at this address (`127.0.0.1:8787`) instead of stdio.
+        #[arg(long)]
+        http: Option<String>,
+    },
     /// Lists an agent's logged inputs, with their sequence numbers.
     History {
         /// The agent.

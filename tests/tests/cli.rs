@@ -369,3 +369,62 @@ fn history_lists_the_inputs_and_state_at_folds_them() {
     assert!(state_at(last)["learning"].is_null(), "after the last input it has answered");
     assert_eq!(finish(agentry(dir.path()).args(["state", "librarian", "--at", &(last + 1).to_string()])).0, 6);
 }
+
+#[test]
+fn serve_mcp_answers_a_desktop_client_on_stdio_and_calls_pass_the_gate() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(dir.path(), &format!("{HELPER}\n[permissions]\ndeny = [\"fs.delete\"]\n"));
+    let mut child = agentry(dir.path())
+        .args(["serve-mcp", "--agent", "helper"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("serve-mcp starts");
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut ask = |id: u64, method: &str, params: Value| -> Value {
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{request}").expect("sent");
+        if method == "initialize" {
+            let line = lines.next().expect("an answer").expect("read");
+            writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                .expect("sent");
+            return serde_json::from_str(&line).expect("JSON");
+        }
+        loop {
+            let line = lines.next().expect("an answer").expect("read");
+            let answer: Value = serde_json::from_str(&line).expect("every stdout line is JSON-RPC");
+            if answer["id"] == id {
+                return answer;
+            }
+        }
+    };
+    let init = ask(
+        1,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "desktop", "version": "1"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    let tools = ask(2, "tools/list", serde_json::json!({}));
+    let names: Vec<&str> =
+        tools["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.iter().any(|n| n.contains("fs") && n.contains("list")), "{names:?}");
+    let listed = names.iter().find(|n| n.contains("fs") && n.contains("list")).expect("fs.list").to_string();
+    let called = ask(3, "tools/call", serde_json::json!({"name": listed, "arguments": {"path": "."}}));
+    assert_eq!(called["result"]["isError"], false, "{called}");
+    let deleted = names.iter().find(|n| n.contains("fs") && n.contains("delete")).map(ToString::to_string);
+    if let Some(delete) = deleted {
+        let refused = ask(4, "tools/call", serde_json::json!({"name": delete, "arguments": {"path": "x"}}));
+        assert!(
+            refused["result"]["isError"] == true || refused["error"].is_object(),
+            "the manifest's deny holds: {refused}"
+        );
+    }
+    drop(stdin);
+    let status = child.wait().expect("it ends when the client goes");
+    assert!(status.success(), "{status:?}");
+    let (_, out, _) = finish(agentry(dir.path()).args(["journal", "--action", "fs.list", "--status", "completed"]));
+    assert_eq!(out.lines().count(), 1, "the served call is journaled: {out}");
+}

@@ -3,7 +3,6 @@
 //! while it waits, it serves the control socket, so a run that needs approval can be approved from another
 //! terminal with `agentry approvals approve RUN`.
 
-use super::control::{Pending, bind, serve};
 use crate::error::CliError;
 use crate::manifest::Loaded;
 use crate::registry::Registry;
@@ -11,7 +10,6 @@ use agentry::action::{Caller, CallerCan, CallerRequest, OutcomeStatus};
 use agentry::id::AgentId;
 use serde_json::Value;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// Runs one action and prints its outcome as JSON; exit code 4 unless it completed.
 pub async fn call(
@@ -49,20 +47,8 @@ pub async fn call(
         Some(Err((error, _))) => return Err(CliError::NotCompleted(error)),
         None => {}
     }
-    let listener = bind(&data).await.map_err(|e| CliError::Start(format!("{e}; ask it instead, or stop it first")))?;
-    let started = crate::start::start(loaded, registry).await?;
-    let runtime = started.runtime.clone();
-    let pending = Pending::default();
-    let mut events = runtime.events();
-    let follower = {
-        let pending = pending.clone();
-        tokio::spawn(async move {
-            while let Ok(event) = events.recv().await {
-                pending.follow(&event);
-            }
-        })
-    };
-    let server = tokio::spawn(serve(listener, runtime.clone(), pending));
+    let hosted = super::host::host(loaded, registry).await?;
+    let runtime = hosted.started.runtime.clone();
     let (caller, mut heard) = Caller::new(CallerCan::default());
     let told = tokio::spawn(async move {
         while let Some(request) = heard.recv().await {
@@ -75,11 +61,8 @@ pub async fn call(
         }
     });
     let outcome = runtime.invoke_with(&agent, action, params, caller).await;
-    runtime.shutdown(Duration::from_secs(10)).await;
-    server.abort();
-    follower.abort();
+    hosted.close().await;
     told.abort();
-    let _ = std::fs::remove_file(super::control::socket_path(&data));
     let outcome = outcome?;
     println!("{}", serde_json::to_string_pretty(&outcome).unwrap_or_default());
     if outcome.status == OutcomeStatus::Completed {

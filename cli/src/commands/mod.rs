@@ -5,9 +5,11 @@ mod call;
 mod config;
 mod control;
 mod history;
+mod host;
 mod init;
 mod journal;
 mod run;
+mod serve_mcp;
 mod skills;
 
 use crate::args::{Cli, Command, ConfigCommand};
@@ -53,6 +55,9 @@ pub async fn dispatch(cli: Cli, registry: Registry) -> Result<ExitCode, CliError
         Command::Approvals(args) => approvals::approvals(&layers.load(None, &registry)?, args).await,
         Command::Journal(args) => journal::journal(&layers.load(None, &registry)?, args),
         Command::Inspect { agent } => journal::inspect(&layers.load(None, &registry)?, &agent).await,
+        Command::ServeMcp { agent, http } => {
+            serve_mcp::serve_mcp(&layers.load(None, &registry)?, &registry, &agent, http.as_deref()).await
+        }
         Command::History { agent, json } => history::history(&layers.load(None, &registry)?, &agent, json),
         Command::State { agent, at } => history::state(&layers.load(None, &registry)?, &registry, &agent, at).await,
         Command::Completions { shell } => {

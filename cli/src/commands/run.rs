@@ -75,8 +75,7 @@ pub async fn run(loaded: &Loaded, registry: &Registry, json: bool, prompt: bool)
                 Ok(event) => {
                     pending.follow(&event);
                     if let Some(line) = crate::render::event_line(&event, json) {
-                        println!("{line}");
-                        let _ = std::io::stdout().flush();
+                        out(&line);
                     }
                     if let (true, EventKind::ApprovalAsked { action, params, .. }) = (prompt, &event.kind)
                         && let Some(run) = event.run
@@ -109,12 +108,14 @@ fn ask_rx_take(
 }
 
 fn say(json: bool, value: &serde_json::Value, text: &str) {
-    if json {
-        println!("{value}");
-    } else {
-        println!("{text}");
-    }
-    let _ = std::io::stdout().flush();
+    if json { out(&value.to_string()) } else { out(text) }
+}
+
+/// One line on stdout, flushed. A reader that went away (`agentry run | head`) does not stop the runtime: what
+/// it would have read is dropped.
+fn out(line: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
 }
 
 /// Asks each waiting run in turn on the terminal: approve, deny, always (this action, for this agent), or show
@@ -141,17 +142,17 @@ async fn ask_in_terminal(runtime: Runtime, mut questions: tokio::sync::mpsc::Unb
                     runtime.always_allow(&q.agent, &q.action).await.map(|_| "approved, and always allowed from now")
                 }
                 "s" | "show" => {
-                    println!("{}", serde_json::to_string_pretty(&q.params).unwrap_or_default());
+                    out(&serde_json::to_string_pretty(&q.params).unwrap_or_default());
                     continue;
                 }
                 other => {
-                    println!("`{other}`? answer a, d, l or s");
+                    out(&format!("`{other}`? answer a, d, l or s"));
                     continue;
                 }
             };
             match outcome {
-                Ok(what) => println!("{what}"),
-                Err(err) => println!("not decided here: {err}"),
+                Ok(what) => out(what),
+                Err(err) => out(&format!("not decided here: {err}")),
             }
             break;
         }
@@ -172,9 +173,10 @@ async fn apply_decisions(runtime: &Runtime, data: &std::path::Path) {
             .and_then(|v| v["approve"].as_bool());
         let (Some(approve), Some(record)) = (approve, runtime.store().get(run)) else { continue };
         match runtime.decide(&record.agent, run, approve).await {
-            Ok(()) => {
-                println!("applied the decision kept for run {run}: {}", if approve { "approved" } else { "denied" })
-            }
+            Ok(()) => out(&format!(
+                "applied the decision kept for run {run}: {}",
+                if approve { "approved" } else { "denied" }
+            )),
             Err(err) => eprintln!("the decision kept for run {run} was not applied: {err}"),
         }
         let _ = std::fs::remove_file(&path);
