@@ -35,5 +35,34 @@ pub fn event_line(event: &Event, json: bool) -> Option<String> {
         // Queued runs and the rest are noise in a terminal; `--json` has everything.
         _ => return None,
     };
+    // What a tool or a model wrote reaches the terminal as text, never as control sequences that could move
+    // the cursor or fake a prompt.
+    let what: String = what
+        .chars()
+        .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
+        .collect();
     Some(format!("{at} {agent:<12} {what}{run}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentry::events::{Event, EventKind};
+
+    #[test]
+    fn control_characters_from_a_tool_are_shown_escaped() {
+        let event = Event {
+            at: chrono::Utc::now(),
+            agent: agentry::id::AgentId::new("a").expect("an id"),
+            run: None,
+            correlation: None,
+            kind: EventKind::ActionOutput {
+                action: "mcp.x.y".parse().expect("an id"),
+                text: "hi\x1b[2K\rapprove? ".into(),
+            },
+        };
+        let line = event_line(&event, false).expect("shown");
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.contains("\\u{1b}[2K\\r"), "{line}");
+    }
 }

@@ -74,7 +74,7 @@ pub async fn catalog(manifest: &Manifest, registry: &Registry) -> Result<(Vec<Sk
 pub async fn start(loaded: &Loaded, registry: &Registry) -> Result<Started, CliError> {
     let manifest = &loaded.merged;
     let data = data_dir(loaded);
-    std::fs::create_dir_all(&data).map_err(CliError::io(format!("creating the data folder {}", data.display())))?;
+    crate::commands::make_data_dir(&data)?;
     let (skills, mcp) = catalog(manifest, registry).await?;
     let mut builder = Runtime::builder();
     for skill in skills {

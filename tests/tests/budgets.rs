@@ -158,3 +158,26 @@ async fn a_rate_limit_that_queues_holds_the_runs_over_it_and_lets_them_through_i
         assert!(*at - started[0] >= interval * k - chrono::Duration::milliseconds(2), "{started:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_held_by_a_rate_limit_is_journaled_and_a_shutdown_ends_it() {
+    let policy = Policy::default().rate_limit(rate(1, Duration::from_secs(3600), WhenLimited::Queue));
+    let op = Operated::start(vec![meter_skill()], policy, &[]).await;
+    op.output("meter.tick", json!({})).await;
+    let mut events = op.runtime.events();
+    // The second is held for an hour: it is in the journal while it waits.
+    let agent = op.agent.clone();
+    let held = tokio::spawn(async move {
+        let signal = agentry::signal::Signal::new("do", json!({"action": "meter.tick", "params": {}})).expect("a kind");
+        agent.call(signal, agentry_tests::CALL).await
+    });
+    let queued = wait_for(&mut events, |e| matches!(e.kind, EventKind::ActionQueued { .. })).await;
+    let run = queued.run.expect("a run");
+    // The operator's next message is taken after the turn that held the run: a barrier, not a wait.
+    op.operator().await;
+    assert!(op.runtime.store().get(run).is_some(), "the held run is journaled");
+    op.runtime.shutdown(Duration::from_secs(5)).await;
+    let record = op.runtime.store().get(run).expect("still there");
+    assert!(record.status().is_final(), "a shutdown ends it, never leaves it queued: {record:?}");
+    let _ = held.await;
+}

@@ -428,3 +428,15 @@ fn serve_mcp_answers_a_desktop_client_on_stdio_and_calls_pass_the_gate() {
     let (_, out, _) = finish(agentry(dir.path()).args(["journal", "--action", "fs.list", "--status", "completed"]));
     assert_eq!(out.lines().count(), 1, "the served call is journaled: {out}");
 }
+
+#[test]
+fn two_processes_never_run_one_data_folder() {
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(dir.path(), HELPER);
+    let _run = Running::start(dir.path(), &["--no-prompt"]);
+    let (code, _, err) = finish(agentry(dir.path()).args(["run", "--no-prompt"]));
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("another agentry process runs on"), "{err}");
+    let (code, _, err) = finish(agentry(dir.path()).args(["serve-mcp", "--agent", "helper"]).stdin(Stdio::null()));
+    assert_eq!(code, 5, "{err}");
+}

@@ -27,7 +27,7 @@ pub async fn approvals(loaded: &Loaded, args: ApprovalsArgs) -> Result<ExitCode,
             let waiting = match ask(&data, &Request::Approvals).await {
                 Some(Ok(Value::Array(list))) => list,
                 Some(Ok(_)) => Vec::new(),
-                Some(Err((error, _))) => return Err(CliError::Start(error)),
+                Some(Err((error, code))) => return Err(super::control::failure(error, &code)),
                 None => offline_pending(&data)?,
             };
             for entry in &waiting {
@@ -65,19 +65,20 @@ async fn decide(data: &Path, run: &str, approve: bool) -> Result<ExitCode, CliEr
             println!("{word} run {run}");
             Ok(ExitCode::SUCCESS)
         }
-        Some(Err((error, code))) if code == "not_found" => Err(CliError::NotFound(error)),
-        Some(Err((error, _))) => Err(CliError::Start(error)),
+        Some(Err((error, code))) => Err(super::control::failure(error, &code)),
         None => {
             // No live runtime: the decision waits in the data folder for the next start.
             let waiting = offline_pending(data)?;
-            if !waiting.iter().any(|w| w["run"] == json!(run)) {
+            let Some(entry) = waiting.into_iter().find(|w| w["run"] == json!(run)) else {
                 return Err(CliError::NotFound(format!("no run {run} waits for approval in the journal")));
-            }
+            };
             let dir = decisions_dir(data);
             std::fs::create_dir_all(&dir).map_err(CliError::io(format!("creating {}", dir.display())))?;
             let file = dir.join(format!("{run}.json"));
-            std::fs::write(&file, json!({"approve": approve}).to_string())
-                .map_err(CliError::io(format!("writing {}", file.display())))?;
+            // Bound to the run as the journal has it: applied only to that agent's run of that action with
+            // those params.
+            let decision = json!({"approve": approve, "agent": entry["agent"], "action": entry["action"], "params_digest": entry["params_digest"]});
+            std::fs::write(&file, decision.to_string()).map_err(CliError::io(format!("writing {}", file.display())))?;
             println!("{word} run {run}; no runtime runs now, so it is applied when `agentry run` starts");
             Ok(ExitCode::SUCCESS)
         }
@@ -90,6 +91,6 @@ fn offline_pending(data: &Path) -> Result<Vec<Value>, CliError> {
     let query = RunQuery { status: Some(RunStatus::AwaitingApproval), ..RunQuery::default() };
     Ok(agentry::store::Store::query(&journal, &query)
         .into_iter()
-        .map(|r| json!({"agent": r.agent, "run": r.run, "action": r.action}))
+        .map(|r| json!({"agent": r.agent, "run": r.run, "action": r.action, "params_digest": r.params_digest}))
         .collect())
 }

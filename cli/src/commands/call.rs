@@ -29,7 +29,7 @@ pub async fn call(
     };
     let agent = AgentId::new(agent).map_err(|e| CliError::Usage(e.to_string()))?;
     let data = crate::start::data_dir(loaded);
-    std::fs::create_dir_all(&data).map_err(CliError::io(format!("creating {}", data.display())))?;
+    super::control::make_data_dir(&data)?;
     // A runtime runs on this data folder already: it makes the call.
     let request =
         super::control::Request::Call { agent: agent.to_string(), action: action.to_owned(), params: params.clone() };
@@ -43,8 +43,7 @@ pub async fn call(
                 crate::error::code::NOT_COMPLETED
             }));
         }
-        Some(Err((error, code))) if code == "not_found" => return Err(CliError::NotFound(error)),
-        Some(Err((error, _))) => return Err(CliError::NotCompleted(error)),
+        Some(Err((error, code))) => return Err(super::control::failure(error, &code)),
         None => {}
     }
     let hosted = super::host::host(loaded, registry).await?;
@@ -84,9 +83,7 @@ pub async fn send(loaded: &Loaded, agent: &str, kind: &str, data: Option<&str>) 
             println!("sent `{kind}` to {agent}");
             Ok(ExitCode::SUCCESS)
         }
-        Some(Err((error, code))) if code == "not_found" => Err(CliError::NotFound(error)),
-        Some(Err((error, code))) if code == "usage" => Err(CliError::Usage(error)),
-        Some(Err((error, _))) => Err(CliError::Start(error)),
+        Some(Err((error, code))) => Err(super::control::failure(error, &code)),
         None => Err(CliError::Start("no runtime runs on this data folder; start it with `agentry run`".to_owned())),
     }
 }

@@ -107,23 +107,65 @@ impl Pending {
     }
 }
 
-/// Listens on the data folder's socket; `Err` when another live process holds it.
-pub async fn bind(data: &Path) -> Result<UnixListener, String> {
+/// The data folder, held by this process: an exclusive lock on `<data>/lock` for as long as this lives, so two
+/// processes never run one journal (two `agentry call` started together, say).
+pub struct Held {
+    /// The lock; the folder is this process's while it is open.
+    pub lock: std::fs::File,
+    /// The socket the holder serves.
+    pub listener: UnixListener,
+}
+
+/// Takes the data folder (its lock, then its socket); `Err` when another live process holds it.
+pub async fn bind(data: &Path) -> Result<Held, String> {
     let path = socket_path(data);
-    if UnixStream::connect(&path).await.is_ok() {
+    let lock_path = data.join("lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
         return Err(format!(
-            "another agentry process runs on {} already (its socket {} answers)",
+            "another agentry process runs on {} already (it holds {})",
             data.display(),
-            path.display()
+            lock_path.display()
         ));
     }
-    // A socket left by a process that died: nobody answers it.
+    // Holding the lock, a socket there is one a process that died left: nobody answers it.
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path).map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
-    Ok(listener)
+    Ok(Held { lock, listener })
+}
+
+/// A failure the live runtime answered, as the command's error (so its exit code is the one the command gives
+/// when it meets the failure itself).
+pub fn failure(error: String, code: &str) -> crate::error::CliError {
+    use crate::error::CliError;
+    match code {
+        "not_found" => CliError::NotFound(error),
+        "usage" => CliError::Usage(error),
+        "not_completed" => CliError::NotCompleted(error),
+        _ => CliError::Start(error),
+    }
+}
+
+/// Makes the data folder if it is not there, readable by its owner only (it holds the journal, the drives and
+/// the decisions kept for the next start).
+pub fn make_data_dir(data: &Path) -> Result<(), crate::error::CliError> {
+    use std::os::unix::fs::DirBuilderExt;
+    if data.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data)
+        .map_err(crate::error::CliError::io(format!("creating the data folder {}", data.display())))
 }
 
 /// Answers requests until the listener is dropped.

@@ -66,10 +66,18 @@ pub async fn state(loaded: &Loaded, registry: &Registry, agent: &str, seq: u64) 
             snapshot.agent_type
         ))
     })?;
-    let (skills, _mcp) = crate::start::catalog(&loaded.merged, registry).await?;
-    let catalog: Catalog = skills.into_iter().collect();
     let policy = record.policy().unwrap_or_default();
-    let state = (kind.replay)(snapshot.state, &catalog, &policy, &inputs).map_err(CliError::Start)?;
+    // The registry's skills first: nothing starts. Only an agent with an MCP server's or a model's skill mounted
+    // needs those, which means connecting to its servers.
+    let local: Catalog = registry.skills.values().cloned().collect();
+    let state = match (kind.replay)(snapshot.state.clone(), &local, &policy, &inputs) {
+        Ok(state) => state,
+        Err(_) => {
+            let (skills, _mcp) = crate::start::catalog(&loaded.merged, registry).await?;
+            let catalog: Catalog = skills.into_iter().collect();
+            (kind.replay)(snapshot.state, &catalog, &policy, &inputs).map_err(CliError::Start)?
+        }
+    };
     println!(
         "{}",
         serde_json::to_string_pretty(&json!({"agent": agent, "at": seq, "state": state})).unwrap_or_default()

@@ -20,13 +20,15 @@ pub struct Hosted {
     pub started: Started,
     tasks: Vec<JoinHandle<()>>,
     data: PathBuf,
+    /// The data folder's lock, released last.
+    lock: std::fs::File,
 }
 
 /// Starts the manifest's runtime here, unless another process holds its data folder.
 pub async fn host(loaded: &Loaded, registry: &Registry) -> Result<Hosted, CliError> {
     let data = crate::start::data_dir(loaded);
-    std::fs::create_dir_all(&data).map_err(CliError::io(format!("creating {}", data.display())))?;
-    let listener = bind(&data).await.map_err(|e| CliError::Start(format!("{e}; ask it instead, or stop it first")))?;
+    super::control::make_data_dir(&data)?;
+    let held = bind(&data).await.map_err(|e| CliError::Start(format!("{e}; ask it instead, or stop it first")))?;
     let started = crate::start::start(loaded, registry).await?;
     let runtime = started.runtime.clone();
     let pending = Pending::default();
@@ -39,8 +41,9 @@ pub async fn host(loaded: &Loaded, registry: &Registry) -> Result<Hosted, CliErr
             }
         })
     };
+    let super::control::Held { lock, listener } = held;
     let server = tokio::spawn(serve(listener, runtime, pending));
-    Ok(Hosted { started, tasks: vec![follower, server], data })
+    Ok(Hosted { started, tasks: vec![follower, server], data, lock })
 }
 
 impl Hosted {
@@ -51,5 +54,6 @@ impl Hosted {
             task.abort();
         }
         let _ = std::fs::remove_file(socket_path(&self.data));
+        drop(self.lock);
     }
 }

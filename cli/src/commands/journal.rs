@@ -65,8 +65,7 @@ pub async fn inspect(loaded: &Loaded, agent: &str) -> Result<ExitCode, CliError>
     let id = AgentId::new(agent).map_err(|e| CliError::Usage(e.to_string()))?;
     let live = match ask(&data, &Request::Inspect { agent: agent.to_owned() }).await {
         Some(Ok(live)) => Some(live),
-        Some(Err((error, code))) if code == "not_found" => return Err(CliError::NotFound(error)),
-        Some(Err((error, _))) => return Err(CliError::Start(error)),
+        Some(Err((error, code))) => return Err(super::control::failure(error, &code)),
         None => None,
     };
     let journal = open_journal(&data)?;

@@ -4,6 +4,7 @@ mod approvals;
 mod call;
 mod config;
 mod control;
+pub use control::make_data_dir;
 mod history;
 mod host;
 mod init;

@@ -29,12 +29,18 @@ struct Question {
 /// Runs until Ctrl-C.
 pub async fn run(loaded: &Loaded, registry: &Registry, json: bool, prompt: bool) -> Result<ExitCode, CliError> {
     let data = crate::start::data_dir(loaded);
-    std::fs::create_dir_all(&data).map_err(CliError::io(format!("creating {}", data.display())))?;
-    let listener = bind(&data).await.map_err(CliError::Start)?;
+    // Listening for Ctrl-C (and SIGTERM) from the start, once: a listener made for each turn of the loop would
+    // miss a signal that came while the loop printed an event.
+    use tokio::signal::unix::{SignalKind, signal};
+    let listen = |kind| signal(kind).map_err(CliError::io("listening for Ctrl-C"));
+    let (mut interrupt, mut terminate) = (listen(SignalKind::interrupt())?, listen(SignalKind::terminate())?);
+    super::control::make_data_dir(&data)?;
+    let held = bind(&data).await.map_err(CliError::Start)?;
     let started = crate::start::start(loaded, registry).await?;
     let runtime = started.runtime.clone();
     let mut events = runtime.events();
     let pending = Pending::default();
+    let super::control::Held { lock, listener } = held;
     let server = tokio::spawn(serve(listener, runtime.clone(), pending.clone()));
     say(
         json,
@@ -70,7 +76,8 @@ pub async fn run(loaded: &Loaded, registry: &Registry, json: bool, prompt: bool)
     }
     let code = loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => break crate::error::code::INTERRUPTED,
+            _ = interrupt.recv() => break crate::error::code::INTERRUPTED,
+            _ = terminate.recv() => break crate::error::code::INTERRUPTED,
             event = events.recv() => match event {
                 Ok(event) => {
                     pending.follow(&event);
@@ -96,6 +103,7 @@ pub async fn run(loaded: &Loaded, registry: &Registry, json: bool, prompt: bool)
     }
     let _ = std::fs::remove_file(super::control::socket_path(&data));
     drop(started);
+    drop(lock);
     say(json, &serde_json::json!({"event": "stopped"}), "stopped");
     Ok(ExitCode::from(code))
 }
@@ -167,11 +175,28 @@ async fn apply_decisions(runtime: &Runtime, data: &std::path::Path) {
         let Some(run) = path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse::<Uuid>().ok()) else {
             continue;
         };
-        let approve = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v["approve"].as_bool());
-        let (Some(approve), Some(record)) = (approve, runtime.store().get(run)) else { continue };
+        let decision =
+            std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+        let record = runtime.store().get(run);
+        // Applied only to the run it was made for: the same agent, action and params as the journal has them.
+        let bound = |d: &serde_json::Value, r: &agentry::store::RunRecord| {
+            d["agent"] == r.agent.as_str()
+                && d["action"] == r.action.as_str()
+                && d["params_digest"] == r.params_digest.to_string()
+        };
+        let (Some(decision), Some(record)) = (decision, record) else {
+            eprintln!("the decision kept in {} names no run of the journal; it was dropped", path.display());
+            let _ = std::fs::remove_file(&path);
+            continue;
+        };
+        let Some(approve) = decision["approve"].as_bool().filter(|_| bound(&decision, &record)) else {
+            eprintln!(
+                "the decision kept in {} is not for run {run} as the journal has it; it was dropped",
+                path.display()
+            );
+            let _ = std::fs::remove_file(&path);
+            continue;
+        };
         match runtime.decide(&record.agent, run, approve).await {
             Ok(()) => out(&format!(
                 "applied the decision kept for run {run}: {}",

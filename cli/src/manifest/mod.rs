@@ -45,7 +45,7 @@ pub struct Manifest {
     #[serde(default)]
     pub budgets: IndexMap<Spanned<String>, BudgetSection>,
     /// How often every agent may run actions, by action pattern, in the file's order (an agent's own come
-    /// first): a run counts against the first that matches.
+    /// after): a run counts against the first that matches.
     #[serde(default)]
     pub rate_limits: IndexMap<Spanned<String>, RateSection>,
 }
@@ -133,7 +133,7 @@ pub struct AgentSection {
     /// What this agent may spend, on top of the top-level `[budgets]`.
     #[serde(default)]
     pub budgets: IndexMap<Spanned<String>, BudgetSection>,
-    /// How often this agent may run actions, before the top-level `[rate_limits]`, in the file's order.
+    /// How often this agent may run actions, after the top-level `[rate_limits]`, in the file's order.
     #[serde(default)]
     pub rate_limits: IndexMap<Spanned<String>, RateSection>,
 }

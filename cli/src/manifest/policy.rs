@@ -35,7 +35,8 @@ pub fn for_agent(manifest: &Manifest, agent: &AgentSection) -> Result<Policy, Wr
     for (pattern, budget) in agent.budgets.iter().chain(&manifest.budgets) {
         policy.budgets.push(budget_of(pattern, budget)?);
     }
-    for (pattern, rate) in agent.rate_limits.iter().chain(&manifest.rate_limits) {
+    // The shared limits first: a run counts against the first that matches, and an agent's own must not hide them.
+    for (pattern, rate) in manifest.rate_limits.iter().chain(&agent.rate_limits) {
         policy.rate_limits.push(rate_of(pattern, rate)?);
     }
     Ok(policy)

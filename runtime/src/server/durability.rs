@@ -417,7 +417,7 @@ impl<A: Agent> ServerState<A> {
         let mut ctx = self.run_context(ids.action.clone(), &by, RunKey::Given(plan.key.into()), ids.run);
         ctx.correlation_id = ids.correlation;
         let in_hand = Box::new(crate::runner::RunInHand::new(ctx, plan.params));
-        let ticket = Ticket { run: in_hand, by, approved: false, cleared: None };
+        let ticket = Ticket { run: in_hand, by, approved: false, cleared: None, metered: false };
         let contract = self.table.get(&ids.action).map(|a| a.action.spec().clone());
         let risk = contract.as_ref().map_or(crate::action::Risk::High, |c| self.policy.effective_risk(c));
         let digest =

@@ -37,7 +37,8 @@ impl<A: Agent> ServerState<A> {
                 since: now.checked_sub_signed(back),
                 ..RunQuery::default()
             };
-            for record in self.shared.store.query(&query) {
+            // A nested run's cost is in its caller's already (a run's cost counts the calls it made), as live.
+            for record in self.shared.store.query(&query).into_iter().filter(|r| r.parent_run.is_none()) {
                 let (Some(cost), Some((status, ended))) = (record.cost, record.history.last()) else { continue };
                 if RunStatus::is_final(*status) {
                     meter.spend(&record.action, cost, since_epoch(*ended));
@@ -67,6 +68,10 @@ impl<A: Agent> ServerState<A> {
             };
             return Err((ticket, error));
         }
+        // Journaled as it waits, like a queued run (so a shutdown or a crash finds it), its params kept once.
+        let mut ticket = ticket;
+        self.write_record(&mut ticket.run);
+        ticket.run.params_text = None;
         let run = ticket.run.ctx.run_id;
         let me = self.myself.clone();
         let timer = tokio::spawn(async move {

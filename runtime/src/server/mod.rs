@@ -72,6 +72,8 @@ pub(crate) struct Ticket {
     /// The gate's last yes, while nothing it depends on has changed since: a queued run whose table and policy
     /// are as they were need not be looked up again.
     pub cleared: Option<Clearance>,
+    /// The meter let it through already (see [`crate::meter::Meter::admit`]): it is not metered again.
+    pub metered: bool,
 }
 
 /// A gate decision and what it was taken against: the action table's and the policy's epochs.

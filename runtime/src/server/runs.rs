@@ -47,12 +47,12 @@ impl<A: Agent> ServerState<A> {
         let unwritten = Unwritten { draft, plan };
         let mut run = Box::new(RunInHand { ctx, params, params_text: None, unwritten: Some(unwritten) });
         self.announce_queued(&mut run, parent_run);
-        self.through_gate(Ticket { run, by, approved: false, cleared: None });
+        self.through_gate(Ticket { run, by, approved: false, cleared: None, metered: false });
     }
 
     /// Journals a run's record if it is not written yet: when it is parked, refused, handed to a routine, or
     /// cancelled before it starts. (A run that starts has its record written by the runner.)
-    fn write_record(&self, run: &mut RunInHand) {
+    pub(super) fn write_record(&self, run: &mut RunInHand) {
         run.write_record(&*self.shared.store);
     }
 
@@ -74,9 +74,16 @@ impl<A: Agent> ServerState<A> {
             return self.admit(cleared.action, ticket);
         }
         let now = super::metering::since_epoch(crate::wall_clock::now());
-        let meter = self.meter.as_deref_mut();
+        // A run the meter let through once (its permit taken, its budget checked) is not metered again when it
+        // meets the gate again after waiting in the queue.
+        let meter = self.meter.as_deref_mut().filter(|_| !ticket.metered);
+        let metering = meter.is_some();
         let (agent, action) = (&self.agent.id, &ticket.run.ctx.action_id);
-        match gate_metered(&self.table, &self.policy, meter, now, agent, action, taking_runs, ticket.approved) {
+        let gated = gate_metered(&self.table, &self.policy, meter, now, agent, action, taking_runs, ticket.approved);
+        if metering && matches!(gated, Gate::Pass(_)) {
+            ticket.metered = true;
+        }
+        match gated {
             Gate::Refused(error) => self.refuse(ticket, error),
             Gate::Wait(wait) => {
                 if let Err((ticket, error)) = self.hold(ticket, wait) {

@@ -505,7 +505,7 @@ impl<A: Agent> Simulation<A> {
                     requested: self.now,
                 };
                 self.journal_queued(agent, (run, &ids.action, ids.correlation, None), &params);
-                self.through_gate(agent, Ticket { ids, params, approved: false });
+                self.through_gate(agent, Ticket { ids, params, approved: false, metered: false });
             }
             Command::Emit { signal, to } => {
                 let signal = self.stamp_at(signal, self.now);

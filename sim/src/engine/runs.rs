@@ -22,6 +22,8 @@ pub(super) struct Ticket {
     pub(super) params: Value,
     /// Approved already: the gate does not ask again (retries and a queued start included).
     pub(super) approved: bool,
+    /// The meter let it through already: a queued start does not meter it again.
+    pub(super) metered: bool,
 }
 
 /// A run waiting for its approval, and what the approver will say.
@@ -105,8 +107,12 @@ impl<A: Agent> Simulation<A> {
         let approved = ticket.approved;
         let now = Duration::from_nanos(self.now);
         let slot = &mut self.agents[agent];
-        let meter = slot.meter.as_deref_mut();
-        match gate_metered(&slot.table, &slot.policy, meter, now, &slot.id, &ticket.ids.action, true, approved) {
+        let meter = slot.meter.as_deref_mut().filter(|_| !ticket.metered);
+        let metering = meter.is_some();
+        let gated = gate_metered(&slot.table, &slot.policy, meter, now, &slot.id, &ticket.ids.action, true, approved);
+        let mut ticket = ticket;
+        ticket.metered |= metering && matches!(gated, Gate::Pass(_));
+        match gated {
             Gate::Refused(error) => self.refuse(agent, &ticket.ids, error),
             Gate::Wait(wait) => {
                 let incarnation = self.agents[agent].incarnation;
@@ -412,31 +418,39 @@ impl<A: Agent> Simulation<A> {
         });
         let mut ctx = nested::context(caller, action.clone(), run, skill);
         let mut waited = Duration::ZERO;
-        // A rate limit that holds the call makes its caller wait, then asks again.
-        let gated = loop {
-            let now = Duration::from_nanos(self.now.saturating_add(nanos(waited)));
-            let slot = &mut self.agents[agent];
-            let meter = slot.meter.as_deref_mut();
-            match gate_metered(&slot.table, &slot.policy, meter, now, &slot.id, &action, true, false) {
-                Gate::Wait(wait) => waited += wait,
-                gated => break gated,
-            }
+        // A nested call is played out inside its caller's run: a rate limit that would hold it refuses it here
+        // (the simulator does not suspend a caller mid-play), with the same typed error a `refuse` limit gives.
+        let now = Duration::from_nanos(self.now);
+        let held = |wait: Duration| ActionError::RateLimited {
+            reason: format!(
+                "a nested call held by a rate limit for {}ms is refused in the simulator",
+                wait.as_millis()
+            ),
         };
+        let slot = &mut self.agents[agent];
+        let gated =
+            gate_metered(&slot.table, &slot.policy, slot.meter.as_deref_mut(), now, &slot.id, &action, true, false);
         let admitted = match gated {
-            Gate::Wait(_) => Err(ActionError::critical("a held call came back held")),
+            Gate::Wait(wait) => Err(held(wait)),
             Gate::Refused(error) => Err(error),
             Gate::Pass(admitted) => Ok(admitted),
-            Gate::NeedsApproval(admitted, _) => {
+            Gate::NeedsApproval(_, _) => {
                 self.journal_update(run, RunLife::asked(), Duration::ZERO);
                 let (granted, after) = self.approver();
                 self.fault(agent, Fault::Approval { run, granted });
                 waited = after;
-                match granted {
-                    true => {
-                        self.journal_update(run, RunLife::approved(), waited);
-                        Ok(admitted)
+                if granted {
+                    self.journal_update(run, RunLife::approved(), waited);
+                    // Approved: the gate and the meter once more, as the server does for an approved run.
+                    let slot = &mut self.agents[agent];
+                    let meter = slot.meter.as_deref_mut();
+                    match gate_metered(&slot.table, &slot.policy, meter, now, &slot.id, &action, true, true) {
+                        Gate::Pass(admitted) | Gate::NeedsApproval(admitted, _) => Ok(admitted),
+                        Gate::Wait(wait) => Err(held(wait)),
+                        Gate::Refused(error) => Err(error),
                     }
-                    false => Err(RunLife::denied()),
+                } else {
+                    Err(RunLife::denied())
                 }
             }
         };

@@ -261,7 +261,7 @@ impl SqliteStore {
     /// let folder = tempfile::tempdir()?;
     /// let options = SqliteOptions { keep_inputs: true, ..SqliteOptions::default() };
     /// let store = SqliteStore::open_with(folder.path().join("journal.db"), options)?;
-    /// assert!(store.history_at(&"nobody".parse()?, 7)?.is_none());
+    /// assert!(store.history_at(&agentry::id::AgentId::new("nobody")?, 7)?.is_none());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn history_at(&self, agent: &AgentId, seq: u64) -> Result<Option<Past>, StoreError> {
@@ -272,7 +272,10 @@ impl SqliteStore {
             let Some(snapshot) = found.into_iter().next() else { return Ok(None) };
             let mut inputs = input_log::after(db, agent, snapshot.seq)?;
             inputs.retain(|(n, _)| *n <= seq);
-            Ok(Some((snapshot, inputs)))
+            // Only a whole stretch of inputs folds into the state then: a journal that stopped keeping every
+            // input (or never did) has gaps, and a gap would give a state the agent never had.
+            let whole = inputs.iter().zip(snapshot.seq + 1..).all(|((n, _), expected)| *n == expected);
+            Ok(whole.then_some((snapshot, inputs)))
         })
     }
 

@@ -744,9 +744,9 @@ pub(super) fn apply(db: &Connection, op: Op, inputs: &mut InputBatches, keep_inp
             job_log::clear(db, &record.agent)?;
             db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
                 .execute(params![initial.agent.as_str(), json(&initial)])?;
+            // A new agent under an id used before starts a history of its own (whatever this journal keeps now).
+            db.prepare_cached("DELETE FROM snapshot_history WHERE agent = ?1")?.execute([record.agent.as_str()])?;
             if keep_inputs {
-                // A new agent under an id used before starts a history of its own.
-                db.prepare_cached("DELETE FROM snapshot_history WHERE agent = ?1")?.execute([record.agent.as_str()])?;
                 keep_in_history(db, &initial)?;
             }
             keep_agent(db, &record)?;
