@@ -108,6 +108,9 @@ pub enum Command {
     History {
         /// The agent.
         agent: String,
+        /// Only the inputs after this one.
+        #[arg(long, default_value_t = 0)]
+        after: u64,
         /// As JSON lines.
         #[arg(long)]
         json: bool,
@@ -119,6 +122,57 @@ pub enum Command {
         /// The input's sequence number.
         #[arg(long)]
         at: u64,
+    },
+    /// Talks with an LLM agent in the terminal: each line is a message; tool runs and approvals show as they
+    /// come. `/exit` or Ctrl-D ends.
+    Chat {
+        /// The agent (of type `llm`).
+        agent: String,
+        /// How long one answer may take (`90s`, `10m`).
+        #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
+    },
+    /// Runs a simulation from a scenario file, with a progress bar, and writes its metrics as CSV and an SVG plot.
+    Sim {
+        /// The scenario (TOML; see docs/cli.md).
+        scenario: PathBuf,
+        /// The folder for `<scenario>.csv` and `<scenario>.svg` (default: the scenario's own).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print a summary as one JSON object, and no progress bar.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspects or checks one of the manifest's MCP servers (`[mcp_servers.<name>]`).
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        what: McpCommand,
+    },
+    /// Replays an agent's past into the simulator from an input on, with the inputs after it as recorded, some
+    /// dropped, or replaced; runs it asks for again end as recorded, new ones are refused. The live agent and
+    /// its journal are not touched.
+    Fork {
+        /// The agent.
+        agent: String,
+        /// The input to fork after (see `agentry history`).
+        #[arg(long)]
+        at: u64,
+        /// Give these inputs instead of the recorded ones: JSON lines, as `agentry history --json` prints them.
+        #[arg(long, conflicts_with = "drop")]
+        inputs: Option<PathBuf>,
+        /// Leave out this recorded input (by sequence number; may be repeated).
+        #[arg(long)]
+        drop: Vec<u64>,
+        /// How long to play, in virtual time (`90s`, `2h`; default: to the last input and an hour more).
+        #[arg(long = "for", value_parser = humantime::parse_duration)]
+        play_for: Option<std::time::Duration>,
+        /// The simulation's seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Prints shell completions.
     Completions {
@@ -135,6 +189,27 @@ pub enum ConfigCommand {
         /// Merge every layer, and say which file each value came from.
         #[arg(long)]
         resolved: bool,
+    },
+}
+
+/// `agentry mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Lists a server's tools with the action id and risk agentry gives each, and whether each is enabled.
+    Inspect {
+        /// The server, as `[mcp_servers.<name>]` names it.
+        name: String,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Checks a server against what agentry expects of one; exit code 7 when a check fails.
+    Validate {
+        /// The server, as `[mcp_servers.<name>]` names it.
+        name: String,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

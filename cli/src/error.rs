@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 /// Exit codes: 0 success; 1 any other failure; 2 bad command line (clap's own); 3 the manifest is wrong; 4 the
 /// run or call did not complete (refused, failed, denied); 5 the runtime or its data folder could not be
-/// opened; 6 what was asked for does not exist (an agent, a run, a pending approval); 130 stopped by Ctrl-C.
+/// opened; 6 what was asked for does not exist (an agent, a run, a pending approval); 7 a check did not pass;
+/// 130 stopped by Ctrl-C.
 pub mod code {
     /// Everything went as asked.
     pub const OK: u8 = 0;
@@ -14,7 +15,7 @@ pub mod code {
     pub const FAILURE: u8 = 1;
     /// The command line was wrong (clap exits with it).
     pub const USAGE: u8 = 2;
-    /// The manifest is wrong.
+    /// The manifest (or a scenario) is wrong.
     pub const MANIFEST: u8 = 3;
     /// The action did not complete: refused, failed, denied or still waiting.
     pub const NOT_COMPLETED: u8 = 4;
@@ -22,6 +23,8 @@ pub mod code {
     pub const RUNTIME: u8 = 5;
     /// No such agent, run or pending approval.
     pub const NOT_FOUND: u8 = 6;
+    /// A check did not pass (`agentry mcp validate` prints each).
+    pub const CHECK_FAILED: u8 = 7;
     /// Stopped by Ctrl-C (after a clean shutdown).
     pub const INTERRUPTED: u8 = 130;
 }
@@ -47,6 +50,20 @@ pub enum CliError {
     /// Bad input on the command line that clap could not catch (JSON params, say).
     #[error("{0}")]
     Usage(String),
+    /// The scenario (`agentry sim`) has mistakes (each printed as a diagnostic).
+    #[error("the scenario has {} mistake(s)", .0.len())]
+    Scenario(Vec<ManifestError>),
+    /// The simulator refused the scenario, or its table or plot could not be written.
+    #[error("the simulation failed: {0}")]
+    Simulation(#[from] agentry_sim::SimError),
+    /// Checks did not pass (`agentry mcp validate` printed each).
+    #[error("{failed} of {total} checks did not pass")]
+    ChecksFailed {
+        /// How many failed.
+        failed: usize,
+        /// How many were made.
+        total: usize,
+    },
     /// A file could not be read or written.
     #[error("{what}: {source}")]
     Io {
@@ -72,6 +89,9 @@ impl CliError {
             Self::NotCompleted(_) => code::NOT_COMPLETED,
             Self::Usage(_) => code::USAGE,
             Self::Io { .. } => code::FAILURE,
+            Self::ChecksFailed { .. } => code::CHECK_FAILED,
+            Self::Scenario(_) => code::MANIFEST,
+            Self::Simulation(_) => code::FAILURE,
         })
     }
 

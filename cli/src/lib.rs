@@ -19,7 +19,11 @@ pub mod error;
 pub mod manifest;
 mod registry;
 mod render;
+mod replay;
+pub mod scenario;
+mod simulation;
 pub mod start;
+mod suggest;
 
 pub use error::CliError;
 pub use registry::{Registry, Tools};
@@ -45,6 +49,13 @@ pub fn run_with(registry: Registry) -> ExitCode {
                 eprint!("{}", error.render());
             }
             eprintln!("error: the manifest has {} mistake(s)", errors.len());
+            ExitCode::from(error::code::MANIFEST)
+        }
+        Err(CliError::Scenario(errors)) => {
+            for error in &errors {
+                eprint!("{}", error.render());
+            }
+            eprintln!("error: the scenario has {} mistake(s)", errors.len());
             ExitCode::from(error::code::MANIFEST)
         }
         Err(err) => {

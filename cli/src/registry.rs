@@ -3,6 +3,8 @@
 //! user's own binary adds its own with [`Registry::skill`] and [`Registry::agent`] and hands the registry to
 //! [`crate::run_with`].
 
+use crate::replay::{Fork, Replay, fork, replay};
+use crate::simulation::{Simulate, simulate};
 use agentry::agent::{Agent, Reaction};
 use agentry::id::{AgentId, SkillId};
 use agentry::policy::Policy;
@@ -35,28 +37,19 @@ pub(crate) struct AgentType {
     pub spawn: Spawn,
     /// Folds logged inputs into a snapshot's state, as a recovery does (for time travel).
     pub replay: Replay,
+    /// Plays an agent's past into the simulator from a point (`agentry fork`).
+    pub fork: Fork,
+    /// The skills the type mounts itself when an agent starts (its own builds of them).
+    pub start_skills: fn() -> Vec<Skill>,
+    /// Runs a scenario's plan with agents of this type (`agentry sim`); `None` for a type the simulator cannot
+    /// run from a file (`llm`: its model is a live service).
+    pub simulate: Option<Simulate>,
 }
 
-/// Folds `inputs` into a snapshot's `state` (serialized `AgentState`) with `catalog` and `policy`, and
-/// returns the state after them, serialized.
-pub(crate) type Replay = fn(Value, &agentry::skill::Catalog, &Policy, &[(u64, Signal)]) -> Result<Value, String>;
-
-/// [`Replay`] for agents of type `A`.
-fn replay<A: Agent>(
-    state: Value,
-    catalog: &agentry::skill::Catalog,
-    policy: &Policy,
-    inputs: &[(u64, Signal)],
-) -> Result<Value, String> {
-    let mut state: agentry::skill::AgentState<A> =
-        serde_json::from_value(state).map_err(|e| format!("the snapshot is not a state of `{}`: {e}", A::name()))?;
-    if let Some(missing) = state.skills().keys().find(|skill| catalog.get(skill).is_none()) {
-        return Err(format!("skill `{missing}` is mounted on the agent and not in this catalog"));
-    }
-    for (_, signal) in inputs {
-        agentry::driver::replay_input(&mut state, signal, catalog, policy);
-    }
-    serde_json::to_value(&state).map_err(|e| e.to_string())
+/// The skills agents of type `A` mount themselves when they start; none if they do not build (spawning says
+/// why).
+fn start_skills<A: Agent>() -> Vec<Skill> {
+    A::start_skills().map(|skills| skills.into_iter().map(|(skill, _)| skill).collect()).unwrap_or_default()
 }
 
 /// The skills and agent types a manifest may name.
@@ -88,6 +81,9 @@ impl Registry {
             AgentType {
                 register: |builder| builder.agent::<agentry_llm::agent::LlmAgent>(),
                 replay: replay::<agentry_llm::agent::LlmAgent>,
+                fork: fork::<agentry_llm::agent::LlmAgent>,
+                start_skills: start_skills::<agentry_llm::agent::LlmAgent>,
+                simulate: None,
                 spawn: Arc::new(|runtime, spawning| {
                     Box::pin(async move {
                         let config: agentry_llm::agent::LlmConfig = serde_json::from_value(spawning.config)
@@ -137,7 +133,14 @@ impl Registry {
         });
         self.agents.insert(
             A::name().to_owned(),
-            AgentType { register: |builder| builder.agent::<A>(), spawn, replay: replay::<A> },
+            AgentType {
+                register: |builder| builder.agent::<A>(),
+                spawn,
+                replay: replay::<A>,
+                fork: fork::<A>,
+                start_skills: start_skills::<A>,
+                simulate: Some(simulate::<A>),
+            },
         );
         self
     }

@@ -25,6 +25,11 @@ pub fn event_line(event: &Event, json: bool) -> Option<String> {
         EventKind::ActionRetried { action, attempt, class, .. } => {
             format!("{action} retrying after attempt {attempt} ({class:?})")
         }
+        EventKind::ActionNote { action, topic, data } if topic == agentry::action::PROGRESS => {
+            let percent = (data["fraction"].as_f64().unwrap_or(0.0) * 100.0).round();
+            let message = data["message"].as_str().map(|m| format!(": {m}")).unwrap_or_default();
+            format!("{action} {percent}%{message}")
+        }
         EventKind::ActionNote { action, topic, data } => format!("{action} {topic}: {data}"),
         EventKind::ActionOutput { text, .. } => format!("… {text}"),
         EventKind::ApprovalAsked { action, risk, .. } => format!("{action} waits for approval (risk {risk:?})"),
@@ -35,13 +40,48 @@ pub fn event_line(event: &Event, json: bool) -> Option<String> {
         // Queued runs and the rest are noise in a terminal; `--json` has everything.
         _ => return None,
     };
-    // What a tool or a model wrote reaches the terminal as text, never as control sequences that could move
-    // the cursor or fake a prompt.
-    let what: String = what
-        .chars()
-        .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
-        .collect();
-    Some(format!("{at} {agent:<12} {what}{run}"))
+    Some(format!("{at} {agent:<12} {}{run}", escape(&what)))
+}
+
+/// Which progress notes a terminal shows, so a run that reports often does not flood it: a run's first, each
+/// that moves it on by a tenth or more or says something new, and its last (100%). Every other event passes.
+#[derive(Default)]
+pub struct ProgressShown(std::collections::HashMap<uuid::Uuid, (u8, Option<String>)>);
+
+impl ProgressShown {
+    /// Whether to show `event`.
+    pub fn admit(&mut self, event: &Event) -> bool {
+        let Some(run) = event.run else { return true };
+        match &event.kind {
+            EventKind::ActionNote { topic, data, .. } if topic == agentry::action::PROGRESS => {
+                let fraction = data["fraction"].as_f64().unwrap_or(0.0).clamp(0.0, 1.0);
+                let tenths = (fraction * 10.0).floor() as u8;
+                let message = data["message"].as_str().map(str::to_owned);
+                match self.0.get(&run) {
+                    Some((shown, said)) if *shown == tenths && *said == message => false,
+                    _ => {
+                        self.0.insert(run, (tenths, message));
+                        true
+                    }
+                }
+            }
+            EventKind::ActionCompleted { .. } | EventKind::ActionFailed { .. } | EventKind::ActionBlocked { .. } => {
+                self.0.remove(&run);
+                true
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Text as the terminal may show it: what a tool, a model or a peer wrote reaches the terminal as text, never
+/// as control sequences that could move the cursor or fake a prompt, nor as invisible characters that reorder
+/// or hide text (zero-width, bidirectional overrides and isolates, byte-order mark): those are escaped as
+/// `\u{..}`.
+pub(crate) fn escape(text: &str) -> String {
+    let invisible = |c: char| matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let hidden = |c: char| c.is_control() || invisible(c) || c == '\u{feff}';
+    text.chars().flat_map(|c| if hidden(c) { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
 }
 
 #[cfg(test)]

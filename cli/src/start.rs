@@ -43,6 +43,20 @@ pub fn data_dir(loaded: &Loaded) -> PathBuf {
     if data.is_absolute() { data.clone() } else { loaded.dir().join(data) }
 }
 
+/// Makes the data folder if it is not there, readable by its owner only (it holds the journal, the drives and
+/// the decisions kept for the next start).
+pub fn make_data_dir(data: &std::path::Path) -> Result<(), crate::error::CliError> {
+    use std::os::unix::fs::DirBuilderExt;
+    if data.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data)
+        .map_err(crate::error::CliError::io(format!("creating the data folder {}", data.display())))
+}
+
 /// Every skill the manifest can mount: the registry's, one per enabled MCP server (connected, so its tools are
 /// known) and one per model (offered the others' actions as tools).
 pub async fn catalog(manifest: &Manifest, registry: &Registry) -> Result<(Vec<Skill>, Vec<McpClient>), CliError> {
@@ -74,7 +88,7 @@ pub async fn catalog(manifest: &Manifest, registry: &Registry) -> Result<(Vec<Sk
 pub async fn start(loaded: &Loaded, registry: &Registry) -> Result<Started, CliError> {
     let manifest = &loaded.merged;
     let data = data_dir(loaded);
-    crate::commands::make_data_dir(&data)?;
+    make_data_dir(&data)?;
     let (skills, mcp) = catalog(manifest, registry).await?;
     let mut builder = Runtime::builder();
     for skill in skills {

@@ -30,9 +30,25 @@ fn every_toml_block_of_the_manifest_pages_reads_as_a_manifest() {
         let blocks = toml_blocks(page);
         assert!(page != "manifest.md" || blocks.len() >= 8, "{page} has its examples");
         for (line, block) in blocks {
+            // A scenario (`agentry sim`) says so on its first line.
+            if block.starts_with("# scenario") {
+                if let Err(err) = toml::from_str::<agentry_cli::scenario::Scenario>(&block) {
+                    panic!("docs/{page}, the block at line {line} is not a scenario: {err}\n{block}");
+                }
+                continue;
+            }
             if let Err(err) = toml::from_str::<Manifest>(&block) {
                 panic!("docs/{page}, the block at line {line} is not a manifest: {err}\n{block}");
             }
         }
+    }
+}
+
+#[test]
+fn the_example_scenario_reads_as_a_scenario() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/scenario.toml");
+    let text = std::fs::read_to_string(&path).expect("the example is there");
+    if let Err(err) = toml::from_str::<agentry_cli::scenario::Scenario>(&text) {
+        panic!("examples/scenario.toml is not a scenario: {err}");
     }
 }

@@ -78,9 +78,11 @@ pub enum EventKind {
         text: String,
     },
     /// A run reported something about its work as it went ([`ActionContext::note`]): the tools a model was
-    /// offered and how they scored, say.
+    /// offered and how they scored, say. Its progress ([`ActionContext::progress`]) comes as a note of topic
+    /// [`PROGRESS`](crate::action::PROGRESS), `{"fraction": 0.0..=1.0, "message": ...}`.
     ///
     /// [`ActionContext::note`]: crate::action::ActionContext::note
+    /// [`ActionContext::progress`]: crate::action::ActionContext::progress
     ActionNote {
         /// The action.
         action: ActionId,

@@ -12,6 +12,7 @@
 
 pub mod action;
 pub mod agent;
+mod allowance;
 mod contract;
 mod directory;
 pub mod driver;

@@ -1,8 +1,8 @@
 //! Policies: pure decisions about what an agent may mount and run.
 
+pub use crate::allowance::{Budget, RateLimit, WhenLimited, WhenSpent};
 use crate::contract::{ActionSpec, Capability, Risk};
 use crate::id::SkillId;
-pub use crate::meter::{Budget, RateLimit, WhenLimited, WhenSpent};
 use crate::pattern::Pattern;
 use crate::target::Target;
 use schemars::JsonSchema;

@@ -36,6 +36,11 @@ pub enum SimError {
     /// An action model for an action that no skill in the simulation's catalog provides.
     #[error("an action model is given for `{0}`, which no skill in the simulation's catalog provides")]
     UnknownAction(ActionId),
+    /// An agent restored with a skill mounted that the simulation's catalog does not have.
+    #[error(
+        "skill `{0}` is mounted on the agent and not in the simulation's catalog; expected every mounted skill in it"
+    )]
+    UnknownSkill(agentry::id::SkillId),
     /// Two metrics with one name.
     #[error("metric `{0}` is defined twice; expected every metric name once")]
     DuplicateMetric(String),

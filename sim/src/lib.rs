@@ -60,6 +60,7 @@ pub mod models;
 mod network;
 pub mod plot;
 mod process;
+mod recording;
 mod sweep;
 mod trace;
 
@@ -70,6 +71,7 @@ pub use metrics::{Census, Counts, Metrics, Row, Table};
 pub use model::{ActionModel, Latency, OutputFn};
 pub use network::Network;
 pub use process::{Contacts, Process, Who};
+pub use recording::{Recording, Told};
 pub use sweep::{Run, sweep};
 pub use trace::{Entry, Moment, Trace, What};
 

@@ -655,3 +655,58 @@ fn nested_calls_play_in_virtual_time_and_an_endless_caller_is_stopped() {
     assert_eq!(relay.ended - relay.started, Duration::from_millis(250), "the call's latency is the caller's");
     assert!(fetch.parent_run.is_some() && relay.parent_run.is_none());
 }
+
+#[test]
+fn a_restored_agent_replays_recorded_runs_and_refuses_the_rest_without_running_them() {
+    use agentry::action::Outcome;
+    use agentry_sim::Recording;
+    // A recorded fetch that took 3 s and returned what the world said then; the model would say "modelled".
+    let mut recording = Recording::default();
+    let fetched = Outcome::completed(json!("recorded fetch"), Duration::from_secs(3), 1);
+    let fetch = ActionId::new("tools.fetch").unwrap();
+    recording.record(
+        fetch.clone(),
+        agentry::store::params_digest(&json!({"n": 1})),
+        vec![(Duration::from_secs(3), fetched)],
+    );
+    recording.record(fetch, agentry::store::params_digest(&json!({"n": 2})), vec![]);
+    assert_eq!(recording.left(), 1, "a run that told nothing is not kept");
+    let mut sim = SimBuilder::<Worker>::new(1)
+        .skill(tools())
+        .model("tools.fetch", ActionModel::new(Latency::ZERO).output(|_, _| json!("modelled")))
+        .unwrap()
+        .replaying(recording)
+        .keep_runs(true)
+        .keep_trace(true)
+        .build()
+        .unwrap();
+    // The state it had elsewhere, with its start skill mounted (restored, not started again).
+    let (mut state, _) = agentry::agent::start(id(0), Worker::default(), &agentry::policy::Policy::default()).unwrap();
+    state.domain.ticks = 7;
+    sim.restore(state, agentry::policy::Policy::default(), 8).unwrap();
+    let recorded = signal("do", json!({"action": "tools.fetch", "params": {"n": 1}}));
+    let stamped = (recorded.id(), recorded.time());
+    sim.send_recorded(&id(0), recorded, Duration::from_secs(1)).unwrap();
+    sim.send_recorded(&id(0), signal("do", json!({"action": "tools.echo", "params": null})), Duration::from_secs(2))
+        .unwrap();
+    sim.run();
+    let runs = sim.runs();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let run = |action: &str| runs.iter().find(|r| r.action.as_str() == action).expect("a run");
+    let (fetch, echo) = (run("tools.fetch"), run("tools.echo"));
+    assert!(fetch.replayed, "{runs:?}");
+    assert_eq!(fetch.ended - fetch.requested, Duration::from_secs(3), "as long as it took where recorded");
+    assert!(!echo.replayed, "{runs:?}");
+    assert_eq!((echo.error, echo.attempts), (Some(ErrorClass::Critical), 0), "never recorded: refused, not run");
+    let state = sim.state(&id(0)).unwrap();
+    assert_eq!(state.domain.ticks, 7, "restored as it was");
+    assert_eq!(
+        state.domain.heard,
+        vec!["action.failed:Critical".to_owned(), "action.completed:".to_owned()],
+        "the refusal at 2 s, then the recorded outcome at 4 s (not the model's)"
+    );
+    assert_eq!(sim.recording().map(Recording::left), Some(0));
+    let agent = id(0);
+    let (at, first) = sim.trace().inputs(&agent).next().expect("an input traced");
+    assert_eq!((at, first.id(), first.time()), (Duration::from_secs(1), stamped.0, stamped.1), "given as recorded");
+}

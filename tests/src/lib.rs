@@ -3,6 +3,7 @@
 
 pub mod conformance;
 pub mod everything;
+pub mod llama;
 pub mod npm;
 pub mod python_sdk;
 pub mod tls;

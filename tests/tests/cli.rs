@@ -168,6 +168,7 @@ skills = ["fs", "memory", "mcp.everything"]
 
 [agents.librarian.permissions]
 grants = ["fs", "memory", "net"]
+allow = ["mcp.everything.trigger-long-running-operation"]
 
 [mcp_servers.everything]
 command = "node"
@@ -189,6 +190,19 @@ startup_timeout_sec = 60
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("over the wire"), "{out}");
     run.until(|l| l.contains("mcp.everything.echo completed"));
+    // Long work shows its progress as it goes, a line for each step (the server reports four).
+    let (code, out, err) = finish(agentry(dir.path()).args([
+        "call",
+        "librarian",
+        "mcp.everything.trigger-long-running-operation",
+        r#"{"duration": 1, "steps": 4}"#,
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    let long = "mcp.everything.trigger-long-running-operation";
+    let first = run.until(|l| l.contains(long) && l.contains('%'));
+    assert!(first.contains("25%"), "{first}");
+    let last = run.until(|l| l.contains(long) && (l.contains("100%") || l.contains("completed")));
+    assert!(last.contains("100%"), "the last step is shown before the run ends: {last}");
     let (status, rest) = run.interrupt();
     assert_eq!(status.code(), Some(130), "{rest:?}");
     assert!(rest.iter().any(|l| l == "stopped"), "{rest:?}");
@@ -439,4 +453,244 @@ fn two_processes_never_run_one_data_folder() {
     assert!(err.contains("another agentry process runs on"), "{err}");
     let (code, _, err) = finish(agentry(dir.path()).args(["serve-mcp", "--agent", "helper"]).stdin(Stdio::null()));
     assert_eq!(code, 5, "{err}");
+}
+
+#[test]
+fn fork_replays_recorded_runs_edited_or_not_and_leaves_the_journal_as_it_was() {
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(
+        dir.path(),
+        "[runtime]\nkeep_history = true\nsnapshot_every = 3\n\n[agents.librarian]\ntype = \"librarian\"\n\n[agents.librarian.permissions]\ngrants = [\"fs\", \"memory\"]\n",
+    );
+    let drive = dir.path().join(".agentry/agents/librarian/fs");
+    std::fs::create_dir_all(&drive).expect("the drive");
+    std::fs::write(drive.join("facts.txt"), "ada | wrote | the first program\nrust | is | a language\nnot a fact\n")
+        .expect("a file");
+    let mut run = Running::start(dir.path(), &["--no-prompt"]);
+    let (code, _, err) = finish(agentry(dir.path()).args(["send", "librarian", "learn"]));
+    assert_eq!(code, 0, "{err}");
+    run.until(|l| l.contains("memory.memorize completed"));
+    run.until(|l| l.contains("memory.memorize completed"));
+    let (status, _) = run.interrupt();
+    assert_eq!(status.code(), Some(130));
+
+    let journal = dir.path().join(".agentry").join(agentry::runtime::JOURNAL);
+    let before = std::fs::read(&journal).expect("the journal");
+    let (_, out, _) = finish(agentry(dir.path()).args(["history", "librarian", "--json"]));
+    let inputs: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let last = inputs.last().and_then(|i| i["seq"].as_u64()).expect("inputs");
+    let (code, out, err) = finish(agentry(dir.path()).args(["state", "librarian", "--at", &last.to_string()]));
+    assert_eq!(code, 0, "{err}");
+    let live = serde_json::from_str::<Value>(&out).expect("JSON")["state"]["domain"].clone();
+    assert_eq!(live["learned"], 2, "{live}");
+    let fork = |extra: &[&str]| {
+        let (code, out, err) =
+            finish(agentry(dir.path()).args(["fork", "librarian", "--at", "1", "--json"]).args(extra));
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<Value>(&out).expect("JSON")
+    };
+
+    // As recorded: the same runs are asked for again and end as they did, none runs, and the state comes out
+    // the same.
+    let same = fork(&[]);
+    let runs = same["runs"].as_array().expect("runs");
+    let actions: Vec<&str> = runs.iter().filter_map(|r| r["action"].as_str()).collect();
+    assert_eq!(actions.iter().filter(|a| **a == "memory.memorize").count(), 2, "{same}");
+    assert!(actions.contains(&"fs.read"), "{same}");
+    assert!(runs.iter().all(|r| r["replayed"] == true && r["status"] == "completed"), "{same}");
+    assert_eq!(same["unreplayed"], serde_json::json!([]), "{same}");
+    assert_eq!(same["state"]["domain"], live, "the fork comes to the live state");
+
+    // The listing's outcome edited to say the drive is empty: the fork reads nothing and learns nothing, and
+    // the recorded reads and memorizations are left over.
+    let edited: Vec<String> = inputs
+        .iter()
+        .filter(|i| i["seq"].as_u64() > Some(1))
+        .map(|i| {
+            let mut i = i.clone();
+            if i["signal"]["data"]["action"] == "fs.list" {
+                i["signal"]["data"]["outcome"]["output"] = serde_json::json!([]);
+            }
+            i.to_string()
+        })
+        .collect();
+    let file = dir.path().join("edited.jsonl");
+    std::fs::write(&file, edited.join("\n")).expect("written");
+    let empty = fork(&["--inputs", file.to_str().expect("UTF-8")]);
+    assert_eq!(empty["runs"], serde_json::json!([]), "{empty}");
+    assert_eq!(empty["state"]["domain"]["learned"], 0, "{empty}");
+    assert!(empty["state"]["domain"]["learning"].is_null(), "learning is over: {empty}");
+    let left: u64 = empty["unreplayed"].as_array().expect("a list").iter().filter_map(|u| u["runs"].as_u64()).sum();
+    assert_eq!(left, 3, "one read and two memorizations never asked for: {empty}");
+
+    // The listing's outcome dropped: the fork is still waiting for it.
+    let listing = inputs
+        .iter()
+        .find(|i| i["signal"]["data"]["action"] == "fs.list")
+        .and_then(|i| i["seq"].as_u64())
+        .expect("the listing's outcome");
+    let waiting = fork(&["--drop", &listing.to_string()]);
+    assert_eq!(waiting["state"]["domain"]["outstanding"], 1, "{waiting}");
+    assert!(waiting["state"]["domain"]["learning"].is_string(), "{waiting}");
+
+    assert_eq!(std::fs::read(&journal).expect("the journal"), before, "the live journal is byte-for-byte the same");
+    let (code, _, err) = finish(agentry(dir.path()).args(["fork", "librarian", "--at", "1", "--drop", "999"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--drop 999"), "{err}");
+}
+
+/// llama.cpp's server on loopback (kept alive by what is returned), or `None` after saying loudly why not.
+fn model_server() -> Option<(tokio::runtime::Runtime, tokio::process::Child, String)> {
+    let home = match agentry_tests::llama::installed() {
+        Ok(home) => home,
+        Err(why) => {
+            eprintln!("SKIPPED: llama.cpp's server could not be installed: {why}");
+            return None;
+        }
+    };
+    let tokio = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    match tokio.block_on(agentry_tests::llama::serve(&home)) {
+        Ok((server, base_url)) => Some((tokio, server, base_url)),
+        Err(why) => {
+            eprintln!("SKIPPED: llama.cpp's server could not be started: {why}");
+            None
+        }
+    }
+}
+
+/// A manifest with the model server and one LLM agent `pal`, plus `extra`.
+fn pal(dir: &Path, base_url: &str, extra: &str) {
+    manifest(
+        dir,
+        &format!(
+            "[models.local]\nprovider = \"openai\"\nbase_url = \"{base_url}\"\nmodel = \"smollm2\"\n\n[agents.pal]\ntype = \"llm\"\nmodel = \"local\"\ninstructions = \"Answer in one short sentence.\"\nmax_turns = 2\n{extra}"
+        ),
+    );
+}
+
+/// `agentry chat pal` with these lines typed: exit code, stdout, stderr.
+fn chat(dir: &Path, typed: &[&str]) -> (Option<i32>, String, String) {
+    use std::io::Write;
+    let mut child = agentry(dir)
+        .args(["chat", "pal", "--timeout", "3m"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agentry chat starts");
+    let mut stdin = child.stdin.take().expect("piped");
+    for line in typed {
+        writeln!(stdin, "{line}").expect("typed");
+    }
+    drop(stdin);
+    let output = child.wait_with_output().expect("it ends");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (output.status.code(), text(&output.stdout), text(&output.stderr))
+}
+
+/// The journal's runs of the model action, oldest first.
+fn model_calls(dir: &Path) -> Vec<Value> {
+    let (_, out, _) = finish(agentry(dir).args(["journal", "--action", "llm.local.chat", "--json"]));
+    out.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
+}
+
+/// The statuses a journaled run went through.
+fn statuses(run: &Value) -> Vec<String> {
+    run["history"].as_array().into_iter().flatten().filter_map(|s| s[0].as_str().map(str::to_owned)).collect()
+}
+
+#[test]
+fn chat_talks_to_an_llm_agent_on_a_real_model_server_and_the_conversation_goes_on_next_time() {
+    let Some((_tokio, _server, base_url)) = model_server() else { return };
+    let dir = tempfile::tempdir().expect("a folder");
+    pal(dir.path(), &base_url, "");
+    let (code, out, err) = chat(dir.path(), &["Say hello.", "/exit"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.contains("you> agent: "), "the answer follows the message: {out}\n{err}");
+    let (code, out, err) = chat(dir.path(), &["Say goodbye."]);
+    assert_eq!(code, Some(0), "end of input ends it: {out}\n{err}");
+
+    assert_eq!(model_calls(dir.path()).len(), 2, "one model call a message");
+    let (code, inspected, err) = finish(agentry(dir.path()).args(["inspect", "pal"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        inspected.contains("Say hello.") && inspected.contains("Say goodbye."),
+        "the second chat went on with the first's conversation: {inspected}"
+    );
+}
+
+#[test]
+fn a_spent_budget_refuses_the_next_model_call_or_pauses_it_for_an_approval_given_in_the_chat() {
+    let Some((_tokio, _server, base_url)) = model_server() else { return };
+    // One token an hour: the first call is let through (nothing is spent yet), and spends it.
+    let refusing = tempfile::tempdir().expect("a folder");
+    pal(refusing.path(), &base_url, "\n[agents.pal.budgets]\n\"llm.local.chat\" = { limit = 1, window = \"1h\" }\n");
+    let (code, out, err) = chat(refusing.path(), &["Say hello.", "Say more."]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(err.contains("the exchange stopped"), "the second message is not answered: {out}\n{err}");
+    let calls = model_calls(refusing.path());
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(statuses(&calls[0]).last().map(String::as_str), Some("completed"), "{calls:?}");
+    assert_eq!(statuses(&calls[1]).last().map(String::as_str), Some("blocked"), "{calls:?}");
+    assert_eq!(calls[1]["error"], "budget_exceeded", "{calls:?}");
+
+    // Spent, and `when_spent = "ask"`: the call waits for an approval, asked in the chat and given there.
+    let asking = tempfile::tempdir().expect("a folder");
+    pal(
+        asking.path(),
+        &base_url,
+        "\n[agents.pal.budgets]\n\"llm.local.chat\" = { limit = 1, window = \"1h\", when_spent = \"ask\" }\n",
+    );
+    let (code, out, err) = chat(asking.path(), &["Say hello.", "Say more.", "a"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(err.contains("llm.local.chat") && err.contains("[a]pprove"), "asked in the chat: {err}");
+    assert!(err.contains("approved"), "{err}");
+    let calls = model_calls(asking.path());
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let second = statuses(&calls[1]);
+    assert!(second.contains(&"awaiting_approval".to_owned()), "paused: {second:?}");
+    assert_eq!(second.last().map(String::as_str), Some("completed"), "then let run over the budget: {second:?}");
+}
+
+#[test]
+fn sim_runs_a_scenario_into_a_table_and_a_plot_the_same_for_the_same_seed() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/scenario.toml"))
+        .expect("the example");
+    std::fs::write(dir.path().join("scenario.toml"), &example).expect("written");
+    let (code, out, err) = finish(agentry(dir.path()).args(["sim", "scenario.toml", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.is_empty(), "no progress bar off a terminal: {err:?}");
+    let summary: Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!((summary["agents"].as_u64(), summary["samples"].as_u64()), (Some(20), Some(61)), "{summary}");
+    assert!(summary["last"]["completed"].as_f64() > Some(100.0), "{summary}");
+    assert!(summary["last"]["learned"].as_f64() > Some(0.0), "modelled outputs meet the schemas: {summary}");
+    let csv = std::fs::read_to_string(dir.path().join("scenario.csv")).expect("the table");
+    assert_eq!(csv.lines().next(), Some("time,completed,failed,blocked,learned"));
+    assert_eq!(csv.lines().count(), 62);
+    let svg = std::fs::read_to_string(dir.path().join("scenario.svg")).expect("the plot");
+    assert!(svg.contains("<svg") && svg.contains("Librarians asked and learning"));
+    // Again, as text, elsewhere: the same run.
+    let (code, out, err) = finish(agentry(dir.path()).args(["sim", "scenario.toml", "--out", "again"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(summary["trace_hash"].as_str().expect("a hash")), "{out}");
+    assert_eq!(std::fs::read(dir.path().join("again/scenario.csv")).expect("the table"), csv.as_bytes());
+    // A progress bar on a terminal, as it goes.
+    let mut command = agentry(dir.path());
+    command.env("TERM", "xterm-256color").env_remove("NO_COLOR").args(["sim", "scenario.toml", "--out", "shown"]);
+    let mut session = expectrl::Session::spawn(command).expect("a pseudo-terminal");
+    session.set_expect_timeout(Some(WAIT));
+    session.expect("virtual time").expect("the progress bar");
+    session.expect(expectrl::Eof).expect("it ends");
+}
+
+#[test]
+fn sim_points_at_a_model_for_an_action_the_type_does_not_have() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let text = "seed = 1\nduration = \"1m\"\n\n[agents.l]\ntype = \"librarian\"\n\n[models.\"fs.lst\"]\nlatency = { fixed = \"1s\" }\n";
+    std::fs::write(dir.path().join("bad.toml"), text).expect("written");
+    let (code, out, err) = finish(agentry(dir.path()).args(["sim", "bad.toml"]));
+    assert_eq!(code, 3, "{err}");
+    assert!(out.is_empty() && err.contains("bad.toml:7:") && err.contains("did you mean `fs.list`?"), "{err}");
+    assert!(!dir.path().join("bad.csv").exists(), "nothing ran");
 }

@@ -14,58 +14,8 @@ use agentry_llm::chat::ToolChoice;
 use agentry_llm::openai::{OpenAi, OpenAiConfig};
 use agentry_llm::skill::ModelSkill;
 use serde_json::{Value, json};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
-
-/// The installed server's folder, or why there is none.
-fn installed() -> Result<std::path::PathBuf, String> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("llama/install.sh");
-    let out = std::process::Command::new("bash").arg(&script).output().map_err(|e| format!("bash: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr)));
-    }
-    let home = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_owned();
-    Ok(std::path::PathBuf::from(home))
-}
-
-/// Starts the server on a free loopback port; returns it (killed when dropped) and its base URL, once it says
-/// it listens.
-async fn serve(home: &std::path::Path) -> Result<(tokio::process::Child, String), String> {
-    let port =
-        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
-    let mut child = tokio::process::Command::new(home.join("venv/bin/python"))
-        .args(["-m", "llama_cpp.server", "--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--chat_format", "chatml-function-calling", "--n_ctx", "2048", "--model"])
-        .arg(home.join("SmolLM2-135M-Instruct.Q4_1.gguf"))
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("the server did not start: {e}"))?;
-    let mut lines = BufReader::new(child.stderr.take().ok_or("no stderr")?).lines();
-    let listening = async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains("Uvicorn running on") {
-                return Ok(());
-            }
-        }
-        Err("the server ended before it listened".to_owned())
-    };
-    tokio::time::timeout(Duration::from_secs(120), listening)
-        .await
-        .map_err(|_| "not listening after 120 s".to_owned())??;
-    // Its log keeps coming: read on, so the pipe never fills; its errors are shown, for a failing test to say why.
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains("Error") {
-                eprintln!("llama.cpp's server: {line}");
-            }
-        }
-    });
-    Ok((child, format!("http://127.0.0.1:{port}/v1")))
-}
 
 fn notes() -> agentry::skill::Skill {
     let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
@@ -81,14 +31,14 @@ fn notes() -> agentry::skill::Skill {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_model_streams_calls_a_tool_through_the_gate_and_counts_its_tokens() {
-    let home = match installed() {
+    let home = match agentry_tests::llama::installed() {
         Ok(home) => home,
         Err(why) => {
             eprintln!("SKIPPED: llama.cpp's server could not be installed: {why}");
             return;
         }
     };
-    let (server, base_url) = match serve(&home).await {
+    let (server, base_url) = match agentry_tests::llama::serve(&home).await {
         Ok(server) => server,
         Err(why) => {
             eprintln!("SKIPPED: llama.cpp's server could not be started: {why}");

@@ -29,7 +29,7 @@ pub async fn call(
     };
     let agent = AgentId::new(agent).map_err(|e| CliError::Usage(e.to_string()))?;
     let data = crate::start::data_dir(loaded);
-    super::control::make_data_dir(&data)?;
+    crate::start::make_data_dir(&data)?;
     // A runtime runs on this data folder already: it makes the call.
     let request =
         super::control::Request::Call { agent: agent.to_string(), action: action.to_owned(), params: params.clone() };

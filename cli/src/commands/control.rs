@@ -19,6 +19,10 @@ use uuid::Uuid;
 /// The most bytes one request may have.
 const MAX_REQUEST: u64 = 1 << 20;
 
+/// How long a message to an LLM agent may take to be answered through the socket (its exchange: model calls,
+/// tool runs, approvals).
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Where the control socket of a data folder is.
 pub fn socket_path(data: &Path) -> PathBuf {
     data.join("control.sock")
@@ -54,6 +58,13 @@ pub enum Request {
         kind: String,
         /// Its data.
         data: Value,
+    },
+    /// A message for an LLM agent (`agentry chat`): answered with its reply.
+    Ask {
+        /// The agent.
+        agent: String,
+        /// The message.
+        text: String,
     },
     /// An agent's live state and actions.
     Inspect {
@@ -154,20 +165,6 @@ pub fn failure(error: String, code: &str) -> crate::error::CliError {
     }
 }
 
-/// Makes the data folder if it is not there, readable by its owner only (it holds the journal, the drives and
-/// the decisions kept for the next start).
-pub fn make_data_dir(data: &Path) -> Result<(), crate::error::CliError> {
-    use std::os::unix::fs::DirBuilderExt;
-    if data.is_dir() {
-        return Ok(());
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(data)
-        .map_err(crate::error::CliError::io(format!("creating the data folder {}", data.display())))
-}
-
 /// Answers requests until the listener is dropped.
 pub async fn serve(listener: UnixListener, runtime: Runtime, pending: Pending) {
     while let Ok((stream, _)) = listener.accept().await {
@@ -221,6 +218,21 @@ async fn answer(runtime: &Runtime, pending: &Pending, request: Request) -> Value
             };
             match runtime.send(&id, signal) {
                 Ok(()) => json!({"ok": {"sent": kind, "to": agent}}),
+                Err(agentry::runtime::RuntimeError::NoSuchAgent(_)) => {
+                    json!({"error": format!("no agent `{agent}`"), "code": "not_found"})
+                }
+                Err(err) => json!({"error": err.to_string(), "code": "failure"}),
+            }
+        }
+        Request::Ask { agent, text } => {
+            let (Ok(id), Ok(signal)) = (
+                AgentId::new(agent.as_str()),
+                agentry::signal::Signal::new(agentry_llm::agent::ASK, json!({ "text": text })),
+            ) else {
+                return json!({"error": format!("`{agent}` is not an agent id"), "code": "usage"});
+            };
+            match runtime.call(&id, signal, ASK_TIMEOUT).await {
+                Ok(reply) => json!({ "ok": reply }),
                 Err(agentry::runtime::RuntimeError::NoSuchAgent(_)) => {
                     json!({"error": format!("no agent `{agent}`"), "code": "not_found"})
                 }

@@ -27,7 +27,7 @@ pub struct Hosted {
 /// Starts the manifest's runtime here, unless another process holds its data folder.
 pub async fn host(loaded: &Loaded, registry: &Registry) -> Result<Hosted, CliError> {
     let data = crate::start::data_dir(loaded);
-    super::control::make_data_dir(&data)?;
+    crate::start::make_data_dir(&data)?;
     let held = bind(&data).await.map_err(|e| CliError::Start(format!("{e}; ask it instead, or stop it first")))?;
     let started = crate::start::start(loaded, registry).await?;
     let runtime = started.runtime.clone();

@@ -2,18 +2,21 @@
 
 mod approvals;
 mod call;
+mod chat;
 mod config;
 mod control;
-pub use control::make_data_dir;
+mod fork;
 mod history;
 mod host;
 mod init;
 mod journal;
+mod mcp;
 mod run;
 mod serve_mcp;
+mod sim;
 mod skills;
 
-use crate::args::{Cli, Command, ConfigCommand};
+use crate::args::{Cli, Command, ConfigCommand, McpCommand};
 use crate::error::CliError;
 use crate::manifest::{Loaded, check::check, load};
 use crate::registry::Registry;
@@ -59,7 +62,23 @@ pub async fn dispatch(cli: Cli, registry: Registry) -> Result<ExitCode, CliError
         Command::ServeMcp { agent, http } => {
             serve_mcp::serve_mcp(&layers.load(None, &registry)?, &registry, &agent, http.as_deref()).await
         }
-        Command::History { agent, json } => history::history(&layers.load(None, &registry)?, &agent, json),
+        Command::History { agent, after, json } => {
+            history::history(&layers.load(None, &registry)?, &agent, after, json)
+        }
+        Command::Sim { scenario, out, json } => sim::sim(&scenario, out.as_deref(), json, &registry),
+        Command::Chat { agent, timeout } => {
+            chat::chat(&layers.load(None, &registry)?, &registry, &agent, timeout).await
+        }
+        Command::Mcp { what: McpCommand::Inspect { name, json } } => {
+            mcp::inspect(&layers.load(None, &registry)?, &name, json).await
+        }
+        Command::Mcp { what: McpCommand::Validate { name, json } } => {
+            mcp::validate(&layers.load(None, &registry)?, &name, json).await
+        }
+        Command::Fork { agent, at, inputs, drop, play_for, seed, json } => {
+            let ask = fork::ForkAsk { agent: &agent, at, inputs: inputs.as_deref(), drop: &drop, play_for, seed, json };
+            fork::fork(&layers.load(None, &registry)?, &registry, ask).await
+        }
         Command::State { agent, at } => history::state(&layers.load(None, &registry)?, &registry, &agent, at).await,
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();

@@ -34,12 +34,13 @@ pub async fn run(loaded: &Loaded, registry: &Registry, json: bool, prompt: bool)
     use tokio::signal::unix::{SignalKind, signal};
     let listen = |kind| signal(kind).map_err(CliError::io("listening for Ctrl-C"));
     let (mut interrupt, mut terminate) = (listen(SignalKind::interrupt())?, listen(SignalKind::terminate())?);
-    super::control::make_data_dir(&data)?;
+    crate::start::make_data_dir(&data)?;
     let held = bind(&data).await.map_err(CliError::Start)?;
     let started = crate::start::start(loaded, registry).await?;
     let runtime = started.runtime.clone();
     let mut events = runtime.events();
     let pending = Pending::default();
+    let mut progress = crate::render::ProgressShown::default();
     let super::control::Held { lock, listener } = held;
     let server = tokio::spawn(serve(listener, runtime.clone(), pending.clone()));
     say(
@@ -81,6 +82,9 @@ pub async fn run(loaded: &Loaded, registry: &Registry, json: bool, prompt: bool)
             event = events.recv() => match event {
                 Ok(event) => {
                     pending.follow(&event);
+                    if !json && !progress.admit(&event) {
+                        continue;
+                    }
                     if let Some(line) = crate::render::event_line(&event, json) {
                         out(&line);
                     }

@@ -44,9 +44,34 @@ pub async fn tools(loaded: &Loaded, registry: &Registry, agent: &str, format: Fo
         .get(agent)
         .ok_or_else(|| CliError::NotFound(format!("the manifest has no agent `{agent}`")))?;
     let policy = crate::manifest::policy::for_agent(&loaded.merged, section).map_err(|(_, e)| CliError::Usage(e))?;
-    let (skills, _mcp) = crate::start::catalog(&loaded.merged, registry).await?;
+    let (mut skills, _mcp) = crate::start::catalog(&loaded.merged, registry).await?;
     let mut mounted: Vec<String> = section.skills.iter().map(|s| s.get_ref().name().to_owned()).collect();
-    if let Some(model) = &section.model {
+    // The type's own start skills, as it mounts them (its build of each wins over the catalog's, as live).
+    if let Some(kind) = registry.agents.get(section.kind.get_ref()) {
+        for skill in (kind.start_skills)() {
+            mounted.push(skill.id().to_string());
+            skills.retain(|s| s.id() != skill.id());
+            skills.push(skill);
+        }
+    }
+    // An LLM agent offers its model the actions its `tools` patterns match (by default every action of its
+    // skills), never its model's own.
+    let offered: Option<Vec<agentry::Pattern>> = (section.kind.get_ref() == "llm")
+        .then(|| {
+            let patterns: Vec<String> = if section.tools.is_empty() {
+                section.skills.iter().map(|s| format!("{}.**", s.get_ref().name())).collect()
+            } else {
+                section.tools.clone()
+            };
+            patterns
+                .iter()
+                .map(|p| {
+                    agentry::Pattern::new(p.as_str()).map_err(|e| CliError::Usage(format!("tool pattern `{p}`: {e}")))
+                })
+                .collect::<Result<_, _>>()
+        })
+        .transpose()?;
+    if let (Some(model), None) = (&section.model, &offered) {
         mounted.push(format!("llm.{}", model.get_ref()));
     }
     let format = match format {
@@ -59,6 +84,7 @@ pub async fn tools(loaded: &Loaded, registry: &Registry, agent: &str, format: Fo
         .iter()
         .filter(|s| mounted.iter().any(|m| m == s.id().as_str()))
         .flat_map(|s| s.actions().iter())
+        .filter(|a| offered.as_ref().is_none_or(|p| p.iter().any(|p| p.matches(a.spec().id.as_str()))))
         .filter(|a| !matches!(policy.may_run(a.spec()), RunDecision::Deny { .. }))
         .map(|a| describe(a.spec(), format))
         .collect();

@@ -160,15 +160,7 @@ impl Diagnostic for ManifestError {
     }
 }
 
-/// The closest of `candidates` to `wrong`, if one is close enough to be a slip.
-pub fn closest<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::jaro_winkler(wrong, c), c))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
-}
+pub use crate::suggest::closest;
 
 /// A TOML or serde error in a file, as a diagnostic: an unknown key names the closest valid one.
 pub fn from_toml(source: &Source, err: &toml::de::Error) -> ManifestError {

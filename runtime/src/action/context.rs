@@ -45,6 +45,10 @@ pub(crate) struct RunSink {
     pub ids: u64,
 }
 
+/// The topic of the note a run's progress is announced as on the event stream
+/// ([`ActionContext::progress`]).
+pub const PROGRESS: &str = "progress";
+
 /// Where a run's idempotency key comes from. Never from a fresh random id when it can come from stable data,
 /// so the key survives a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -757,9 +761,11 @@ impl ActionContext {
         self.scope.link.as_ref().map(|l| &l.services).ok_or_else(|| self.detached(what))
     }
 
-    /// Reports progress (a fraction from 0 to 1, and an optional message): to the job's record when this run is
-    /// part of a job, and to the caller when this is the run the caller asked for (not a call it made) and the
-    /// caller listens (an MCP client that sent a progress token). Otherwise it does nothing.
+    /// Reports progress (a fraction from 0 to 1, and an optional message): announced to whoever watches the
+    /// event stream (an [`ActionNote`](crate::events::EventKind::ActionNote) of topic [`PROGRESS`]), to the
+    /// job's record when this run is part of a job, and to the
+    /// caller when this is the run the caller asked for (not a call it made) and the caller listens (an MCP
+    /// client that sent a progress token). Outside a runtime it does nothing.
     pub fn progress(&self, fraction: f64, message: Option<String>) {
         if fraction.is_nan() {
             return;
@@ -769,6 +775,10 @@ impl ActionContext {
         // backwards.
         if let Some(caller) = self.scope.caller.as_ref().filter(|_| self.depth() <= 1) {
             caller.send(CallerRequest::Progress { progress: fraction, total: Some(1.0), message: message.clone() });
+        }
+        if let Some(link) = &self.scope.link {
+            let note = serde_json::json!({"fraction": fraction, "message": message});
+            link.services.note(self, PROGRESS.to_owned(), note);
         }
         if let Some(Link { services, job: Some(job) }) = &self.scope.link {
             services.job_progress(*job, fraction, message);

@@ -16,7 +16,7 @@ pub use caller::{
     approval_digest,
 };
 pub use coerce::coerce;
-pub use context::{ActionContext, Frame, IfDriveExists};
+pub use context::{ActionContext, Frame, IfDriveExists, PROGRESS};
 pub(crate) use context::{
     BoxFuture, Clock, Link, RunKey, RunScope, RunServices, RunSink, Stack, input_key_prefix, new_incarnation,
 };

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::id::ActionId;
+use crate::pattern::Pattern;
 use proptest::prelude::*;
 
 const ACTIONS: [&str; 3] = ["fs.read", "fs.write", "llm.model.chat"];

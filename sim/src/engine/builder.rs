@@ -16,6 +16,7 @@ pub struct SimBuilder<A: Agent> {
     keep_journal: bool,
     max_call_depth: usize,
     epoch: DateTime<Utc>,
+    recording: Option<Recording>,
 }
 
 impl<A: Agent> SimBuilder<A> {
@@ -33,6 +34,7 @@ impl<A: Agent> SimBuilder<A> {
             keep_journal: false,
             max_call_depth: agentry::runtime::DEFAULT_MAX_CALL_DEPTH,
             epoch: DateTime::from_timestamp(1_767_225_600, 0).unwrap_or_default(),
+            recording: None,
         }
     }
 
@@ -89,6 +91,23 @@ impl<A: Agent> SimBuilder<A> {
     /// default the runtime's own default).
     pub fn max_call_depth(mut self, depth: usize) -> Self {
         self.max_call_depth = depth;
+        self
+    }
+
+    /// The calendar time virtual time 0 is: what the agents' signals are stamped from (by default
+    /// 2026-01-01T00:00:00Z).
+    pub fn epoch(mut self, epoch: DateTime<Utc>) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// Replays runs from a recording instead of running them: a run asked for with the same action and params
+    /// as a recorded one ends as that one did, as long after it was asked (see [`Recording`]), without meeting
+    /// the gate, its code or a model; a run the recording has no record of is refused, with a `Critical`
+    /// error saying so: a replay runs nothing that did not run where it was recorded. For replaying an agent's
+    /// past (a fork, with [`Simulation::restore`] and [`Simulation::send_recorded`]).
+    pub fn replaying(mut self, recording: Recording) -> Self {
+        self.recording = Some(recording);
         self
     }
 
@@ -163,6 +182,7 @@ impl<A: Agent> SimBuilder<A> {
             counts: Counts::default(),
             run_index: 0,
             settling: false,
+            recording: self.recording,
         })
     }
 }

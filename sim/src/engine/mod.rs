@@ -11,6 +11,7 @@ use crate::faults::{Approvals, Fault, Faults};
 use crate::metrics::{Counts, Metrics, Table};
 use crate::model::ActionModel;
 use crate::process::{Contacts, Process, Who};
+use crate::recording::Recording;
 use crate::trace::{Trace, What};
 use agentry::action::{ActionContext, ActionError, DynAction, ErrorClass, Outcome, OutcomeStatus};
 use agentry::agent::{Agent, AgentState, start, step};
@@ -141,6 +142,8 @@ pub struct Simulation<A: Agent> {
     /// Whether an agent's input and inbox are being consumed now: an outcome told meanwhile waits in the
     /// inbox for its turn, after the current input's effects, as in the live server.
     settling: bool,
+    /// The runs to replay instead of running, when replaying a past (see [`SimBuilder::replaying`]).
+    recording: Option<Recording>,
 }
 
 /// The live agents that have one skill mounted, as bits by agent number, and how many they are (so a metric
@@ -193,6 +196,30 @@ impl<A: Agent> Simulation<A> {
         self.spawn(id, domain, policy, max_in_flight, None).map(|_| ())
     }
 
+    /// Adds an agent in a state it had elsewhere (a snapshot, or a live agent's state after some input),
+    /// without starting it again: its action table is what its mounted skills provide, as a recovery makes it
+    /// live. Every mounted skill must be in the catalog. For replaying a past (a fork: see
+    /// [`SimBuilder::replaying`]).
+    pub fn restore(&mut self, state: AgentState<A>, policy: Policy, max_in_flight: usize) -> Result<(), SimError> {
+        if self.index.contains_key(&state.id) {
+            return Err(SimError::DuplicateAgent(state.id));
+        }
+        if let Some(skill) = state.skills().keys().find(|skill| self.catalog.get(skill).is_none()) {
+            return Err(SimError::UnknownSkill(skill.clone()));
+        }
+        let mut effects = Vec::new();
+        for (skill, mounted) in state.skills() {
+            for action in &mounted.actions {
+                let mut effect = Effect::register(action.clone());
+                effect.meta.skill = Some(skill.clone());
+                effects.push(effect);
+            }
+        }
+        self.trace.started(&state, &policy);
+        self.insert(state, policy, max_in_flight, None, effects);
+        Ok(())
+    }
+
     fn spawn(
         &mut self,
         id: AgentId,
@@ -207,6 +234,19 @@ impl<A: Agent> Simulation<A> {
         let (state, effects) =
             start(id.clone(), domain, &policy).map_err(|error| SimError::Start { agent: id.clone(), error })?;
         self.trace.started(&state, &policy);
+        Ok(self.insert(state, policy, max_in_flight, parent, effects))
+    }
+
+    /// Puts an agent in the simulation and carries out its start's effects; returns its number.
+    fn insert(
+        &mut self,
+        state: AgentState<A>,
+        policy: Policy,
+        max_in_flight: usize,
+        parent: Option<usize>,
+        effects: Vec<Effect>,
+    ) -> usize {
+        let id = state.id.clone();
         let number = self.agents.len();
         self.agents.push(Slot {
             source: kinds::agent_source(&id),
@@ -231,7 +271,7 @@ impl<A: Agent> Simulation<A> {
         self.index.insert(id, number);
         self.note_skills(number);
         self.carry_out_all(number, effects, Origin::Mounting);
-        Ok(number)
+        number
     }
 
     /// Subscribes an agent to a topic (what `Target::Topic` emits reach).
@@ -258,6 +298,15 @@ impl<A: Agent> Simulation<A> {
         let number = self.number(agent)?;
         let at = self.now.saturating_add(nanos(delay));
         let signal = self.stamp_at(signal, at);
+        self.push(at, Event::Deliver(number, signal));
+        Ok(())
+    }
+
+    /// Gives an agent a signal as it is, keeping its id and time, after `delay` of virtual time: a recorded
+    /// input replayed (the runs and signals it causes follow from its id, as they did where it was recorded).
+    pub fn send_recorded(&mut self, agent: &AgentId, signal: Signal, delay: Duration) -> Result<(), SimError> {
+        let number = self.number(agent)?;
+        let at = self.now.saturating_add(nanos(delay));
         self.push(at, Event::Deliver(number, signal));
         Ok(())
     }
@@ -347,6 +396,11 @@ impl<A: Agent> Simulation<A> {
     /// The catalog the agents mount from.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// The recording runs are replayed from, with what is left of it (see [`SimBuilder::replaying`]).
+    pub fn recording(&self) -> Option<&Recording> {
+        self.recording.as_ref()
     }
 
     /// Schedules an event; returns its place in the order of scheduling.
@@ -503,9 +557,20 @@ impl<A: Agent> Simulation<A> {
                     causation: cause.map(Signal::id),
                     key,
                     requested: self.now,
+                    replayed: false,
                 };
                 self.journal_queued(agent, (run, &ids.action, ids.correlation, None), &params);
-                self.through_gate(agent, Ticket { ids, params, approved: false, metered: false });
+                match self.recording.as_mut().map(|r| r.take(&ids.action, &params)) {
+                    None => self.through_gate(agent, Ticket { ids, params, approved: false, metered: false }),
+                    Some(Some(told)) => self.replay_run(agent, RunIds { replayed: true, ..ids }, told),
+                    Some(None) => {
+                        let unrecorded = format!(
+                            "no recorded run of `{}` with these params: a replay runs nothing that did not run where it was recorded",
+                            ids.action
+                        );
+                        self.refuse(agent, &ids, ActionError::critical(unrecorded));
+                    }
+                }
             }
             Command::Emit { signal, to } => {
                 let signal = self.stamp_at(signal, self.now);

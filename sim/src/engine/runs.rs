@@ -14,6 +14,8 @@ pub(super) struct RunIds {
     pub(super) causation: Option<Uuid>,
     pub(super) key: String,
     pub(super) requested: u64,
+    /// Ended as a recorded run did (see `SimBuilder::replaying`), without running.
+    pub(super) replayed: bool,
 }
 
 /// A run admitted or waiting for a slot.
@@ -99,6 +101,9 @@ pub struct RunRecord {
     pub attempts: u32,
     /// The run that called it, for a nested call.
     pub parent_run: Option<Uuid>,
+    /// Whether it ended as a recorded run did, without running (see
+    /// [`SimBuilder::replaying`](crate::SimBuilder::replaying)).
+    pub replayed: bool,
 }
 
 impl<A: Agent> Simulation<A> {
@@ -150,7 +155,7 @@ impl<A: Agent> Simulation<A> {
     }
 
     /// Ends a run that never started (the gate, its approver): journaled as blocked, and its agent told.
-    fn refuse(&mut self, agent: usize, ids: &RunIds, error: ActionError) {
+    pub(super) fn refuse(&mut self, agent: usize, ids: &RunIds, error: ActionError) {
         let end = End::refused(error);
         self.journal_update(ids.run, end.update(), Duration::ZERO);
         self.answer(agent, ids, self.now, end.outcome, Vec::new());
@@ -172,7 +177,7 @@ impl<A: Agent> Simulation<A> {
         if let (Some(meter), Some(cost)) = (self.agents[agent].meter.as_deref_mut(), outcome.cost) {
             meter.spend(&ids.action, cost, Duration::from_nanos(self.now));
         }
-        self.count(agent, (&ids.action, None), (ids.requested, started, self.now), &outcome);
+        self.count(agent, (&ids.action, None, ids.replayed), (ids.requested, started, self.now), &outcome);
         if outcome.status == OutcomeStatus::Completed && !effects.is_empty() {
             self.carry_out_all(agent, effects, Origin::Run);
         }
@@ -191,7 +196,7 @@ impl<A: Agent> Simulation<A> {
     fn count(
         &mut self,
         agent: usize,
-        (action, parent_run): (&ActionId, Option<Uuid>),
+        (action, parent_run, replayed): (&ActionId, Option<Uuid>, bool),
         (requested, started, ended): (u64, u64, u64),
         outcome: &Outcome,
     ) {
@@ -212,6 +217,7 @@ impl<A: Agent> Simulation<A> {
                 error: outcome.error.as_ref().map(|e| e.class),
                 attempts: outcome.attempts,
                 parent_run,
+                replayed,
             });
         }
     }
@@ -259,6 +265,22 @@ impl<A: Agent> Simulation<A> {
         let at = self.now.saturating_add(nanos(took));
         let ended = Ended { agent, incarnation, ids, started, end, effects };
         self.push(at, Event::RunEnded(Box::new(ended)));
+    }
+
+    /// Replays a recorded run (see `SimBuilder::replaying`): its agent is told now what it was told before its
+    /// end (a wait for approval), and the run ends as it did, as long after it was asked.
+    pub(super) fn replay_run(&mut self, agent: usize, ids: RunIds, mut told: crate::recording::Told) {
+        let Some((after, outcome)) = told.pop() else { return };
+        for (_, outcome) in told {
+            self.tell(agent, &ids, outcome);
+        }
+        let end = End { outcome, error: None, refused: false };
+        self.journal_update(ids.run, end.update(), after);
+        let slot = &mut self.agents[agent];
+        slot.in_flight += 1;
+        slot.running.insert(ids.run, ids.clone());
+        let ended = Ended { agent, incarnation: slot.incarnation, ids, started: self.now, end, effects: Vec::new() };
+        self.push(self.now.saturating_add(nanos(after)), Event::RunEnded(Box::new(ended)));
     }
 
     /// Plays a run's life out from now, as [`RunLife`] says: each attempt (its real code, which must finish
@@ -467,7 +489,7 @@ impl<A: Agent> Simulation<A> {
         };
         let ended = self.now.saturating_add(nanos(waited + took));
         let started = self.now.saturating_add(nanos(waited));
-        self.count(agent, (&action, Some(caller.run_id)), (requested, started, ended), &end.outcome);
+        self.count(agent, (&action, Some(caller.run_id), false), (requested, started, ended), &end.outcome);
         let End { outcome, error, .. } = end;
         (waited + took, nested::fold(caller, &ctx, outcome, error))
     }

@@ -56,6 +56,10 @@ pub enum Protocol {
     V2026_07_28,
 }
 
+/// The protocol revisions the client works with: the two it asks for ([`Protocol`]) and the one before
+/// (2025-06-18), which a server may answer with.
+pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 3] = ["2025-06-18", "2025-11-25", "2026-07-28"];
+
 /// Where a setting's value (a header's, a client secret's) comes from. Its `Debug` shows variable names, never
 /// text values (which may be secrets).
 #[derive(Clone, PartialEq, Eq)]
@@ -137,8 +141,9 @@ pub struct McpServer {
     pub protocol: Protocol,
 }
 
-/// Whether a tool name matches a configured name: equal, `*`, or a prefix ending in `*`.
-fn named(pattern: &str, tool: &str) -> bool {
+/// Whether a tool name matches a configured name (of `allow_tools` or `deny_tools`): equal, `*`, or a prefix
+/// ending in `*`.
+pub fn tool_rule_matches(pattern: &str, tool: &str) -> bool {
     match pattern.strip_suffix('*') {
         Some(prefix) => tool.starts_with(prefix),
         None => pattern == tool,
@@ -148,10 +153,10 @@ fn named(pattern: &str, tool: &str) -> bool {
 impl McpServer {
     /// Why the configuration keeps a tool out, if it does.
     fn refuses(&self, tool: &str) -> Option<String> {
-        if let Some(pattern) = self.deny_tools.iter().find(|p| named(p, tool)) {
+        if let Some(pattern) = self.deny_tools.iter().find(|p| tool_rule_matches(p, tool)) {
             return Some(format!("denied by this server's configuration (`{pattern}` in deny_tools)"));
         }
-        if !self.allow_tools.is_empty() && !self.allow_tools.iter().any(|p| named(p, tool)) {
+        if !self.allow_tools.is_empty() && !self.allow_tools.iter().any(|p| tool_rule_matches(p, tool)) {
             return Some("not among this server's allowed tools (allow_tools)".to_owned());
         }
         None
@@ -459,6 +464,12 @@ impl McpClient {
         self.inner.identity.protocol_version.as_deref()
     }
 
+    /// What the server said it is in its handshake: its name and version, as it gave them (a peer's word;
+    /// either may be missing).
+    pub fn server_info(&self) -> (Option<&str>, Option<&str>) {
+        (self.inner.identity.name.as_deref(), self.inner.identity.version.as_deref())
+    }
+
     /// The server's name in agentry.
     pub fn name(&self) -> &str {
         &self.inner.line.server.name
@@ -699,7 +710,7 @@ fn pass_on(ctx: &ActionContext, server: &str, sent: adapter::FromServer) {
 }
 
 /// The tool name kept for the action that answers a server's elicitations: `mcp.<server>.elicitation`.
-const ELICITATION: &str = "elicitation";
+pub const ELICITATION: &str = "elicitation";
 
 /// The action a server's elicitation becomes: a high-risk run of the agent, so the default policy asks for
 /// approval (journaled and announced like any). Approved, it answers with the form's defaults; denied, the

@@ -18,8 +18,8 @@ mod serve;
 
 pub use adapter::REFUSED;
 pub use client::{
-    ClientStatus, DEFAULT_CONNECT_TIMEOUT, McpClient, McpServer, McpTransport, Protocol, Reconnect, Setting,
-    SkippedTool,
+    ClientStatus, DEFAULT_CONNECT_TIMEOUT, ELICITATION, McpClient, McpServer, McpTransport, Protocol, Reconnect,
+    SUPPORTED_PROTOCOL_VERSIONS, Setting, SkippedTool, tool_rule_matches,
 };
 pub use contract::Trust;
 pub use error::McpError;

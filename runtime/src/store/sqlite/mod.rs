@@ -236,6 +236,39 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Copies the journal at `from` to a new file `to`, as one consistent moment of it even while a runtime
+    /// writes it, without writing to it (SQLite's `VACUUM INTO` on a read-only connection): for reading a live
+    /// journal's past without touching it (`agentry fork`). `to` must not exist yet.
+    ///
+    /// ```
+    /// use agentry::store::SqliteStore;
+    /// let folder = tempfile::tempdir()?;
+    /// let live = folder.path().join("journal.db");
+    /// drop(SqliteStore::open(&live)?);
+    /// let before = std::fs::read(&live)?;
+    /// SqliteStore::copy(&live, &folder.path().join("copy.db"))?;
+    /// assert_eq!(std::fs::read(&live)?, before, "the journal is only read");
+    /// assert!(SqliteStore::open(folder.path().join("copy.db"))?.history_at(&agentry::id::AgentId::new("a")?, 1)?.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn copy(from: &Path, to: &Path) -> Result<(), StoreError> {
+        let shown = from.display().to_string();
+        let corrupt = |err: rusqlite::Error| StoreError::Corrupt { path: shown.clone(), message: err.to_string() };
+        let db = Connection::open_with_flags(
+            from,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(corrupt)?;
+        db.busy_timeout(std::time::Duration::from_secs(10)).map_err(corrupt)?;
+        let application: i64 = db.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(corrupt)?;
+        if application != APPLICATION_ID {
+            return Err(StoreError::Foreign { path: shown, found: application, tables: Vec::new() });
+        }
+        let target = to.to_str().ok_or_else(|| StoreError::Database(format!("{} is not UTF-8", to.display())))?;
+        db.execute("VACUUM INTO ?1", [target]).map_err(corrupt)?;
+        Ok(())
+    }
+
     /// The runs matching `query`, in the order they were written, each with its idempotency key (`None` for a
     /// run journaled without a plan): for an audit of side effects against the keys they were sent with.
     /// [`Store::query`] gives the same records without their keys.
