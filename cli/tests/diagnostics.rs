@@ -83,3 +83,29 @@ fn a_duration_that_is_not_one_says_what_is_expected() {
 fn every_mistake_is_reported_at_once() {
     case("two_mistakes", &["unknown skill `htp`", "`ask` rule `fs.writ`", "2 mistake(s)"]);
 }
+
+/// `agentry sim` on a bad scenario of `tests/scenarios`: exit code 3, the same kind of diagnostic.
+fn scenario(name: &str, must_say: &[&str]) {
+    let output = Command::new(env!("CARGO_BIN_EXE_agentry"))
+        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios"))
+        .env("AGENTRY_USER_CONFIG", "")
+        .env("NO_COLOR", "1")
+        .args(["sim", &format!("{name}.toml"), "--out", std::env::temp_dir().to_str().expect("UTF-8")])
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(3), "{name}: exit code 3 for a wrong scenario\n{stderr}");
+    for needle in must_say {
+        assert!(stderr.contains(needle), "{name}: expected `{needle}` in\n{stderr}");
+    }
+    snapshot(&format!("scenario_{name}"), &stderr);
+}
+
+#[test]
+fn a_scenario_s_mistakes_are_diagnosed_as_a_manifest_s() {
+    scenario("misspelt_key", &["misspelt_key.toml:3:1", "did you mean `sample_every`?"]);
+    scenario("unknown_type", &["unknown_type.toml:5:8", "did you mean `tools`?"]);
+    scenario("llm_type", &["llm_type.toml:5:8", "cannot be simulated"]);
+    scenario("bad_model", &["bad_model.toml:", "did you mean `transient`?"]);
+    scenario("two_mistakes", &["expected a share between 0 and 1", "did you mean `completed`?", "2 mistake(s)"]);
+}

@@ -694,3 +694,75 @@ fn sim_points_at_a_model_for_an_action_the_type_does_not_have() {
     assert!(out.is_empty() && err.contains("bad.toml:7:") && err.contains("did you mean `fs.list`?"), "{err}");
     assert!(!dir.path().join("bad.csv").exists(), "nothing ran");
 }
+
+/// A manifest with the everything server, `rules` added to its section.
+fn everything(dir: &Path, rules: &str) {
+    let script = agentry_tests::everything::script();
+    manifest(
+        dir,
+        &format!(
+            "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{script:?}, \"stdio\"]\nstartup_timeout_sec = 60\n{rules}\n",
+            script = script.to_string_lossy()
+        ),
+    );
+}
+
+#[test]
+fn mcp_inspect_lists_a_server_s_tools_with_the_risk_agentry_gives_each() {
+    let dir = tempfile::tempdir().expect("a folder");
+    everything(dir.path(), "disabled_tools = [\"get-env\"]");
+    let (code, out, err) = finish(agentry(dir.path()).args(["mcp", "inspect", "everything", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let inspected: Value = serde_json::from_str(&out).expect("JSON");
+    let tools = inspected["tools"].as_array().expect("tools");
+    let tool = |name: &str| tools.iter().find(|t| t["tool"] == name).unwrap_or_else(|| panic!("{name}: {inspected}"));
+    let echo = tool("echo");
+    assert_eq!(echo["action"], "mcp.everything.echo", "{echo}");
+    assert_eq!(echo["risk"], "medium", "an untrusted server's read-only hint lowers the risk only so far: {echo}");
+    assert_eq!(echo["enabled"], true, "{echo}");
+    assert_eq!(tool("get-env")["enabled"], false, "kept out by disabled_tools: {inspected}");
+    assert!(echo["risk_reason"].as_str().is_some_and(|r| r.contains("untrusted")), "{echo}");
+    assert!(inspected["server_info"]["protocol_version"].is_string(), "{inspected}");
+    // As text, and a server the manifest does not have.
+    let (code, out, _) = finish(agentry(dir.path()).args(["mcp", "inspect", "everything"]));
+    assert_eq!(code, 0);
+    assert!(out.lines().any(|l| l.contains("mcp.everything.echo") && l.contains("medium")), "{out}");
+    let (code, _, err) = finish(agentry(dir.path()).args(["mcp", "inspect", "nope"]));
+    assert_eq!(code, 6, "{err}");
+    assert!(err.contains("everything"), "it names the servers it has: {err}");
+    // Trusted, its hints count as they are.
+    everything(dir.path(), "trust = \"trusted\"");
+    let (code, out, err) = finish(agentry(dir.path()).args(["mcp", "inspect", "everything", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let inspected: Value = serde_json::from_str(&out).expect("JSON");
+    let echo = inspected["tools"].as_array().and_then(|t| t.iter().find(|t| t["tool"] == "echo")).expect("echo");
+    assert_eq!(echo["risk"], "low", "{echo}");
+}
+
+#[test]
+fn mcp_validate_checks_a_server_and_fails_on_a_rule_that_matches_no_tool() {
+    let dir = tempfile::tempdir().expect("a folder");
+    everything(dir.path(), "");
+    let (code, out, err) = finish(agentry(dir.path()).args(["mcp", "validate", "everything"]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("all 7 checks pass"), "{out}");
+
+    everything(dir.path(), "enabled_tools = [\"echo\", \"no-such-tool\"]");
+    let (code, out, err) = finish(agentry(dir.path()).args(["mcp", "validate", "everything", "--json"]));
+    assert_eq!(code, 7, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).expect("JSON");
+    let checks = report["checks"].as_array().expect("checks");
+    let failed: Vec<&str> =
+        checks.iter().filter(|c| c["outcome"] == "fail").filter_map(|c| c["check"].as_str()).collect();
+    assert_eq!(failed, vec!["tool_rules"], "{report}");
+    assert!(checks.iter().any(|c| c["detail"].as_str().is_some_and(|d| d.contains("no-such-tool"))), "{report}");
+
+    // A server that never answers `initialize`: `starts` fails in time, the rest are skipped.
+    manifest(dir.path(), "[mcp_servers.mute]\ncommand = \"sleep\"\nargs = [\"30\"]\nstartup_timeout_sec = 1\n");
+    let (code, out, err) = finish(agentry(dir.path()).args(["mcp", "validate", "mute", "--json"]));
+    assert_eq!(code, 7, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(report["checks"][0]["check"], "starts");
+    assert_eq!(report["checks"][0]["outcome"], "fail", "{report}");
+    assert!(report["checks"].as_array().expect("checks")[1..].iter().all(|c| c["outcome"] == "skip"), "{report}");
+}
