@@ -42,7 +42,10 @@ pub fn run_with(registry: Registry) -> ExitCode {
             return ExitCode::from(error::code::FAILURE);
         }
     };
-    match runtime.block_on(commands::dispatch(cli, registry)) {
+    let done = runtime.block_on(commands::dispatch(cli, registry));
+    // What the command left running (a read of the terminal waiting for a line) does not hold the process.
+    runtime.shutdown_background();
+    match done {
         Ok(code) => code,
         Err(CliError::Manifest(errors)) => {
             for error in &errors {

@@ -76,11 +76,23 @@ impl ProgressShown {
 
 /// Text as the terminal may show it: what a tool, a model or a peer wrote reaches the terminal as text, never
 /// as control sequences that could move the cursor or fake a prompt, nor as invisible characters that reorder
-/// or hide text (zero-width, bidirectional overrides and isolates, byte-order mark): those are escaped as
-/// `\u{..}`.
+/// or hide text (zero-width, bidirectional marks and overrides, tag characters, soft hyphens, byte-order mark):
+/// those are escaped as `\u{..}`.
 pub(crate) fn escape(text: &str) -> String {
-    let invisible = |c: char| matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-    let hidden = |c: char| c.is_control() || invisible(c) || c == '\u{feff}';
+    escaped(text, |_| false)
+}
+
+/// [`escape`], keeping line breaks and tabs as they are: for text shown as text (a model's answer, a state).
+pub(crate) fn escape_lines(text: &str) -> String {
+    escaped(text, |c| c == '\n' || c == '\t')
+}
+
+fn escaped(text: &str, kept: impl Fn(char) -> bool) -> String {
+    let invisible = |c: char| {
+        matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}')
+            || matches!(c, '\u{e0000}'..='\u{e007f}' | '\u{061c}' | '\u{00ad}' | '\u{feff}')
+    };
+    let hidden = |c: char| !kept(c) && (c.is_control() || invisible(c));
     text.chars().flat_map(|c| if hidden(c) { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect()
 }
 
@@ -104,5 +116,16 @@ mod tests {
         let line = event_line(&event, false).expect("shown");
         assert!(!line.chars().any(char::is_control), "{line:?}");
         assert!(line.contains("\\u{1b}[2K\\r"), "{line}");
+    }
+
+    #[test]
+    fn invisible_characters_that_hide_or_reorder_text_are_shown_escaped() {
+        for hidden in ['\u{202e}', '\u{2066}', '\u{200b}', '\u{2061}', '\u{e0041}', '\u{061c}', '\u{00ad}', '\u{feff}']
+        {
+            let text = format!("ok{hidden}go");
+            assert_eq!(escape(&text), format!("ok{}go", hidden.escape_default()), "{hidden:?}");
+        }
+        assert_eq!(escape_lines("a\nb\tc\u{1b}"), "a\nb\tc\\u{1b}", "lines and tabs kept, the rest escaped");
+        assert_eq!(escape("a\nb"), "a\\nb");
     }
 }

@@ -76,6 +76,8 @@ pub(crate) struct Forked {
     pub runs: Vec<RunRecord>,
     /// Recorded runs it never asked for, by action.
     pub unreplayed: Vec<(ActionId, usize)>,
+    /// Whether it stopped early: the agent asked for too many runs the live agent never made.
+    pub stopped: bool,
 }
 
 /// [`Fork`] for agents of type `A`.
@@ -96,5 +98,6 @@ pub(crate) fn fork<A: Agent>(setup: ForkSetup) -> Result<Forked, String> {
         state: serde_json::to_value(state).map_err(|e| e.to_string())?,
         runs: sim.runs().to_vec(),
         unreplayed: sim.recording().map(Recording::unreplayed).unwrap_or_default(),
+        stopped: sim.recording().is_some_and(Recording::exhausted),
     })
 }

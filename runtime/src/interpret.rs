@@ -182,6 +182,8 @@ pub fn interpret(effect: Effect, origin: Origin<'_>, policy: &Policy, source: &A
         }
         match origin {
             Origin::Outside => Ok(signal.with_source(crate::kinds::OUTSIDE_SOURCE.into())),
+            // What a step makes follows from the input it handles, unless the agent named another cause.
+            Origin::Step(cause) => Ok(signal.with_source(source.clone()).caused_by_default(cause)),
             _ => Ok(signal.with_source(source.clone())),
         }
     };

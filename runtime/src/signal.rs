@@ -368,6 +368,17 @@ impl Signal {
         self
     }
 
+    /// The same signal, caused by `cause` if it names no cause of its own: what an agent emits or schedules
+    /// while handling an input follows from that input (its causation and correlation), unless it says
+    /// otherwise. Its id and time stay as they are.
+    pub(crate) fn caused_by_default(mut self, cause: &Signal) -> Self {
+        if self.causation_id.is_none() {
+            self.causation_id = Some(cause.id);
+            self.correlation_id = cause.correlation_id;
+        }
+        self
+    }
+
     /// Whether this signal's kind matches a pattern.
     pub fn is(&self, pattern: &Pattern) -> bool {
         pattern.matches(self.kind.as_str())

@@ -71,7 +71,7 @@ pub use metrics::{Census, Counts, Metrics, Row, Table};
 pub use model::{ActionModel, Latency, OutputFn};
 pub use network::Network;
 pub use process::{Contacts, Process, Who};
-pub use recording::{Recording, Told};
+pub use recording::{MAX_UNRECORDED, Recording, Told};
 pub use sweep::{Run, sweep};
 pub use trace::{Entry, Moment, Trace, What};
 

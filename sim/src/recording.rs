@@ -11,8 +11,13 @@ use std::time::Duration;
 use uuid::Uuid;
 
 /// What one recorded run told its agent, in order, each with how long after the run was asked for: a wait
-/// for approval, then its end (the last one).
+/// for approval, then its end (the last one). A run that had not ended where it was recorded (nothing told,
+/// or only a wait for approval) stays in flight when it is replayed.
 pub type Told = Vec<(Duration, Outcome)>;
+
+/// How many runs the recording has no record of a replay refuses before it stops: an agent that asks again
+/// each time it is refused would otherwise never let virtual time move on.
+pub const MAX_UNRECORDED: usize = 10_000;
 
 /// Recorded runs by action and params, each kind replayed in the order it was recorded.
 ///
@@ -34,15 +39,15 @@ pub type Told = Vec<(Duration, Outcome)>;
 pub struct Recording {
     runs: HashMap<(ActionId, Uuid), VecDeque<Told>>,
     left: usize,
+    /// Runs asked for that it had no record of.
+    unrecorded: usize,
 }
 
 impl Recording {
     /// Records one run of `action` whose params have `params_digest` ([`agentry::store::params_digest`], as the
-    /// journal keeps it): what it told its agent. A run that told nothing is not kept (it never ended).
+    /// journal keeps it): what it told its agent. Runs of the same action and params are replayed in the order
+    /// they are recorded: record them in the order they were asked for.
     pub fn record(&mut self, action: ActionId, params_digest: Uuid, told: Told) {
-        if told.is_empty() {
-            return;
-        }
         self.runs.entry((action, params_digest)).or_default().push_back(told);
         self.left += 1;
     }
@@ -63,10 +68,24 @@ impl Recording {
         left
     }
 
-    /// The next recorded run of `action` with these params, taken out of the recording.
+    /// How many runs it had no record of were asked for (and refused).
+    pub fn unrecorded(&self) -> usize {
+        self.unrecorded
+    }
+
+    /// Whether the replay must stop: more than [`MAX_UNRECORDED`] runs it had no record of were asked for.
+    pub fn exhausted(&self) -> bool {
+        self.unrecorded > MAX_UNRECORDED
+    }
+
+    /// The next recorded run of `action` with these params, taken out of the recording; `None` (counted) when
+    /// it has none.
     pub(crate) fn take(&mut self, action: &ActionId, params: &Value) -> Option<Told> {
         let key = (action.clone(), agentry::store::params_digest(params));
-        let runs = self.runs.get_mut(&key)?;
+        let Some(runs) = self.runs.get_mut(&key) else {
+            self.unrecorded += 1;
+            return None;
+        };
         let told = runs.pop_front()?;
         if runs.is_empty() {
             self.runs.remove(&key);

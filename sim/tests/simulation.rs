@@ -669,8 +669,9 @@ fn a_restored_agent_replays_recorded_runs_and_refuses_the_rest_without_running_t
         agentry::store::params_digest(&json!({"n": 1})),
         vec![(Duration::from_secs(3), fetched)],
     );
+    // A run that had not ended where it was recorded.
     recording.record(fetch, agentry::store::params_digest(&json!({"n": 2})), vec![]);
-    assert_eq!(recording.left(), 1, "a run that told nothing is not kept");
+    assert_eq!(recording.left(), 2);
     let mut sim = SimBuilder::<Worker>::new(1)
         .skill(tools())
         .model("tools.fetch", ActionModel::new(Latency::ZERO).output(|_, _| json!("modelled")))
@@ -689,6 +690,12 @@ fn a_restored_agent_replays_recorded_runs_and_refuses_the_rest_without_running_t
     sim.send_recorded(&id(0), recorded, Duration::from_secs(1)).unwrap();
     sim.send_recorded(&id(0), signal("do", json!({"action": "tools.echo", "params": null})), Duration::from_secs(2))
         .unwrap();
+    sim.send_recorded(
+        &id(0),
+        signal("do", json!({"action": "tools.fetch", "params": {"n": 2}})),
+        Duration::from_secs(2),
+    )
+    .unwrap();
     sim.run();
     let runs = sim.runs();
     assert_eq!(runs.len(), 2, "{runs:?}");
@@ -705,7 +712,8 @@ fn a_restored_agent_replays_recorded_runs_and_refuses_the_rest_without_running_t
         vec!["action.failed:Critical".to_owned(), "action.completed:".to_owned()],
         "the refusal at 2 s, then the recorded outcome at 4 s (not the model's)"
     );
-    assert_eq!(sim.recording().map(Recording::left), Some(0));
+    assert_eq!(sim.recording().map(Recording::left), Some(0), "the run that never ended was asked again too");
+    assert_eq!(sim.recording().map(Recording::unrecorded), Some(1), "the echo");
     let agent = id(0);
     let (at, first) = sim.trace().inputs(&agent).next().expect("an input traced");
     assert_eq!((at, first.id(), first.time()), (Duration::from_secs(1), stamped.0, stamped.1), "given as recorded");

@@ -634,18 +634,40 @@ fn a_spent_budget_refuses_the_next_model_call_or_pauses_it_for_an_approval_given
     assert_eq!(statuses(&calls[1]).last().map(String::as_str), Some("blocked"), "{calls:?}");
     assert_eq!(calls[1]["error"], "budget_exceeded", "{calls:?}");
 
-    // Spent, and `when_spent = "ask"`: the call waits for an approval, asked in the chat and given there.
+    // Spent, and `when_spent = "ask"`: the call waits for an approval, asked in the chat. An answer typed before
+    // the question (here with the messages, all at once) is set aside, never taken for an approval.
     let asking = tempfile::tempdir().expect("a folder");
-    pal(
-        asking.path(),
-        &base_url,
-        "\n[agents.pal.budgets]\n\"llm.local.chat\" = { limit = 1, window = \"1h\", when_spent = \"ask\" }\n",
-    );
+    let ask_when_spent =
+        "\n[agents.pal.budgets]\n\"llm.local.chat\" = { limit = 1, window = \"1h\", when_spent = \"ask\" }\n";
+    pal(asking.path(), &base_url, ask_when_spent);
     let (code, out, err) = chat(asking.path(), &["Say hello.", "Say more.", "a"]);
     assert_eq!(code, Some(0), "{out}\n{err}");
-    assert!(err.contains("llm.local.chat") && err.contains("[a]pprove"), "asked in the chat: {err}");
-    assert!(err.contains("approved"), "{err}");
+    assert!(err.contains("set aside") && err.contains("[a]pprove"), "asked, the early answer set aside: {err}");
+    assert!(!err.contains("approved"), "{err}");
     let calls = model_calls(asking.path());
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let second = statuses(&calls[1]);
+    assert!(second.contains(&"awaiting_approval".to_owned()), "paused: {second:?}");
+    assert!(!second.contains(&"completed".to_owned()), "never approved: {second:?}");
+
+    // In a terminal: the question, then the answer typed after it.
+    let answered = tempfile::tempdir().expect("a folder");
+    pal(answered.path(), &base_url, ask_when_spent);
+    let mut command = agentry(answered.path());
+    command.args(["chat", "pal", "--timeout", "3m"]);
+    let mut session = expectrl::Session::spawn(command).expect("a pseudo-terminal");
+    session.set_expect_timeout(Some(WAIT));
+    session.expect("you> ").expect("the prompt");
+    session.send_line("Say hello.").expect("typed");
+    session.expect("you> ").expect("answered");
+    session.send_line("Say more.").expect("typed");
+    session.expect("[a]pprove").expect("the question");
+    session.send_line("a").expect("typed");
+    session.expect("approved").expect("the answer taken");
+    session.expect("you> ").expect("answered over the budget");
+    session.send_line("/exit").expect("typed");
+    session.expect(expectrl::Eof).expect("it ends");
+    let calls = model_calls(answered.path());
     assert_eq!(calls.len(), 2, "{calls:?}");
     let second = statuses(&calls[1]);
     assert!(second.contains(&"awaiting_approval".to_owned()), "paused: {second:?}");

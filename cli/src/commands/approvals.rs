@@ -94,3 +94,24 @@ fn offline_pending(data: &Path) -> Result<Vec<Value>, CliError> {
         .map(|r| json!({"agent": r.agent, "run": r.run, "action": r.action, "params_digest": r.params_digest}))
         .collect())
 }
+
+/// An answer typed in a terminal to a run waiting for approval, applied: `a`/`approve`/`y`/`yes`,
+/// `d`/`deny`/`n`/`no`, or `l`/`always` (this action for this agent, from now on). Returns what was done, to
+/// show, or `None` when the text is not one of these answers.
+pub(super) async fn answer(
+    runtime: &agentry::runtime::Runtime,
+    agent: &agentry::id::AgentId,
+    (run, action): (Uuid, &agentry::id::ActionId),
+    text: &str,
+) -> Option<String> {
+    let decided = match text {
+        "a" | "approve" | "y" | "yes" => runtime.decide(agent, run, true).await.map(|()| "approved"),
+        "d" | "deny" | "n" | "no" => runtime.decide(agent, run, false).await.map(|()| "denied"),
+        "l" | "always" => runtime.always_allow(agent, action).await.map(|_| "approved, and always allowed from now"),
+        _ => return None,
+    };
+    Some(match decided {
+        Ok(done) => done.to_owned(),
+        Err(error) => format!("not decided here: {error}"),
+    })
+}

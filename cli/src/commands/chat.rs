@@ -20,7 +20,6 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::{broadcast, mpsc};
 
 /// Talks with `agent` until `/exit`, end of input or Ctrl-C.
@@ -42,45 +41,105 @@ pub async fn chat(loaded: &Loaded, registry: &Registry, agent: &str, timeout: Du
     let probe = Request::Approvals;
     if ask(&data, &probe).await.is_some() {
         eprintln!("talking to `{agent}` in the runtime that runs on {}; approvals are asked there", data.display());
-        return remote(&data, agent, &mut lines, &mut interrupt).await;
+        return remote(&data, agent, timeout, &mut lines, &mut interrupt).await;
     }
     let hosted = super::host::host(loaded, registry).await?;
     let runtime = hosted.started.runtime.clone();
     let mut events = runtime.events();
+    // Decisions kept while no runtime ran, then the runs of this agent still waiting from before: asked first.
+    super::run::apply_decisions(&runtime, &data).await;
+    let waiting = agentry::store::RunQuery {
+        agent: Some(id.clone()),
+        status: Some(agentry::store::RunStatus::AwaitingApproval),
+        ..Default::default()
+    };
+    let earlier: Vec<Question> = runtime
+        .store()
+        .query(&waiting)
+        .into_iter()
+        .map(|r| Question { run: r.run, text: format!("`{}` (waiting from before)", r.action), action: r.action })
+        .collect();
     eprintln!("talking to `{agent}`; /exit or Ctrl-D ends");
-    let code = loop {
-        prompt();
-        let text = tokio::select! {
-            _ = interrupt.recv() => break crate::error::code::INTERRUPTED,
-            line = lines.recv() => match line {
-                None => break crate::error::code::OK,
-                Some(line) if line.trim() == "/exit" => break crate::error::code::OK,
-                Some(line) if line.trim().is_empty() => continue,
-                Some(line) => line,
-            },
-        };
-        let turn = Turn { runtime: &runtime, agent: &id, events: &mut events, lines: &mut lines };
-        match turn.take(text, timeout, &mut interrupt).await {
-            Some(Ok((reply, streamed))) => say(&reply, streamed),
-            Some(Err(error)) => eprintln!("the agent did not answer: {error}"),
-            None => break crate::error::code::INTERRUPTED,
-        }
+    let code = match ask_earlier(&runtime, &id, earlier, &mut lines, &mut interrupt).await {
+        Some(code) => code,
+        None => converse(&runtime, &id, timeout, (&mut events, &mut lines), &mut interrupt).await,
     };
     hosted.close().await;
     Ok(ExitCode::from(code))
 }
 
-/// The lines typed, as they come (a task reads standard input; the channel ends with it).
-fn read_lines() -> mpsc::UnboundedReceiver<String> {
+/// Asks the runs that waited for approval before the chat began, one by one; `Some(code)` when the chat ends
+/// meanwhile (end of input, Ctrl-C).
+async fn ask_earlier(
+    runtime: &Runtime,
+    agent: &AgentId,
+    earlier: Vec<Question>,
+    lines: &mut mpsc::UnboundedReceiver<String>,
+    interrupt: &mut tokio::signal::unix::Signal,
+) -> Option<u8> {
+    for question in earlier {
+        loop {
+            question.put();
+            let line = tokio::select! {
+                _ = interrupt.recv() => return Some(crate::error::code::INTERRUPTED),
+                line = lines.recv() => line?,
+            };
+            match super::approvals::answer(runtime, agent, (question.run, &question.action), line.trim()).await {
+                Some(done) => {
+                    eprintln!("  {done}");
+                    break;
+                }
+                None => eprintln!("  answer a (approve), d (deny) or l (always)"),
+            }
+        }
+    }
+    None
+}
+
+/// The conversation: a turn for each line typed, until `/exit`, end of input or Ctrl-C; returns the exit code.
+async fn converse(
+    runtime: &Runtime,
+    agent: &AgentId,
+    timeout: Duration,
+    (events, lines): (&mut broadcast::Receiver<Event>, &mut mpsc::UnboundedReceiver<String>),
+    interrupt: &mut tokio::signal::unix::Signal,
+) -> u8 {
+    loop {
+        prompt();
+        let text = tokio::select! {
+            _ = interrupt.recv() => return crate::error::code::INTERRUPTED,
+            line = lines.recv() => match line {
+                None => return crate::error::code::OK,
+                Some(line) if line.trim() == "/exit" => return crate::error::code::OK,
+                Some(line) if line.trim().is_empty() => continue,
+                Some(line) => line,
+            },
+        };
+        let turn = Turn { runtime, agent, events: &mut *events, lines: &mut *lines };
+        match turn.take(text, timeout, &mut *interrupt).await {
+            Some(Ok((reply, streamed))) => say(&reply, streamed),
+            Some(Err(error)) => eprintln!("the agent did not answer: {error}"),
+            None => return crate::error::code::INTERRUPTED,
+        }
+    }
+}
+
+/// The lines typed, as they come; the channel ends with standard input. A thread of its own reads them: a read
+/// from a terminal blocks until a line comes, and the async runtime would wait for a blocking task of its own
+/// before the process could end.
+pub(super) fn read_lines() -> mpsc::UnboundedReceiver<String> {
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+    let reader = std::thread::Builder::new().name("agentry-stdin".to_owned()).spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
             if tx.send(line).is_err() {
                 break;
             }
         }
     });
+    if let Err(error) = reader {
+        eprintln!("(standard input cannot be read: {error})");
+    }
     rx
 }
 
@@ -117,8 +176,17 @@ impl Turn<'_> {
         loop {
             tokio::select! {
                 reply = &mut call => {
+                    // What streamed before the reply and is still queued is shown before it.
+                    while let Ok(event) = self.events.try_recv() {
+                        if &event.agent == self.agent {
+                            self.show(&event, &mut streamed);
+                        }
+                    }
                     if streamed {
                         println!();
+                    }
+                    if !asking.is_empty() {
+                        eprintln!("({} approval question(s) left unanswered: `agentry approvals` lists them)", asking.len());
                     }
                     return Some(reply.map(|reply| (reply, streamed)).map_err(|e| e.to_string()));
                 }
@@ -127,21 +195,34 @@ impl Turn<'_> {
                     Ok(event) if &event.agent == self.agent => {
                         if let Some(question) = self.show(&event, &mut streamed) {
                             if asking.is_empty() {
+                                // Only a line typed after the question answers it: what was typed before (the
+                                // next message, say) never approves a run its writer had not seen.
+                                let mut early = 0;
+                                while self.lines.try_recv().is_ok() {
+                                    early += 1;
+                                }
+                                if early > 0 {
+                                    eprintln!("\n({early} line(s) typed before this question were set aside)");
+                                }
                                 question.put();
                             }
                             asking.push_back(question);
                         }
                     }
                     Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        eprintln!("({missed} events were missed: the terminal is slower than the runtime)");
+                    }
                     Err(broadcast::error::RecvError::Closed) => return Some(Err("the runtime stopped".to_owned())),
                 },
                 line = self.lines.recv(), if !asking.is_empty() => {
-                    let line = line?;
+                    let Some(line) = line else {
+                        return Some(Err("the input ended while a run waits for approval; it waits on (`agentry approvals` lists it)".to_owned()));
+                    };
                     let Some(question) = asking.front() else { continue };
-                    match decide(self.runtime, self.agent, question, line.trim()).await {
-                        Some(said) => {
-                            eprintln!("{said}");
+                    match super::approvals::answer(self.runtime, self.agent, (question.run, &question.action), line.trim()).await {
+                        Some(done) => {
+                            eprintln!("  {done}");
                             asking.pop_front();
                             if let Some(next) = asking.front() {
                                 next.put();
@@ -163,7 +244,7 @@ impl Turn<'_> {
                 if !*streamed {
                     print!("agent: ");
                 }
-                print!("{}", crate::render::escape(text));
+                print!("{}", crate::render::escape_lines(text));
                 let _ = std::io::stdout().flush();
                 *streamed = true;
             }
@@ -203,29 +284,13 @@ impl Question {
     }
 }
 
-/// Applies an answer to an approval; `None` when the answer is not one.
-async fn decide(runtime: &Runtime, agent: &AgentId, question: &Question, answer: &str) -> Option<String> {
-    let decided = match answer {
-        "a" | "approve" | "y" | "yes" => runtime.decide(agent, question.run, true).await.map(|()| "approved"),
-        "d" | "deny" | "n" | "no" => runtime.decide(agent, question.run, false).await.map(|()| "denied"),
-        "l" | "always" => {
-            runtime.always_allow(agent, &question.action).await.map(|_| "approved, and always allowed from now")
-        }
-        _ => return None,
-    };
-    Some(match decided {
-        Ok(said) => format!("  {said}"),
-        Err(error) => format!("  not decided: {error}"),
-    })
-}
-
 /// Prints the agent's reply: its answer (unless it was shown as it streamed), or why it stopped.
 fn say(reply: &Value, streamed: bool) {
     match reply["status"].as_str() {
         Some("answered") if streamed => {}
         Some("answered") => {
             if let Some(text) = reply["text"].as_str() {
-                println!("agent: {}", crate::render::escape(text));
+                println!("agent: {}", crate::render::escape_lines(text));
             }
         }
         _ => eprintln!(
@@ -239,6 +304,7 @@ fn say(reply: &Value, streamed: bool) {
 async fn remote(
     data: &std::path::Path,
     agent: &str,
+    timeout: Duration,
     lines: &mut mpsc::UnboundedReceiver<String>,
     interrupt: &mut tokio::signal::unix::Signal,
 ) -> Result<ExitCode, CliError> {
@@ -253,8 +319,13 @@ async fn remote(
                 Some(line) => line,
             },
         };
-        let request = Request::Ask { agent: agent.to_owned(), text };
-        match ask(data, &request).await {
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let request = Request::Ask { agent: agent.to_owned(), text, timeout_ms };
+        let answered = tokio::select! {
+            _ = interrupt.recv() => return Ok(ExitCode::from(crate::error::code::INTERRUPTED)),
+            answered = ask(data, &request) => answered,
+        };
+        match answered {
             Some(Ok(reply)) => say(&reply, false),
             Some(Err((error, code))) => return Err(super::control::failure(error, &code)),
             None => return Err(CliError::Start("the runtime on this data folder stopped".to_owned())),

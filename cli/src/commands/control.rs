@@ -19,9 +19,9 @@ use uuid::Uuid;
 /// The most bytes one request may have.
 const MAX_REQUEST: u64 = 1 << 20;
 
-/// How long a message to an LLM agent may take to be answered through the socket (its exchange: model calls,
-/// tool runs, approvals).
-const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+/// The longest a message to an LLM agent may take to be answered through the socket (its exchange: model
+/// calls, tool runs, approvals): a peer of the socket cannot make the runtime wait on it for longer.
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Where the control socket of a data folder is.
 pub fn socket_path(data: &Path) -> PathBuf {
@@ -65,6 +65,8 @@ pub enum Request {
         agent: String,
         /// The message.
         text: String,
+        /// How long the answer may take, in milliseconds (at most [`ASK_TIMEOUT`]).
+        timeout_ms: u64,
     },
     /// An agent's live state and actions.
     Inspect {
@@ -224,14 +226,14 @@ async fn answer(runtime: &Runtime, pending: &Pending, request: Request) -> Value
                 Err(err) => json!({"error": err.to_string(), "code": "failure"}),
             }
         }
-        Request::Ask { agent, text } => {
+        Request::Ask { agent, text, timeout_ms } => {
             let (Ok(id), Ok(signal)) = (
                 AgentId::new(agent.as_str()),
                 agentry::signal::Signal::new(agentry_llm::agent::ASK, json!({ "text": text })),
             ) else {
                 return json!({"error": format!("`{agent}` is not an agent id"), "code": "usage"});
             };
-            match runtime.call(&id, signal, ASK_TIMEOUT).await {
+            match runtime.call(&id, signal, std::time::Duration::from_millis(timeout_ms).min(ASK_TIMEOUT)).await {
                 Ok(reply) => json!({ "ok": reply }),
                 Err(agentry::runtime::RuntimeError::NoSuchAgent(_)) => {
                     json!({"error": format!("no agent `{agent}`"), "code": "not_found"})

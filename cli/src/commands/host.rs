@@ -36,8 +36,13 @@ pub async fn host(loaded: &Loaded, registry: &Registry) -> Result<Hosted, CliErr
     let follower = {
         let pending = pending.clone();
         tokio::spawn(async move {
-            while let Ok(event) = events.recv().await {
-                pending.follow(&event);
+            loop {
+                match events.recv().await {
+                    Ok(event) => pending.follow(&event),
+                    // Missed events (a burst of progress, say) leave what is pending as it was; go on.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                }
             }
         })
     };

@@ -81,7 +81,7 @@ pub async fn inspect(loaded: &Loaded, name: &str, json: bool) -> Result<ExitCode
     }
     let off = if started.section.enabled { "" } else { "  (enabled = false: `agentry run` does not start it)" };
     println!("{name}  {}  trust {trust}{off}", crate::render::escape(&transport));
-    let said = |key: &str| info[key].as_str().map_or_else(|| "?".to_owned(), crate::render::escape);
+    let said = |key: &str| info[key].as_str().map_or_else(|| "?".to_owned(), |text| crate::render::escape(&cut(text)));
     println!("server {} {}, protocol {}", said("name"), said("version"), said("protocol_version"));
     for row in &tools {
         let risk = row.risk.map_or_else(|| "-".to_owned(), |r| format!("{r:?}").to_lowercase());
@@ -92,7 +92,7 @@ pub async fn inspect(loaded: &Loaded, name: &str, json: bool) -> Result<ExitCode
             crate::render::escape(&cut(&id)),
             risk,
             status,
-            crate::render::escape(&cut(&row.description))
+            crate::render::escape(&cut(&first_line(&row.description)))
         );
         let skipped = row.skipped.as_deref().map(|why| format!("; skipped: {}", crate::render::escape(&cut(why))));
         println!("  {:<36} risk: {}{}", "", row.risk_reason, skipped.unwrap_or_default());
@@ -123,7 +123,7 @@ fn rows(client: &McpClient, config: &McpServer) -> Vec<Row> {
                 risk_reason: risk_reason(tool.hints, config.trust),
                 enabled: skipped.is_none(),
                 skipped,
-                description: description.lines().next().unwrap_or_default().trim().to_owned(),
+                description: description.to_owned(),
             }
         })
         .collect()
@@ -353,4 +353,15 @@ fn cut(text: &str) -> String {
         shown.push('…');
     }
     shown
+}
+
+/// A description's first line, and how many more it has (the whole description is what the model reads, and
+/// what `--json` shows).
+fn first_line(description: &str) -> String {
+    let mut lines = description.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default().to_owned();
+    match lines.count() {
+        0 => first,
+        more => format!("{first} (+{more} more line(s): --json shows them)"),
+    }
 }

@@ -12,7 +12,6 @@ use agentry::runtime::Runtime;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
-use tokio::io::AsyncBufReadExt;
 use uuid::Uuid;
 
 /// How long runs in flight get to end when Ctrl-C stops the runtime.
@@ -133,7 +132,7 @@ fn out(line: &str) {
 /// Asks each waiting run in turn on the terminal: approve, deny, always (this action, for this agent), or show
 /// the params first. A run decided elsewhere meanwhile is skipped with a note.
 async fn ask_in_terminal(runtime: Runtime, mut questions: tokio::sync::mpsc::UnboundedReceiver<Question>) {
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = super::chat::read_lines();
     let mut asked = std::collections::HashSet::new();
     while let Some(q) = questions.recv().await {
         // One question a run, however often it was announced.
@@ -146,25 +145,17 @@ async fn ask_in_terminal(runtime: Runtime, mut questions: tokio::sync::mpsc::Unb
                 q.run, q.action, q.agent
             );
             let _ = std::io::stdout().flush();
-            let Ok(Some(answer)) = lines.next_line().await else { return };
-            let outcome = match answer.trim() {
-                "a" | "approve" | "y" | "yes" => runtime.decide(&q.agent, q.run, true).await.map(|()| "approved"),
-                "d" | "deny" | "n" | "no" => runtime.decide(&q.agent, q.run, false).await.map(|()| "denied"),
-                "l" | "always" => {
-                    runtime.always_allow(&q.agent, &q.action).await.map(|_| "approved, and always allowed from now")
-                }
-                "s" | "show" => {
-                    out(&serde_json::to_string_pretty(&q.params).unwrap_or_default());
+            let Some(answer) = lines.recv().await else { return };
+            if matches!(answer.trim(), "s" | "show") {
+                out(&crate::render::escape_lines(&serde_json::to_string_pretty(&q.params).unwrap_or_default()));
+                continue;
+            }
+            match super::approvals::answer(&runtime, &q.agent, (q.run, &q.action), answer.trim()).await {
+                Some(done) => out(&done),
+                None => {
+                    out(&format!("`{}`? answer a, d, l or s", crate::render::escape(answer.trim())));
                     continue;
                 }
-                other => {
-                    out(&format!("`{other}`? answer a, d, l or s"));
-                    continue;
-                }
-            };
-            match outcome {
-                Ok(what) => out(what),
-                Err(err) => out(&format!("not decided here: {err}")),
             }
             break;
         }
@@ -172,7 +163,7 @@ async fn ask_in_terminal(runtime: Runtime, mut questions: tokio::sync::mpsc::Unb
 }
 
 /// Applies the decisions `agentry approvals` kept while no runtime ran.
-async fn apply_decisions(runtime: &Runtime, data: &std::path::Path) {
+pub(super) async fn apply_decisions(runtime: &Runtime, data: &std::path::Path) {
     let Ok(entries) = std::fs::read_dir(decisions_dir(data)) else { return };
     for entry in entries.flatten() {
         let path = entry.path();

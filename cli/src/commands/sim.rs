@@ -48,7 +48,9 @@ fn outputs(path: &Path, out: Option<&Path>) -> Result<(PathBuf, PathBuf), CliErr
     std::fs::create_dir_all(&dir).map_err(CliError::io(format!("creating {}", dir.display())))?;
     let stem = path.file_stem().map_or_else(|| "simulation".to_owned(), |s| s.to_string_lossy().into_owned());
     let (csv, svg) = (dir.join(format!("{stem}.csv")), dir.join(format!("{stem}.svg")));
-    if csv.as_path() == path || svg.as_path() == path {
+    let scenario = std::fs::canonicalize(path).ok();
+    let same = |output: &Path| scenario.is_some() && std::fs::canonicalize(output).ok() == scenario;
+    if same(&csv) || same(&svg) {
         return Err(CliError::Usage(format!(
             "{} would be overwritten by its own output; name the scenario `.toml`, or pass --out",
             path.display()

@@ -319,6 +319,9 @@ impl<A: Agent> Simulation<A> {
     pub fn run_until(&mut self, until: Duration) {
         let until = nanos(until);
         while self.queue.next_at().is_some_and(|at| at <= until) {
+            if self.recording.as_ref().is_some_and(Recording::exhausted) {
+                return;
+            }
             let Some((at, event)) = self.queue.pop() else { break };
             self.now = at;
             self.handle(event);

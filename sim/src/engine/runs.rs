@@ -268,17 +268,23 @@ impl<A: Agent> Simulation<A> {
     }
 
     /// Replays a recorded run (see `SimBuilder::replaying`): its agent is told now what it was told before its
-    /// end (a wait for approval), and the run ends as it did, as long after it was asked.
+    /// end (a wait for approval), and the run ends as it did, as long after it was asked. A run that had not
+    /// ended where it was recorded stays in flight.
     pub(super) fn replay_run(&mut self, agent: usize, ids: RunIds, mut told: crate::recording::Told) {
-        let Some((after, outcome)) = told.pop() else { return };
-        for (_, outcome) in told {
-            self.tell(agent, &ids, outcome);
-        }
-        let end = End { outcome, error: None, refused: false };
-        self.journal_update(ids.run, end.update(), after);
         let slot = &mut self.agents[agent];
         slot.in_flight += 1;
         slot.running.insert(ids.run, ids.clone());
+        let end = match told.last() {
+            Some((_, outcome)) if outcome.status != OutcomeStatus::AwaitingApproval => told.pop(),
+            _ => None,
+        };
+        for (_, outcome) in told {
+            self.tell(agent, &ids, outcome);
+        }
+        let Some((after, outcome)) = end else { return };
+        let end = End { outcome, error: None, refused: false };
+        self.journal_update(ids.run, end.update(), after);
+        let slot = &self.agents[agent];
         let ended = Ended { agent, incarnation: slot.incarnation, ids, started: self.now, end, effects: Vec::new() };
         self.push(self.now.saturating_add(nanos(after)), Event::RunEnded(Box::new(ended)));
     }

@@ -252,6 +252,9 @@ impl SqliteStore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn copy(from: &Path, to: &Path) -> Result<(), StoreError> {
+        if to.exists() {
+            return Err(StoreError::Database(format!("{} exists already; expected a new file", to.display())));
+        }
         let shown = from.display().to_string();
         let corrupt = |err: rusqlite::Error| StoreError::Corrupt { path: shown.clone(), message: err.to_string() };
         let db = Connection::open_with_flags(
@@ -265,7 +268,8 @@ impl SqliteStore {
             return Err(StoreError::Foreign { path: shown, found: application, tables: Vec::new() });
         }
         let target = to.to_str().ok_or_else(|| StoreError::Database(format!("{} is not UTF-8", to.display())))?;
-        db.execute("VACUUM INTO ?1", [target]).map_err(corrupt)?;
+        db.execute("VACUUM INTO ?1", [target])
+            .map_err(|e| StoreError::Database(format!("copying {shown} to {target}: {e}")))?;
         Ok(())
     }
 
