@@ -43,6 +43,8 @@ pub(crate) struct RunSink {
     pub calls: u32,
     /// How many ids the run made ([`ActionContext::new_id`]).
     pub ids: u64,
+    /// The progress last announced on the event stream, in thousandths, and its message.
+    pub announced: Option<(u16, Option<String>)>,
 }
 
 /// The topic of the note a run's progress is announced as on the event stream
@@ -762,8 +764,8 @@ impl ActionContext {
     }
 
     /// Reports progress (a fraction from 0 to 1, and an optional message): announced to whoever watches the
-    /// event stream (an [`ActionNote`](crate::events::EventKind::ActionNote) of topic [`PROGRESS`]), to the
-    /// job's record when this run is part of a job, and to the
+    /// event stream (an [`ActionNote`](crate::events::EventKind::ActionNote) of topic [`PROGRESS`], when it
+    /// moved by a hundredth since the last one, says something new, or reaches 1), to the job's record when this run is part of a job, and to the
     /// caller when this is the run the caller asked for (not a call it made) and the caller listens (an MCP
     /// client that sent a progress token). Outside a runtime it does nothing.
     pub fn progress(&self, fraction: f64, message: Option<String>) {
@@ -776,9 +778,24 @@ impl ActionContext {
         if let Some(caller) = self.scope.caller.as_ref().filter(|_| self.depth() <= 1) {
             caller.send(CallerRequest::Progress { progress: fraction, total: Some(1.0), message: message.clone() });
         }
+        // Announced when it moved by a hundredth or says something new: a run that reports at every byte
+        // does not flood the event stream.
         if let Some(link) = &self.scope.link {
-            let note = serde_json::json!({"fraction": fraction, "message": message});
-            link.services.note(self, PROGRESS.to_owned(), note);
+            let thousandths = (fraction * 1000.0).round() as u16;
+            let moved = {
+                let mut sink = self.sink();
+                let moved = sink.announced.as_ref().is_none_or(|(last, said)| {
+                    thousandths.abs_diff(*last) >= 10 || *said != message || (thousandths == 1000 && *last != 1000)
+                });
+                if moved {
+                    sink.announced = Some((thousandths, message.clone()));
+                }
+                moved
+            };
+            if moved {
+                let note = serde_json::json!({"fraction": fraction, "message": message});
+                link.services.note(self, PROGRESS.to_owned(), note);
+            }
         }
         if let Some(Link { services, job: Some(job) }) = &self.scope.link {
             services.job_progress(*job, fraction, message);
