@@ -38,6 +38,9 @@ pub mod performance {}
 #[doc = include_str!("../../docs/security.md")]
 pub mod security {}
 
+#[doc = include_str!("../../docs/cluster.md")]
+pub mod cluster {}
+
 /// The standard skills' pages.
 pub mod skills {
     #[doc = include_str!("../../docs/skills/README.md")]

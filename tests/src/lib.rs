@@ -5,6 +5,7 @@ pub mod conformance;
 pub mod everything;
 pub mod llama;
 pub mod npm;
+pub mod postgres;
 pub mod python_sdk;
 pub mod tls;
 

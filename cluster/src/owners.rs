@@ -1,0 +1,264 @@
+//! Who owns an agent, decided by PostgreSQL: each agent id has at most one owner node at a time, held as a lease
+//! with an **epoch** that grows by one each time the agent changes hands. Time is the database's (`now()`), never
+//! a node's clock, so a node whose clock drifts or that was paused cannot think it still holds a lease the
+//! database gave away.
+//!
+//! **Fencing.** Every write an owner makes for an agent starts with [`fence`] in the write's own transaction: it
+//! reads the agent's lease with a share lock and refuses unless it is still this node's, at this epoch, and not
+//! expired. The lock makes the write and a takeover ([`Owners::claim`] by another node) one before the other: a
+//! takeover waits for a write that passed its fence to commit, and a write that starts after the takeover fails
+//! its fence. So a node that was paused or cut off and comes back can never write over its successor: its first
+//! write fails with [`LeaseError::Lost`] (or [`LeaseError::Expired`], when nobody took the agent meanwhile and a
+//! [`Owners::renew`] gets it back), and it must stop its copy of the agent.
+
+use agentry::id::AgentId;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+use tokio_postgres::{Client, GenericClient, NoTls, Row};
+
+/// The table of leases.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS agentry_owners (
+    agent      TEXT PRIMARY KEY,
+    node       TEXT NOT NULL,
+    epoch      BIGINT NOT NULL CHECK (epoch > 0),
+    expires_at TIMESTAMPTZ NOT NULL
+);
+";
+
+/// A node's hold on one agent, as the database gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The agent.
+    pub agent: AgentId,
+    /// The node holding it.
+    pub node: String,
+    /// Its epoch: one more than the lease before it on this agent.
+    pub epoch: u64,
+    /// When it ends unless renewed (the database's time).
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Why a lease could not be had, kept, or written under.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// Another node holds the agent's lease.
+    #[error("agent `{agent}` is owned by node `{node}` (epoch {epoch}) until {until}; expected it free or expired")]
+    Held {
+        /// The agent.
+        agent: AgentId,
+        /// Its owner.
+        node: String,
+        /// The owner's epoch.
+        epoch: u64,
+        /// When the owner's lease ends unless renewed.
+        until: DateTime<Utc>,
+    },
+    /// The lease is gone: another node took the agent (a newer epoch), or it was released.
+    #[error("node `{node}` no longer owns agent `{agent}` at epoch {epoch}: {now}; it must stop its copy of the agent")]
+    Lost {
+        /// The agent.
+        agent: AgentId,
+        /// The node that held the lease.
+        node: String,
+        /// The epoch it held.
+        epoch: u64,
+        /// What the database says now.
+        now: String,
+    },
+    /// The lease ran out before this write (nobody has taken the agent yet: a renewal may get it back).
+    #[error("node `{node}`'s lease on agent `{agent}` (epoch {epoch}) expired at {at}; renew it before writing")]
+    Expired {
+        /// The agent.
+        agent: AgentId,
+        /// The node.
+        node: String,
+        /// The epoch.
+        epoch: u64,
+        /// When it expired.
+        at: DateTime<Utc>,
+    },
+    /// A lease's duration that the database cannot hold.
+    #[error("a lease of {0:?} cannot be given; expected between 1 ms and 24 h")]
+    BadDuration(Duration),
+    /// The database failed or refused.
+    #[error("PostgreSQL: {0}")]
+    Database(#[from] tokio_postgres::Error),
+    /// A row that does not read as a lease.
+    #[error("the lease table holds a row that is not a lease: {0}")]
+    Corrupt(String),
+}
+
+/// One node's view of the lease table: claims, renewals and releases in its name.
+pub struct Owners {
+    client: Client,
+    node: String,
+    ttl_ms: i64,
+}
+
+impl Owners {
+    /// Connects to PostgreSQL at `url` (a libpq connection string) as node `node`, whose leases last `ttl`
+    /// unless renewed, and makes the lease table if it is not there.
+    pub async fn connect(url: &str, node: &str, ttl: Duration) -> Result<Self, LeaseError> {
+        let ttl_ms = i64::try_from(ttl.as_millis())
+            .ok()
+            .filter(|ms| (1..=86_400_000).contains(ms))
+            .ok_or(LeaseError::BadDuration(ttl))?;
+        let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::warn!(%error, "the connection to PostgreSQL ended");
+            }
+        });
+        client.batch_execute(SCHEMA).await?;
+        Ok(Self { client, node: node.to_owned(), ttl_ms })
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The connection, for the node's own reads.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The connection, for the node's own fenced writes (see [`fence`]: a transaction needs it mutable).
+    pub fn client_mut(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
+    /// Takes the agent's lease for this node: when nobody holds it, or its holder's lease expired (the epoch
+    /// grows by one). A holder whose lease is still running keeps it: [`LeaseError::Held`].
+    pub async fn claim(&self, agent: &AgentId) -> Result<Lease, LeaseError> {
+        let claimed = self
+            .client
+            .query_opt(
+                "INSERT INTO agentry_owners (agent, node, epoch, expires_at)
+                 VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
+                 ON CONFLICT (agent) DO UPDATE
+                   SET node = EXCLUDED.node, epoch = agentry_owners.epoch + 1, expires_at = EXCLUDED.expires_at
+                   WHERE agentry_owners.expires_at <= now()
+                 RETURNING agent, node, epoch, expires_at",
+                &[&agent.as_str(), &self.node, &self.ttl_ms],
+            )
+            .await?;
+        match claimed {
+            Some(row) => lease(&row),
+            None => match self.owner(agent).await? {
+                Some(held) => Err(LeaseError::Held {
+                    agent: agent.clone(),
+                    node: held.node,
+                    epoch: held.epoch,
+                    until: held.expires_at,
+                }),
+                // Released between the two statements: try again once more.
+                None => Box::pin(self.claim(agent)).await,
+            },
+        }
+    }
+
+    /// Extends this node's lease by its duration from now, if it still holds it at that epoch (even expired, as
+    /// long as nobody took the agent meanwhile).
+    pub async fn renew(&self, held: &Lease) -> Result<Lease, LeaseError> {
+        let renewed = self
+            .client
+            .query_opt(
+                "UPDATE agentry_owners SET expires_at = now() + $4::bigint * interval '1 millisecond'
+                 WHERE agent = $1 AND node = $2 AND epoch = $3
+                 RETURNING agent, node, epoch, expires_at",
+                &[&held.agent.as_str(), &held.node, &epoch_of(held)?, &self.ttl_ms],
+            )
+            .await?;
+        match renewed {
+            Some(row) => lease(&row),
+            None => Err(lost(held, self.owner(&held.agent).await?)),
+        }
+    }
+
+    /// Gives the lease up (the agent is free for any node at once); a lease already lost is left as it is.
+    pub async fn release(&self, held: &Lease) -> Result<(), LeaseError> {
+        self.client
+            .execute(
+                "DELETE FROM agentry_owners WHERE agent = $1 AND node = $2 AND epoch = $3",
+                &[&held.agent.as_str(), &held.node, &epoch_of(held)?],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Ends whoever's lease on the agent now, keeping its epoch: the next claim takes the agent with the
+    /// next epoch. For an operator's explicit failover (a node known dead before its leases run out).
+    pub async fn expire(&self, agent: &AgentId) -> Result<(), LeaseError> {
+        self.client
+            .execute(
+                "UPDATE agentry_owners SET expires_at = now() WHERE agent = $1 AND expires_at > now()",
+                &[&agent.as_str()],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The agent's lease as the database has it now (expired or not), if anyone ever held it and did not
+    /// release it.
+    pub async fn owner(&self, agent: &AgentId) -> Result<Option<Lease>, LeaseError> {
+        let row = self
+            .client
+            .query_opt("SELECT agent, node, epoch, expires_at FROM agentry_owners WHERE agent = $1", &[&agent.as_str()])
+            .await?;
+        row.as_ref().map(lease).transpose()
+    }
+}
+
+/// The fence: the first statement of every write made under `held`, in the write's own transaction. It locks the
+/// agent's lease row for share until the transaction ends (a takeover waits for it) and refuses unless the lease
+/// is still `held`'s node's, at its epoch, and not expired. The rest of the transaction writes only if this
+/// passes; a refusal leaves the transaction to be rolled back.
+pub async fn fence(tx: &impl GenericClient, held: &Lease) -> Result<(), LeaseError> {
+    let row = tx
+        .query_opt(
+            "SELECT agent, node, epoch, expires_at, expires_at <= now() AS expired
+             FROM agentry_owners WHERE agent = $1 FOR SHARE",
+            &[&held.agent.as_str()],
+        )
+        .await?;
+    let Some(row) = row else { return Err(lost(held, None)) };
+    let now = lease(&row)?;
+    if now.node != held.node || now.epoch != held.epoch {
+        return Err(lost(held, Some(now)));
+    }
+    let expired: bool = row.try_get("expired")?;
+    if expired {
+        return Err(LeaseError::Expired {
+            agent: held.agent.clone(),
+            node: held.node.clone(),
+            epoch: held.epoch,
+            at: now.expires_at,
+        });
+    }
+    Ok(())
+}
+
+fn lease(row: &Row) -> Result<Lease, LeaseError> {
+    let agent: String = row.try_get("agent")?;
+    let epoch: i64 = row.try_get("epoch")?;
+    Ok(Lease {
+        agent: AgentId::new(agent.as_str()).map_err(|e| LeaseError::Corrupt(format!("agent `{agent}`: {e}")))?,
+        node: row.try_get("node")?,
+        epoch: u64::try_from(epoch).map_err(|_| LeaseError::Corrupt(format!("epoch {epoch}")))?,
+        expires_at: row.try_get("expires_at")?,
+    })
+}
+
+fn epoch_of(held: &Lease) -> Result<i64, LeaseError> {
+    i64::try_from(held.epoch).map_err(|_| LeaseError::Corrupt(format!("epoch {}", held.epoch)))
+}
+
+fn lost(held: &Lease, now: Option<Lease>) -> LeaseError {
+    let now = match now {
+        Some(now) => format!("node `{}` holds it at epoch {}", now.node, now.epoch),
+        None => "nobody holds it".to_owned(),
+    };
+    LeaseError::Lost { agent: held.agent.clone(), node: held.node.clone(), epoch: held.epoch, now }
+}
