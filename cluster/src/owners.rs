@@ -24,7 +24,21 @@ CREATE TABLE IF NOT EXISTS agentry_owners (
     epoch      BIGINT NOT NULL CHECK (epoch > 0),
     expires_at TIMESTAMPTZ NOT NULL
 );
+CREATE INDEX IF NOT EXISTS agentry_owners_node ON agentry_owners (node);
+CREATE TABLE IF NOT EXISTS agentry_nodes (
+    node       TEXT PRIMARY KEY,
+    seen_until TIMESTAMPTZ NOT NULL
+);
 ";
+
+/// What a heartbeat kept and lost of the leases a node believed it held.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Renewed: still this node's, at the same epoch.
+    pub kept: Vec<Lease>,
+    /// Gone (taken at a newer epoch, or released): the node must stop its copies of these agents.
+    pub lost: Vec<Lease>,
+}
 
 /// A node's hold on one agent, as the database gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +189,41 @@ impl Owners {
             Some(row) => lease(&row),
             None => Err(lost(held, self.owner(&held.agent).await?)),
         }
+    }
+
+    /// Says this node is alive for one more lease duration, and renews every lease of `held` that is still
+    /// this node's at its epoch, in one statement: what a node does every fraction of its lease duration.
+    pub async fn heartbeat(&self, held: &[Lease]) -> Result<Heartbeat, LeaseError> {
+        self.client
+            .execute(
+                "INSERT INTO agentry_nodes (node, seen_until) VALUES ($1, now() + $2::bigint * interval '1 millisecond')
+                 ON CONFLICT (node) DO UPDATE SET seen_until = EXCLUDED.seen_until",
+                &[&self.node, &self.ttl_ms],
+            )
+            .await?;
+        let agents: Vec<&str> = held.iter().map(|l| l.agent.as_str()).collect();
+        let epochs: Vec<i64> = held.iter().map(epoch_of).collect::<Result<_, _>>()?;
+        let rows = self
+            .client
+            .query(
+                "UPDATE agentry_owners AS o SET expires_at = now() + $2::bigint * interval '1 millisecond'
+                 FROM unnest($3::text[], $4::bigint[]) AS h(agent, epoch)
+                 WHERE o.agent = h.agent AND o.epoch = h.epoch AND o.node = $1
+                 RETURNING o.agent, o.node, o.epoch, o.expires_at",
+                &[&self.node, &self.ttl_ms, &agents, &epochs],
+            )
+            .await?;
+        let kept: Vec<Lease> = rows.iter().map(lease).collect::<Result<_, _>>()?;
+        let lost = held.iter().filter(|l| !kept.iter().any(|k| k.agent == l.agent)).cloned().collect();
+        Ok(Heartbeat { kept, lost })
+    }
+
+    /// The nodes whose last heartbeat has not run out (on the database's clock), sorted by name: where
+    /// [`crate::placement::place`] may put agents.
+    pub async fn live_nodes(&self) -> Result<Vec<String>, LeaseError> {
+        let rows =
+            self.client.query("SELECT node FROM agentry_nodes WHERE seen_until > now() ORDER BY node", &[]).await?;
+        rows.iter().map(|r| r.try_get(0).map_err(LeaseError::from)).collect()
     }
 
     /// Gives the lease up (the agent is free for any node at once); a lease already lost is left as it is.

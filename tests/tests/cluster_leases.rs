@@ -135,3 +135,30 @@ async fn a_takeover_waits_for_a_write_that_passed_its_fence() {
         watcher.client().query("SELECT value FROM journal WHERE agent = $1", &[&id.as_str()]).await.expect("read");
     assert_eq!(rows.len(), 1, "a's write, made before the takeover, is there");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_renews_what_a_node_still_holds_and_reports_what_it_lost() {
+    let Some(postgres) = agentry_tests::postgres::or_skip("cluster_leases") else { return };
+    let a = Owners::connect(&postgres.url(), "node-a", TTL).await.expect("node a");
+    let b = Owners::connect(&postgres.url(), "node-b", TTL).await.expect("node b");
+    // A node whose heartbeat lasts a millisecond: it stops being live at once.
+    let brief = Owners::connect(&postgres.url(), "node-brief", Duration::from_millis(1)).await.expect("brief");
+    let mut held = Vec::new();
+    for n in 0..50 {
+        held.push(a.claim(&agent(&format!("agent-{n}"))).await.expect("claimed"));
+    }
+    b.expire(&agent("agent-7")).await.expect("expired");
+    let taken = b.claim(&agent("agent-7")).await.expect("taken");
+    let beat = a.heartbeat(&held).await.expect("a heartbeat");
+    assert_eq!(beat.kept.len(), 49);
+    assert_eq!(beat.lost.iter().map(|l| l.agent.as_str()).collect::<Vec<_>>(), ["agent-7"]);
+    assert!(beat.kept.iter().all(|k| k.expires_at >= held[0].expires_at), "renewed from now");
+    assert_eq!(b.heartbeat(&[taken]).await.expect("b's heartbeat").kept.len(), 1);
+    brief.heartbeat(&[]).await.expect("brief's heartbeat");
+    // Once its heartbeat ran out on the database's clock, a node is not live.
+    let out = "SELECT seen_until < now() FROM agentry_nodes WHERE node = 'node-brief'";
+    while !a.client().query_one(out, &[]).await.expect("read").get::<_, bool>(0) {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(a.live_nodes().await.expect("live"), ["node-a", "node-b"]);
+}
