@@ -2,10 +2,13 @@
 //! agent; the wire between nodes is only ever the fast path.
 //!
 //! This first part is ownership: [`owners`], leases with fencing epochs, so that a node that was paused or cut
-//! off can never write over the node that took its agents; the nodes that are alive; and [`placement`], where an
-//! agent goes when nobody says.
+//! off can never write over the node that took its agents; the nodes that are alive; [`placement`], where an
+//! agent goes when nobody says; and the durable [`inbox`], where signals for an agent wait for its owner, each
+//! once.
 
+pub mod inbox;
 pub mod owners;
 pub mod placement;
 
+pub use inbox::{Inbox, InboxError, Listener, Pushed, listen};
 pub use owners::{Heartbeat, Lease, LeaseError, Owners, fence};

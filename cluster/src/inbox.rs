@@ -1,0 +1,191 @@
+//! The durable inbox: signals for an agent whose owner is unreachable, or that sleeps, kept in PostgreSQL until
+//! its owner takes them. Every signal keeps its id, and the inbox holds each id once, so a sender that retries
+//! after a reconnect never makes a signal arrive twice. A push wakes whoever listens (`LISTEN`/`NOTIFY`), so the
+//! owner need not poll; a take is fenced by the owner's lease (see [`crate::owners::fence`]), so a node that
+//! lost the agent cannot take its signals.
+//!
+//! Whatever a peer can make the inbox keep has a limit: an agent's inbox holds at most its `limit` signals, and a
+//! push past it is refused with [`InboxError::Full`].
+
+use crate::owners::{Lease, LeaseError, fence};
+use agentry::id::AgentId;
+use agentry::signal::Signal;
+use tokio::sync::mpsc;
+use tokio_postgres::{AsyncMessage, Client, NoTls};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS agentry_inbox (
+    place  BIGSERIAL PRIMARY KEY,
+    agent  TEXT NOT NULL,
+    signal UUID NOT NULL,
+    body   TEXT NOT NULL,
+    UNIQUE (agent, signal)
+);
+";
+
+/// The channel a push notifies, with the agent's id as the payload.
+pub const CHANNEL: &str = "agentry_inbox";
+
+/// What a push or a take could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum InboxError {
+    /// The agent's inbox is full.
+    #[error("the inbox of agent `{agent}` holds {limit} signals already; expected its owner to take some first")]
+    Full {
+        /// The agent.
+        agent: AgentId,
+        /// Its limit.
+        limit: u32,
+    },
+    /// A take under a lease that is no longer the node's.
+    #[error(transparent)]
+    Fenced(#[from] LeaseError),
+    /// A stored signal that does not read as one.
+    #[error("the inbox of agent `{agent}` holds a body that is not a signal: {message}")]
+    Corrupt {
+        /// The agent.
+        agent: AgentId,
+        /// Why.
+        message: String,
+    },
+    /// The database failed or refused.
+    #[error("PostgreSQL: {0}")]
+    Database(#[from] tokio_postgres::Error),
+}
+
+/// What a push did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Kept: its owner will take it.
+    Kept,
+    /// The inbox had this signal already (a retry): nothing changed.
+    Duplicate,
+}
+
+/// The inbox table, through one connection.
+pub struct Inbox {
+    client: Client,
+    limit: u32,
+}
+
+impl Inbox {
+    /// Connects to PostgreSQL at `url`, with at most `limit` signals kept for one agent, and makes the table if
+    /// it is not there.
+    pub async fn connect(url: &str, limit: u32) -> Result<Self, InboxError> {
+        let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::warn!(%error, "the inbox's connection to PostgreSQL ended");
+            }
+        });
+        client.batch_execute(SCHEMA).await?;
+        Ok(Self { client, limit })
+    }
+
+    /// Keeps `signal` for `agent`, once: a signal whose id the inbox has for the agent is a duplicate. Wakes the
+    /// listeners.
+    pub async fn push(&mut self, agent: &AgentId, signal: &Signal) -> Result<Pushed, InboxError> {
+        let body = serde_json::to_string(signal).map_err(|e| InboxError::Corrupt {
+            agent: agent.clone(),
+            message: format!("the signal does not serialize: {e}"),
+        })?;
+        let tx = self.client.transaction().await?;
+        // Pushes for one agent, one at a time: the count and the insert see the same inbox.
+        tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&agent.as_str()]).await?;
+        let held: i64 =
+            tx.query_one("SELECT count(*) FROM agentry_inbox WHERE agent = $1", &[&agent.as_str()]).await?.get(0);
+        let inserted = tx
+            .execute(
+                "INSERT INTO agentry_inbox (agent, signal, body) VALUES ($1, $2, $3) ON CONFLICT (agent, signal) DO NOTHING",
+                &[&agent.as_str(), &signal.id(), &body],
+            )
+            .await?;
+        if inserted == 0 {
+            tx.rollback().await?;
+            return Ok(Pushed::Duplicate);
+        }
+        if held >= i64::from(self.limit) {
+            tx.rollback().await?;
+            return Err(InboxError::Full { agent: agent.clone(), limit: self.limit });
+        }
+        tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &agent.as_str()]).await?;
+        tx.commit().await?;
+        Ok(Pushed::Kept)
+    }
+
+    /// Takes the agent's signals, oldest first, at most `max`, under the owner's lease: they leave the inbox
+    /// when the transaction commits, and only if the lease still holds.
+    pub async fn take(&mut self, held: &Lease, max: u32) -> Result<Vec<Signal>, InboxError> {
+        let tx = self.client.transaction().await?;
+        fence(&tx, held).await?;
+        let rows = tx
+            .query(
+                "DELETE FROM agentry_inbox WHERE place IN (
+                     SELECT place FROM agentry_inbox WHERE agent = $1 ORDER BY place LIMIT $2
+                 ) RETURNING place, body",
+                &[&held.agent.as_str(), &i64::from(max)],
+            )
+            .await?;
+        let mut taken: Vec<(i64, Signal)> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let body: String = row.try_get("body")?;
+            let signal = serde_json::from_str(&body)
+                .map_err(|e| InboxError::Corrupt { agent: held.agent.clone(), message: e.to_string() })?;
+            taken.push((row.try_get("place")?, signal));
+        }
+        tx.commit().await?;
+        taken.sort_by_key(|(place, _)| *place);
+        Ok(taken.into_iter().map(|(_, signal)| signal).collect())
+    }
+
+    /// How many signals the agent's inbox holds.
+    pub async fn len(&self, agent: &AgentId) -> Result<u64, InboxError> {
+        let count: i64 = self
+            .client
+            .query_one("SELECT count(*) FROM agentry_inbox WHERE agent = $1", &[&agent.as_str()])
+            .await?
+            .get(0);
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+}
+
+/// Pushes as they happen, on a connection of its own: each names its agent (see [`listen`]).
+pub struct Listener {
+    /// The session: it listens as long as this lives.
+    _client: Client,
+    pushed: mpsc::UnboundedReceiver<AgentId>,
+}
+
+impl Listener {
+    /// The agent of the next push; `None` once the connection ended.
+    pub async fn recv(&mut self) -> Option<AgentId> {
+        self.pushed.recv().await
+    }
+}
+
+/// Starts listening for pushes. A push made after this returns is heard.
+pub async fn listen(url: &str) -> Result<Listener, InboxError> {
+    let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
+    let (tx, pushed) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(note))) if note.channel() == CHANNEL => {
+                    if let Ok(agent) = AgentId::new(note.payload())
+                        && tx.send(agent).is_err()
+                    {
+                        break;
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "the inbox listener's connection failed");
+                    break;
+                }
+                None => break,
+            }
+        }
+    });
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    Ok(Listener { _client: client, pushed })
+}

@@ -1,0 +1,62 @@
+//! The durable inbox on a real PostgreSQL server: a signal kept once however often it is pushed, a listener woken
+//! by each push (no polling), signals taken in order under the owner's lease and never by a node that lost it,
+//! and a full inbox refusing with a typed error.
+
+use agentry::id::AgentId;
+use agentry::signal::Signal;
+use agentry_cluster::{Inbox, InboxError, LeaseError, Owners, Pushed, listen};
+use serde_json::json;
+use std::time::Duration;
+
+const TTL: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_wait_for_their_owner_once_each_in_order_and_wake_it() {
+    let Some(postgres) = agentry_tests::postgres::or_skip("cluster_inbox") else { return };
+    let url = postgres.url();
+    let mut inbox = Inbox::connect(&url, 100).await.expect("the inbox");
+    let mut listener = listen(&url).await.expect("listening");
+    let a = Owners::connect(&url, "node-a", TTL).await.expect("node a");
+    let b = Owners::connect(&url, "node-b", TTL).await.expect("node b");
+    let id = AgentId::new("sleeper").expect("an id");
+
+    let first = Signal::new("ping", json!({"n": 1})).expect("a signal");
+    assert_eq!(inbox.push(&id, &first).await.expect("pushed"), Pushed::Kept);
+    assert_eq!(listener.recv().await, Some(id.clone()), "the push wakes the listener");
+    assert_eq!(inbox.push(&id, &first).await.expect("pushed again"), Pushed::Duplicate, "a retry");
+    let second = Signal::new("ping", json!({"n": 2})).expect("a signal");
+    inbox.push(&id, &second).await.expect("pushed");
+    assert_eq!(inbox.len(&id).await.expect("counted"), 2);
+
+    // A node that lost the agent takes nothing, and nothing leaves the inbox.
+    let stale = a.claim(&id).await.expect("a claims");
+    a.expire(&id).await.expect("expired");
+    let owner = b.claim(&id).await.expect("b claims");
+    let refused = inbox.take(&stale, 10).await;
+    assert!(matches!(refused, Err(InboxError::Fenced(LeaseError::Lost { .. }))), "{refused:?}");
+    assert_eq!(inbox.len(&id).await.expect("counted"), 2);
+
+    let taken = inbox.take(&owner, 10).await.expect("taken by the owner");
+    let ids: Vec<_> = taken.iter().map(Signal::id).collect();
+    assert_eq!(ids, [first.id(), second.id()], "in the order pushed, with their ids");
+    assert_eq!(taken[1].data()["n"], 2);
+    assert_eq!(inbox.len(&id).await.expect("counted"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_inbox_refuses_with_a_typed_error_and_keeps_what_it_had() {
+    let Some(postgres) = agentry_tests::postgres::or_skip("cluster_inbox") else { return };
+    let mut inbox = Inbox::connect(&postgres.url(), 3).await.expect("the inbox");
+    let id = AgentId::new("flooded").expect("an id");
+    let mut kept = Vec::new();
+    for n in 0..3 {
+        let signal = Signal::new("ping", json!({"n": n})).expect("a signal");
+        inbox.push(&id, &signal).await.expect("kept");
+        kept.push(signal);
+    }
+    let over = Signal::new("ping", json!({"n": 3})).expect("a signal");
+    let refused = inbox.push(&id, &over).await;
+    assert!(matches!(refused, Err(InboxError::Full { limit: 3, .. })), "{refused:?}");
+    assert_eq!(inbox.push(&id, &kept[0]).await.expect("a retry"), Pushed::Duplicate, "a retry is not refused");
+    assert_eq!(inbox.len(&id).await.expect("counted"), 3);
+}
