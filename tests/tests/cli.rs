@@ -788,3 +788,26 @@ fn mcp_validate_checks_a_server_and_fails_on_a_rule_that_matches_no_tool() {
     assert_eq!(report["checks"][0]["outcome"], "fail", "{report}");
     assert!(report["checks"].as_array().expect("checks")[1..].iter().all(|c| c["outcome"] == "skip"), "{report}");
 }
+
+#[test]
+fn tools_lists_a_type_s_own_skills_and_only_what_an_llm_agent_offers_its_model() {
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(
+        dir.path(),
+        "[models.local]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n\n[agents.librarian]\ntype = \"librarian\"\n\n[agents.librarian.permissions]\ngrants = [\"fs\", \"memory\"]\n\n[agents.pal]\ntype = \"llm\"\nmodel = \"local\"\nskills = [\"fs\", \"memory\"]\ntools = [\"fs.read\", \"memory.*\"]\n\n[agents.pal.permissions]\ngrants = [\"fs\", \"memory\"]\n",
+    );
+    let names = |agent: &str| -> Vec<String> {
+        let (code, out, err) = finish(agentry(dir.path()).args(["tools", "--agent", agent, "--format", "mcp"]));
+        assert_eq!(code, 0, "{err}");
+        let tools: Vec<Value> = serde_json::from_str(&out).expect("a JSON list");
+        tools.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect()
+    };
+    let librarian = names("librarian");
+    assert!(librarian.iter().any(|n| n.starts_with("fs")), "its type's own start skills: {librarian:?}");
+    assert!(librarian.iter().any(|n| n.starts_with("memory")), "{librarian:?}");
+    let pal = names("pal");
+    assert!(pal.iter().any(|n| n.contains("read")), "{pal:?}");
+    assert!(!pal.iter().any(|n| n.contains("write") || n.contains("list")), "only what `tools` offers: {pal:?}");
+    assert!(!pal.iter().any(|n| n.contains("chat")), "never the model's own action: {pal:?}");
+    assert!(pal.iter().any(|n| n.contains("recall")), "{pal:?}");
+}
