@@ -8,9 +8,9 @@
 use crate::error::CliError;
 use crate::manifest::{Loaded, McpServerSection};
 use agentry::action::{ActionError, DynAction, Risk};
-use agentry_skills::mcp::contract::{self, ToolDef, ToolHints};
+use agentry_skills::mcp::contract::{self, ToolDef};
 use agentry_skills::mcp::{
-    ELICITATION, McpClient, McpError, McpServer, SUPPORTED_PROTOCOL_VERSIONS, Trust, schema_guard, tool_rule_matches,
+    ELICITATION, McpClient, McpError, McpServer, SUPPORTED_PROTOCOL_VERSIONS, schema_guard, tool_rule_matches,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -120,30 +120,13 @@ fn rows(client: &McpClient, config: &McpServer) -> Vec<Row> {
                 tool: tool.name.clone(),
                 action: spec.as_ref().map(|s| s.id.to_string()),
                 risk: spec.as_ref().map(|s| s.risk),
-                risk_reason: risk_reason(tool.hints, config.trust),
+                risk_reason: contract::risk_of(tool.hints, config.trust).1,
                 enabled: skipped.is_none(),
                 skipped,
                 description: description.to_owned(),
             }
         })
         .collect()
-}
-
-/// Why a tool gets its risk, as `contract::action_spec` decides it.
-fn risk_reason(hints: ToolHints, trust: Trust) -> &'static str {
-    match trust {
-        Trust::Trusted => match (hints.read_only, hints.destructive) {
-            (Some(true), _) => "readOnlyHint (trusted server)",
-            (_, Some(false)) => "destructiveHint false (trusted server)",
-            (_, Some(true)) => "destructiveHint (trusted server)",
-            (_, None) => "no destructiveHint: assumed destructive",
-        },
-        Trust::Untrusted => match hints.destructive {
-            Some(true) => "destructiveHint",
-            None if hints.read_only != Some(true) => "no destructiveHint: assumed destructive",
-            _ => "untrusted server: its hints lower the risk no further than medium",
-        },
-    }
 }
 
 /// A check's result.

@@ -121,20 +121,11 @@ pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration, trust: Trust
     let id = action_id(server, &tool.name)?;
     let description = tool.description.clone().or_else(|| tool.title.clone()).unwrap_or_default();
     let hints = tool.hints;
-    let read_only = hints.read_only.unwrap_or(false);
-    let (risk, side_effects, idempotent) = if read_only {
-        (Risk::Low, false, true)
-    } else {
-        let risk = if hints.destructive.unwrap_or(true) { Risk::High } else { Risk::Medium };
-        (risk, true, hints.idempotent.unwrap_or(false))
-    };
-    let (risk, side_effects, idempotent, open_world) = match trust {
-        Trust::Trusted => (risk, side_effects, idempotent, hints.open_world.unwrap_or(true)),
-        // Contradicting hints (read-only yet destructive) count as the stricter one.
-        Trust::Untrusted => {
-            let risk = if hints.destructive == Some(true) { Risk::High } else { risk.max(Risk::Medium) };
-            (risk, true, false, true)
-        }
+    let (risk, _) = risk_of(hints, trust);
+    let (side_effects, idempotent, open_world) = match (trust, hints.read_only.unwrap_or(false)) {
+        (Trust::Trusted, true) => (false, true, hints.open_world.unwrap_or(true)),
+        (Trust::Trusted, false) => (true, hints.idempotent.unwrap_or(false), hints.open_world.unwrap_or(true)),
+        (Trust::Untrusted, _) => (true, false, true),
     };
     let mut spec = ActionSpec::new(id.as_str(), description)
         .map_err(|e| e.to_string())?
@@ -149,6 +140,26 @@ pub fn action_spec(server: &str, tool: &ToolDef, timeout: Duration, trust: Trust
         spec = spec.capability(Capability::NET);
     }
     Ok(spec)
+}
+
+/// The risk a tool gets from its hints and its server's trust (as [`action_spec`] gives it), and why, in words
+/// for an operator (`agentry mcp inspect`).
+pub fn risk_of(hints: ToolHints, trust: Trust) -> (Risk, &'static str) {
+    let (risk, why) = match (hints.read_only, hints.destructive) {
+        (Some(true), _) => (Risk::Low, "readOnlyHint"),
+        (_, Some(false)) => (Risk::Medium, "destructiveHint false"),
+        (_, Some(true)) => (Risk::High, "destructiveHint"),
+        (_, None) => (Risk::High, "no destructiveHint: assumed destructive"),
+    };
+    match trust {
+        Trust::Trusted => (risk, why),
+        // Contradicting hints (read-only yet destructive) count as the stricter one.
+        Trust::Untrusted if hints.destructive == Some(true) => (Risk::High, "destructiveHint"),
+        Trust::Untrusted if risk < Risk::Medium => {
+            (Risk::Medium, "untrusted server: its hints lower the risk no further than medium")
+        }
+        Trust::Untrusted => (risk, why),
+    }
 }
 
 /// A tool's output schema as the action's: an agentry server's wrapped schema (see [`WRAPPED_SCHEMA`]) is the
