@@ -22,7 +22,7 @@ use agentry_sim::Recording;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 use uuid::Uuid;
@@ -49,13 +49,13 @@ const AFTER_LAST_INPUT: Duration = Duration::from_secs(3600);
 pub async fn fork(loaded: &Loaded, registry: &Registry, ask: ForkAsk<'_>) -> Result<ExitCode, CliError> {
     let data = crate::start::data_dir(loaded);
     let id = AgentId::new(ask.agent).map_err(|e| CliError::Usage(e.to_string()))?;
-    if open_journal_path(&data).is_none() {
+    let live = data.join(agentry::runtime::JOURNAL);
+    if !live.exists() {
         return Err(CliError::NotFound(format!("no journal in {}", data.display())));
     }
     let copy = tempfile::tempdir().map_err(CliError::io("making a folder for the journal's copy"))?;
     let copied = copy.path().join(agentry::runtime::JOURNAL);
-    SqliteStore::copy(&data.join(agentry::runtime::JOURNAL), &copied)
-        .map_err(|e| CliError::Start(format!("the journal cannot be copied: {e}")))?;
+    SqliteStore::copy(&live, &copied).map_err(|e| CliError::Start(format!("the journal cannot be copied: {e}")))?;
     let journal = open_journal(copy.path())?
         .ok_or_else(|| CliError::Start(format!("the journal's copy is missing from {}", copied.display())))?;
     let Folded { kind, record, state, catalog, at_time } = fold(loaded, registry, &journal, &id, ask.at).await?;
@@ -77,7 +77,12 @@ pub async fn fork(loaded: &Loaded, registry: &Registry, ask: ForkAsk<'_>) -> Res
         state,
         catalog,
         policy: record.policy().unwrap_or_default(),
-        max_in_flight: record.spawn.get("max_in_flight").and_then(Value::as_u64).map_or(64, |n| n as usize),
+        max_in_flight: record
+            .spawn
+            .get("max_in_flight")
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(64),
         inputs,
         recording,
         epoch: at_time,
@@ -87,11 +92,6 @@ pub async fn fork(loaded: &Loaded, registry: &Registry, ask: ForkAsk<'_>) -> Res
     let forked = (kind.fork)(setup).map_err(CliError::Start)?;
     print(&ask, given, made_again, &forked);
     Ok(ExitCode::SUCCESS)
-}
-
-/// The journal's path, if there is one.
-fn open_journal_path(data: &Path) -> Option<PathBuf> {
-    Some(data.join(agentry::runtime::JOURNAL)).filter(|p| p.exists())
 }
 
 /// The recorded inputs without those `drop` names (each must be one of them).
