@@ -17,6 +17,10 @@ pub fn event_line(event: &Event, json: bool) -> Option<String> {
         EventKind::AgentThawed => "woke up".to_owned(),
         EventKind::SkillMounted { skill, .. } => format!("mounted {skill}"),
         EventKind::SkillUnmounted { skill, .. } => format!("unmounted {skill}"),
+        EventKind::SkillRefreshed { skill, added, removed } => {
+            let list = |ids: &[agentry::id::ActionId]| ids.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ");
+            format!("refreshed {skill}: added [{}], removed [{}]", list(added), list(removed))
+        }
         EventKind::ActionStarted { action, attempt } if *attempt > 1 => format!("{action} started (attempt {attempt})"),
         EventKind::ActionStarted { action, .. } => format!("{action} started"),
         EventKind::ActionCompleted { action, .. } => format!("{action} completed"),

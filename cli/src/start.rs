@@ -116,6 +116,10 @@ pub async fn start(loaded: &Loaded, registry: &Registry) -> Result<Started, CliE
             .map_err(|e| CliError::Start(e.to_string()))?,
         StoreKind::Memory => (builder.data_dir(&data).build(), Recovery::default()),
     };
+    // The servers' tool lists followed from now on: a tool added or removed reaches the agents that mount it.
+    for client in &mcp {
+        client.follow(&runtime);
+    }
     let mut agents = Vec::new();
     for (id, section) in &manifest.agents {
         let agent = AgentId::new(id.as_str()).map_err(|e| CliError::Start(format!("agent `{id}`: {e}")))?;

@@ -811,3 +811,28 @@ fn tools_lists_a_type_s_own_skills_and_only_what_an_llm_agent_offers_its_model()
     assert!(!pal.iter().any(|n| n.contains("chat")), "never the model's own action: {pal:?}");
     assert!(pal.iter().any(|n| n.contains("recall")), "{pal:?}");
 }
+
+#[test]
+fn a_tool_an_mcp_server_adds_while_agentry_runs_reaches_the_agent() {
+    let dir = tempfile::tempdir().expect("a folder");
+    manifest(
+        dir.path(),
+        &format!(
+            "[agents.helper]\ntype = \"tools\"\nskills = [\"mcp.test\"]\n\n[agents.helper.permissions]\nallow = [\"mcp.test.*\"]\n\n[mcp_servers.test]\ncommand = {:?}\ntrust = \"trusted\"\n",
+            env!("CARGO_BIN_EXE_mcp_test_server")
+        ),
+    );
+    let mut run = Running::start(dir.path(), &["--no-prompt"]);
+    let call = |action: &str, params: &str| finish(agentry(dir.path()).args(["call", "helper", action, params]));
+    let (code, _, _) = call("mcp.test.extra", "{}");
+    assert_eq!(code, 4, "no such tool yet");
+    let (code, out, err) = call("mcp.test.add_tool", r#"{"name": "extra"}"#);
+    assert_eq!(code, 0, "{out}{err}");
+    let refreshed = run.until(|l| l.contains("refreshed mcp.test"));
+    assert!(refreshed.contains("mcp.test.extra"), "{refreshed}");
+    let (code, out, err) = call("mcp.test.extra", "{}");
+    assert_eq!(code, 0, "the new tool runs: {out}{err}");
+    assert!(out.contains("extra answers"), "{out}");
+    let (status, _) = run.interrupt();
+    assert_eq!(status.code(), Some(130));
+}

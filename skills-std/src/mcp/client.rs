@@ -518,6 +518,13 @@ impl McpClient {
         Ok(())
     }
 
+    /// Keeps up to date a runtime that has this skill already (given to its builder, so that a recovery finds
+    /// it): when the server's tools change, the runtime refreshes the skill on every agent that has it mounted.
+    /// [`McpClient::attach`] adds the skill and does this too.
+    pub fn follow(&self, runtime: &Runtime) {
+        *lock(&self.inner.runtime) = Some(runtime.clone());
+    }
+
     /// Lists the tools again now and rebuilds the skill; `true` when they changed.
     pub async fn refresh(&self) -> Result<bool, McpError> {
         resync(&self.inner).await
