@@ -11,7 +11,7 @@
 pub use crate::action::context::{Calls, Requested};
 pub use crate::interpret::{Command, KeyFrom, Origin, interpret};
 pub use crate::kinds::stamped::{RunRef, Stamp, action_outcome_at, child_exited_at, mount_failed_at, spawn_failed_at};
-pub use crate::recovery::replay_input;
+pub use crate::recovery::{replay_input, table_effects};
 pub use crate::run_life::{Begin, End, Next, Params, RunLife, nested};
 pub use crate::table::{ActionTable, Gate, Registered, gate, gate_metered};
 

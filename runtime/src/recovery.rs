@@ -82,6 +82,21 @@ pub fn replay_input<A: Agent>(
     runs
 }
 
+/// The `RegisterAction` effects that make an agent's action table what its mounted skills provide, as when they
+/// were mounted: for an agent brought back in a state it had (a recovery, a replay into the simulator), whose
+/// skills are not mounted again.
+pub fn table_effects<A: Agent>(state: &AgentState<A>) -> Vec<crate::effect::Effect> {
+    let mut effects = Vec::new();
+    for (skill, mounted) in state.skills() {
+        for action in &mounted.actions {
+            let mut effect = crate::effect::Effect::register(action.clone());
+            effect.meta.skill = Some(skill.clone());
+            effects.push(effect);
+        }
+    }
+    effects
+}
+
 /// How the supervisor is to start an agent of type `A` again (the runtime's spawn path, handed down, so the
 /// recovery sits below the runtime).
 pub(crate) type Respawner<A> =
@@ -139,15 +154,7 @@ pub(crate) async fn revive<A: Agent>(
     recovered.schedules = schedules;
     recovered.jobs = jobs;
 
-    // The action table is what the mounted skills provide, as when they were mounted.
-    let mut start_effects = Vec::new();
-    for (skill, mounted) in state.skills() {
-        for action in &mounted.actions {
-            let mut effect = crate::effect::Effect::register(action.clone());
-            effect.meta.skill = Some(skill.clone());
-            start_effects.push(effect);
-        }
-    }
+    let start_effects = table_effects(&state);
     let history = Arc::new(std::sync::Mutex::new(crate::restart::Restarts::new(settings.restart)));
     let opts = crate::restart::SpawnOptions {
         id: Some(id.clone()),

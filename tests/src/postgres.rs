@@ -75,11 +75,6 @@ impl Postgres {
     pub fn url(&self) -> String {
         format!("host=127.0.0.1 port={} user=agentry dbname=postgres", self.port)
     }
-
-    /// The server's port on 127.0.0.1.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
 }
 
 impl Drop for Postgres {

@@ -207,14 +207,7 @@ impl<A: Agent> Simulation<A> {
         if let Some(skill) = state.skills().keys().find(|skill| self.catalog.get(skill).is_none()) {
             return Err(SimError::UnknownSkill(skill.clone()));
         }
-        let mut effects = Vec::new();
-        for (skill, mounted) in state.skills() {
-            for action in &mounted.actions {
-                let mut effect = Effect::register(action.clone());
-                effect.meta.skill = Some(skill.clone());
-                effects.push(effect);
-            }
-        }
+        let effects = driver::table_effects(&state);
         self.trace.started(&state, &policy);
         self.insert(state, policy, max_in_flight, None, effects);
         Ok(())
