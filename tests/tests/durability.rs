@@ -1,20 +1,22 @@
 //! Durable agents against real crashes: a child process (`durable_worker`) runs `Worker` agents on a SQLite
 //! journal, the test kills it with SIGKILL, starts it again on the same folder, and checks what the journal, the
-//! input log and the ledger files say.
+//! input log and the ledger files say. Each test runs again with the journal in PostgreSQL (a server of its own,
+//! started for the test), as `…_on_postgres`.
 //!
 //! The torture test kills it at seeded random moments, `AGENTRY_TORTURE_KILLS` times (50 by default; say
 //! `AGENTRY_TORTURE_KILLS=1000` for a longer run by hand), with seed `AGENTRY_TORTURE_SEED`, while its agents
 //! run ledger actions, submit jobs, mount and unmount a skill, wait for approvals, and (the last one) hibernate
-//! and thaw.
+//! and thaw. On PostgreSQL it kills `AGENTRY_TORTURE_KILLS_POSTGRES` times (20 by default).
 
 use agentry::agent::{AgentState, step};
 use agentry::id::AgentId;
 use agentry::signal::Signal;
-use agentry::store::{RunQuery, RunRecord, RunStatus, SqliteStore, Store};
+use agentry::store::{PostgresOptions, PostgresStore, RunQuery, RunRecord, RunStatus, SqliteStore, Store};
 use agentry_tests::durable::{LINES, PURE, Worker, catalog, lines as ledger_lines};
+use agentry_tests::postgres::Postgres;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -22,10 +24,50 @@ use tokio::process::{Child, Command};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_durable_worker");
 
-/// Starts the worker process on `dir` with these arguments.
-fn start(dir: &Path, args: &[&str]) -> (Child, tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) {
-    let mut child = Command::new(WORKER)
-        .arg(dir)
+/// Where a worker keeps its agents' drives (a folder) and its journal: a SQLite file in the folder, or a
+/// PostgreSQL server of the test's own.
+struct At {
+    dir: PathBuf,
+    postgres: Option<Postgres>,
+}
+
+impl At {
+    fn sqlite(dir: &Path) -> Self {
+        Self { dir: dir.to_path_buf(), postgres: None }
+    }
+
+    /// The journal in a PostgreSQL server started for the test; `None` (after saying so loudly) where there is
+    /// none.
+    fn postgres(dir: &Path, test: &str) -> Option<Self> {
+        let postgres = agentry_tests::postgres::or_skip(test)?;
+        Some(Self { dir: dir.to_path_buf(), postgres: Some(postgres) })
+    }
+
+    /// The journal, opened as the worker opens it.
+    fn store(&self) -> Box<dyn Store> {
+        match &self.postgres {
+            Some(postgres) => {
+                let options = PostgresOptions { keep_inputs: true };
+                Box::new(PostgresStore::connect_with(&postgres.url(), options).expect("the journal connects"))
+            }
+            None => Box::new(SqliteStore::open(self.dir.join("journal.db")).expect("the journal opens")),
+        }
+    }
+
+    /// A ledger file of an agent's drive.
+    fn ledger(&self, agent: &str) -> PathBuf {
+        self.dir.join("agents").join(agent).join("ledger").join(LINES)
+    }
+}
+
+/// Starts the worker process at `at` with these arguments.
+fn start(at: &At, args: &[&str]) -> (Child, tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) {
+    let mut command = Command::new(WORKER);
+    if let Some(postgres) = &at.postgres {
+        command.env("AGENTRY_WORKER_POSTGRES", postgres.url());
+    }
+    let mut child = command
+        .arg(&at.dir)
         .args(args)
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -56,8 +98,8 @@ async fn kill(mut child: Child) {
 }
 
 /// Runs the worker in a mode that ends on its own, and returns the line starting with `prefix`.
-async fn run_to_end(dir: &Path, args: &[&str], prefix: &str) -> String {
-    let (mut child, mut lines) = start(dir, args);
+async fn run_to_end(at: &At, args: &[&str], prefix: &str) -> String {
+    let (mut child, mut lines) = start(at, args);
     let line = expect(&mut lines, prefix).await;
     let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await.expect("it ends").expect("status");
     assert!(status.success(), "the worker failed: {status}");
@@ -65,30 +107,36 @@ async fn run_to_end(dir: &Path, args: &[&str], prefix: &str) -> String {
 }
 
 /// Every run in the journal, in the order written: its record and idempotency key.
-fn journal(dir: &Path) -> Vec<(RunRecord, Option<String>)> {
-    let store = SqliteStore::open(dir.join("journal.db")).expect("the journal opens");
-    store.keyed_runs(&RunQuery::default()).expect("the journal reads")
+fn journal(at: &At) -> Vec<(RunRecord, Option<String>)> {
+    match &at.postgres {
+        Some(postgres) => {
+            PostgresStore::connect(&postgres.url()).expect("the journal connects").keyed_runs(&RunQuery::default())
+        }
+        None => {
+            SqliteStore::open(at.dir.join("journal.db")).expect("the journal opens").keyed_runs(&RunQuery::default())
+        }
+    }
+    .expect("the journal reads")
 }
 
 /// Every input logged for an agent, in order, as the journal reads them back to bring the agent back.
-fn inputs(dir: &Path, agent: &str) -> Vec<(u64, Signal)> {
-    let store = SqliteStore::open(dir.join("journal.db")).expect("the journal opens");
+fn inputs(at: &At, agent: &str) -> Vec<(u64, Signal)> {
+    let store = at.store();
     let durable = store.durable().expect("a journal that keeps inputs");
     durable.inputs_after(&AgentId::new(agent).expect("an id"), 0).expect("the inputs read back")
 }
 
 /// The agent's latest snapshot: its input number and its whole state (domain and mounted skills).
-fn snapshot(dir: &Path, agent: &str) -> (u64, AgentState<Worker>) {
-    let db = rusqlite::Connection::open(dir.join("journal.db")).expect("the journal opens");
-    let text: String =
-        db.query_row("SELECT snapshot FROM snapshots WHERE agent = ?1", [agent], |r| r.get(0)).expect("a snapshot");
-    let snapshot: agentry::store::Snapshot = serde_json::from_str(&text).expect("a snapshot");
+fn snapshot(at: &At, agent: &str) -> (u64, AgentState<Worker>) {
+    let store = at.store();
+    let durable = store.durable().expect("a durable journal");
+    let snapshot = durable.snapshot(&AgentId::new(agent).expect("an id")).expect("it reads").expect("a snapshot");
     (snapshot.seq, serde_json::from_value(snapshot.state).expect("a worker's state"))
 }
 
 /// Every job the journal kept of an agent.
-fn kept_jobs(dir: &Path, agent: &str) -> Vec<agentry::store::KeptJob> {
-    let store = SqliteStore::open(dir.join("journal.db")).expect("the journal opens");
+fn kept_jobs(at: &At, agent: &str) -> Vec<agentry::store::KeptJob> {
+    let store = at.store();
     let durable = store.durable().expect("a durable journal");
     let revivals = durable.revivals(&[AgentId::new(agent).expect("an id")]).expect("the journal reads");
     revivals.into_iter().next().expect("one").expect("it reads back").jobs
@@ -139,13 +187,22 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() {
-    let kills = env_number("AGENTRY_TORTURE_KILLS", 50);
-    let mut moments = Moments(env_number("AGENTRY_TORTURE_SEED", 7));
     let folder = tempfile::tempdir().expect("a folder");
-    let dir = folder.path();
+    torture(&At::sqlite(folder.path()), env_number("AGENTRY_TORTURE_KILLS", 50)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect_on_postgres() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let Some(at) = At::postgres(folder.path(), "durability torture on PostgreSQL") else { return };
+    torture(&at, env_number("AGENTRY_TORTURE_KILLS_POSTGRES", 20)).await;
+}
+
+async fn torture(at: &At, kills: u64) {
+    let mut moments = Moments(env_number("AGENTRY_TORTURE_SEED", 7));
     let mut sleeps = (0usize, 0usize);
     for _ in 0..kills {
-        let (child, mut lines) = start(dir, &["torture", "3"]);
+        let (child, mut lines) = start(at, &["torture", "3"]);
         expect(&mut lines, "ready").await;
         // The kill moment: a seeded random time into the run (not a wait for anything).
         tokio::time::sleep(Duration::from_millis(moments.next_ms(60))).await;
@@ -156,10 +213,10 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
             sleeps.1 += usize::from(line.starts_with("thawed"));
         }
     }
-    let settled = run_to_end(dir, &["settle"], "settled").await;
+    let settled = run_to_end(at, &["settle"], "settled").await;
     assert_eq!(settled, "settled 3", "every worker came back every time");
 
-    let runs = journal(dir);
+    let runs = journal(at);
     let keys: BTreeMap<String, &RunRecord> =
         runs.iter().filter_map(|(record, key)| key.as_ref().map(|k| (k.clone(), record))).collect();
     // Completed with their line, interrupted, inputs, lines, pure runs completed.
@@ -168,7 +225,7 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
     let mut more = (0usize, 0u64, 0u64, 0usize);
     let mut tallies = BTreeSet::new();
     for agent in ["w0", "w1", "w2"] {
-        let written = ledger_lines(&dir.join("agents").join(agent).join("ledger").join(LINES));
+        let written = ledger_lines(&at.ledger(agent));
         // Every line belongs to a journaled run; no non-idempotent line appears twice.
         let mut charged = BTreeSet::new();
         for (key, what) in &written {
@@ -207,11 +264,11 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
         }
         // The state is the fold of the logged inputs, from the first state (mounts included); no input number is
         // missing.
-        let logged = inputs(dir, agent);
+        let logged = inputs(at, agent);
         let numbers: Vec<u64> = logged.iter().map(|(seq, _)| *seq).collect();
         assert_eq!(numbers, (1..=logged.len() as u64).collect::<Vec<_>>(), "{agent}: the input log has gaps");
         let state = fold(agent, &logged);
-        let (seq, kept) = snapshot(dir, agent);
+        let (seq, kept) = snapshot(at, agent);
         assert_eq!(seq, logged.len() as u64, "{agent}: the last snapshot stands at the last input");
         assert_eq!(
             serde_json::to_value(&state).expect("JSON"),
@@ -220,7 +277,7 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
         );
         // No job lost, none ended twice: every job it submitted ended and it was told once; every job the
         // journal kept ended, and its end reached the agent.
-        let jobs = kept_jobs(dir, agent);
+        let jobs = kept_jobs(at, agent);
         let mut told = BTreeSet::new();
         for job in &state.domain.jobs_ended {
             if !told.insert(*job) {
@@ -245,9 +302,16 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
         more.0 += jobs.len();
         more.1 += state.domain.jobs_interrupted;
         more.2 += state.domain.ticks / agentry_tests::durable::MOUNT_EVERY;
-        // No journaled record was lost: every outcome the agent consumed is of a journaled, ended run.
-        for (_, signal) in &logged {
+        // No journaled record was lost: every outcome the agent consumed is of a journaled, ended run; and none
+        // reached it twice.
+        let mut consumed = BTreeSet::new();
+        for (seq, signal) in &logged {
             if let Some(report) = signal.outcome().filter(|r| !r.awaiting_approval()) {
+                assert!(
+                    consumed.insert(report.run_id),
+                    "{agent}: the outcome of run {} reached it twice (input {seq})",
+                    report.run_id
+                );
                 let found = runs.iter().find(|(r, _)| r.run == report.run_id);
                 assert!(
                     found.is_some_and(|(r, _)| r.status().is_final()),
@@ -300,16 +364,31 @@ async fn kill_nine_at_random_moments_loses_nothing_and_repeats_no_side_effect() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_asked_before_a_crash_is_given_after_it_and_the_run_happens_once() {
     let folder = tempfile::tempdir().expect("a folder");
-    let dir = folder.path();
-    let (child, mut lines) = start(dir, &["ask", "ledger.risky", "{}"]);
+    an_approval_asked_before_a_crash_is_given_after_it_and_the_run_happens_once_at(&At::sqlite(folder.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_asked_before_a_crash_is_given_after_it_and_the_run_happens_once_on_postgres() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let Some(at) = At::postgres(
+        folder.path(),
+        "an_approval_asked_before_a_crash_is_given_after_it_and_the_run_happens_once_on_postgres",
+    ) else {
+        return;
+    };
+    an_approval_asked_before_a_crash_is_given_after_it_and_the_run_happens_once_at(&at).await;
+}
+
+async fn an_approval_asked_before_a_crash_is_given_after_it_and_the_run_happens_once_at(at: &At) {
+    let (child, mut lines) = start(at, &["ask", "ledger.risky", "{}"]);
     let asked = expect(&mut lines, "asked").await;
     kill(child).await;
     let run = asked.trim_start_matches("asked ").to_owned();
     assert!(!run.is_empty(), "{asked}");
-    run_to_end(dir, &["approve", &run], "approved").await;
-    let written = ledger_lines(&dir.join("agents/w0/ledger").join(LINES));
+    run_to_end(at, &["approve", &run], "approved").await;
+    let written = ledger_lines(&at.ledger("w0"));
     assert_eq!(written.iter().filter(|(_, w)| w == "risky").count(), 1, "exactly once: {written:?}");
-    let record = journal(dir).into_iter().find(|(r, _)| r.run.to_string() == run).expect("the run is journaled");
+    let record = journal(at).into_iter().find(|(r, _)| r.run.to_string() == run).expect("the run is journaled");
     assert_eq!(record.0.status(), RunStatus::Completed);
 }
 
@@ -318,9 +397,23 @@ async fn an_approval_asked_before_a_crash_is_given_after_it_and_the_run_happens_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_timeout_counts_from_the_request_across_a_crash() {
     let folder = tempfile::tempdir().expect("a folder");
-    let dir = folder.path();
+    an_approval_timeout_counts_from_the_request_across_a_crash_at(&At::sqlite(folder.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_timeout_counts_from_the_request_across_a_crash_on_postgres() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let Some(at) =
+        At::postgres(folder.path(), "an_approval_timeout_counts_from_the_request_across_a_crash_on_postgres")
+    else {
+        return;
+    };
+    an_approval_timeout_counts_from_the_request_across_a_crash_at(&at).await;
+}
+
+async fn an_approval_timeout_counts_from_the_request_across_a_crash_at(at: &At) {
     let timeout = Duration::from_millis(300);
-    let (child, mut lines) = start(dir, &["ask", "ledger.risky", "{}", &timeout.as_millis().to_string()]);
+    let (child, mut lines) = start(at, &["ask", "ledger.risky", "{}", &timeout.as_millis().to_string()]);
     let asked = expect(&mut lines, "asked").await;
     kill(child).await;
     let run: uuid::Uuid = asked.trim_start_matches("asked ").parse().expect("a run id");
@@ -330,11 +423,11 @@ async fn an_approval_timeout_counts_from_the_request_across_a_crash() {
     if let Ok(left) = (asked_at + timeout).duration_since(std::time::SystemTime::now()) {
         tokio::time::sleep(left).await;
     }
-    let tried = run_to_end(dir, &["try-approve", &run.to_string()], "tried").await;
+    let tried = run_to_end(at, &["try-approve", &run.to_string()], "tried").await;
     assert!(tried.contains("NotAwaitingApproval"), "the run waited a fresh timeout after the restart: {tried}");
-    let record = journal(dir).into_iter().find(|(r, _)| r.run == run).expect("the run is journaled");
+    let record = journal(at).into_iter().find(|(r, _)| r.run == run).expect("the run is journaled");
     assert_eq!(record.0.status(), RunStatus::Blocked, "expired, never run");
-    let written = ledger_lines(&dir.join("agents/w0/ledger").join(LINES));
+    let written = ledger_lines(&at.ledger("w0"));
     assert!(written.iter().all(|(_, w)| w != "risky"), "it never ran: {written:?}");
 }
 
@@ -344,27 +437,56 @@ async fn an_approval_timeout_counts_from_the_request_across_a_crash() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted() {
     let folder = tempfile::tempdir().expect("a folder");
-    let dir = folder.path();
-    let (child, mut lines) = start(dir, &["ask", "ledger.charge", r#"{"hang": true}"#]);
+    an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted_at(&At::sqlite(folder.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted_on_postgres() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let Some(at) = At::postgres(
+        folder.path(),
+        "an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted_on_postgres",
+    ) else {
+        return;
+    };
+    an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted_at(&at).await;
+}
+
+async fn an_interrupted_run_with_side_effects_reaches_the_agent_as_interrupted_at(at: &At) {
+    let (child, mut lines) = start(at, &["ask", "ledger.charge", r#"{"hang": true}"#]);
     expect(&mut lines, "asked").await;
     kill(child).await;
-    let (resumed, mut lines) = start(dir, &["resume"]);
+    let (resumed, mut lines) = start(at, &["resume"]);
     let state = expect(&mut lines, "state").await;
     kill(resumed).await;
     let state: Worker = serde_json::from_str(state.trim_start_matches("state ")).expect("a state");
     assert_eq!((state.failed, state.interrupted), (1, 1), "the agent was told, and decides: {state:?}");
-    let written = ledger_lines(&dir.join("agents/w0/ledger").join(LINES));
+    let written = ledger_lines(&at.ledger("w0"));
     assert!(written.iter().filter(|(_, w)| w == "charge-start").count() <= 1, "never started again: {written:?}");
     let interrupted: Vec<_> =
-        journal(dir).into_iter().filter(|(r, _)| r.error == Some(agentry::action::ErrorClass::Interrupted)).collect();
+        journal(at).into_iter().filter(|(r, _)| r.error == Some(agentry::action::ErrorClass::Interrupted)).collect();
     assert_eq!(interrupted.len(), 1, "journaled as interrupted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_idempotent_run_runs_again_with_the_same_key() {
     let folder = tempfile::tempdir().expect("a folder");
-    let dir = folder.path();
-    let ledger_file = dir.join("agents/w0/ledger").join(LINES);
+    an_interrupted_idempotent_run_runs_again_with_the_same_key_at(&At::sqlite(folder.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_idempotent_run_runs_again_with_the_same_key_on_postgres() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let Some(at) =
+        At::postgres(folder.path(), "an_interrupted_idempotent_run_runs_again_with_the_same_key_on_postgres")
+    else {
+        return;
+    };
+    an_interrupted_idempotent_run_runs_again_with_the_same_key_at(&at).await;
+}
+
+async fn an_interrupted_idempotent_run_runs_again_with_the_same_key_at(at: &At) {
+    let ledger_file = at.ledger("w0");
     // Waits (checking every few milliseconds, at most 30 s) for the ledger file to hold `n` lines.
     let lines_in_file = |n: usize| {
         let ledger_file = ledger_file.clone();
@@ -379,12 +501,12 @@ async fn an_interrupted_idempotent_run_runs_again_with_the_same_key() {
             }
         }
     };
-    let (child, mut lines) = start(dir, &["ask", "ledger.note", r#"{"hang": true}"#]);
+    let (child, mut lines) = start(at, &["ask", "ledger.note", r#"{"hang": true}"#]);
     expect(&mut lines, "asked").await;
     assert_eq!(lines_in_file(1).await.len(), 1, "the run started its work");
     kill(child).await;
     // Brought back, the run starts again (and hangs again); its second start line carries the same key.
-    let (again, mut lines) = start(dir, &["wait"]);
+    let (again, mut lines) = start(at, &["wait"]);
     expect(&mut lines, "back").await;
     let written = lines_in_file(2).await;
     // The run before the crash is journaled as interrupted once the one started again is in the journal (so a
@@ -393,13 +515,13 @@ async fn an_interrupted_idempotent_run_runs_again_with_the_same_key() {
         runs.iter().any(|(r, _)| r.error == Some(agentry::action::ErrorClass::Interrupted))
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !interrupted(&journal(dir)) && tokio::time::Instant::now() < deadline {
+    while !interrupted(&journal(at)) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     kill(again).await;
     assert_eq!(written.len(), 2, "started once before the crash and once after: {written:?}");
     assert_eq!(written[0], written[1], "the same idempotency key both times");
-    let runs = journal(dir);
+    let runs = journal(at);
     let first = runs.iter().find(|(r, _)| r.error == Some(agentry::action::ErrorClass::Interrupted)).expect("ended");
     let second = runs.iter().find(|(r, _)| r.status() == RunStatus::Running).expect("running again");
     assert_eq!(first.1, second.1, "one key for both runs");
@@ -410,17 +532,31 @@ async fn an_interrupted_idempotent_run_runs_again_with_the_same_key() {
 async fn a_schedule_survives_a_crash_and_fires_late_or_is_skipped_as_asked() {
     for (skip, fired, left) in [("late", 1, 0), ("skip", 0, 0)] {
         let folder = tempfile::tempdir().expect("a folder");
-        let dir = folder.path();
-        let (child, mut lines) = start(dir, &["arm", "50", skip]);
-        expect(&mut lines, "armed").await;
-        kill(child).await;
-        // Brought back after its time: late, it fires at once; skipped, it is dropped.
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        let line = run_to_end(dir, &["alarm"], "state").await;
-        let (state, armed) = line.trim_start_matches("state ").split_once(" armed ").expect("state and schedules");
-        let state: Worker = serde_json::from_str(state).expect("a state");
-        assert_eq!((state.fired, armed.parse::<usize>().expect("a count")), (fired, left), "{skip}: {line}");
+        a_schedule_fires_late_or_is_skipped(&At::sqlite(folder.path()), (skip, fired, left)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_survives_a_crash_and_fires_late_or_is_skipped_as_asked_on_postgres() {
+    for (skip, fired, left) in [("late", 1, 0), ("skip", 0, 0)] {
+        let folder = tempfile::tempdir().expect("a folder");
+        let Some(at) = At::postgres(folder.path(), "schedules on PostgreSQL") else { return };
+        a_schedule_fires_late_or_is_skipped(&at, (skip, fired, left)).await;
+    }
+}
+
+/// Arms a schedule, kills the worker, brings it back after the schedule's time, and checks it fired late or was
+/// skipped as asked.
+async fn a_schedule_fires_late_or_is_skipped(at: &At, (skip, fired, left): (&str, u64, usize)) {
+    let (child, mut lines) = start(at, &["arm", "50", skip]);
+    expect(&mut lines, "armed").await;
+    kill(child).await;
+    // Brought back after its time: late, it fires at once; skipped, it is dropped.
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let line = run_to_end(at, &["alarm"], "state").await;
+    let (state, armed) = line.trim_start_matches("state ").split_once(" armed ").expect("state and schedules");
+    let state: Worker = serde_json::from_str(state).expect("a state");
+    assert_eq!((state.fired, armed.parse::<usize>().expect("a count")), (fired, left), "{skip}: {line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -441,7 +577,7 @@ async fn a_broken_or_foreign_journal_is_a_typed_error_and_is_left_alone() {
 
     // A real journal cut short in the middle.
     let dir = folder.path().join("cut");
-    let (child, mut lines) = start(&dir, &["arm", "60000", "late"]);
+    let (child, mut lines) = start(&At::sqlite(&dir), &["arm", "60000", "late"]);
     expect(&mut lines, "armed").await;
     kill(child).await;
     let journal = dir.join("journal.db");
@@ -459,7 +595,7 @@ async fn a_broken_or_foreign_journal_is_a_typed_error_and_is_left_alone() {
     // A snapshot from a newer version of the agent type: a typed error naming both versions, and the others
     // come back.
     let dir = folder.path().join("newer");
-    let (child, mut lines) = start(&dir, &["arm", "60000", "late"]);
+    let (child, mut lines) = start(&At::sqlite(&dir), &["arm", "60000", "late"]);
     expect(&mut lines, "armed").await;
     kill(child).await;
     let db = rusqlite::Connection::open(dir.join("journal.db")).expect("db");

@@ -90,6 +90,23 @@ impl AliveAgent {
     }
 }
 
+/// An agent to bring back as a store lists it, from the columns it keeps: an id that does not read is a typed
+/// error; a parent that does not read orders nothing; a due time that does not read wakes the agent at once
+/// (which then arms its schedules itself).
+pub(crate) fn alive_agent(
+    agent: String,
+    agent_type: String,
+    asleep: bool,
+    parent: Option<String>,
+    due: Option<String>,
+    jobs_pending: bool,
+) -> Result<AliveAgent, StoreError> {
+    let agent = AgentId::new(agent).map_err(|e| StoreError::Decode { what: "agent id", message: e.to_string() })?;
+    let parent = parent.and_then(|p| AgentId::new(p).ok());
+    let next_due = due.map(|d| DateTime::parse_from_rfc3339(&d).map_or_else(|_| Utc::now(), |d| d.with_timezone(&Utc)));
+    Ok(AliveAgent { agent, agent_type, asleep, parent, next_due, jobs_pending })
+}
+
 impl AgentRecord {
     /// The agent that spawned it, read from its spawn settings.
     pub fn parent(&self) -> Option<AgentId> {

@@ -1,15 +1,16 @@
-//! The agents' input logs in the SQLite journal, a batch at a time: the writer puts the inputs an agent logged
+//! The agents' input logs in a durable journal, a batch at a time: the writer puts the inputs an agent logged
 //! in one commit into one row of `input_batches` (numbered `first_seq..=last_seq`), rather than a row each.
 //! An input is read back only to bring its agent back, always with those after it, so nothing is lost by
 //! keeping them together, and a commit of a thousand inputs writes one row instead of a thousand: about a
 //! tenth of the writer's work per run in the throughput bench.
 //!
 //! A row's body is its inputs one after another, each as its number (8 bytes, little-endian), the length of its
-//! JSON (4 bytes, little-endian) and the JSON. Journals written before batches keep their rows in `inputs`
-//! (one per input); both are read and both are cleared.
+//! JSON (4 bytes, little-endian) and the JSON. SQLite journals written before batches keep their rows in
+//! `inputs` (one per input); both are read and both are cleared.
 
 use super::StoreError;
 use super::agent_rows::{AgentRows, Row};
+use super::tables::Tables;
 use crate::id::AgentId;
 use crate::signal::Signal;
 use rusqlite::{Connection, params};
@@ -42,12 +43,16 @@ impl InputBatches {
     /// Adds input `seq` of `agent`, as the journal keeps a signal (see `signal_codec.rs`). An input that does not
     /// follow the agent's last one here, or that would take its row past [`BODY_MOST`], starts a new row (the one
     /// gathered so far is written first).
-    pub(super) fn add(&mut self, db: &Connection, agent: &AgentId, seq: u64, kept: &[u8]) -> rusqlite::Result<()> {
+    pub(super) fn add(
+        &mut self,
+        db: &mut dyn Tables,
+        agent: &AgentId,
+        seq: u64,
+        kept: &[u8],
+    ) -> Result<(), StoreError> {
         // An entry gives its length in 4 bytes (and SQLite refuses a value over 1 GB anyway).
-        let len = u32::try_from(kept.len()).map_err(|_| {
-            let refused = format!("an input of {} bytes; expected less than 4 GiB", kept.len());
-            rusqlite::Error::ToSqlConversionFailure(refused.into())
-        })?;
+        let len = u32::try_from(kept.len())
+            .map_err(|_| StoreError::Database(format!("an input of {} bytes; expected less than 4 GiB", kept.len())))?;
         let entry = ENTRY_HEAD + kept.len();
         let ends_row = |row: &Row<Numbers>| {
             row.summary.last.checked_add(1) != Some(seq) || (!row.body.is_empty() && row.body.len() + entry > BODY_MOST)
@@ -64,13 +69,13 @@ impl InputBatches {
     }
 
     /// Writes what is gathered for `agent` (before a write that clears its inputs).
-    pub(super) fn write_agent(&mut self, db: &Connection, agent: &AgentId) -> rusqlite::Result<()> {
-        self.rows.write_agent(agent, |agent, numbers, body| write_row(db, agent, numbers, body))
+    pub(super) fn write_agent(&mut self, db: &mut dyn Tables, agent: &AgentId) -> Result<(), StoreError> {
+        self.rows.write_agent(agent, |agent, numbers, body| db.input_batch(agent, numbers.first, numbers.last, body))
     }
 
     /// Writes everything gathered.
-    pub(super) fn write_all(&mut self, db: &Connection) -> rusqlite::Result<()> {
-        self.rows.write_all(|agent, numbers, body| write_row(db, agent, numbers, body))
+    pub(super) fn write_all(&mut self, db: &mut dyn Tables) -> Result<(), StoreError> {
+        self.rows.write_all(|agent, numbers, body| db.input_batch(agent, numbers.first, numbers.last, body))
     }
 
     /// Drops what is gathered (its commit failed).
@@ -79,14 +84,8 @@ impl InputBatches {
     }
 }
 
-fn write_row(db: &Connection, agent: &AgentId, numbers: Numbers, body: &[u8]) -> rusqlite::Result<()> {
-    db.prepare_cached("INSERT INTO input_batches (agent, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4)")?
-        .execute(params![agent.as_str(), number(numbers.first), number(numbers.last), body])?;
-    Ok(())
-}
-
-/// Clears `agent`'s logged inputs: all of them, or those numbered up to `upto` (folded into a snapshot). A
-/// row of a batch with inputs on both sides of `upto` is kept whole until a later snapshot covers it.
+/// Clears `agent`'s logged inputs in a SQLite journal: all of them, or those numbered up to `upto` (folded into a
+/// snapshot). A row of a batch with inputs on both sides of `upto` is kept whole until a later snapshot covers it.
 pub(super) fn clear(db: &Connection, agent: &AgentId, upto: Option<u64>) -> rusqlite::Result<()> {
     let upto = upto.map_or(i64::MAX, number);
     db.prepare_cached("DELETE FROM inputs WHERE agent = ?1 AND seq <= ?2")?.execute(params![agent.as_str(), upto])?;
@@ -95,8 +94,8 @@ pub(super) fn clear(db: &Connection, agent: &AgentId, upto: Option<u64>) -> rusq
     Ok(())
 }
 
-/// `agent`'s logged inputs numbered after `after`, in order. Where one number was logged twice (only a
-/// journal written both one input a row and in batches could), the later is kept.
+/// `agent`'s logged inputs numbered after `after` in a SQLite journal, in order. Where one number was logged
+/// twice (only a journal written both one input a row and in batches could), the later is kept.
 pub(super) fn after(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<(u64, Signal)>, StoreError> {
     let database = |err: rusqlite::Error| StoreError::Database(err.to_string());
     let mut found: Vec<(u64, Signal)> = Vec::new();
@@ -119,13 +118,25 @@ pub(super) fn after(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<
             what: "input batch",
             message: format!("{e}; expected the batch's inputs as a blob"),
         })?;
-        for entry in entries(body) {
-            let (seq, json) = entry?;
-            if seq > after {
-                found.push((seq, decode_input(json)?));
-            }
+        read_body(body, after, &mut found)?;
+    }
+    Ok(in_order(found))
+}
+
+/// Adds the inputs of a row's body numbered after `after` to `found`.
+pub(super) fn read_body(body: &[u8], after: u64, found: &mut Vec<(u64, Signal)>) -> Result<(), StoreError> {
+    for entry in entries(body) {
+        let (seq, json) = entry?;
+        if seq > after {
+            found.push((seq, decode_input(json)?));
         }
     }
+    Ok(())
+}
+
+/// Inputs read back in the order their rows were written, in order of their numbers, each number once (the one
+/// logged last).
+pub(super) fn in_order(mut found: Vec<(u64, Signal)>) -> Vec<(u64, Signal)> {
     // Logged in order, read in order: sorted already, unless a number was logged twice.
     if !found.windows(2).all(|pair| pair[0].0 < pair[1].0) {
         // A stable sort keeps a number's entries in the order they were logged; the last of each is kept.
@@ -139,7 +150,7 @@ pub(super) fn after(db: &Connection, agent: &AgentId, after: u64) -> Result<Vec<
         }
         found = kept;
     }
-    Ok(found)
+    found
 }
 
 fn decode_input(kept: &[u8]) -> Result<Signal, StoreError> {
@@ -180,6 +191,7 @@ fn entries(mut body: &[u8]) -> impl Iterator<Item = Result<(u64, &[u8]), StoreEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sqlite::SqliteTables;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -221,10 +233,10 @@ mod tests {
             for (who, what, short) in steps {
                 match what {
                     // A commit ends.
-                    0 => batches.write_all(&db).unwrap(),
+                    0 => batches.write_all(&mut SqliteTables::new(&db)).unwrap(),
                     // A snapshot folds in what was logged so far, or stands a little before its end.
                     1 => {
-                        batches.write_agent(&db, &agents[who]).unwrap();
+                        batches.write_agent(&mut SqliteTables::new(&db), &agents[who]).unwrap();
                         let logged = model[who].len() as u64;
                         snapshot[who] = logged.saturating_sub(u64::from(short % 4)).max(snapshot[who]);
                         clear(&db, &agents[who], Some(snapshot[who])).unwrap();
@@ -232,12 +244,12 @@ mod tests {
                     _ => {
                         let seq = model[who].len() as u64 + 1;
                         let input = signal(seq);
-                        batches.add(&db, &agents[who], seq, serde_json::to_string(&input).unwrap().as_bytes()).unwrap();
+                        batches.add(&mut SqliteTables::new(&db), &agents[who], seq, serde_json::to_string(&input).unwrap().as_bytes()).unwrap();
                         model[who].push((seq, input));
                     }
                 }
             }
-            batches.write_all(&db).unwrap();
+            batches.write_all(&mut SqliteTables::new(&db)).unwrap();
             for (index, agent) in agents.iter().enumerate() {
                 let from = after.max(snapshot[index]);
                 let read = super::after(&db, agent, from).unwrap();
@@ -253,9 +265,11 @@ mod tests {
         let me = AgentId::new("me").unwrap();
         let mut batches = InputBatches::default();
         for seq in [1, 2, 3, 7, 8] {
-            batches.add(&db, &me, seq, serde_json::to_string(&signal(seq)).unwrap().as_bytes()).unwrap();
+            batches
+                .add(&mut SqliteTables::new(&db), &me, seq, serde_json::to_string(&signal(seq)).unwrap().as_bytes())
+                .unwrap();
         }
-        batches.write_all(&db).unwrap();
+        batches.write_all(&mut SqliteTables::new(&db)).unwrap();
         assert_eq!(rows(&db), [("me".to_owned(), 1, 3), ("me".to_owned(), 7, 8)]);
         assert_eq!(after(&db, &me, 2).unwrap().iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), [3, 7, 8]);
     }
@@ -270,8 +284,10 @@ mod tests {
             db.execute("INSERT INTO inputs VALUES ('me', ?1, ?2)", params![number(*seq), text]).unwrap();
         }
         let mut batches = InputBatches::default();
-        batches.add(&db, &me, 3, serde_json::to_string(&logged[2].1).unwrap().as_bytes()).unwrap();
-        batches.write_all(&db).unwrap();
+        batches
+            .add(&mut SqliteTables::new(&db), &me, 3, serde_json::to_string(&logged[2].1).unwrap().as_bytes())
+            .unwrap();
+        batches.write_all(&mut SqliteTables::new(&db)).unwrap();
         assert_eq!(after(&db, &me, 0).unwrap(), logged, "the rows of both kinds, in order");
         clear(&db, &me, None).unwrap();
         assert!(after(&db, &me, 0).unwrap().is_empty());
@@ -285,15 +301,15 @@ mod tests {
         // Three inputs of a third of the limit each: two fit in a row, the third starts another.
         let big = serde_json::to_string(&Signal::new("big", json!("x".repeat(BODY_MOST / 3))).unwrap()).unwrap();
         for seq in 1..=3 {
-            batches.add(&db, &me, seq, big.as_bytes()).unwrap();
+            batches.add(&mut SqliteTables::new(&db), &me, seq, big.as_bytes()).unwrap();
         }
-        batches.write_all(&db).unwrap();
+        batches.write_all(&mut SqliteTables::new(&db)).unwrap();
         assert_eq!(rows(&db), [("me".to_owned(), 1, 2), ("me".to_owned(), 3, 3)]);
         assert_eq!(after(&db, &me, 0).unwrap().len(), 3);
         let huge = serde_json::to_string(&Signal::new("huge", json!("x".repeat(BODY_MOST))).unwrap()).unwrap();
-        batches.add(&db, &me, 4, huge.as_bytes()).unwrap();
-        batches.add(&db, &me, 5, big.as_bytes()).unwrap();
-        batches.write_all(&db).unwrap();
+        batches.add(&mut SqliteTables::new(&db), &me, 4, huge.as_bytes()).unwrap();
+        batches.add(&mut SqliteTables::new(&db), &me, 5, big.as_bytes()).unwrap();
+        batches.write_all(&mut SqliteTables::new(&db)).unwrap();
         assert_eq!(&rows(&db)[2..], [("me".to_owned(), 4, 4), ("me".to_owned(), 5, 5)]);
         assert_eq!(after(&db, &me, 3).unwrap().len(), 2);
     }
@@ -306,9 +322,11 @@ mod tests {
         db.execute("INSERT INTO inputs VALUES ('me', 1, ?1)", [serde_json::to_string(&old).unwrap()]).unwrap();
         let mut batches = InputBatches::default();
         for (seq, input) in [(1, &new), (2, &other)] {
-            batches.add(&db, &me, seq, serde_json::to_string(input).unwrap().as_bytes()).unwrap();
+            batches
+                .add(&mut SqliteTables::new(&db), &me, seq, serde_json::to_string(input).unwrap().as_bytes())
+                .unwrap();
         }
-        batches.write_all(&db).unwrap();
+        batches.write_all(&mut SqliteTables::new(&db)).unwrap();
         assert_eq!(after(&db, &me, 0).unwrap(), [(1, new), (2, other)].to_vec());
     }
 
@@ -317,8 +335,10 @@ mod tests {
         let db = journal();
         let me = AgentId::new("me").unwrap();
         let mut batches = InputBatches::default();
-        batches.add(&db, &me, 1, serde_json::to_string(&signal(1)).unwrap().as_bytes()).unwrap();
-        batches.write_all(&db).unwrap();
+        batches
+            .add(&mut SqliteTables::new(&db), &me, 1, serde_json::to_string(&signal(1)).unwrap().as_bytes())
+            .unwrap();
+        batches.write_all(&mut SqliteTables::new(&db)).unwrap();
         db.execute("UPDATE input_batches SET body = substr(body, 1, length(body) - 3)", []).unwrap();
         let err = after(&db, &me, 0).unwrap_err();
         assert!(matches!(err, StoreError::Decode { what: "input batch", .. }), "{err}");

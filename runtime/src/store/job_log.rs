@@ -1,4 +1,4 @@
-//! Jobs in the SQLite journal: one row a job, written when it is submitted and rewritten as it changes, so a
+//! Jobs in a durable journal: one row a job, written when it is submitted and rewritten as it changes, so a
 //! recovery finds every job an agent started (see [`crate::store::Durable::job_submitted`]). A job's row
 //! keeps its record and plan as JSON, and once the job ended, the signal for its agent until the agent consumed
 //! it (`told`).
@@ -39,22 +39,22 @@ fn json<T: serde::Serialize>(value: &T) -> String {
 }
 
 /// Applies one write.
-pub(super) fn apply(db: &Connection, write: JobWrite) -> rusqlite::Result<()> {
+pub(super) fn apply(db: &Connection, write: &JobWrite) -> rusqlite::Result<()> {
     match write {
         JobWrite::Submitted(submitted) => {
-            let (record, plan) = *submitted;
+            let (record, plan) = &**submitted;
             db.prepare_cached("INSERT OR REPLACE INTO jobs (job, agent, record, plan) VALUES (?1, ?2, ?3, ?4)")?
-                .execute(params![record.id.to_string(), record.agent.as_str(), json(&record), json(&plan)])?;
+                .execute(params![record.id.to_string(), record.agent.as_str(), json(record), json(plan)])?;
         }
         JobWrite::Changed(changed) => {
-            let (record, end) = *changed;
+            let (record, end) = &**changed;
             let ended = record.ended_at.map(|at| at.timestamp_millis());
             let signal = end.as_ref().map(json);
             // A job that ended keeps its end signal; a later write (none is made) could not take it back.
             db.prepare_cached(
                 "UPDATE jobs SET record = ?2, ended = coalesce(?3, ended), signal = coalesce(?4, signal) WHERE job = ?1",
             )?
-            .execute(params![record.id.to_string(), json(&record), ended, signal])?;
+            .execute(params![record.id.to_string(), json(record), ended, signal])?;
         }
         JobWrite::Told(agent, job) => {
             db.prepare_cached("UPDATE jobs SET told = 1 WHERE job = ?1 AND agent = ?2")?
@@ -89,9 +89,16 @@ pub(super) fn of_agent(db: &Connection, agent: &AgentId) -> Result<Vec<KeptJob>,
             Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?, r.get::<_, bool>(3)?))
         })
         .map_err(database)?;
+    let rows: Vec<_> = rows.collect::<Result<_, _>>().map_err(database)?;
+    kept_jobs(rows)
+}
+
+/// Jobs from their rows (record, plan, end signal, told), oldest first.
+pub(super) fn kept_jobs(
+    rows: impl IntoIterator<Item = (String, String, Option<String>, bool)>,
+) -> Result<Vec<KeptJob>, StoreError> {
     let mut jobs = Vec::new();
-    for row in rows {
-        let (record, plan, signal, told) = row.map_err(database)?;
+    for (record, plan, signal, told) in rows {
         jobs.push(KeptJob {
             record: decode("job record", &record)?,
             plan: decode("job plan", &plan)?,

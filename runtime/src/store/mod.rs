@@ -7,14 +7,19 @@ mod draft;
 mod durable;
 mod input_log;
 mod job_log;
+mod journal;
 mod memory;
 mod pen;
 mod plan_codec;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod run_codec;
 mod run_log;
 mod signal_codec;
 mod sqlite;
+mod tables;
 mod view;
+mod writer;
 
 #[doc(hidden)]
 pub use draft::EndedDraft;
@@ -26,6 +31,8 @@ pub use durable::{
 pub use memory::{DEFAULT_KEEP, MemoryStore};
 pub use pen::JournalPen;
 pub(crate) use pen::PEN;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{Past, SqliteOptions, SqliteStore, Synchronous};
 pub use view::{DurableView, JournalView};
 

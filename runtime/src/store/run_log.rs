@@ -1,5 +1,5 @@
-//! Ended runs in the SQLite journal, a batch at a time, and every read of run records (from both places runs
-//! are kept).
+//! Ended runs in a durable journal, a batch at a time, and every read of run records in a SQLite journal (from
+//! both places runs are kept).
 //!
 //! A run that ends is usually written once: ended, its outcome already consumed by its agent (see `Runs` in
 //! `sqlite/writer.rs`). Nothing changes it after that, so the writer puts such runs of one agent from one commit into
@@ -27,6 +27,7 @@
 use super::agent_rows::{AgentRows, Row};
 use super::durable::KeyedRun;
 use super::run_codec;
+use super::tables::{RunBatchRow, Tables};
 use super::{RunQuery, RunRecord, RunStatus, StoreError};
 use crate::id::{ActionId, AgentId};
 use rusqlite::{Connection, params};
@@ -158,7 +159,7 @@ impl RunBatches {
     /// Adds a settled run to its agent's row, or returns `false` if it cannot join one (its id is not
     /// time-ordered): it is then written alone. A run whose id would take its row past [`SPAN_MS`], or whose
     /// entry would take it past [`BODY_MOST`], starts a new row (the one gathered so far is written first).
-    pub(super) fn add(&mut self, db: &Connection, run: &Settled<'_>) -> rusqlite::Result<bool> {
+    pub(super) fn add(&mut self, db: &mut dyn Tables, run: &Settled<'_>) -> Result<bool, StoreError> {
         let (agent, action) = (&run.record.agent, &run.record.action);
         let Some(ms) = id_ms(run.record.run) else { return Ok(false) };
         let key_len = run.key.map_or(Ok(NONE), length)?;
@@ -221,7 +222,7 @@ impl RunBatches {
     }
 
     /// Writes everything gathered.
-    pub(super) fn write_all(&mut self, db: &Connection) -> rusqlite::Result<()> {
+    pub(super) fn write_all(&mut self, db: &mut dyn Tables) -> Result<(), StoreError> {
         self.rows.write_all(|agent, summary, body| write_row(db, agent, summary, body))
     }
 
@@ -231,41 +232,33 @@ impl RunBatches {
     }
 }
 
-fn write_row(db: &Connection, agent: &AgentId, summary: Summary, body: &[u8]) -> rusqlite::Result<()> {
+fn write_row(db: &mut dyn Tables, agent: &AgentId, summary: Summary, body: &[u8]) -> Result<(), StoreError> {
     let Summary { first, last, last_seq, first_run, last_run, since, until, statuses, actions, .. } = summary;
-    db.prepare_cached(
-        "INSERT INTO run_batches (place, last, agent, last_seq, first_run, last_run, since, until, statuses, \
-         body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?
-    .execute(params![
+    db.run_batch(&RunBatchRow {
         first,
         last,
-        agent.as_str(),
+        agent,
         last_seq,
-        &first_run.as_bytes()[..],
-        &last_run.as_bytes()[..],
+        first_run,
+        last_run,
         since,
         until,
         statuses,
-        body
-    ])?;
-    let mut listed = db.prepare_cached("INSERT INTO run_batch_actions (action, batch) VALUES (?1, ?2)")?;
-    for action in actions {
-        listed.execute(params![action.as_str(), first])?;
-    }
-    Ok(())
+        actions: &actions,
+        body,
+    })
 }
 
 /// A text's length as an entry gives it (4 bytes; SQLite refuses a value over 1 GB anyway).
-fn length(text: &str) -> rusqlite::Result<u32> {
+fn length(text: &str) -> Result<u32, StoreError> {
     length_of(text.len())
 }
 
-fn length_of(len: usize) -> rusqlite::Result<u32> {
-    u32::try_from(len).ok().filter(|len| *len != NONE).ok_or_else(|| {
-        let refused = format!("a run's text of {len} bytes; expected less than 4 GiB");
-        rusqlite::Error::ToSqlConversionFailure(refused.into())
-    })
+fn length_of(len: usize) -> Result<u32, StoreError> {
+    u32::try_from(len)
+        .ok()
+        .filter(|len| *len != NONE)
+        .ok_or_else(|| StoreError::Database(format!("a run's text of {len} bytes; expected less than 4 GiB")))
 }
 
 /// One run of a row's body.
@@ -342,8 +335,7 @@ fn blob<'a>(row: &'a rusqlite::Row<'_>, column: usize) -> Result<&'a [u8], Store
 
 /// The batched run `run`, if one is: its record and idempotency key.
 pub(super) fn find(db: &Connection, run: Uuid) -> Result<Option<(RunRecord, Option<String>)>, StoreError> {
-    let Some(ms) = id_ms(run) else { return Ok(None) };
-    let from = first_id_at(ms.saturating_sub(SPAN_MS));
+    let Some(from) = rows_from(run) else { return Ok(None) };
     let mut statement = db
         .prepare_cached(
             "SELECT body, agent FROM run_batches WHERE first_run BETWEEN ?1 AND ?2 AND last_run >= ?2 ORDER BY place",
@@ -351,19 +343,45 @@ pub(super) fn find(db: &Connection, run: Uuid) -> Result<Option<(RunRecord, Opti
         .map_err(database)?;
     let mut rows = statement.query(params![&from.as_bytes()[..], &run.as_bytes()[..]]).map_err(database)?;
     while let Some(row) = rows.next().map_err(database)? {
-        for entry in entries(blob(row, 0)?) {
-            let entry = entry?;
-            if entry.run == run {
-                let record = run_codec::decode(run, &agent_of(row, 1)?, entry.record)?;
-                return Ok(Some((record, entry.key.map(str::to_owned))));
-            }
+        if let Some(found) = find_in(blob(row, 0)?, &agent_of(row, 1)?, run)? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+/// The first id of the rows of `run_batches` that may hold `run` (those whose first run is between it and
+/// `run`, and whose last is at or after `run`); `None` for a run that no row holds (its id is not
+/// time-ordered).
+pub(super) fn rows_from(run: Uuid) -> Option<Uuid> {
+    id_ms(run).map(|ms| first_id_at(ms.saturating_sub(SPAN_MS)))
+}
+
+/// `run`'s record and key, if the body of a row of `agent`'s holds it.
+pub(super) fn find_in(
+    body: &[u8],
+    agent: &AgentId,
+    run: Uuid,
+) -> Result<Option<(RunRecord, Option<String>)>, StoreError> {
+    for entry in entries(body) {
+        let entry = entry?;
+        if entry.run == run {
+            let record = run_codec::decode(run, agent, entry.record)?;
+            return Ok(Some((record, entry.key.map(str::to_owned))));
         }
     }
     Ok(None)
 }
 
 /// A run read back, ordered by its place alone.
-struct Placed(i64, RunRecord, Option<String>);
+pub(super) struct Placed(pub i64, pub RunRecord, pub Option<String>);
+
+/// A row of `run_batches` read back for a query: its first run's place, its agent and its body.
+pub(super) struct BatchRead {
+    pub first: i64,
+    pub agent: AgentId,
+    pub body: Vec<u8>,
+}
 
 impl PartialEq for Placed {
     fn eq(&self, other: &Self) -> bool {
@@ -419,40 +437,55 @@ pub(super) fn query(db: &Connection, query: &RunQuery) -> Result<Vec<(RunRecord,
     // Each statement binds only the values it names; the rest are left unbound (NULL) and unused.
     let mut table_rows = bind_named(&mut table, &values)?;
     let mut batch_rows = bind_named(&mut batches, &values)?;
+    let next_batch = || {
+        let Some(row) = batch_rows.next().map_err(database)? else { return Ok(None) };
+        let first = row.get::<_, i64>(0).map_err(database)?;
+        Ok(Some(BatchRead { first, agent: agent_of(row, 2)?, body: blob(row, 1)?.to_vec() }))
+    };
+    merge(query, || next_table_run(&mut table_rows, query), next_batch)
+}
 
+/// The runs matching `query` from the runs of `runs` (each from `next_table`, in order of place, matching the
+/// query) and from the rows of `run_batches` that may hold some (each from `next_batch`, in order of their
+/// first place), merged in order of place and paged. A row is read only once a run placed after its first
+/// is due.
+pub(super) fn merge(
+    query: &RunQuery,
+    mut next_table: impl FnMut() -> Result<Option<Placed>, StoreError>,
+    mut next_batch: impl FnMut() -> Result<Option<BatchRead>, StoreError>,
+) -> Result<Vec<(RunRecord, Option<String>)>, StoreError> {
     let wanted = query.limit.unwrap_or(usize::MAX);
     let mut found = Vec::new();
     let mut skipped = 0;
     // The next run from `runs`, the runs read from batch rows and not yet taken, and the next batch row's
     // first place: a run is taken only once no row still unread can hold one placed before it.
-    let mut next_table = next_table_run(&mut table_rows, query)?;
+    let mut table = next_table()?;
     let mut heap: BinaryHeap<Reverse<Placed>> = BinaryHeap::new();
-    let mut next_batch = batch_rows.next().map_err(database)?;
+    let mut batch = next_batch()?;
     while found.len() < wanted {
-        let smallest = [next_table.as_ref().map(|p| p.0), heap.peek().map(|p| p.0.0)].into_iter().flatten().min();
-        if let Some(row) = next_batch
-            && smallest.is_none_or(|place| row.get::<_, i64>(0).is_ok_and(|first| first <= place))
+        let smallest = [table.as_ref().map(|p| p.0), heap.peek().map(|p| p.0.0)].into_iter().flatten().min();
+        if let Some(row) = &batch
+            && smallest.is_none_or(|place| row.first <= place)
         {
-            let agent = agent_of(row, 2)?;
-            for entry in entries(blob(row, 1)?) {
+            for entry in entries(&row.body) {
                 let entry = entry?;
-                let record = run_codec::decode(entry.run, &agent, entry.record)?;
+                let record = run_codec::decode(entry.run, &row.agent, entry.record)?;
                 if query.matches(&record) {
                     heap.push(Reverse(Placed(entry.place, record, entry.key.map(str::to_owned))));
                 }
             }
-            next_batch = batch_rows.next().map_err(database)?;
+            batch = next_batch()?;
             continue;
         }
-        let from_table = match (&next_table, heap.peek()) {
+        let from_table = match (&table, heap.peek()) {
             (Some(t), Some(h)) => t.0 < h.0.0,
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (None, None) => break,
         };
         let taken = if from_table {
-            let taken = next_table.take();
-            next_table = next_table_run(&mut table_rows, query)?;
+            let taken = table.take();
+            table = next_table()?;
             taken
         } else {
             heap.pop().map(|Reverse(p)| p)
@@ -533,16 +566,7 @@ pub(super) fn revival_runs(
     let mut rows = statement.query(params![agent.as_str(), number(after), prefix]).map_err(database)?;
     while let Some(row) = rows.next().map_err(database)? {
         if row.get_ref(5).map_err(database)?.data_type() == rusqlite::types::Type::Blob {
-            // A batch row: its runs asked for by inputs after `after`, all ended and consumed.
-            for entry in entries(blob(row, 5)?) {
-                let entry = entry?;
-                if entry.key.and_then(|key| key_seq(prefix, key)).is_some_and(|seq| seq > after) {
-                    let record = run_codec::decode(entry.run, agent, entry.record)?;
-                    let plan = entry.plan.map(|p| super::plan_codec::decode(p, entry.key, record.correlation));
-                    let run = KeyedRun { record, plan: plan.transpose()?, outcome: None, delivered: true };
-                    placed.push((entry.place, run));
-                }
-            }
+            revival_batch(blob(row, 5)?, agent, (prefix, after), &mut placed)?;
             continue;
         }
         let text = |i: usize| row.get::<_, Option<String>>(i).map_err(database);
@@ -565,6 +589,26 @@ pub(super) fn revival_runs(
         placed.sort_by_key(|(place, _)| *place);
     }
     Ok(placed.into_iter().map(|(_, run)| run).collect())
+}
+
+/// Adds the runs of a batch row's body that inputs after `after` asked for (all ended and consumed) to
+/// `placed`, with their places: what a recovery needs of a batch row (see [`revival_runs`]).
+pub(super) fn revival_batch(
+    body: &[u8],
+    agent: &AgentId,
+    (prefix, after): (&str, u64),
+    placed: &mut Vec<(i64, KeyedRun)>,
+) -> Result<(), StoreError> {
+    for entry in entries(body) {
+        let entry = entry?;
+        if entry.key.and_then(|key| key_seq(prefix, key)).is_some_and(|seq| seq > after) {
+            let record = run_codec::decode(entry.run, agent, entry.record)?;
+            let plan = entry.plan.map(|p| super::plan_codec::decode(p, entry.key, record.correlation));
+            let run = KeyedRun { record, plan: plan.transpose()?, outcome: None, delivered: true };
+            placed.push((entry.place, run));
+        }
+    }
+    Ok(())
 }
 
 /// The place after every run's, in both tables: where the writer numbers on from.

@@ -17,6 +17,9 @@
 //! `durable_worker <dir> arm <ms> <skip>`: spawns `w0`, arms a schedule, prints `armed` once it is durable.
 //! `durable_worker <dir> alarm`: brings `w0` back; once its alarm fired or its schedule is gone, prints
 //! `state <json> armed <schedules left>`.
+//!
+//! With `AGENTRY_WORKER_POSTGRES` set (a connection string), the journal is in that PostgreSQL database instead
+//! of a SQLite file in the folder (the agents' drives stay in the folder).
 
 use agentry::events::EventKind;
 use agentry::id::AgentId;
@@ -26,6 +29,9 @@ use agentry::store::{RunQuery, RunStatus};
 use agentry_tests::durable::Worker;
 use serde_json::{Value, json};
 use std::time::Duration;
+
+/// The variable that names a PostgreSQL database for the journal (a connection string).
+const POSTGRES: &str = "AGENTRY_WORKER_POSTGRES";
 
 fn worker(n: usize) -> AgentId {
     AgentId::new(format!("w{n}")).expect("a valid id")
@@ -38,8 +44,19 @@ fn signal(kind: &str, data: Value) -> Signal {
 async fn open(dir: &str, hibernate: bool) -> Runtime {
     let builder =
         Runtime::builder().agent::<Worker>().expect("the worker registers").skill(agentry_tests::durable::extra());
-    let options = agentry::store::SqliteOptions { keep_inputs: true, ..Default::default() };
-    let mut builder = builder.durable_with(dir, options).expect("the journal opens").snapshot_every(7);
+    // The journal: in PostgreSQL when the test names a database, else a SQLite file in the folder.
+    let builder = match std::env::var(POSTGRES) {
+        Ok(url) => {
+            let options = agentry::store::PostgresOptions { keep_inputs: true };
+            let store = agentry::store::PostgresStore::connect_with(&url, options).expect("the journal connects");
+            builder.data_dir(dir).store(std::sync::Arc::new(store))
+        }
+        Err(_) => {
+            let options = agentry::store::SqliteOptions { keep_inputs: true, ..Default::default() };
+            builder.durable_with(dir, options).expect("the journal opens")
+        }
+    };
+    let mut builder = builder.snapshot_every(7);
     if hibernate {
         builder = builder.hibernate_after(Duration::from_millis(5));
     }

@@ -6,7 +6,13 @@ use super::tests::Writer;
 use super::*;
 use crate::id::ActionId;
 use crate::store::RunStatus;
+use crate::store::RunUpdate;
+use crate::store::durable::RunPlan;
+use crate::store::tables::json;
+use crate::store::writer::PlanText;
+use crate::store::writer::{Op, RunRow, Waiter};
 use chrono::TimeZone;
+use chrono::Utc;
 use proptest::prelude::*;
 
 /// How one run goes.

@@ -4,10 +4,21 @@ use super::*;
 use crate::action::RunKey;
 use crate::id::ActionId;
 use crate::store::PEN;
+use crate::store::durable::{Durable, PlanParts, RunPlan};
+use crate::store::input_log::InputBatches;
+use crate::store::tables::json;
+use crate::store::writer::{HOLD_FOR, PlanText, Runs, TEXT_KEPT_BYTES, TEXTS_KEPT, commit};
+use crate::store::writer::{Op, PlanRow, RunRow, Texts, Waiter};
 use crate::store::{KeyedRun, RunStatus};
+use crate::store::{PlanDraft, RecordDraft};
+use crate::store::{RunUpdate, Store, Unwritten};
+use chrono::Utc;
 use proptest::prelude::*;
 use serde_json::Value;
 use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 fn agent(name: &str) -> AgentId {
     AgentId::new(name).unwrap()
@@ -64,7 +75,7 @@ fn runs_going_on_are_updated_in_memory_and_ended_ones_are_read_from_the_file() {
     store.update(PEN, going, status(RunStatus::Running), Utc::now()).unwrap();
     assert_eq!(store.get(going).map(|r| r.status()), Some(RunStatus::Running));
     store.update(PEN, going, status(RunStatus::Completed), Utc::now()).unwrap();
-    assert!(store.live.is_empty(), "an ended run leaves the memory");
+    assert!(store.journal.runs_going_on() == 0, "an ended run leaves the memory");
     let read = store.get(going).expect("an ended run is read from the file");
     assert_eq!(
         read.history.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
@@ -77,7 +88,7 @@ fn runs_going_on_are_updated_in_memory_and_ended_ones_are_read_from_the_file() {
     let mut whole = queued(ended_whole);
     whole.apply(status(RunStatus::Completed), Utc::now());
     store.record(PEN, whole.clone()).unwrap();
-    assert!(store.live.is_empty());
+    assert!(store.journal.runs_going_on() == 0);
     assert_eq!(store.get(ended_whole), Some(whole));
     assert_eq!(
         store.update(PEN, ended_whole, status(RunStatus::Failed), Utc::now()),
@@ -463,7 +474,9 @@ impl Writer {
         db.execute_batch(SCHEMA).unwrap();
         db.execute_batch(run_log::SCHEMA).unwrap();
         let mut runs = Runs::default();
-        runs.load(&db).unwrap();
+        let (next_place, open) = tables::open_runs(&db).unwrap();
+        runs.next_place = next_place;
+        runs.open.extend(open);
         Self { _folder: folder, db, runs, committed: AtomicU64::new(0) }
     }
 
@@ -471,7 +484,8 @@ impl Writer {
         let (mut batch, mut spent, texts) = (ops, Vec::new(), Texts::default());
         let mut inputs = InputBatches::default();
         let (runs, inputs) = (&mut self.runs, &mut inputs);
-        commit(&mut self.db, &mut batch, (runs, inputs), (&mut spent, &texts), false, &self.committed);
+        let mut db = TestDatabase(&mut self.db);
+        commit(&mut db, &mut batch, (runs, inputs), (&mut spent, &texts), false, &self.committed);
     }
 
     fn committed(&self) -> u64 {
@@ -493,6 +507,24 @@ impl Writer {
 
     fn input(&self, agent: &AgentId, seq: u64) -> Option<Signal> {
         inputs_after(&self.db, agent, seq - 1).unwrap().into_iter().find(|(s, _)| *s == seq).map(|(_, x)| x)
+    }
+}
+
+/// A test's connection as the writer's database (without a checkpointer).
+struct TestDatabase<'a>(&'a mut Connection);
+
+impl crate::store::tables::Database for TestDatabase<'_> {
+    fn transaction(
+        &mut self,
+        write: &mut dyn FnMut(&mut dyn crate::store::tables::Tables) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let tx = self.0.transaction().map_err(database)?;
+        write(&mut SqliteTables::new(&tx))?;
+        tx.commit().map_err(database)
+    }
+
+    fn open_runs(&mut self) -> Result<(i64, Vec<Uuid>), StoreError> {
+        tables::open_runs(self.0)
     }
 }
 

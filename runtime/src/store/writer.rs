@@ -1,27 +1,44 @@
-//! The writer thread: every write queued in order, applied a batch at a time in one transaction (group
-//! commit), and whoever waits for durability told.
+//! A durable journal's writer thread: every write queued in order, applied a batch at a time in one
+//! transaction (group commit), and whoever waits for durability told. What each batch writes (the writer's
+//! plan) is made here, the same for every store; a store's [`Database`] and [`Tables`] only say how its
+//! database takes it.
 
-use super::*;
+use super::draft::ShortText;
+use super::durable::{AgentRecord, PlanParts, RunPlan, ScheduleRecord, Snapshot};
+use super::input_log::InputBatches;
+use super::job_log::JobWrite;
+use super::plan_codec;
+use super::run_log::{RunBatches, Settled};
+use super::signal_codec;
+use super::tables::{Database, RunWrite, Tables, json};
+use super::{FastHash, PlanDraft, RecordDraft, Refusal, RunRecord, StoreError};
+use crate::id::AgentId;
+use crate::signal::Signal;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+use uuid::Uuid;
 
 /// The most writes waiting for the writer. A thread that writes faster than the disk takes them waits when
 /// this many are queued (backpressure), so memory stays bounded however long the burst.
-pub(super) const QUEUE: usize = 4 * BATCH;
+pub(crate) const QUEUE: usize = 4 * BATCH;
 /// The most writes applied in one transaction.
-pub(super) const BATCH: usize = 4096;
+pub(crate) const BATCH: usize = 4096;
 /// A batch smaller than this that nobody waits on waits [`GATHER_FOR`] for more writes before it commits.
-pub(super) const GATHER_BELOW: usize = 256;
-pub(super) const GATHER_FOR: std::time::Duration = std::time::Duration::from_micros(500);
+pub(crate) const GATHER_BELOW: usize = 256;
+pub(crate) const GATHER_FOR: std::time::Duration = std::time::Duration::from_micros(500);
 /// While it gathers, the writer sleeps this long at a time and then takes what came.
-pub(super) const GATHER_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
+pub(crate) const GATHER_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
 /// How long an ended run whose outcome the agent has not consumed yet may wait to be written, and how many may
 /// wait at once (see [`Runs`]).
-pub(super) const HOLD_FOR: std::time::Duration = std::time::Duration::from_millis(10);
-pub(super) const HELD_MOST: usize = BATCH;
+pub(crate) const HOLD_FOR: std::time::Duration = std::time::Duration::from_millis(10);
+pub(crate) const HELD_MOST: usize = BATCH;
 
 /// What the writer thread is asked to do.
 // A run's row is by far the largest, and carried inline on purpose (see `Op::Run`).
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Op {
+pub(crate) enum Op {
     /// Carried inline, like every write of the run path: a box made by the sending thread and freed by the
     /// writer costs both threads the allocator's slow path.
     Run(RunRow),
@@ -56,15 +73,15 @@ pub(super) enum Op {
 /// agent's thread spent more time asleep on that lock than the writer spent writing. Its statuses cross in place,
 /// and its params as their digest or their short text; the writer makes the record (its digest, its history's
 /// vector) on its own thread.
-pub(super) struct RunRow {
-    pub(super) draft: RecordDraft,
-    pub(super) plan: Option<PlanRow>,
+pub(crate) struct RunRow {
+    pub(crate) draft: RecordDraft,
+    pub(crate) plan: Option<PlanRow>,
     /// Its outcome signal for the agent, as [`Op::Outcome`] carries one.
-    pub(super) outcome: Option<(Vec<u8>, bool)>,
+    pub(crate) outcome: Option<(Vec<u8>, bool)>,
 }
 
 /// A run's plan on its way to the writer with its record.
-pub(super) enum PlanRow {
+pub(crate) enum PlanRow {
     /// Its parts, the params' text being the draft's, in place: the writer makes its text.
     Parts(PlanDraft),
     /// Its text, made by the sending thread (the params' text was too long to cross in place).
@@ -72,17 +89,17 @@ pub(super) enum PlanRow {
 }
 
 impl RunRow {
-    pub(super) fn of(record: RunRecord) -> Self {
+    pub(crate) fn of(record: RunRecord) -> Self {
         Self { draft: RecordDraft::of_record(record), plan: None, outcome: None }
     }
 }
 
 /// A run's record as the writer keeps it until it is written.
-pub(super) struct Recorded {
-    pub(super) record: RunRecord,
+pub(crate) struct Recorded {
+    pub(crate) record: RunRecord,
     /// When it was recorded, in milliseconds since the epoch.
-    pub(super) recorded: i64,
-    pub(super) ended: bool,
+    pub(crate) recorded: i64,
+    pub(crate) ended: bool,
 }
 
 /// The buffers that carry serialized plans, outcomes and inputs to the writer, which hands them back once they
@@ -90,24 +107,24 @@ pub(super) struct Recorded {
 /// (which glibc makes both threads pay for, with a lock). (Run records cross as drafts, usually with their plans
 /// in their parts, and the writer makes and serializes both: see [`RunRow`].)
 #[derive(Debug, Default)]
-pub(super) struct Texts(pub(super) Mutex<Vec<Vec<u8>>>);
+pub(crate) struct Texts(pub(crate) Mutex<Vec<Vec<u8>>>);
 
 /// How many spare buffers the pool keeps, and the largest it keeps (a rare huge row is not kept for ever). As
 /// many as the queue holds writes: when the writer falls behind, that many buffers are on their way to it, and
 /// each one the pool could not keep would be freed by the writer and allocated again by an agent's thread. At
 /// most 16 MiB, usually far less (a plan is ~200 bytes, an outcome signal ~500).
-pub(super) const TEXTS_KEPT: usize = QUEUE;
-pub(super) const TEXT_KEPT_BYTES: usize = 1024;
+pub(crate) const TEXTS_KEPT: usize = QUEUE;
+pub(crate) const TEXT_KEPT_BYTES: usize = 1024;
 /// How many buffers the writer moves into the pool per hold of its lock, so an agent's thread taking one never
 /// waits for a whole commit's.
-pub(super) const TEXTS_GIVEN_AT_ONCE: usize = 256;
+pub(crate) const TEXTS_GIVEN_AT_ONCE: usize = 256;
 /// The room a new buffer starts with: an outcome signal is 400-500 bytes of JSON.
-pub(super) const TEXT_STARTS_AT: usize = 512;
+pub(crate) const TEXT_STARTS_AT: usize = 512;
 
 impl Texts {
     /// An empty buffer from the pool, or a new one big enough for a usual row (rather than one that grows to it
     /// a doubling at a time).
-    pub(super) fn buffer(&self) -> Vec<u8> {
+    pub(crate) fn buffer(&self) -> Vec<u8> {
         let spare = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
         let mut bytes = spare.unwrap_or_else(|| Vec::with_capacity(TEXT_STARTS_AT));
         bytes.clear();
@@ -115,14 +132,14 @@ impl Texts {
     }
 
     /// `signal` as the journal keeps it (see `signal_codec.rs`), in a buffer from the pool.
-    pub(super) fn signal(&self, signal: &Signal) -> Vec<u8> {
+    pub(crate) fn signal(&self, signal: &Signal) -> Vec<u8> {
         let mut bytes = self.buffer();
         signal_codec::encode(signal, &mut bytes);
         bytes
     }
 
     /// A run's key and its plan as JSON, in a buffer from the pool.
-    pub(super) fn plan(&self, plan: &RunPlan) -> PlanText {
+    pub(crate) fn plan(&self, plan: &RunPlan) -> PlanText {
         let mut bytes = self.buffer();
         bytes.extend_from_slice(plan.key.as_bytes());
         // A plan serializes to JSON without fail (plain data, string keys), and JSON is UTF-8.
@@ -132,7 +149,7 @@ impl Texts {
 
     /// A run's key and its plan as JSON, made of its parts, in a buffer from the pool: the same text as
     /// [`Texts::plan`] makes of the same plan, with the params' text copied rather than made again.
-    pub(super) fn plan_parts(&self, parts: PlanParts<'_>) -> PlanText {
+    pub(crate) fn plan_parts(&self, parts: PlanParts<'_>) -> PlanText {
         let mut bytes = self.buffer();
         bytes.extend_from_slice(parts.key.as_bytes());
         bytes.extend_from_slice(b"{\"key\":");
@@ -159,7 +176,7 @@ impl Texts {
     }
 
     /// Takes written buffers back.
-    pub(super) fn give_back(&self, spent: &mut Vec<Vec<u8>>) {
+    pub(crate) fn give_back(&self, spent: &mut Vec<Vec<u8>>) {
         // The lock is held only to move the buffers in: the agents' threads take one from the pool for each row
         // they send, and a commit gives back thousands. Those not kept are dropped after it is released.
         spent.retain(|text| text.capacity() <= TEXT_KEPT_BYTES);
@@ -177,35 +194,35 @@ impl Texts {
 }
 
 /// A run's idempotency key and its plan's JSON, in one buffer from the pool (one buffer a run rather than two).
-pub(super) struct PlanText {
-    pub(super) text: String,
-    pub(super) key_len: usize,
+pub(crate) struct PlanText {
+    pub(crate) text: String,
+    pub(crate) key_len: usize,
 }
 
 impl PlanText {
-    pub(super) fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         self.text.get(..self.key_len).unwrap_or_default()
     }
 
-    pub(super) fn plan(&self) -> &str {
+    pub(crate) fn plan(&self) -> &str {
         self.text.get(self.key_len..).unwrap_or_default()
     }
 
-    pub(super) fn into_bytes(self) -> Vec<u8> {
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
         self.text.into_bytes()
     }
 }
 
 /// Who waits for a flush: a task, a thread that blocks (a read), or nobody (the writer itself, writing what it
 /// held back).
-pub(super) enum Waiter {
+pub(crate) enum Waiter {
     Task(tokio::sync::oneshot::Sender<()>),
     Thread(mpsc::SyncSender<()>),
     Nobody,
 }
 
 impl Waiter {
-    pub(super) fn tell(self) {
+    pub(crate) fn tell(self) {
         match self {
             Waiter::Task(done) => {
                 let _ = done.send(());
@@ -219,10 +236,10 @@ impl Waiter {
 }
 
 /// The writer thread: everything waiting goes into one transaction; then the flushes are answered.
-pub(super) fn write_loop(
-    mut db: Connection,
+pub(crate) fn write_loop(
+    db: &mut dyn Database,
     queue: mpsc::Receiver<Op>,
-    (keep_inputs, checkpointer): (bool, &Checkpointer),
+    keep_inputs: bool,
     committed: &AtomicU64,
     texts: &Texts,
 ) {
@@ -230,7 +247,7 @@ pub(super) fn write_loop(
     let mut batch: Vec<Op> = Vec::with_capacity(BATCH);
     let mut spent: Vec<Vec<u8>> = Vec::with_capacity(BATCH);
     let mut runs = Runs::default();
-    if let Err(err) = runs.load(&db) {
+    if let Err(err) = runs.load(db) {
         tracing::error!(%err, "the journal's writer could not read where its runs stand");
     }
     let mut inputs = InputBatches::default();
@@ -272,19 +289,19 @@ pub(super) fn write_loop(
                 }
             }
         }
-        commit(&mut db, &mut batch, (&mut runs, &mut inputs), (&mut spent, texts), keep_inputs, committed);
-        checkpointer.committed(&db);
+        commit(db, &mut batch, (&mut runs, &mut inputs), (&mut spent, texts), keep_inputs, committed);
+        db.committed();
         texts.give_back(&mut spent);
     }
     // The last writes: nothing is held back any more.
     batch.push(Op::Flush(Waiter::Nobody));
-    commit(&mut db, &mut batch, (&mut runs, &mut inputs), (&mut spent, texts), keep_inputs, committed);
+    commit(db, &mut batch, (&mut runs, &mut inputs), (&mut spent, texts), keep_inputs, committed);
 }
 
 /// Applies `batch` in one transaction, then answers its flushes. A flush anywhere in it writes every run held
 /// back; without one, ended runs whose outcome the agent has not consumed yet may be held back for the next.
-pub(super) fn commit(
-    db: &mut Connection,
+pub(crate) fn commit(
+    db: &mut dyn Database,
     batch: &mut Vec<Op>,
     (runs, inputs): (&mut Runs, &mut InputBatches),
     (spent, texts): (&mut Vec<Vec<u8>>, &Texts),
@@ -294,8 +311,7 @@ pub(super) fn commit(
     let mut flushed = Vec::new();
     let writes = batch.iter().filter(|op| !matches!(op, Op::Flush(_))).count() as u64;
     let held_before = runs.held_writes();
-    let outcome = (|| -> rusqlite::Result<()> {
-        let tx = db.transaction()?;
+    let outcome = db.transaction(&mut |tx: &mut dyn Tables| {
         for op in batch.drain(..) {
             match op {
                 Op::Flush(done) => flushed.push(done),
@@ -314,31 +330,27 @@ pub(super) fn commit(
                 Op::Input(agent, number, signal, given) => {
                     // An outcome signal consumed: the agent was given it.
                     if let Some(run) = given {
-                        runs.delivered(&tx, run, spent)?;
+                        runs.delivered(tx, run, spent)?;
                     }
-                    inputs.add(&tx, &agent, number, &signal)?;
+                    inputs.add(tx, &agent, number, &signal)?;
                     spent.push(signal);
                 }
                 Op::KeptInput(agent, number, run) => match runs.consumed(run) {
                     // Kept in this batch or held back: logged from there, and never written with the run.
                     Some(signal) => {
-                        inputs.add(&tx, &agent, number, &signal)?;
+                        inputs.add(tx, &agent, number, &signal)?;
                         spent.push(signal);
                     }
                     None => {
-                        let kept: Option<Vec<u8>> = tx
-                            .prepare_cached("SELECT outcome FROM runs WHERE run = ?1 AND outcome IS NOT NULL")?
-                            .query_row([run.to_string()], |r| kept_bytes(r, 0))
-                            .optional()?;
-                        match kept {
-                            Some(signal) => inputs.add(&tx, &agent, number, &signal)?,
+                        match tx.kept_outcome(run)? {
+                            Some(signal) => inputs.add(tx, &agent, number, &signal)?,
                             // Only when the batch that kept the outcome failed, which was logged then.
                             None => tracing::error!(
                                 agent = %agent, seq = number, %run,
                                 "a consumed outcome is not in the journal; the input is not logged"
                             ),
                         }
-                        mark_delivered(&tx, run)?;
+                        tx.delivered(run)?;
                     }
                 },
                 Op::Snapshot(snapshot) => {
@@ -346,21 +358,20 @@ pub(super) fn commit(
                     // has not consumed yet: a recovery from it finds those outcomes only with their runs, so
                     // the runs are written with it.
                     runs.release(&snapshot.agent);
-                    apply(&tx, Op::Snapshot(snapshot), inputs, keep_inputs)?;
+                    apply(tx, Op::Snapshot(snapshot), inputs, keep_inputs)?;
                 }
-                write => apply(&tx, write, inputs, keep_inputs)?,
+                write => apply(tx, write, inputs, keep_inputs)?,
             }
         }
-        inputs.write_all(&tx)?;
-        runs.write(&tx, (spent, texts), !flushed.is_empty())?;
-        tx.commit()
-    })();
+        inputs.write_all(tx)?;
+        runs.write(tx, (spent, texts), !flushed.is_empty())
+    });
     // A batch that failed leaves what it did not get to in `batch`: dropped with it, like the runs it held.
     batch.clear();
     if outcome.is_err() {
         runs.forget(spent);
         inputs.forget();
-        // The runs it wrote as going on may not be in the file: read again which are.
+        // The runs it wrote as going on may not be in the database: read again which are.
         if let Err(err) = runs.load(db) {
             tracing::error!(%err, "the journal's writer could not read where its runs stand");
         }
@@ -384,62 +395,62 @@ pub(super) fn commit(
 /// not safe to start again, and never past a flush (someone waits for everything sent) or a snapshot of its
 /// agent (which folds in the input that asked for the run, so a recovery from it could no longer ask again).
 #[derive(Default)]
-pub(super) struct Runs {
+pub(crate) struct Runs {
     /// The runs in the order they first appeared, so rows keep the order runs were recorded in. Between
     /// batches, the runs held back. (A run pending is a few hundred bytes: kept in order, it is read and
     /// written where the runs before it were, where a map would scatter thousands of them over memory no
     /// cache holds.)
-    pub(super) pending: Vec<(Uuid, PendingRun)>,
+    pub(crate) pending: Vec<(Uuid, PendingRun)>,
     /// Where each pending run is in `pending`.
-    pub(super) index: std::collections::HashMap<Uuid, usize, FastHash>,
+    pub(crate) index: std::collections::HashMap<Uuid, usize, FastHash>,
     /// When the first run held back must be written, and how many writes the runs held back stand for.
-    pub(super) held_until: Option<Instant>,
-    pub(super) held_writes: u64,
+    pub(crate) held_until: Option<Instant>,
+    pub(crate) held_writes: u64,
     /// The pending runs with a record, by agent, so a snapshot finds its agent's runs without a scan of all.
     /// (It may name runs written since; those are no longer pending and are passed over.)
-    pub(super) by_agent: std::collections::HashMap<AgentId, Vec<Uuid>, FastHash>,
+    pub(crate) by_agent: std::collections::HashMap<AgentId, Vec<Uuid>, FastHash>,
     /// The runs with a row in `runs` that had not ended: their end must update that row, so they never join
     /// a batch of ended runs.
-    pub(super) open: std::collections::HashSet<Uuid, FastHash>,
+    pub(crate) open: std::collections::HashSet<Uuid, FastHash>,
     /// The place the next run written takes (one order for `runs` and `run_batches`).
-    pub(super) next_place: i64,
+    pub(crate) next_place: i64,
     /// The ended runs of this commit gathered into rows of `run_batches`.
-    pub(super) batches: RunBatches,
+    pub(crate) batches: RunBatches,
     /// Where a run's record is serialized for its row in `runs`.
-    pub(super) scratch: Vec<u8>,
+    pub(crate) scratch: Vec<u8>,
     /// Where a batched run's key and plan are made from their parts.
-    pub(super) key: String,
-    pub(super) plan: Vec<u8>,
+    pub(crate) key: String,
+    pub(crate) plan: Vec<u8>,
 }
 
 #[derive(Default)]
-pub(super) struct PendingRun {
-    pub(super) record: Option<Recorded>,
+pub(crate) struct PendingRun {
+    pub(crate) record: Option<Recorded>,
     /// The plan's key and JSON.
-    pub(super) plan: Option<PlanText>,
+    pub(crate) plan: Option<PlanText>,
     /// Or the plan in its parts, with its params' text: made into the form it is written in only then (compact
     /// in a batch of ended runs, JSON in `runs`).
-    pub(super) parts: Option<(PlanDraft, ShortText)>,
+    pub(crate) parts: Option<(PlanDraft, ShortText)>,
     /// The outcome signal's JSON.
-    pub(super) outcome: Option<Vec<u8>>,
-    pub(super) delivered: bool,
+    pub(crate) outcome: Option<Vec<u8>>,
+    pub(crate) delivered: bool,
     /// Whether its end may be held back (the run is safe to start again), and until when it is.
-    pub(super) holdable: bool,
-    pub(super) hold_until: Option<Instant>,
+    pub(crate) holdable: bool,
+    pub(crate) hold_until: Option<Instant>,
     /// How many writes it stands for (counted committed once it is written).
-    pub(super) writes: u64,
+    pub(crate) writes: u64,
 }
 
 impl PendingRun {
     /// Its outcome signal for the agent (the one before, if any, is spent).
-    pub(super) fn keep_outcome(&mut self, outcome: Vec<u8>, safe_again: bool, spent: &mut Vec<Vec<u8>>) {
+    pub(crate) fn keep_outcome(&mut self, outcome: Vec<u8>, safe_again: bool, spent: &mut Vec<Vec<u8>>) {
         spent.extend(self.outcome.replace(outcome));
         self.holdable = safe_again;
         self.delivered = false;
     }
 
     /// An ended run, safe to start again, whose outcome the agent has not consumed yet, that may still wait.
-    pub(super) fn may_wait(&self, now: Instant) -> bool {
+    pub(crate) fn may_wait(&self, now: Instant) -> bool {
         self.holdable
             && self.record.as_ref().is_some_and(|r| r.ended)
             && self.outcome.is_some()
@@ -449,21 +460,16 @@ impl PendingRun {
 }
 
 impl Runs {
-    /// Reads from the file which runs have a row that had not ended, and where the numbering goes on.
-    pub(super) fn load(&mut self, db: &Connection) -> rusqlite::Result<()> {
-        self.next_place = self.next_place.max(run_log::next_place(db)?);
-        let mut statement = db.prepare("SELECT run FROM runs WHERE final = 0")?;
-        let open = statement.query_map([], |r| r.get::<_, String>(0))?;
+    /// Reads from the database which runs have a row that had not ended, and where the numbering goes on.
+    pub(crate) fn load(&mut self, db: &mut dyn Database) -> Result<(), StoreError> {
+        let (next_place, open) = db.open_runs()?;
+        self.next_place = self.next_place.max(next_place);
         self.open.clear();
-        for run in open {
-            if let Ok(run) = Uuid::parse_str(&run?) {
-                self.open.insert(run);
-            }
-        }
+        self.open.extend(open);
         Ok(())
     }
 
-    pub(super) fn entry(&mut self, run: Uuid) -> &mut PendingRun {
+    pub(crate) fn entry(&mut self, run: Uuid) -> &mut PendingRun {
         let at = *self.index.entry(run).or_insert_with(|| {
             self.pending.push((run, PendingRun::default()));
             self.pending.len() - 1
@@ -471,13 +477,13 @@ impl Runs {
         &mut self.pending[at].1
     }
 
-    pub(super) fn get_mut(&mut self, run: &Uuid) -> Option<&mut PendingRun> {
+    pub(crate) fn get_mut(&mut self, run: &Uuid) -> Option<&mut PendingRun> {
         let at = *self.index.get(run)?;
         self.pending.get_mut(at).map(|(_, pending)| pending)
     }
 
     /// `agent`'s ended runs held back, or pending in this batch, are written with it, outcome and all.
-    pub(super) fn release(&mut self, agent: &AgentId) {
+    pub(crate) fn release(&mut self, agent: &AgentId) {
         for run in self.by_agent.get(agent).into_iter().flatten() {
             if let Some(at) = self.index.get(run)
                 && let Some((_, pending)) = self.pending.get_mut(*at)
@@ -488,7 +494,7 @@ impl Runs {
     }
 
     /// A run's record, as it is now, with its plan if it came with one.
-    pub(super) fn record(&mut self, row: RunRow, texts: &Texts, spent: &mut Vec<Vec<u8>>) {
+    pub(crate) fn record(&mut self, row: RunRow, texts: &Texts, spent: &mut Vec<Vec<u8>>) {
         let RunRow { draft, plan, outcome } = row;
         let (plan, parts) = match plan {
             Some(PlanRow::Made(text)) => (Some(text), None),
@@ -524,28 +530,33 @@ impl Runs {
     }
 
     /// When the runs held back must be written, if any are.
-    pub(super) fn held_until(&self) -> Option<Instant> {
+    pub(crate) fn held_until(&self) -> Option<Instant> {
         self.held_until
     }
 
     /// How many writes the runs held back stand for.
-    pub(super) fn held_writes(&self) -> u64 {
+    pub(crate) fn held_writes(&self) -> u64 {
         self.held_writes
     }
 
     /// The agent consumed the outcome of `run`: marked with its pending outcome, or in the file.
-    pub(super) fn delivered(&mut self, db: &Connection, run: Uuid, spent: &mut Vec<Vec<u8>>) -> rusqlite::Result<()> {
+    pub(crate) fn delivered(
+        &mut self,
+        db: &mut dyn Tables,
+        run: Uuid,
+        spent: &mut Vec<Vec<u8>>,
+    ) -> Result<(), StoreError> {
         match self.consumed(run) {
             // Consumed while still pending here: it need not be written at all.
             Some(outcome) => spent.push(outcome),
-            None => mark_delivered(db, run)?,
+            None => db.delivered(run)?,
         }
         Ok(())
     }
 
     /// The agent consumed the outcome of `run`: its JSON, if it is still pending here (then the run is marked
     /// delivered and written without it).
-    pub(super) fn consumed(&mut self, run: Uuid) -> Option<Vec<u8>> {
+    pub(crate) fn consumed(&mut self, run: Uuid) -> Option<Vec<u8>> {
         let pending = self.get_mut(&run)?;
         let outcome = pending.outcome.take()?;
         pending.delivered = true;
@@ -554,18 +565,17 @@ impl Runs {
 
     /// Writes what is pending, in order, and forgets it; unless `all`, ended runs not yet delivered may be held
     /// back, each for [`HOLD_FOR`] at most, [`HELD_MOST`] at a time.
-    pub(super) fn write(
+    pub(crate) fn write(
         &mut self,
-        db: &Connection,
+        db: &mut dyn Tables,
         (spent, texts): (&mut Vec<Vec<u8>>, &Texts),
         all: bool,
-    ) -> rusqlite::Result<()> {
+    ) -> Result<(), StoreError> {
         let now = Instant::now();
         self.held_writes = 0;
         self.held_until = None;
         // Only the runs held back stay pending: they make the new order and the new index by agent.
         self.by_agent.clear();
-        let mut statement = None;
         self.index.clear();
         for (run, mut pending) in std::mem::take(&mut self.pending) {
             if !all && self.pending.len() < HELD_MOST && pending.may_wait(now) {
@@ -618,14 +628,14 @@ impl Runs {
                     self.open.insert(run);
                 }
             }
-            write_run(db, (&mut statement, &mut self.scratch), place, run, pending, spent)?;
+            write_run(db, &mut self.scratch, place, run, pending, spent)?;
         }
         self.batches.write_all(db)
     }
 
     /// Whether `run` has nothing more to be written about it and no row to update, so it may join a batch: it
     /// ended, the agent consumed its outcome here, and it never had a row in `runs`.
-    pub(super) fn settled(&self, run: Uuid, pending: &PendingRun) -> bool {
+    pub(crate) fn settled(&self, run: Uuid, pending: &PendingRun) -> bool {
         pending.delivered
             && pending.outcome.is_none()
             && pending.record.as_ref().is_some_and(|row| row.ended)
@@ -633,7 +643,7 @@ impl Runs {
     }
 
     /// Drops everything pending (its batch failed), handing its texts back.
-    pub(super) fn forget(&mut self, spent: &mut Vec<Vec<u8>>) {
+    pub(crate) fn forget(&mut self, spent: &mut Vec<Vec<u8>>) {
         for (_, pending) in self.pending.drain(..) {
             spent.extend(pending.plan.map(PlanText::into_bytes).into_iter().chain(pending.outcome));
         }
@@ -645,172 +655,85 @@ impl Runs {
     }
 }
 
-/// Marks a run written earlier as delivered: the agent consumed its outcome.
-pub(super) fn mark_delivered(db: &Connection, run: Uuid) -> rusqlite::Result<()> {
-    db.prepare_cached("UPDATE runs SET delivered = 1 WHERE run = ?1 AND outcome IS NOT NULL")?
-        .execute([run.to_string()])?;
-    Ok(())
-}
-
 /// Writes one run's pending changes: its row, or the columns that changed when only they did.
-pub(super) fn write_run<'db>(
-    db: &'db Connection,
-    (upsert, scratch): (&mut Option<rusqlite::CachedStatement<'db>>, &mut Vec<u8>),
+pub(crate) fn write_run(
+    db: &mut dyn Tables,
+    scratch: &mut Vec<u8>,
     place: i64,
     run: Uuid,
     pending: PendingRun,
     spent: &mut Vec<Vec<u8>>,
-) -> rusqlite::Result<()> {
+) -> Result<(), StoreError> {
     let (key, plan) = (pending.plan.as_ref().map(PlanText::key), pending.plan.as_ref().map(PlanText::plan));
     let outcome = pending.outcome;
     match pending.record {
         Some(row) => {
-            let statement = match upsert {
-                Some(statement) => statement,
-                None => upsert.insert(db.prepare_cached(
-                    "INSERT INTO runs (run, agent, action, status, recorded, final, record, key, plan, outcome, \
-                     delivered, place) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
-                     ON CONFLICT(run) DO UPDATE \
-                     SET status = excluded.status, final = excluded.final, record = excluded.record, \
-                     key = COALESCE(excluded.key, runs.key), plan = COALESCE(excluded.plan, runs.plan), \
-                     outcome = COALESCE(excluded.outcome, runs.outcome), delivered = CASE WHEN excluded.outcome \
-                     IS NOT NULL OR excluded.delivered THEN excluded.delivered ELSE runs.delivered END",
-                )?),
-            };
             scratch.clear();
             serde_json::to_writer(&mut *scratch, &row.record)
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-            let record = std::str::from_utf8(scratch).map_err(rusqlite::Error::Utf8Error)?;
-            statement.execute(params![
-                run.to_string(),
-                row.record.agent.as_str(),
-                row.record.action.as_str(),
-                json(&row.record.status()),
-                row.recorded,
-                row.ended,
+                .map_err(|e| StoreError::Database(format!("a run's record could not be written: {e}")))?;
+            let record = std::str::from_utf8(scratch).map_err(|e| StoreError::Database(e.to_string()))?;
+            db.run(&RunWrite {
+                place,
+                run,
+                agent: &row.record.agent,
+                action: &row.record.action,
+                status: &json(&row.record.status()),
+                recorded: row.recorded,
+                ended: row.ended,
                 record,
                 key,
                 plan,
-                outcome.as_deref().map(kept_signal),
-                pending.delivered,
-                place,
-            ])?;
+                outcome: outcome.as_deref(),
+                delivered: pending.delivered,
+            })?;
         }
-        None => {
-            db.prepare_cached(
-                "UPDATE runs SET key = COALESCE(?2, key), plan = COALESCE(?3, plan), \
-                 outcome = COALESCE(?4, outcome), \
-                 delivered = CASE WHEN ?4 IS NOT NULL OR ?5 THEN ?5 ELSE delivered END WHERE run = ?1",
-            )?
-            .execute(params![
-                run.to_string(),
-                key,
-                plan,
-                outcome.as_deref().map(kept_signal),
-                pending.delivered
-            ])?;
-        }
+        None => db.run_parts(run, key, plan, outcome.as_deref(), pending.delivered)?,
     }
     spent.extend(pending.plan.map(PlanText::into_bytes).into_iter().chain(outcome));
     Ok(())
 }
 
-/// A kept signal's bytes from its column, text (JSON) or blob (the compact form).
-pub(super) fn kept_bytes(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Vec<u8>> {
-    let value = row.get_ref(column)?;
-    let bytes = value
-        .as_bytes()
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(column, value.data_type(), Box::new(e)))?;
-    Ok(bytes.to_vec())
-}
-
-/// A kept signal as a value of its column: its JSON as text, the compact form of an outcome as a blob.
-pub(super) fn kept_signal(bytes: &[u8]) -> rusqlite::types::ToSqlOutput<'_> {
-    use rusqlite::types::{ToSqlOutput, ValueRef};
-    match std::str::from_utf8(bytes) {
-        Ok(json) if bytes.first() == Some(&b'{') => ToSqlOutput::Borrowed(ValueRef::Text(json.as_bytes())),
-        _ => ToSqlOutput::Borrowed(ValueRef::Blob(bytes)),
-    }
-}
-
 /// Applies a write that is not part of a run. One that clears an agent's inputs first writes those gathered
 /// in this commit, so it clears them too.
-pub(super) fn apply(db: &Connection, op: Op, inputs: &mut InputBatches, keep_inputs: bool) -> rusqlite::Result<()> {
+pub(crate) fn apply(
+    db: &mut dyn Tables,
+    op: Op,
+    inputs: &mut InputBatches,
+    keep_inputs: bool,
+) -> Result<(), StoreError> {
     match op {
         Op::Spawned(record, initial) => {
             inputs.write_agent(db, &record.agent)?;
-            input_log::clear(db, &record.agent, None)?;
-            db.prepare_cached("DELETE FROM schedules WHERE agent = ?1")?.execute([record.agent.as_str()])?;
-            job_log::clear(db, &record.agent)?;
-            db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
-                .execute(params![initial.agent.as_str(), json(&initial)])?;
+            db.clear_inputs(&record.agent, None)?;
+            db.clear_schedules(&record.agent, None)?;
+            db.clear_jobs(&record.agent)?;
             // A new agent under an id used before starts a history of its own (whatever this journal keeps now).
-            db.prepare_cached("DELETE FROM snapshot_history WHERE agent = ?1")?.execute([record.agent.as_str()])?;
-            if keep_inputs {
-                keep_in_history(db, &initial)?;
-            }
-            keep_agent(db, &record)?;
+            db.clear_history(&record.agent)?;
+            db.snapshot(&initial, keep_inputs)?;
+            db.agent(&record)?;
         }
         Op::Snapshot(snapshot) => {
-            db.prepare_cached("INSERT OR REPLACE INTO snapshots (agent, snapshot) VALUES (?1, ?2)")?
-                .execute(params![snapshot.agent.as_str(), json(&snapshot)])?;
             // The inputs folded into it are no longer needed to bring the agent back; a journal that keeps
             // every input keeps every snapshot too, each the state as it was at its input.
-            if keep_inputs {
-                keep_in_history(db, &snapshot)?;
-            } else {
+            db.snapshot(&snapshot, keep_inputs)?;
+            if !keep_inputs {
                 inputs.write_agent(db, &snapshot.agent)?;
-                input_log::clear(db, &snapshot.agent, Some(snapshot.seq))?;
+                db.clear_inputs(&snapshot.agent, Some(snapshot.seq))?;
             }
         }
-        Op::Alive(record) => keep_agent(db, &record)?,
+        Op::Alive(record) => db.agent(&record)?,
         Op::Ended(agent) => {
             inputs.write_agent(db, &agent)?;
-            input_log::clear(db, &agent, None)?;
-            for table in ["agents", "snapshots", "schedules", "snapshot_history"] {
-                db.prepare_cached(&format!("DELETE FROM {table} WHERE agent = ?1"))?.execute([agent.as_str()])?;
-            }
-            job_log::clear(db, &agent)?;
+            db.clear_inputs(&agent, None)?;
+            db.forget_agent(&agent)?;
+            db.clear_jobs(&agent)?;
         }
-        Op::Armed(schedule) => {
-            db.prepare_cached("INSERT OR REPLACE INTO schedules (agent, key, schedule) VALUES (?1, ?2, ?3)")?
-                .execute(params![schedule.agent.as_str(), schedule.key, json(&schedule)])?;
-        }
-        Op::Cleared(agent, key) => {
-            db.prepare_cached("DELETE FROM schedules WHERE agent = ?1 AND key = ?2")?
-                .execute(params![agent.as_str(), key])?;
-        }
-        Op::Refusal(refusal) => {
-            db.prepare_cached("INSERT INTO refusals (agent, refusal) VALUES (?1, ?2)")?
-                .execute(params![refusal.agent.as_str(), json(&refusal)])?;
-        }
-        Op::Job(write) => job_log::apply(db, write)?,
+        Op::Armed(schedule) => db.schedule(&schedule)?,
+        Op::Cleared(agent, key) => db.clear_schedules(&agent, Some(&key))?,
+        Op::Refusal(refusal) => db.refusal(&refusal)?,
+        Op::Job(write) => db.job(&write)?,
         // The writer handles these itself.
         Op::Flush(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) | Op::Input(..) | Op::KeptInput(..) => {}
     }
-    Ok(())
-}
-
-/// Writes an agent's record, with the columns it is listed by.
-pub(super) fn keep_agent(db: &Connection, record: &AgentRecord) -> rusqlite::Result<()> {
-    let parent = record.parent();
-    db.prepare_cached(
-        "INSERT OR REPLACE INTO agents (agent, record, agent_type, asleep, parent) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?
-    .execute(params![
-        record.agent.as_str(),
-        json(record),
-        record.agent_type,
-        record.asleep,
-        parent.as_ref().map(AgentId::as_str)
-    ])?;
-    Ok(())
-}
-
-/// Keeps a snapshot in the agent's history (a journal that keeps every input): the state at its input, for
-/// replaying the agent's past from any point.
-fn keep_in_history(db: &Connection, snapshot: &Snapshot) -> rusqlite::Result<()> {
-    db.prepare_cached("INSERT OR REPLACE INTO snapshot_history (agent, seq, snapshot) VALUES (?1, ?2, ?3)")?
-        .execute(params![snapshot.agent.as_str(), input_log::number(snapshot.seq), json(snapshot)])?;
     Ok(())
 }

@@ -1,0 +1,330 @@
+//! How a PostgreSQL journal takes what the writer writes. The writer's thread drives its own connection on a
+//! runtime of its own; a commit's writes are gathered as they come and sent together, pipelined (one round
+//! trip for the whole commit, not one per write), in the order the writer made them, inside one transaction.
+
+use super::super::durable::{AgentRecord, ScheduleRecord, Snapshot};
+use super::super::job_log::JobWrite;
+use super::super::tables::{Database, RunBatchRow, RunWrite, Tables, json};
+use super::super::{Refusal, StoreError};
+use super::{Connection, database};
+use crate::id::AgentId;
+use std::collections::HashMap;
+use tokio_postgres::Statement;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+/// A value of a write, owned until the commit sends it.
+type Value = Box<dyn ToSql + Sync + Send>;
+
+fn number(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn owned(text: Option<&str>) -> Value {
+    Box::new(text.map(str::to_owned))
+}
+
+/// The writer's connection, and its prepared statements by their text.
+pub(crate) struct PgDatabase {
+    pub(super) connection: Connection,
+    pub(super) statements: HashMap<&'static str, Statement>,
+}
+
+impl PgDatabase {
+    pub(super) fn new(connection: Connection) -> Self {
+        Self { connection, statements: HashMap::new() }
+    }
+}
+
+/// One commit's writes, gathered.
+struct PgTables<'a> {
+    database: &'a mut PgDatabase,
+    writes: Vec<(&'static str, Vec<Value>)>,
+}
+
+impl PgTables<'_> {
+    fn write(&mut self, sql: &'static str, values: Vec<Value>) -> Result<(), StoreError> {
+        self.writes.push((sql, values));
+        Ok(())
+    }
+
+    /// Sends the writes gathered, in order, pipelined, and waits for them.
+    fn send(&mut self) -> Result<(), StoreError> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let writes = std::mem::take(&mut self.writes);
+        let PgDatabase { connection, statements } = &mut *self.database;
+        let Connection { runtime, client } = connection;
+        runtime.block_on(async {
+            for (sql, _) in &writes {
+                if !statements.contains_key(sql) {
+                    let prepared = client.prepare(sql).await.map_err(database)?;
+                    statements.insert(sql, prepared);
+                }
+            }
+            let sent = writes.iter().map(|(sql, values)| {
+                let statement = &statements[sql];
+                client.execute_raw(statement, values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)))
+            });
+            futures_util::future::try_join_all(sent).await.map_err(database)?;
+            Ok(())
+        })
+    }
+}
+
+impl Tables for PgTables<'_> {
+    fn input_batch(&mut self, agent: &AgentId, first: u64, last: u64, body: &[u8]) -> Result<(), StoreError> {
+        self.write(
+            "INSERT INTO agentry_input_batches (agent, first_seq, last_seq, body) VALUES ($1, $2, $3, $4)",
+            vec![
+                Box::new(agent.as_str().to_owned()),
+                Box::new(number(first)),
+                Box::new(number(last)),
+                Box::new(body.to_vec()),
+            ],
+        )
+    }
+
+    fn clear_inputs(&mut self, agent: &AgentId, upto: Option<u64>) -> Result<(), StoreError> {
+        self.write(
+            "DELETE FROM agentry_input_batches WHERE agent = $1 AND last_seq <= $2",
+            vec![Box::new(agent.as_str().to_owned()), Box::new(upto.map_or(i64::MAX, number))],
+        )
+    }
+
+    fn run_batch(&mut self, row: &RunBatchRow<'_>) -> Result<(), StoreError> {
+        let RunBatchRow { first, last, agent, last_seq, first_run, last_run, since, until, statuses, actions, body } =
+            *row;
+        self.write(
+            "INSERT INTO agentry_run_batches (place, last, agent, last_seq, first_run, last_run, since, until, \
+             statuses, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            vec![
+                Box::new(first),
+                Box::new(last),
+                Box::new(agent.as_str().to_owned()),
+                Box::new(last_seq),
+                Box::new(first_run),
+                Box::new(last_run),
+                Box::new(since),
+                Box::new(until),
+                Box::new(statuses),
+                Box::new(body.to_vec()),
+            ],
+        )?;
+        for action in actions {
+            self.write(
+                "INSERT INTO agentry_run_batch_actions (action, batch) VALUES ($1, $2)",
+                vec![Box::new(action.as_str().to_owned()), Box::new(first)],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, row: &RunWrite<'_>) -> Result<(), StoreError> {
+        self.write(
+            "INSERT INTO agentry_runs AS r (run, agent, action, status, recorded, final, record, key, plan, outcome, \
+             delivered, place) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+             ON CONFLICT (run) DO UPDATE \
+             SET status = excluded.status, final = excluded.final, record = excluded.record, \
+             key = COALESCE(excluded.key, r.key), plan = COALESCE(excluded.plan, r.plan), \
+             outcome = COALESCE(excluded.outcome, r.outcome), delivered = CASE WHEN excluded.outcome \
+             IS NOT NULL OR excluded.delivered THEN excluded.delivered ELSE r.delivered END",
+            vec![
+                Box::new(row.run),
+                Box::new(row.agent.as_str().to_owned()),
+                Box::new(row.action.as_str().to_owned()),
+                Box::new(row.status.to_owned()),
+                Box::new(row.recorded),
+                Box::new(row.ended),
+                Box::new(row.record.to_owned()),
+                owned(row.key),
+                owned(row.plan),
+                Box::new(row.outcome.map(<[u8]>::to_vec)),
+                Box::new(row.delivered),
+                Box::new(row.place),
+            ],
+        )
+    }
+
+    fn run_parts(
+        &mut self,
+        run: Uuid,
+        key: Option<&str>,
+        plan: Option<&str>,
+        outcome: Option<&[u8]>,
+        delivered: bool,
+    ) -> Result<(), StoreError> {
+        self.write(
+            "UPDATE agentry_runs SET key = COALESCE($2, key), plan = COALESCE($3, plan), \
+             outcome = COALESCE($4, outcome), \
+             delivered = CASE WHEN $4::bytea IS NOT NULL OR $5 THEN $5 ELSE delivered END WHERE run = $1",
+            vec![Box::new(run), owned(key), owned(plan), Box::new(outcome.map(<[u8]>::to_vec)), Box::new(delivered)],
+        )
+    }
+
+    fn delivered(&mut self, run: Uuid) -> Result<(), StoreError> {
+        self.write(
+            "UPDATE agentry_runs SET delivered = TRUE WHERE run = $1 AND outcome IS NOT NULL",
+            vec![Box::new(run)],
+        )
+    }
+
+    fn kept_outcome(&mut self, run: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        // Read after the writes gathered so far, inside the commit's transaction.
+        self.send()?;
+        let Connection { runtime, client } = &self.database.connection;
+        let row = runtime
+            .block_on(
+                client.query_opt("SELECT outcome FROM agentry_runs WHERE run = $1 AND outcome IS NOT NULL", &[&run]),
+            )
+            .map_err(database)?;
+        row.map(|row| row.try_get::<_, Vec<u8>>(0)).transpose().map_err(database)
+    }
+
+    fn snapshot(&mut self, snapshot: &Snapshot, in_history: bool) -> Result<(), StoreError> {
+        let text = json(snapshot);
+        let agent = snapshot.agent.as_str();
+        if in_history {
+            self.write(
+                "INSERT INTO agentry_snapshot_history (agent, seq, snapshot) VALUES ($1, $2, $3) \
+                 ON CONFLICT (agent, seq) DO UPDATE SET snapshot = excluded.snapshot",
+                vec![Box::new(agent.to_owned()), Box::new(number(snapshot.seq)), Box::new(text.clone())],
+            )?;
+        }
+        self.write(
+            "INSERT INTO agentry_snapshots (agent, snapshot) VALUES ($1, $2) \
+             ON CONFLICT (agent) DO UPDATE SET snapshot = excluded.snapshot",
+            vec![Box::new(agent.to_owned()), Box::new(text)],
+        )
+    }
+
+    fn clear_history(&mut self, agent: &AgentId) -> Result<(), StoreError> {
+        self.write("DELETE FROM agentry_snapshot_history WHERE agent = $1", vec![Box::new(agent.as_str().to_owned())])
+    }
+
+    fn agent(&mut self, record: &AgentRecord) -> Result<(), StoreError> {
+        let parent = record.parent().map(|p| p.as_str().to_owned());
+        self.write(
+            "INSERT INTO agentry_agents (agent, record, agent_type, asleep, parent) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (agent) DO UPDATE SET record = excluded.record, agent_type = excluded.agent_type, \
+             asleep = excluded.asleep, parent = excluded.parent",
+            vec![
+                Box::new(record.agent.as_str().to_owned()),
+                Box::new(json(record)),
+                Box::new(record.agent_type.clone()),
+                Box::new(record.asleep),
+                Box::new(parent),
+            ],
+        )
+    }
+
+    fn forget_agent(&mut self, agent: &AgentId) -> Result<(), StoreError> {
+        for sql in [
+            "DELETE FROM agentry_agents WHERE agent = $1",
+            "DELETE FROM agentry_snapshots WHERE agent = $1",
+            "DELETE FROM agentry_schedules WHERE agent = $1",
+            "DELETE FROM agentry_snapshot_history WHERE agent = $1",
+        ] {
+            self.write(sql, vec![Box::new(agent.as_str().to_owned())])?;
+        }
+        Ok(())
+    }
+
+    fn schedule(&mut self, schedule: &ScheduleRecord) -> Result<(), StoreError> {
+        self.write(
+            "INSERT INTO agentry_schedules (agent, key, schedule) VALUES ($1, $2, $3) \
+             ON CONFLICT (agent, key) DO UPDATE SET schedule = excluded.schedule",
+            vec![
+                Box::new(schedule.agent.as_str().to_owned()),
+                Box::new(schedule.key.clone()),
+                Box::new(json(schedule)),
+            ],
+        )
+    }
+
+    fn clear_schedules(&mut self, agent: &AgentId, key: Option<&str>) -> Result<(), StoreError> {
+        let agent: Value = Box::new(agent.as_str().to_owned());
+        match key {
+            Some(key) => self.write(
+                "DELETE FROM agentry_schedules WHERE agent = $1 AND key = $2",
+                vec![agent, Box::new(key.to_owned())],
+            ),
+            None => self.write("DELETE FROM agentry_schedules WHERE agent = $1", vec![agent]),
+        }
+    }
+
+    fn refusal(&mut self, refusal: &Refusal) -> Result<(), StoreError> {
+        self.write(
+            "INSERT INTO agentry_refusals (agent, refusal) VALUES ($1, $2)",
+            vec![Box::new(refusal.agent.as_str().to_owned()), Box::new(json(refusal))],
+        )
+    }
+
+    fn job(&mut self, write: &JobWrite) -> Result<(), StoreError> {
+        match write {
+            JobWrite::Submitted(submitted) => {
+                let (record, plan) = &**submitted;
+                self.write(
+                    "INSERT INTO agentry_jobs (job, agent, record, plan) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (job) DO UPDATE SET agent = excluded.agent, record = excluded.record, \
+                     plan = excluded.plan, ended = NULL, signal = NULL, told = FALSE",
+                    vec![
+                        Box::new(record.id),
+                        Box::new(record.agent.as_str().to_owned()),
+                        Box::new(json(record)),
+                        Box::new(json(plan)),
+                    ],
+                )
+            }
+            JobWrite::Changed(changed) => {
+                let (record, end) = &**changed;
+                let ended = record.ended_at.map(|at| at.timestamp_millis());
+                // A job that ended keeps its end signal; a later write (none is made) could not take it back.
+                self.write(
+                    "UPDATE agentry_jobs SET record = $2, ended = COALESCE($3, ended), \
+                     signal = COALESCE($4, signal) WHERE job = $1",
+                    vec![
+                        Box::new(record.id),
+                        Box::new(json(record)),
+                        Box::new(ended),
+                        Box::new(end.as_ref().map(json)),
+                    ],
+                )
+            }
+            JobWrite::Told(agent, job) => self.write(
+                "UPDATE agentry_jobs SET told = TRUE WHERE job = $1 AND agent = $2",
+                vec![Box::new(*job), Box::new(agent.as_str().to_owned())],
+            ),
+            JobWrite::Purged(before) => self.write(
+                "DELETE FROM agentry_jobs WHERE told AND ended <= $1",
+                vec![Box::new(before.timestamp_millis())],
+            ),
+        }
+    }
+
+    fn clear_jobs(&mut self, agent: &AgentId) -> Result<(), StoreError> {
+        self.write("DELETE FROM agentry_jobs WHERE agent = $1", vec![Box::new(agent.as_str().to_owned())])
+    }
+}
+
+impl Database for PgDatabase {
+    fn transaction(
+        &mut self,
+        write: &mut dyn FnMut(&mut dyn Tables) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let Connection { runtime, client } = &self.connection;
+        runtime.block_on(client.batch_execute("BEGIN")).map_err(database)?;
+        let mut tables = PgTables { database: self, writes: Vec::new() };
+        let written = write(&mut tables).and_then(|()| tables.send());
+        let Connection { runtime, client } = &self.connection;
+        let end = if written.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let ended = runtime.block_on(client.batch_execute(end)).map_err(database);
+        written.and(ended)
+    }
+
+    fn open_runs(&mut self) -> Result<(i64, Vec<Uuid>), StoreError> {
+        let Connection { runtime, client } = &self.connection;
+        runtime.block_on(super::open_runs(client))
+    }
+}

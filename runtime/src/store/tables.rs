@@ -1,0 +1,115 @@
+//! What a journal's writer does to its database, a commit at a time, as one interface both durable stores
+//! implement: the writer's plan (which runs to coalesce, hold back or batch, which inputs go in one row, what a
+//! snapshot or an ended agent clears) is made once, in `writer.rs`, `input_log.rs` and `run_log.rs`, and each
+//! store only says how its database takes each row (SQLite in `sqlite/tables.rs`, PostgreSQL in
+//! `postgres/tables.rs`).
+
+use super::durable::{AgentRecord, ScheduleRecord, Snapshot};
+use super::job_log::JobWrite;
+use super::{Refusal, StoreError};
+use crate::id::{ActionId, AgentId};
+use uuid::Uuid;
+
+/// A run's row in `runs`, written whole (inserted, or replacing the columns that change).
+pub(crate) struct RunWrite<'a> {
+    /// The order runs were written in (one numbering for `runs` and `run_batches`).
+    pub place: i64,
+    pub run: Uuid,
+    pub agent: &'a AgentId,
+    pub action: &'a ActionId,
+    /// Its status, as the JSON of [`super::RunStatus`] (`"queued"`, ...).
+    pub status: &'a str,
+    /// When it was recorded, in milliseconds since the epoch.
+    pub recorded: i64,
+    pub ended: bool,
+    /// Its record's JSON.
+    pub record: &'a str,
+    /// Its idempotency key and its plan's JSON, when this write has them (an earlier one's are kept otherwise).
+    pub key: Option<&'a str>,
+    pub plan: Option<&'a str>,
+    /// Its outcome signal for the agent, as the journal keeps a signal (`signal_codec.rs`), when this write has
+    /// one (an earlier one's is kept otherwise).
+    pub outcome: Option<&'a [u8]>,
+    /// Whether the agent consumed the outcome. Written when this write has an outcome or says it was consumed.
+    pub delivered: bool,
+}
+
+/// A row of `run_batches`: ended runs of one agent from one commit (see `run_log.rs` for its columns).
+pub(crate) struct RunBatchRow<'a> {
+    pub first: i64,
+    pub last: i64,
+    pub agent: &'a AgentId,
+    pub last_seq: i64,
+    pub first_run: Uuid,
+    pub last_run: Uuid,
+    pub since: i64,
+    pub until: i64,
+    pub statuses: i64,
+    pub actions: &'a [ActionId],
+    pub body: &'a [u8],
+}
+
+/// A journal's tables as its writer sees them inside one commit. Every write of a commit goes through here, in
+/// the order the writer makes them; a store may send them as they come or gather them, as long as they are
+/// applied in that order and all or none of them last.
+pub(crate) trait Tables {
+    /// A row of an agent's input log: inputs `first..=last`, in the body format of `input_log.rs`.
+    fn input_batch(&mut self, agent: &AgentId, first: u64, last: u64, body: &[u8]) -> Result<(), StoreError>;
+    /// Drops an agent's input log rows: all of them, or those whose last input is at most `upto`.
+    fn clear_inputs(&mut self, agent: &AgentId, upto: Option<u64>) -> Result<(), StoreError>;
+    /// A row of ended runs.
+    fn run_batch(&mut self, row: &RunBatchRow<'_>) -> Result<(), StoreError>;
+    /// A run's row, inserted or updated.
+    fn run(&mut self, row: &RunWrite<'_>) -> Result<(), StoreError>;
+    /// Changes to a run written earlier whose record did not change: its plan, its outcome, whether its outcome
+    /// was consumed (the same rules as [`RunWrite`]).
+    fn run_parts(
+        &mut self,
+        run: Uuid,
+        key: Option<&str>,
+        plan: Option<&str>,
+        outcome: Option<&[u8]>,
+        delivered: bool,
+    ) -> Result<(), StoreError>;
+    /// Marks a run written earlier as delivered, if it keeps an outcome: the agent consumed it.
+    fn delivered(&mut self, run: Uuid) -> Result<(), StoreError>;
+    /// The outcome kept with a run written earlier (in an earlier commit), if it keeps one.
+    fn kept_outcome(&mut self, run: Uuid) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Replaces an agent's snapshot; with `in_history`, keeps it in the agent's history of snapshots too.
+    fn snapshot(&mut self, snapshot: &Snapshot, in_history: bool) -> Result<(), StoreError>;
+    /// Drops an agent's history of snapshots.
+    fn clear_history(&mut self, agent: &AgentId) -> Result<(), StoreError>;
+    /// Writes an agent's record, with the columns it is listed by.
+    fn agent(&mut self, record: &AgentRecord) -> Result<(), StoreError>;
+    /// Drops an agent's record, snapshot, history and schedules (not its inputs or jobs).
+    fn forget_agent(&mut self, agent: &AgentId) -> Result<(), StoreError>;
+    /// Arms (or replaces) a schedule.
+    fn schedule(&mut self, schedule: &ScheduleRecord) -> Result<(), StoreError>;
+    /// Drops one schedule of an agent's, or all of them.
+    fn clear_schedules(&mut self, agent: &AgentId, key: Option<&str>) -> Result<(), StoreError>;
+    /// Keeps a refused effect.
+    fn refusal(&mut self, refusal: &Refusal) -> Result<(), StoreError>;
+    /// Applies a write about a job (see `job_log.rs`).
+    fn job(&mut self, write: &JobWrite) -> Result<(), StoreError>;
+    /// Drops every job of an agent.
+    fn clear_jobs(&mut self, agent: &AgentId) -> Result<(), StoreError>;
+}
+
+/// A journal's database as its writer thread holds it.
+pub(crate) trait Database {
+    /// Applies `write` in one transaction: every write it makes lasts, or (when it or the commit fails) none.
+    fn transaction(
+        &mut self,
+        write: &mut dyn FnMut(&mut dyn Tables) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+    /// Where the numbering of runs goes on (the place after every run's), and which runs have a row in `runs`
+    /// that had not ended.
+    fn open_runs(&mut self) -> Result<(i64, Vec<Uuid>), StoreError>;
+    /// Called after each commit (SQLite counts its log here).
+    fn committed(&mut self) {}
+}
+
+/// A value as JSON text: the stored types serialize without fail (plain data, string keys).
+pub(crate) fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
