@@ -3,12 +3,15 @@
 //!
 //! This first part is ownership: [`owners`], leases with fencing epochs, so that a node that was paused or cut
 //! off can never write over the node that took its agents; the nodes that are alive; [`placement`], where an
-//! agent goes when nobody says; and the durable [`inbox`], where signals for an agent wait for its owner, each
-//! once.
+//! agent goes when nobody says; the durable [`inbox`], where signals for an agent wait for its owner, each
+//! once; and the [`node`], a runtime that shares its journal in PostgreSQL with the other nodes, writes only
+//! under its leases, and takes over the agents of nodes that died.
 
 pub mod inbox;
+pub mod node;
 pub mod owners;
 pub mod placement;
 
 pub use inbox::{Inbox, InboxError, Listener, Pushed, listen};
+pub use node::{Node, NodeError, NodeOptions, Tick};
 pub use owners::{Heartbeat, Lease, LeaseError, Owners, fence};

@@ -16,21 +16,6 @@ use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tokio_postgres::{Client, GenericClient, NoTls, Row};
 
-/// The table of leases.
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS agentry_owners (
-    agent      TEXT PRIMARY KEY,
-    node       TEXT NOT NULL,
-    epoch      BIGINT NOT NULL CHECK (epoch > 0),
-    expires_at TIMESTAMPTZ NOT NULL
-);
-CREATE INDEX IF NOT EXISTS agentry_owners_node ON agentry_owners (node);
-CREATE TABLE IF NOT EXISTS agentry_nodes (
-    node       TEXT PRIMARY KEY,
-    seen_until TIMESTAMPTZ NOT NULL
-);
-";
-
 /// What a heartbeat kept and lost of the leases a node believed it held.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Heartbeat {
@@ -124,7 +109,7 @@ impl Owners {
                 tracing::warn!(%error, "the connection to PostgreSQL ended");
             }
         });
-        client.batch_execute(SCHEMA).await?;
+        client.batch_execute(agentry::store::LEASE_TABLES).await?;
         Ok(Self { client, node: node.to_owned(), ttl_ms })
     }
 
@@ -247,6 +232,26 @@ impl Owners {
             )
             .await?;
         Ok(())
+    }
+
+    /// The agents a shared journal keeps (awake or asleep) that nobody holds or whose lease ran out: those of a
+    /// node that died or let them go, for a live node to claim (see [`crate::Node::tick`]). Needs the journal's
+    /// tables (a node's journal makes them).
+    pub async fn orphans(&self) -> Result<Vec<AgentId>, LeaseError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT a.agent FROM agentry_agents a LEFT JOIN agentry_owners o ON o.agent = a.agent
+                 WHERE o.agent IS NULL OR o.expires_at <= now() ORDER BY a.agent",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let agent: String = row.try_get(0)?;
+                AgentId::new(agent.as_str()).map_err(|e| LeaseError::Corrupt(format!("agent `{agent}`: {e}")))
+            })
+            .collect()
     }
 
     /// The agent's lease as the database has it now (expired or not), if anyone ever held it and did not

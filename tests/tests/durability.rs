@@ -47,7 +47,7 @@ impl At {
     fn store(&self) -> Box<dyn Store> {
         match &self.postgres {
             Some(postgres) => {
-                let options = PostgresOptions { keep_inputs: true };
+                let options = PostgresOptions { keep_inputs: true, ..Default::default() };
                 Box::new(PostgresStore::connect_with(&postgres.url(), options).expect("the journal connects"))
             }
             None => Box::new(SqliteStore::open(self.dir.join("journal.db")).expect("the journal opens")),

@@ -47,7 +47,7 @@ async fn open(dir: &str, hibernate: bool) -> Runtime {
     // The journal: in PostgreSQL when the test names a database, else a SQLite file in the folder.
     let builder = match std::env::var(POSTGRES) {
         Ok(url) => {
-            let options = agentry::store::PostgresOptions { keep_inputs: true };
+            let options = agentry::store::PostgresOptions { keep_inputs: true, ..Default::default() };
             let store = agentry::store::PostgresStore::connect_with(&url, options).expect("the journal connects");
             builder.data_dir(dir).store(std::sync::Arc::new(store))
         }

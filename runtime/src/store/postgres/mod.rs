@@ -12,10 +12,12 @@ use crate::signal::Signal;
 use dashmap::DashMap;
 use uuid::Uuid;
 
+mod fence;
 mod reads;
 mod schema;
 mod tables;
 
+pub use fence::{Fence, LEASE_TABLES};
 use reads::PgReads;
 use tables::PgDatabase;
 
@@ -29,10 +31,13 @@ fn database(err: tokio_postgres::Error) -> StoreError {
 }
 
 /// How a [`PostgresStore`] keeps its journal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct PostgresOptions {
     /// Keep every logged input and every snapshot (see [`super::SqliteOptions::keep_inputs`]).
     pub keep_inputs: bool,
+    /// Write only for the agents whose leases this node holds (see [`Fence`]), and list only those to bring
+    /// back: for a journal that several nodes share. Without it, the journal is this runtime's alone.
+    pub fence: Option<Fence>,
 }
 
 /// A connection and the runtime that drives it, on the thread that owns both.
@@ -99,15 +104,17 @@ impl PostgresStore {
         // On a thread of its own, where blocking on the connections' runtimes is allowed (and where they are
         // dropped should one fail), whatever thread connects.
         let url = url.to_owned();
+        let PostgresOptions { keep_inputs, fence } = options;
+        let reading_fence = fence.clone();
         let opened = std::thread::spawn(move || {
             let writer = Connection::open(&url)?;
             let live = writer.runtime.block_on(prepare(&writer.client))?;
-            let reads = PgReads::start(Connection::open(&url)?)?;
+            let reads = PgReads::start(Connection::open(&url)?, reading_fence)?;
             Ok::<_, StoreError>((writer, live, reads))
         });
         let (writer, live, reads) =
             opened.join().map_err(|_| StoreError::Database("connecting to PostgreSQL panicked".to_owned()))??;
-        let journal = Journal::start(reads, live, options.keep_inputs, move || PgDatabase::new(writer))?;
+        let journal = Journal::start(reads, live, keep_inputs, move || PgDatabase::new(writer, fence))?;
         Ok(Self { journal })
     }
 
@@ -128,6 +135,7 @@ async fn prepare(client: &tokio_postgres::Client) -> Result<DashMap<Uuid, RunRec
     client.execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK]).await.map_err(database)?;
     let made = async {
         client.batch_execute(schema::SCHEMA).await.map_err(database)?;
+        client.batch_execute(LEASE_TABLES).await.map_err(database)?;
         let version: Option<i32> = client
             .query_opt("SELECT max(version) FROM agentry_journal", &[])
             .await

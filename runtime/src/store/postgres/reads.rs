@@ -18,10 +18,12 @@ type Read = Box<dyn FnOnce(&Connection) + Send>;
 /// The reads' thread, fed one read at a time. Dropping it ends the thread.
 pub(crate) struct PgReads {
     reads: Mutex<mpsc::Sender<Read>>,
+    /// The leases of the node, for a journal several nodes share: it lists only its agents to bring back.
+    fence: Option<super::Fence>,
 }
 
 impl PgReads {
-    pub(super) fn start(connection: Connection) -> Result<Self, StoreError> {
+    pub(super) fn start(connection: Connection, fence: Option<super::Fence>) -> Result<Self, StoreError> {
         let (reads, queue) = mpsc::channel::<Read>();
         std::thread::Builder::new()
             .name("agentry-journal-reads".to_owned())
@@ -31,7 +33,7 @@ impl PgReads {
                 }
             })
             .map_err(|e| StoreError::Database(format!("the journal's reads' thread could not start: {e}")))?;
-        Ok(Self { reads: Mutex::new(reads) })
+        Ok(Self { reads: Mutex::new(reads), fence })
     }
 
     /// Runs `read` on the reads' connection and waits for its answer.
@@ -270,14 +272,18 @@ impl Reads for PgReads {
     fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
         let after = after.map_or_else(String::new, |a| a.as_str().to_owned());
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // A node sharing the journal brings back only the agents it holds (NULL: every agent).
+        let held: Option<Vec<String>> =
+            self.fence.as_ref().map(|fence| fence.held().into_iter().map(|(a, _)| a.as_str().to_owned()).collect());
         self.read(async move |client: &Client| {
             let rows = client
                 .query(
                     "SELECT agent, agent_type, asleep, parent, (SELECT min(schedule::jsonb->>'due') FROM \
                      agentry_schedules s WHERE s.agent = a.agent), EXISTS (SELECT 1 FROM agentry_jobs j WHERE \
                      j.agent = a.agent AND NOT told AND (ended IS NULL OR signal IS NOT NULL)) \
-                     FROM agentry_agents a WHERE agent > $1 ORDER BY agent LIMIT $2",
-                    &[&after, &limit],
+                     FROM agentry_agents a WHERE agent > $1 AND ($3::text[] IS NULL OR agent = ANY($3)) \
+                     ORDER BY agent LIMIT $2",
+                    &[&after, &limit, &held],
                 )
                 .await
                 .map_err(database)?;

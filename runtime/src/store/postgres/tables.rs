@@ -6,11 +6,12 @@ use super::super::durable::{AgentRecord, ScheduleRecord, Snapshot};
 use super::super::job_log::JobWrite;
 use super::super::tables::{Database, RunBatchRow, RunWrite, Tables, json};
 use super::super::{Refusal, StoreError};
+use super::fence::Fence;
 use super::{Connection, database};
 use crate::id::AgentId;
-use std::collections::HashMap;
-use tokio_postgres::Statement;
+use std::collections::{BTreeSet, HashMap};
 use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Statement};
 use uuid::Uuid;
 
 /// A value of a write, owned until the commit sends it.
@@ -24,27 +25,45 @@ fn owned(text: Option<&str>) -> Value {
     Box::new(text.map(str::to_owned))
 }
 
-/// The writer's connection, and its prepared statements by their text.
+/// The writer's connection, its prepared statements by their text, and the leases it writes under, if several
+/// nodes share the journal.
 pub(crate) struct PgDatabase {
     pub(super) connection: Connection,
     pub(super) statements: HashMap<&'static str, Statement>,
+    pub(super) fence: Option<Fence>,
 }
 
 impl PgDatabase {
-    pub(super) fn new(connection: Connection) -> Self {
-        Self { connection, statements: HashMap::new() }
+    pub(super) fn new(connection: Connection, fence: Option<Fence>) -> Self {
+        Self { connection, statements: HashMap::new(), fence }
     }
+}
+
+/// Whose rows a write touches: what the fence checks it against.
+enum Owner {
+    Agent(AgentId),
+    /// A run's, whose agent the journal knows.
+    Run(Uuid),
+    /// Nobody's in particular (purging jobs that ended and were told).
+    Nobody,
+}
+
+/// One write, gathered.
+struct Write {
+    owner: Owner,
+    sql: &'static str,
+    values: Vec<Value>,
 }
 
 /// One commit's writes, gathered.
 struct PgTables<'a> {
     database: &'a mut PgDatabase,
-    writes: Vec<(&'static str, Vec<Value>)>,
+    writes: Vec<Write>,
 }
 
 impl PgTables<'_> {
-    fn write(&mut self, sql: &'static str, values: Vec<Value>) -> Result<(), StoreError> {
-        self.writes.push((sql, values));
+    fn write(&mut self, owner: Owner, sql: &'static str, values: Vec<Value>) -> Result<(), StoreError> {
+        self.writes.push(Write { owner, sql, values });
         Ok(())
     }
 
@@ -53,19 +72,26 @@ impl PgTables<'_> {
         if self.writes.is_empty() {
             return Ok(());
         }
-        let writes = std::mem::take(&mut self.writes);
-        let PgDatabase { connection, statements } = &mut *self.database;
+        let mut writes = std::mem::take(&mut self.writes);
+        let PgDatabase { connection, statements, fence } = &mut *self.database;
         let Connection { runtime, client } = connection;
         runtime.block_on(async {
-            for (sql, _) in &writes {
-                if !statements.contains_key(sql) {
-                    let prepared = client.prepare(sql).await.map_err(database)?;
-                    statements.insert(sql, prepared);
+            if let Some(fence) = fence {
+                let lost = fenced(client, fence, &mut writes).await?;
+                if !lost.is_empty() {
+                    writes.retain(|write| !matches!(&write.owner, Owner::Agent(agent) if lost.contains(agent)));
+                    lost.iter().for_each(|agent| fence.refused(agent));
                 }
             }
-            let sent = writes.iter().map(|(sql, values)| {
-                let statement = &statements[sql];
-                client.execute_raw(statement, values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)))
+            for write in &writes {
+                if !statements.contains_key(write.sql) {
+                    let prepared = client.prepare(write.sql).await.map_err(database)?;
+                    statements.insert(write.sql, prepared);
+                }
+            }
+            let sent = writes.iter().map(|write| {
+                let statement = &statements[write.sql];
+                client.execute_raw(statement, write.values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)))
             });
             futures_util::future::try_join_all(sent).await.map_err(database)?;
             Ok(())
@@ -73,9 +99,71 @@ impl PgTables<'_> {
     }
 }
 
+/// The agents the writes touch whose leases the database does not give this node at the epochs its fence holds
+/// (or that ran out), after locking, for share until the commit, the lease rows of those it does. A write owned
+/// by a run is first owned by the run's agent.
+async fn fenced(client: &Client, fence: &Fence, writes: &mut [Write]) -> Result<BTreeSet<AgentId>, StoreError> {
+    let runs: Vec<Uuid> =
+        writes.iter().filter_map(|w| if let Owner::Run(run) = w.owner { Some(run) } else { None }).collect();
+    if !runs.is_empty() {
+        let rows = client
+            .query("SELECT run, agent FROM agentry_runs WHERE run = ANY($1)", &[&runs])
+            .await
+            .map_err(database)?;
+        let mut agents: HashMap<Uuid, AgentId> = HashMap::new();
+        for row in rows {
+            let agent: String = row.try_get(1).map_err(database)?;
+            // A row whose agent is not an id belongs to no node's agent: the write changes nothing of anyone's.
+            if let Ok(agent) = AgentId::new(agent) {
+                agents.insert(row.try_get(0).map_err(database)?, agent);
+            }
+        }
+        for write in writes.iter_mut() {
+            if let Owner::Run(run) = write.owner
+                && let Some(agent) = agents.get(&run)
+            {
+                write.owner = Owner::Agent(agent.clone());
+            }
+        }
+    }
+    let touched: BTreeSet<&AgentId> =
+        writes.iter().filter_map(|w| if let Owner::Agent(agent) = &w.owner { Some(agent) } else { None }).collect();
+    let mut lost = BTreeSet::new();
+    let (mut names, mut epochs): (Vec<&str>, Vec<i64>) = (Vec::new(), Vec::new());
+    for agent in touched {
+        match fence.epoch(agent).and_then(|epoch| i64::try_from(epoch).ok()) {
+            Some(epoch) => {
+                names.push(agent.as_str());
+                epochs.push(epoch);
+            }
+            None => {
+                lost.insert(agent.clone());
+            }
+        }
+    }
+    if names.is_empty() {
+        return Ok(lost);
+    }
+    let rows = client
+        .query(
+            "SELECT o.agent FROM agentry_owners o JOIN unnest($1::text[], $2::bigint[]) AS h(agent, epoch)              ON o.agent = h.agent WHERE o.node = $3 AND o.epoch = h.epoch AND o.expires_at > now()              ORDER BY o.agent FOR SHARE OF o",
+            &[&names, &epochs, &fence.node()],
+        )
+        .await
+        .map_err(database)?;
+    let held: BTreeSet<String> = rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>().map_err(database)?;
+    for name in names {
+        if !held.contains(name) {
+            lost.extend(AgentId::new(name).ok());
+        }
+    }
+    Ok(lost)
+}
+
 impl Tables for PgTables<'_> {
     fn input_batch(&mut self, agent: &AgentId, first: u64, last: u64, body: &[u8]) -> Result<(), StoreError> {
         self.write(
+            Owner::Agent(agent.clone()),
             "INSERT INTO agentry_input_batches (agent, first_seq, last_seq, body) VALUES ($1, $2, $3, $4)",
             vec![
                 Box::new(agent.as_str().to_owned()),
@@ -88,6 +176,7 @@ impl Tables for PgTables<'_> {
 
     fn clear_inputs(&mut self, agent: &AgentId, upto: Option<u64>) -> Result<(), StoreError> {
         self.write(
+            Owner::Agent(agent.clone()),
             "DELETE FROM agentry_input_batches WHERE agent = $1 AND last_seq <= $2",
             vec![Box::new(agent.as_str().to_owned()), Box::new(upto.map_or(i64::MAX, number))],
         )
@@ -97,6 +186,7 @@ impl Tables for PgTables<'_> {
         let RunBatchRow { first, last, agent, last_seq, first_run, last_run, since, until, statuses, actions, body } =
             *row;
         self.write(
+            Owner::Agent(agent.clone()),
             "INSERT INTO agentry_run_batches (place, last, agent, last_seq, first_run, last_run, since, until, \
              statuses, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             vec![
@@ -114,6 +204,7 @@ impl Tables for PgTables<'_> {
         )?;
         for action in actions {
             self.write(
+                Owner::Agent(agent.clone()),
                 "INSERT INTO agentry_run_batch_actions (action, batch) VALUES ($1, $2)",
                 vec![Box::new(action.as_str().to_owned()), Box::new(first)],
             )?;
@@ -123,6 +214,7 @@ impl Tables for PgTables<'_> {
 
     fn run(&mut self, row: &RunWrite<'_>) -> Result<(), StoreError> {
         self.write(
+            Owner::Agent(row.agent.clone()),
             "INSERT INTO agentry_runs AS r (run, agent, action, status, recorded, final, record, key, plan, outcome, \
              delivered, place) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
              ON CONFLICT (run) DO UPDATE \
@@ -156,6 +248,7 @@ impl Tables for PgTables<'_> {
         delivered: bool,
     ) -> Result<(), StoreError> {
         self.write(
+            Owner::Run(run),
             "UPDATE agentry_runs SET key = COALESCE($2, key), plan = COALESCE($3, plan), \
              outcome = COALESCE($4, outcome), \
              delivered = CASE WHEN $4::bytea IS NOT NULL OR $5 THEN $5 ELSE delivered END WHERE run = $1",
@@ -165,6 +258,7 @@ impl Tables for PgTables<'_> {
 
     fn delivered(&mut self, run: Uuid) -> Result<(), StoreError> {
         self.write(
+            Owner::Run(run),
             "UPDATE agentry_runs SET delivered = TRUE WHERE run = $1 AND outcome IS NOT NULL",
             vec![Box::new(run)],
         )
@@ -187,12 +281,14 @@ impl Tables for PgTables<'_> {
         let agent = snapshot.agent.as_str();
         if in_history {
             self.write(
+                Owner::Agent(snapshot.agent.clone()),
                 "INSERT INTO agentry_snapshot_history (agent, seq, snapshot) VALUES ($1, $2, $3) \
                  ON CONFLICT (agent, seq) DO UPDATE SET snapshot = excluded.snapshot",
                 vec![Box::new(agent.to_owned()), Box::new(number(snapshot.seq)), Box::new(text.clone())],
             )?;
         }
         self.write(
+            Owner::Agent(snapshot.agent.clone()),
             "INSERT INTO agentry_snapshots (agent, snapshot) VALUES ($1, $2) \
              ON CONFLICT (agent) DO UPDATE SET snapshot = excluded.snapshot",
             vec![Box::new(agent.to_owned()), Box::new(text)],
@@ -200,12 +296,17 @@ impl Tables for PgTables<'_> {
     }
 
     fn clear_history(&mut self, agent: &AgentId) -> Result<(), StoreError> {
-        self.write("DELETE FROM agentry_snapshot_history WHERE agent = $1", vec![Box::new(agent.as_str().to_owned())])
+        self.write(
+            Owner::Agent(agent.clone()),
+            "DELETE FROM agentry_snapshot_history WHERE agent = $1",
+            vec![Box::new(agent.as_str().to_owned())],
+        )
     }
 
     fn agent(&mut self, record: &AgentRecord) -> Result<(), StoreError> {
         let parent = record.parent().map(|p| p.as_str().to_owned());
         self.write(
+            Owner::Agent(record.agent.clone()),
             "INSERT INTO agentry_agents (agent, record, agent_type, asleep, parent) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (agent) DO UPDATE SET record = excluded.record, agent_type = excluded.agent_type, \
              asleep = excluded.asleep, parent = excluded.parent",
@@ -226,13 +327,14 @@ impl Tables for PgTables<'_> {
             "DELETE FROM agentry_schedules WHERE agent = $1",
             "DELETE FROM agentry_snapshot_history WHERE agent = $1",
         ] {
-            self.write(sql, vec![Box::new(agent.as_str().to_owned())])?;
+            self.write(Owner::Agent(agent.clone()), sql, vec![Box::new(agent.as_str().to_owned())])?;
         }
         Ok(())
     }
 
     fn schedule(&mut self, schedule: &ScheduleRecord) -> Result<(), StoreError> {
         self.write(
+            Owner::Agent(schedule.agent.clone()),
             "INSERT INTO agentry_schedules (agent, key, schedule) VALUES ($1, $2, $3) \
              ON CONFLICT (agent, key) DO UPDATE SET schedule = excluded.schedule",
             vec![
@@ -244,18 +346,20 @@ impl Tables for PgTables<'_> {
     }
 
     fn clear_schedules(&mut self, agent: &AgentId, key: Option<&str>) -> Result<(), StoreError> {
-        let agent: Value = Box::new(agent.as_str().to_owned());
+        let (agent, id): (&AgentId, Value) = (agent, Box::new(agent.as_str().to_owned()));
         match key {
             Some(key) => self.write(
+                Owner::Agent(agent.clone()),
                 "DELETE FROM agentry_schedules WHERE agent = $1 AND key = $2",
-                vec![agent, Box::new(key.to_owned())],
+                vec![id, Box::new(key.to_owned())],
             ),
-            None => self.write("DELETE FROM agentry_schedules WHERE agent = $1", vec![agent]),
+            None => self.write(Owner::Agent(agent.clone()), "DELETE FROM agentry_schedules WHERE agent = $1", vec![id]),
         }
     }
 
     fn refusal(&mut self, refusal: &Refusal) -> Result<(), StoreError> {
         self.write(
+            Owner::Agent(refusal.agent.clone()),
             "INSERT INTO agentry_refusals (agent, refusal) VALUES ($1, $2)",
             vec![Box::new(refusal.agent.as_str().to_owned()), Box::new(json(refusal))],
         )
@@ -266,6 +370,7 @@ impl Tables for PgTables<'_> {
             JobWrite::Submitted(submitted) => {
                 let (record, plan) = &**submitted;
                 self.write(
+                    Owner::Agent(record.agent.clone()),
                     "INSERT INTO agentry_jobs (job, agent, record, plan) VALUES ($1, $2, $3, $4) \
                      ON CONFLICT (job) DO UPDATE SET agent = excluded.agent, record = excluded.record, \
                      plan = excluded.plan, ended = NULL, signal = NULL, told = FALSE",
@@ -282,6 +387,7 @@ impl Tables for PgTables<'_> {
                 let ended = record.ended_at.map(|at| at.timestamp_millis());
                 // A job that ended keeps its end signal; a later write (none is made) could not take it back.
                 self.write(
+                    Owner::Agent(record.agent.clone()),
                     "UPDATE agentry_jobs SET record = $2, ended = COALESCE($3, ended), \
                      signal = COALESCE($4, signal) WHERE job = $1",
                     vec![
@@ -293,10 +399,12 @@ impl Tables for PgTables<'_> {
                 )
             }
             JobWrite::Told(agent, job) => self.write(
+                Owner::Agent(agent.clone()),
                 "UPDATE agentry_jobs SET told = TRUE WHERE job = $1 AND agent = $2",
                 vec![Box::new(*job), Box::new(agent.as_str().to_owned())],
             ),
             JobWrite::Purged(before) => self.write(
+                Owner::Nobody,
                 "DELETE FROM agentry_jobs WHERE told AND ended <= $1",
                 vec![Box::new(before.timestamp_millis())],
             ),
@@ -304,7 +412,11 @@ impl Tables for PgTables<'_> {
     }
 
     fn clear_jobs(&mut self, agent: &AgentId) -> Result<(), StoreError> {
-        self.write("DELETE FROM agentry_jobs WHERE agent = $1", vec![Box::new(agent.as_str().to_owned())])
+        self.write(
+            Owner::Agent(agent.clone()),
+            "DELETE FROM agentry_jobs WHERE agent = $1",
+            vec![Box::new(agent.as_str().to_owned())],
+        )
     }
 }
 

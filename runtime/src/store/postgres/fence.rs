@@ -1,0 +1,108 @@
+//! Fencing a journal that several nodes share: each agent has at most one owner node, holding a lease with an
+//! epoch in `agentry_owners` (kept by the cluster, `agentry-cluster`), and a node's journal writes for an agent
+//! only while the database says that node holds the agent's lease at the epoch the node believes it holds, and
+//! the lease has not run out. Every commit checks the leases of the agents it writes for, in its own
+//! transaction, with a share lock on their rows until it commits: a takeover (which updates the row) waits for
+//! a commit that passed the check, and a commit after the takeover fails it. The writes of an agent that fails
+//! it are dropped from the commit (the other agents' are written), and the agent is reported lost, so the node
+//! stops its copy of it.
+
+use crate::id::AgentId;
+use dashmap::DashMap;
+use std::sync::Arc;
+
+/// The tables of leases and live nodes, made by the cluster and by a fenced journal, whichever comes first.
+#[doc(hidden)]
+pub const LEASE_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS agentry_owners (
+    agent      TEXT PRIMARY KEY,
+    node       TEXT NOT NULL,
+    epoch      BIGINT NOT NULL CHECK (epoch > 0),
+    expires_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX IF NOT EXISTS agentry_owners_node ON agentry_owners (node);
+CREATE TABLE IF NOT EXISTS agentry_nodes (
+    node       TEXT PRIMARY KEY,
+    seen_until TIMESTAMPTZ NOT NULL
+);
+";
+
+/// How many lost agents a listener that lags behind may miss before it is told it missed some.
+const LOST_KEPT: usize = 1024;
+
+/// The leases a node holds, as it believes: which agents its journal may write for, at which epoch. The node
+/// (see `agentry-cluster`) adds an agent once it claimed its lease, and removes it once it released or lost it;
+/// the journal reports each agent whose writes the database refused ([`Fence::lost`]). Cloning gives another
+/// handle on the same leases.
+///
+/// ```
+/// use agentry::id::AgentId;
+/// use agentry::store::Fence;
+/// let fence = Fence::new("node-a");
+/// let agent = AgentId::new("counter")?;
+/// fence.hold(agent.clone(), 3);
+/// assert_eq!(fence.epoch(&agent), Some(3));
+/// fence.release(&agent);
+/// assert_eq!(fence.epoch(&agent), None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Fence {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    node: String,
+    held: DashMap<AgentId, u64>,
+    lost: tokio::sync::broadcast::Sender<AgentId>,
+}
+
+impl Fence {
+    /// The leases of node `node`, none held yet.
+    pub fn new(node: impl Into<String>) -> Self {
+        let (lost, _) = tokio::sync::broadcast::channel(LOST_KEPT);
+        Self { inner: Arc::new(Inner { node: node.into(), held: DashMap::new(), lost }) }
+    }
+
+    /// The node's name, as the lease table has it.
+    pub fn node(&self) -> &str {
+        &self.inner.node
+    }
+
+    /// The node holds `agent`'s lease at `epoch` (it claimed or renewed it).
+    pub fn hold(&self, agent: AgentId, epoch: u64) {
+        self.inner.held.insert(agent, epoch);
+    }
+
+    /// The node no longer holds `agent`'s lease (it released it, or learned it lost it).
+    pub fn release(&self, agent: &AgentId) {
+        self.inner.held.remove(agent);
+    }
+
+    /// The epoch at which the node holds `agent`'s lease, if it does.
+    pub fn epoch(&self, agent: &AgentId) -> Option<u64> {
+        self.inner.held.get(agent).map(|epoch| *epoch)
+    }
+
+    /// Every lease the node holds, sorted by agent.
+    pub fn held(&self) -> Vec<(AgentId, u64)> {
+        let mut held: Vec<(AgentId, u64)> = self.inner.held.iter().map(|e| (e.key().clone(), *e.value())).collect();
+        held.sort();
+        held
+    }
+
+    /// The agents whose writes the database refused from now on (their lease is another node's now, or ran
+    /// out): the node must stop its copies of them. Each is released before it is reported.
+    pub fn lost(&self) -> tokio::sync::broadcast::Receiver<AgentId> {
+        self.inner.lost.subscribe()
+    }
+
+    /// The database refused `agent`'s writes.
+    pub(crate) fn refused(&self, agent: &AgentId) {
+        if self.inner.held.remove(agent).is_some() {
+            tracing::warn!(node = %self.inner.node, %agent, "the journal refused this node's writes for an agent it no longer holds");
+            let _ = self.inner.lost.send(agent.clone());
+        }
+    }
+}

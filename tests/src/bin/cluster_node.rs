@@ -1,0 +1,94 @@
+//! A node process for the cluster tests: a runtime of `Tally` agents in a cluster whose journal is the
+//! PostgreSQL database named by `AGENTRY_NODE_POSTGRES`.
+//!
+//! `cluster_node <name> <lease-ms>` joins the cluster, keeps its leases (a heartbeat every third of the lease)
+//! and prints `up <name>`; then it prints `took <agent>` for each agent of a dead node it takes over and `lost
+//! <agent>` for each agent whose lease it lost (it stops its copy), and takes one command a line on stdin:
+//! - `spawn <agent>`: spawns a `Tally` here (claiming its lease); prints `spawned <agent>` or `refused <agent> <why>`.
+//! - `add <agent> <n>`: sends `add n` and waits for the reply and for the journal to hold it under this node's
+//!   lease; prints `ack <agent> <n>` only then, else `nack <agent> <n> <why>`.
+//! - `state <agent>`: prints `state <agent> <json>` (or `nack <agent> state <why>`).
+
+use agentry::id::AgentId;
+use agentry::runtime::{Runtime, SpawnOptions};
+use agentry::signal::Signal;
+use agentry_cluster::{Node, NodeOptions};
+use agentry_tests::cluster::Tally;
+use serde_json::json;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+
+const CALL: Duration = Duration::from_secs(10);
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let name = args[1].clone();
+    let lease = Duration::from_millis(args[2].parse().expect("a lease in ms"));
+    let url = std::env::var("AGENTRY_NODE_POSTGRES").expect("AGENTRY_NODE_POSTGRES names the database");
+    let builder = Runtime::builder().agent::<Tally>().expect("the tally registers");
+    let options = NodeOptions { name: name.clone(), url, lease, keep_inputs: false };
+    let (node, _) = Node::start(builder, options).await.expect("the node starts");
+    let node = Arc::new(node);
+    let (ticks, mut told) = tokio::sync::mpsc::unbounded_channel();
+    let _keeper = node.keep(Some(ticks));
+    tokio::spawn(async move {
+        while let Some(tick) = told.recv().await {
+            tick.taken.iter().for_each(|agent| say(&format!("took {agent}")));
+            tick.lost.iter().for_each(|agent| say(&format!("lost {agent}")));
+        }
+    });
+    say(&format!("up {name}"));
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["spawn", agent] => {
+                let opts = SpawnOptions { id: Some(AgentId::new(*agent).expect("an id")), ..SpawnOptions::default() };
+                match node.spawn(Tally::default(), opts).await {
+                    Ok(_) => say(&format!("spawned {agent}")),
+                    Err(err) => say(&format!("refused {agent} {err}")),
+                }
+            }
+            ["add", agent, n] => say(&add(&node, agent, n.parse().expect("a number")).await),
+            ["state", agent] => {
+                let id = AgentId::new(*agent).expect("an id");
+                let asked = node.runtime().call(&id, Signal::new("ask", json!(null)).expect("a kind"), CALL).await;
+                match asked {
+                    Ok(state) => say(&format!("state {agent} {state}")),
+                    Err(err) => say(&format!("nack {agent} state {err}")),
+                }
+            }
+            _ => say(&format!("unknown command: {line}")),
+        }
+    }
+}
+
+/// Sends `add n` and acknowledges it only once the journal holds it under this node's lease.
+async fn add(node: &Node, agent: &str, n: u64) -> String {
+    let id = AgentId::new(agent).expect("an id");
+    let signal = Signal::new("add", json!(n)).expect("a kind");
+    if let Err(err) = node.runtime().call(&id, signal, CALL).await {
+        return format!("nack {agent} {n} {err}");
+    }
+    // Everything the agent wrote before its reply is durable once this resolves, unless the journal refused it
+    // (the lease is gone): then the fence no longer holds the agent.
+    let flushed = node.runtime().store().durable().map(|durable| durable.flushed());
+    if let Some(flushed) = flushed
+        && flushed.await.is_err()
+    {
+        return format!("nack {agent} {n} the journal did not commit");
+    }
+    match node.fence().epoch(&id) {
+        Some(_) => format!("ack {agent} {n}"),
+        None => format!("nack {agent} {n} this node no longer holds the agent"),
+    }
+}

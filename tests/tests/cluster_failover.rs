@@ -1,0 +1,193 @@
+//! Nodes as real processes (`cluster_node`) sharing a journal in a real PostgreSQL server: a node killed with
+//! SIGKILL has its agents taken over by the survivors, each brought back exactly as it was; a node frozen with
+//! SIGSTOP until its leases ran out, then continued, has its writes refused by epoch and steps down.
+
+use agentry_tests::cluster::Tally;
+use agentry_tests::postgres::Postgres;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+const NODE: &str = env!("CARGO_BIN_EXE_cluster_node");
+/// How long a node's leases last: a dead node's agents move after about this long.
+const LEASE_MS: u64 = 1_000;
+/// The longest a test waits for a line from a node.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A node process: its stdin for commands, and its lines, those not asked for yet kept in order.
+struct NodeProcess {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::UnboundedReceiver<String>,
+    kept: Vec<String>,
+}
+
+impl NodeProcess {
+    async fn start(postgres: &Postgres, name: &str) -> Self {
+        let mut child = Command::new(NODE)
+            .args([name, &LEASE_MS.to_string()])
+            .env("AGENTRY_NODE_POSTGRES", postgres.url())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the node starts");
+        let stdin = child.stdin.take().expect("its stdin");
+        let mut out = BufReader::new(child.stdout.take().expect("its stdout")).lines();
+        let (send, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = out.next_line().await {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut node = Self { child, stdin, lines, kept: Vec::new() };
+        node.expect(&format!("up {name}")).await;
+        node
+    }
+
+    async fn send(&mut self, command: &str) {
+        self.stdin.write_all(format!("{command}\n").as_bytes()).await.expect("the node takes a command");
+        self.stdin.flush().await.expect("flushed");
+    }
+
+    /// The first line (kept or new) that starts with `prefix`; the others are kept.
+    async fn expect(&mut self, prefix: &str) -> String {
+        if let Some(at) = self.kept.iter().position(|l| l.starts_with(prefix)) {
+            return self.kept.remove(at);
+        }
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(line)) if line.starts_with(prefix) => return line,
+                Ok(Some(line)) => self.kept.push(line),
+                Ok(None) => panic!("the node ended before printing `{prefix}`; it printed {:?}", self.kept),
+                Err(_) => panic!("the node did not print `{prefix}` within {WAIT:?}; it printed {:?}", self.kept),
+            }
+        }
+    }
+
+    /// Sends a command and returns the answer line starting with one of `answers`.
+    async fn ask(&mut self, command: &str, answer: &str) -> String {
+        self.send(command).await;
+        self.expect(answer).await
+    }
+
+    /// Adds `n` to the agent, which must be acknowledged.
+    async fn add(&mut self, agent: &str, n: u64) {
+        self.send(&format!("add {agent} {n}")).await;
+        let answer = self.expect(&format!("ack {agent} {n}")).await;
+        assert_eq!(answer, format!("ack {agent} {n}"));
+    }
+
+    async fn state(&mut self, agent: &str) -> Tally {
+        let line = self.ask(&format!("state {agent}"), &format!("state {agent} ")).await;
+        serde_json::from_str(line.trim_start_matches(&format!("state {agent} "))).expect("a tally")
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().expect("running").to_string()
+    }
+
+    /// Sends a signal (`KILL`, `STOP`, `CONT`) to the process.
+    fn signal(&self, name: &str) {
+        let status = std::process::Command::new("kill").args([&format!("-{name}"), &self.pid()]).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -{name} failed");
+    }
+}
+
+fn postgres(test: &str) -> Option<Postgres> {
+    agentry_tests::postgres::or_skip(test)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_nodes_agents_come_back_on_the_survivors_as_they_were() {
+    let Some(postgres) = postgres("cluster_failover") else { return };
+    let mut a = NodeProcess::start(&postgres, "a").await;
+    let mut b = NodeProcess::start(&postgres, "b").await;
+    let mut c = NodeProcess::start(&postgres, "c").await;
+    let agents: Vec<String> = (0..6).map(|n| format!("t{n}")).collect();
+    for agent in &agents {
+        a.ask(&format!("spawn {agent}"), &format!("spawned {agent}")).await;
+        for n in 1..=5 {
+            a.add(agent, n).await;
+        }
+    }
+    // One on b, which stays where it is.
+    b.ask("spawn home", "spawned home").await;
+    b.add("home", 7).await;
+
+    a.signal("KILL");
+    let killed = Instant::now();
+    let _ = a.child.wait().await;
+    // Each agent is taken by exactly one survivor.
+    let mut owner: BTreeMap<String, char> = BTreeMap::new();
+    while owner.len() < agents.len() {
+        let mut progressed = false;
+        for (node, name) in [(&mut b, 'b'), (&mut c, 'c')] {
+            let Some(at) = node.kept.iter().position(|l| l.starts_with("took ")) else { continue };
+            let agent = node.kept.remove(at).trim_start_matches("took ").to_owned();
+            assert!(owner.insert(agent.clone(), name).is_none(), "{agent} was taken twice");
+            progressed = true;
+        }
+        if !progressed {
+            // Wait for the next line of either survivor.
+            tokio::select! {
+                line = b.lines.recv() => b.kept.extend(line),
+                line = c.lines.recv() => c.kept.extend(line),
+                _ = tokio::time::sleep(WAIT) => panic!("not every agent was taken over within {WAIT:?}: {owner:?}"),
+            }
+        }
+    }
+    let failover = killed.elapsed();
+    eprintln!("failover: every agent of the killed node taken over {failover:?} after SIGKILL (lease {LEASE_MS} ms)");
+    assert_eq!(owner.keys().cloned().collect::<BTreeSet<_>>(), agents.iter().cloned().collect(), "{owner:?}");
+    for agent in &agents {
+        let node = if owner[agent] == 'b' { &mut b } else { &mut c };
+        assert_eq!(node.state(agent).await.applied, vec![1, 2, 3, 4, 5], "{agent}: as it was before the kill");
+        node.add(agent, 6).await;
+        assert_eq!(node.state(agent).await.applied, vec![1, 2, 3, 4, 5, 6], "{agent}: it goes on");
+    }
+    assert_eq!(b.state("home").await.applied, vec![7], "the survivor's own agent stayed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_node_that_lost_its_leases_cannot_write_and_steps_down() {
+    let Some(postgres) = postgres("cluster_fencing") else { return };
+    let mut a = NodeProcess::start(&postgres, "a").await;
+    let mut b = NodeProcess::start(&postgres, "b").await;
+    a.ask("spawn t", "spawned t").await;
+    a.add("t", 1).await;
+    a.add("t", 2).await;
+
+    // Frozen past its lease: b takes the agent over and goes on with it.
+    a.signal("STOP");
+    b.expect("took t").await;
+    b.add("t", 3).await;
+
+    // Continued, a still runs its copy until it learns otherwise: its write is refused by epoch.
+    a.signal("CONT");
+    a.send("add t 4").await;
+    let answer = a.expect("").await;
+    let answer = if answer == "lost t" {
+        a.expect("nack t 4").await
+    } else {
+        a.expect("lost t").await;
+        answer
+    };
+    assert!(answer.starts_with("nack t 4"), "a stale node's write was acknowledged: {answer}");
+
+    assert_eq!(b.state("t").await.applied, vec![1, 2, 3], "nothing of the stale node's reached the journal");
+    // What the journal holds, read afresh by a third node that takes the agent once a and b are gone.
+    for node in [&mut a, &mut b] {
+        node.signal("KILL");
+        let _ = node.child.wait().await;
+    }
+    let mut c = NodeProcess::start(&postgres, "c").await;
+    c.expect("took t").await;
+    assert_eq!(c.state("t").await.applied, vec![1, 2, 3], "the journal holds b's history, none of a's after it");
+}
