@@ -4,24 +4,19 @@
 //! owner need not poll; a take is fenced by the owner's lease (see [`crate::owners::fence`]), so a node that
 //! lost the agent cannot take its signals.
 //!
-//! Whatever a peer can make the inbox keep has a limit: an agent's inbox holds at most its `limit` signals, and a
-//! push past it is refused with [`InboxError::Full`].
+//! A node delivers the signals waiting for an agent it holds ([`Inbox::waiting`]) and its journal marks each one
+//! consumed in the same commit that logs it as the agent's input: a signal delivered again after a crash before
+//! that commit is logged once, and one consumed is never delivered again. A consumed signal's row is kept a while
+//! ([`Inbox::purge`]), so a sender's late retry is still a duplicate.
+//!
+//! Whatever a peer can make the inbox keep has a limit: an agent's inbox holds at most its `limit` signals
+//! waiting, and a push past it is refused with [`InboxError::Full`].
 
 use crate::owners::{Lease, LeaseError, fence};
 use agentry::id::AgentId;
 use agentry::signal::Signal;
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS agentry_inbox (
-    place  BIGSERIAL PRIMARY KEY,
-    agent  TEXT NOT NULL,
-    signal UUID NOT NULL,
-    body   TEXT NOT NULL,
-    UNIQUE (agent, signal)
-);
-";
 
 /// The channel a push notifies, with the agent's id as the payload.
 pub const CHANNEL: &str = "agentry_inbox";
@@ -78,7 +73,7 @@ impl Inbox {
                 tracing::warn!(%error, "the inbox's connection to PostgreSQL ended");
             }
         });
-        client.batch_execute(SCHEMA).await?;
+        client.batch_execute(agentry::store::CLUSTER_TABLES).await?;
         Ok(Self { client, limit })
     }
 
@@ -92,8 +87,10 @@ impl Inbox {
         let tx = self.client.transaction().await?;
         // Pushes for one agent, one at a time: the count and the insert see the same inbox.
         tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&agent.as_str()]).await?;
-        let held: i64 =
-            tx.query_one("SELECT count(*) FROM agentry_inbox WHERE agent = $1", &[&agent.as_str()]).await?.get(0);
+        let held: i64 = tx
+            .query_one("SELECT count(*) FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL", &[&agent.as_str()])
+            .await?
+            .get(0);
         let inserted = tx
             .execute(
                 "INSERT INTO agentry_inbox (agent, signal, body) VALUES ($1, $2, $3) ON CONFLICT (agent, signal) DO NOTHING",
@@ -113,40 +110,92 @@ impl Inbox {
         Ok(Pushed::Kept)
     }
 
-    /// Takes the agent's signals, oldest first, at most `max`, under the owner's lease: they leave the inbox
-    /// when the transaction commits, and only if the lease still holds.
+    /// Takes the agent's waiting signals, oldest first, at most `max`, under the owner's lease: they are marked
+    /// consumed when the transaction commits, and only if the lease still holds. (For a consumer that keeps them
+    /// itself; a node's agents consume them through [`Inbox::waiting`] and their journal.)
     pub async fn take(&mut self, held: &Lease, max: u32) -> Result<Vec<Signal>, InboxError> {
         let tx = self.client.transaction().await?;
         fence(&tx, held).await?;
         let rows = tx
             .query(
-                "DELETE FROM agentry_inbox WHERE place IN (
-                     SELECT place FROM agentry_inbox WHERE agent = $1 ORDER BY place LIMIT $2
+                "UPDATE agentry_inbox SET consumed = now() WHERE place IN (
+                     SELECT place FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL ORDER BY place LIMIT $2
                  ) RETURNING place, body",
                 &[&held.agent.as_str(), &i64::from(max)],
             )
             .await?;
-        let mut taken: Vec<(i64, Signal)> = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let body: String = row.try_get("body")?;
-            let signal = serde_json::from_str(&body)
-                .map_err(|e| InboxError::Corrupt { agent: held.agent.clone(), message: e.to_string() })?;
-            taken.push((row.try_get("place")?, signal));
-        }
+        let taken = signals(&held.agent, &rows)?;
         tx.commit().await?;
-        taken.sort_by_key(|(place, _)| *place);
-        Ok(taken.into_iter().map(|(_, signal)| signal).collect())
+        Ok(taken)
     }
 
-    /// How many signals the agent's inbox holds.
+    /// The agent's waiting signals, oldest first, at most `max`, left waiting: a node gives them to the agent,
+    /// and its journal marks each consumed as it logs it.
+    pub async fn waiting(&self, agent: &AgentId, max: u32) -> Result<Vec<Signal>, InboxError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT place, body FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL ORDER BY place LIMIT $2",
+                &[&agent.as_str(), &i64::from(max)],
+            )
+            .await?;
+        signals(agent, &rows)
+    }
+
+    /// Which of `agents` have signals waiting.
+    pub async fn with_waiting(&self, agents: &[AgentId]) -> Result<Vec<AgentId>, InboxError> {
+        let names: Vec<&str> = agents.iter().map(AgentId::as_str).collect();
+        let rows = self
+            .client
+            .query(
+                "SELECT DISTINCT agent FROM agentry_inbox WHERE agent = ANY($1) AND consumed IS NULL ORDER BY agent",
+                &[&names],
+            )
+            .await?;
+        let mut found = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let name: String = row.try_get(0)?;
+            match AgentId::new(name.as_str()) {
+                Ok(agent) => found.push(agent),
+                Err(e) => return Err(InboxError::Corrupt { agent: agents[0].clone(), message: e.to_string() }),
+            }
+        }
+        Ok(found)
+    }
+
+    /// Forgets signals consumed more than `kept` ago (a retry of one after that is taken as new); returns how
+    /// many.
+    pub async fn purge(&self, kept: std::time::Duration) -> Result<u64, InboxError> {
+        let ms = i64::try_from(kept.as_millis()).unwrap_or(i64::MAX);
+        let purged = self
+            .client
+            .execute("DELETE FROM agentry_inbox WHERE consumed < now() - $1::bigint * interval '1 millisecond'", &[&ms])
+            .await?;
+        Ok(purged)
+    }
+
+    /// How many signals wait in the agent's inbox.
     pub async fn len(&self, agent: &AgentId) -> Result<u64, InboxError> {
         let count: i64 = self
             .client
-            .query_one("SELECT count(*) FROM agentry_inbox WHERE agent = $1", &[&agent.as_str()])
+            .query_one("SELECT count(*) FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL", &[&agent.as_str()])
             .await?
             .get(0);
         Ok(u64::try_from(count).unwrap_or(0))
     }
+}
+
+/// Signals from their rows (place, body), in order of place.
+fn signals(agent: &AgentId, rows: &[tokio_postgres::Row]) -> Result<Vec<Signal>, InboxError> {
+    let mut found: Vec<(i64, Signal)> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let body: String = row.try_get("body")?;
+        let signal = serde_json::from_str(&body)
+            .map_err(|e| InboxError::Corrupt { agent: agent.clone(), message: e.to_string() })?;
+        found.push((row.try_get("place")?, signal));
+    }
+    found.sort_by_key(|(place, _)| *place);
+    Ok(found.into_iter().map(|(_, signal)| signal).collect())
 }
 
 /// Pushes as they happen, on a connection of its own: each names its agent (see [`listen`]).

@@ -4,15 +4,29 @@
 //! cut off past its lease, and another node took the agent), and takes over the agents of nodes that died: once
 //! their leases ran out, each surviving node claims those that placement gives it and brings them back from the
 //! journal, exactly as a restart does (interrupted runs, approvals, schedules and all).
+//!
+//! A signal for an agent this node does not hold goes into the agent's durable inbox ([`Node::send`]); the node
+//! that holds the agent gives it the signals waiting there, in order, as soon as it hears of them (`LISTEN`), at
+//! every round of upkeep, and when it takes the agent over. Its journal marks each one consumed in the same
+//! commit that logs it as the agent's input, so each is applied once, whatever crashes.
 
+use crate::inbox::{Inbox, InboxError, Pushed};
 use crate::owners::{Lease, LeaseError, Owners};
 use crate::placement;
 use agentry::agent::Agent;
 use agentry::id::AgentId;
 use agentry::runtime::{AgentRef, Recovery, Runtime, RuntimeBuilder, RuntimeError, SpawnOptions};
+use agentry::signal::Signal;
 use agentry::store::{Fence, PostgresOptions, PostgresStore, StoreError};
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use uuid::Uuid;
+
+/// How many waiting signals a node gives an agent at a time.
+const DELIVER_AT_ONCE: u32 = 256;
+/// How long a consumed signal stays in its inbox, so that a sender's retry of it is a duplicate.
+const RETRIES_KEPT: Duration = Duration::from_secs(24 * 3600);
 
 /// How a node joins the cluster.
 #[derive(Debug, Clone)]
@@ -26,6 +40,30 @@ pub struct NodeOptions {
     pub lease: Duration,
     /// Keep every input and snapshot in the journal (see [`PostgresOptions::keep_inputs`]).
     pub keep_inputs: bool,
+    /// The most signals that may wait in one agent's inbox.
+    pub inbox_limit: u32,
+}
+
+impl NodeOptions {
+    /// A node named `name` on the database at `url`, with leases of 10 s and inboxes of 10,000 signals.
+    pub fn new(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            url: url.into(),
+            lease: Duration::from_secs(10),
+            keep_inputs: false,
+            inbox_limit: 10_000,
+        }
+    }
+}
+
+/// Where [`Node::send`] put a signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// To the agent, on this node.
+    Here,
+    /// Into the agent's inbox, for the node that holds it (or will).
+    Inbox(Pushed),
 }
 
 /// Why a node could not start or act.
@@ -40,6 +78,9 @@ pub enum NodeError {
     /// The runtime refused.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// An inbox refused or failed.
+    #[error(transparent)]
+    Inbox(#[from] InboxError),
 }
 
 /// What one round of a node's upkeep did ([`Node::tick`]).
@@ -54,6 +95,10 @@ pub struct Tick {
 /// A runtime in a cluster. See the module docs.
 pub struct Node {
     owners: Arc<Owners>,
+    inbox: tokio::sync::Mutex<Inbox>,
+    /// Per agent, the waiting signals this process gave it that its journal has not marked consumed yet (so they
+    /// are not given twice while that commit is on its way).
+    given: Mutex<HashMap<AgentId, HashSet<Uuid>>>,
     fence: Fence,
     runtime: Runtime,
     options: NodeOptions,
@@ -66,11 +111,20 @@ impl Node {
     pub async fn start(builder: RuntimeBuilder, options: NodeOptions) -> Result<(Self, Recovery), NodeError> {
         let owners = Owners::connect(&options.url, &options.name, options.lease).await?;
         owners.heartbeat(&[]).await?;
+        let inbox = Inbox::connect(&options.url, options.inbox_limit).await?;
         let fence = Fence::new(options.name.clone());
         let journal = PostgresOptions { keep_inputs: options.keep_inputs, fence: Some(fence.clone()) };
         let store = PostgresStore::connect_with(&options.url, journal)?;
         let (runtime, recovery) = builder.store(Arc::new(store)).open().await?;
-        Ok((Self { owners: Arc::new(owners), fence, runtime, options }, recovery))
+        let node = Self {
+            owners: Arc::new(owners),
+            inbox: tokio::sync::Mutex::new(inbox),
+            given: Mutex::new(HashMap::new()),
+            fence,
+            runtime,
+            options,
+        };
+        Ok((node, recovery))
     }
 
     /// The runtime running this node's agents.
@@ -102,6 +156,50 @@ impl Node {
                 Err(err.into())
             }
         }
+    }
+
+    /// Sends a signal to an agent wherever it lives: to it here if this node holds it, else into its durable
+    /// inbox (once: a retry of the same signal is [`Pushed::Duplicate`]), where the node that holds it finds it.
+    pub async fn send(&self, agent: &AgentId, signal: Signal) -> Result<Sent, NodeError> {
+        if self.fence.epoch(agent).is_some() {
+            self.runtime.send(agent, signal)?;
+            return Ok(Sent::Here);
+        }
+        Ok(Sent::Inbox(self.inbox.lock().await.push(agent, &signal).await?))
+    }
+
+    /// Gives an agent this node holds the signals waiting in its inbox, oldest first, each once.
+    pub async fn deliver(&self, agent: &AgentId) -> Result<usize, NodeError> {
+        if self.fence.epoch(agent).is_none() {
+            return Ok(0);
+        }
+        let waiting = self.inbox.lock().await.waiting(agent, DELIVER_AT_ONCE).await?;
+        let mut given = self.given.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mine = given.entry(agent.clone()).or_default();
+        // Those given before and no longer waiting were consumed: forgotten (unless the page was full, which
+        // may not show them all).
+        if waiting.len() < DELIVER_AT_ONCE as usize {
+            mine.retain(|id| waiting.iter().any(|s| s.id() == *id));
+        }
+        let mut delivered = 0;
+        for signal in waiting {
+            if mine.contains(&signal.id()) {
+                continue;
+            }
+            let id = signal.id();
+            match self.runtime.send(agent, signal) {
+                Ok(()) => {
+                    mine.insert(id);
+                    delivered += 1;
+                }
+                // Not now (the agent is stopping, or its mailbox is full): the rest wait, in order, for later.
+                Err(err) => {
+                    tracing::warn!(%agent, %err, "a waiting signal could not be given to its agent yet");
+                    break;
+                }
+            }
+        }
+        Ok(delivered)
     }
 
     /// One round of upkeep: renews every lease this node holds (stopping its copy of each agent whose lease it
@@ -146,6 +244,12 @@ impl Node {
                 tracing::error!(%agent, %err, node = %self.options.name, "an agent taken over could not be brought back");
             }
         }
+        let held: Vec<AgentId> = self.fence.held().into_iter().map(|(agent, _)| agent).collect();
+        let waiting = self.inbox.lock().await.with_waiting(&held).await?;
+        for agent in waiting {
+            self.deliver(&agent).await?;
+        }
+        self.inbox.lock().await.purge(RETRIES_KEPT).await?;
         Ok(tick)
     }
 
@@ -153,6 +257,7 @@ impl Node {
     /// journal, so stopping it changes nothing there: the node that holds the agent now has it.
     pub async fn step_down(&self, agent: &AgentId) {
         self.fence.release(agent);
+        self.given.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(agent);
         tracing::warn!(%agent, node = %self.options.name, "this node lost the agent's lease and stops its copy");
         let _ = self.runtime.stop(agent).await;
     }
@@ -160,14 +265,26 @@ impl Node {
     /// Runs the upkeep every third of the lease duration, and steps down from every agent the journal refuses,
     /// until the node is dropped; each round's [`Tick`] (and each agent stepped down from between rounds, as a
     /// tick that lost it) is sent to `ticks` if given.
-    pub fn keep(
+    pub async fn keep(
         self: &Arc<Self>,
         ticks: Option<tokio::sync::mpsc::UnboundedSender<Tick>>,
-    ) -> tokio::task::JoinHandle<()> {
+    ) -> Result<tokio::task::JoinHandle<()>, NodeError> {
         let node = Arc::downgrade(self);
         let mut refused = self.fence.lost();
         let every = self.options.lease / 3;
+        // Pushes heard as they happen: the agent's signals are given at once (a push not heard, the connection
+        // gone, waits for the next round).
+        let mut pushed = crate::inbox::listen(&self.options.url).await?;
+        let listening = Arc::downgrade(self);
         tokio::spawn(async move {
+            while let Some(agent) = pushed.recv().await {
+                let Some(node) = listening.upgrade() else { return };
+                if let Err(err) = node.deliver(&agent).await {
+                    tracing::warn!(%agent, %err, "waiting signals could not be given at once; the next round will");
+                }
+            }
+        });
+        Ok(tokio::spawn(async move {
             let mut beat = tokio::time::interval(every);
             beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -200,6 +317,6 @@ impl Node {
                     let _ = ticks.send(tick);
                 }
             }
-        })
+        }))
     }
 }

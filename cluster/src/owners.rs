@@ -109,7 +109,7 @@ impl Owners {
                 tracing::warn!(%error, "the connection to PostgreSQL ended");
             }
         });
-        client.batch_execute(agentry::store::LEASE_TABLES).await?;
+        client.batch_execute(agentry::store::CLUSTER_TABLES).await?;
         Ok(Self { client, node: node.to_owned(), ttl_ms })
     }
 

@@ -8,6 +8,10 @@
 //! `actions/bare_ractor`: the same shape on a bare `ractor` actor — it spawns a task per job, each casting its
 //! result back to the actor — which is the floor for anything built on one ractor actor per agent.
 //! Criterion reports each in elements (actions) per second; their ratios are the runtime's overhead.
+//! `actions/agentry_sqlite*`: the same agent on a durable SQLite journal. `actions/agentry_postgres*`: the same on
+//! the journal in PostgreSQL, beside SQLite in the same run, when the bench is built with the `postgres` feature
+//! and `AGENTRY_BENCH_POSTGRES` names an empty database (a server for it: `cargo run -p agentry-tests --bin
+//! postgres_server`, which prints its connection string); otherwise it says loudly that it skips them.
 //!
 //! `per_run/*`: single-threaded costs of pieces of work every run needs and the baselines do not: its params'
 //! schema check, and its outcome as the JSON signal the agent gets. (Its journal record was measured here too
@@ -160,6 +164,37 @@ impl ractor::Actor for BareActor {
     }
 }
 
+/// The same agent on the journal in PostgreSQL, if the bench can have one.
+#[cfg(feature = "postgres")]
+fn postgres<F, Fut>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    rt: &tokio::runtime::Runtime,
+    batches: impl Fn(AgentRef<Pump>, &'static str) -> F,
+) where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Duration>,
+{
+    let Ok(url) = std::env::var("AGENTRY_BENCH_POSTGRES") else {
+        eprintln!("SKIPPED actions/agentry_postgres*: AGENTRY_BENCH_POSTGRES names no database");
+        return;
+    };
+    let store = agentry::store::PostgresStore::connect(&url).expect("the journal in PostgreSQL connects");
+    let folder = tempfile::tempdir().expect("a folder");
+    let runtime =
+        Runtime::builder().skill(noop_skill()).data_dir(folder.path()).store(std::sync::Arc::new(store)).build();
+    let (runtime, agent) = rt.block_on(pump_on(runtime));
+    let pure = batches(agent.clone(), "noop.run");
+    group.bench_function("agentry_postgres", |b| b.iter_custom(|iters| rt.block_on(pure(iters))));
+    let writes = batches(agent, "noop.write");
+    group.bench_function("agentry_postgres_side_effects", |b| b.iter_custom(|iters| rt.block_on(writes(iters))));
+    rt.block_on(runtime.shutdown(Duration::from_secs(1)));
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres<T, U, V>(_: T, _: U, _: V) {
+    eprintln!("SKIPPED actions/agentry_postgres*: built without the `postgres` feature");
+}
+
 fn actions(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     let (runtime, agent) = rt.block_on(pump());
@@ -188,6 +223,7 @@ fn actions(c: &mut Criterion) {
     let writes = batches(on_disk, "noop.write");
     group.bench_function("agentry_sqlite_side_effects", |b| b.iter_custom(|iters| rt.block_on(writes(iters))));
     rt.block_on(durable.shutdown(Duration::from_secs(1)));
+    postgres(&mut group, &rt, batches);
     let (bare, _) = rt.block_on(ractor::Actor::spawn(None, BareActor, ())).expect("the actor starts");
     group.bench_function("bare_ractor", |b| {
         b.iter_custom(|iters| {

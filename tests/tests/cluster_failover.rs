@@ -57,13 +57,20 @@ impl NodeProcess {
 
     /// The first line (kept or new) that starts with `prefix`; the others are kept.
     async fn expect(&mut self, prefix: &str) -> String {
-        if let Some(at) = self.kept.iter().position(|l| l.starts_with(prefix)) {
+        self.expect_any(&[prefix]).await
+    }
+
+    /// The first line (kept or new) that starts with one of `prefixes`; the others are kept.
+    async fn expect_any(&mut self, prefixes: &[&str]) -> String {
+        let prefix = prefixes.join("` or `");
+        let wanted = |line: &str| prefixes.iter().any(|p| line.starts_with(p));
+        if let Some(at) = self.kept.iter().position(|l| wanted(l)) {
             return self.kept.remove(at);
         }
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(line)) if line.starts_with(prefix) => return line,
+                Ok(Some(line)) if wanted(&line) => return line,
                 Ok(Some(line)) => self.kept.push(line),
                 Ok(None) => panic!("the node ended before printing `{prefix}`; it printed {:?}", self.kept),
                 Err(_) => panic!("the node did not print `{prefix}` within {WAIT:?}; it printed {:?}", self.kept),
@@ -190,4 +197,108 @@ async fn a_frozen_node_that_lost_its_leases_cannot_write_and_steps_down() {
     let mut c = NodeProcess::start(&postgres, "c").await;
     c.expect("took t").await;
     assert_eq!(c.state("t").await.applied, vec![1, 2, 3], "the journal holds b's history, none of a's after it");
+}
+
+/// SplitMix64, for the seeded moments of the history check.
+struct Seeded(u64);
+
+impl Seeded {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The history check: a client pushes numbered signals into the inboxes of eight agents spread over three
+/// nodes, while nodes are killed (SIGKILL) and started again at seeded moments. Every push the inbox
+/// acknowledged is applied exactly once, in order, by the agent, whichever nodes held it meanwhile.
+/// `AGENTRY_HISTORY_KILLS` (3 by default) and `AGENTRY_HISTORY_SEED` for longer or other runs by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_signal_is_applied_once_and_in_order_through_kills() {
+    use agentry::id::AgentId;
+    use agentry::signal::Signal;
+    use agentry_cluster::{Inbox, Pushed};
+    let Some(postgres) = postgres("cluster_history") else { return };
+    let kills = env_number("AGENTRY_HISTORY_KILLS", 3);
+    let mut seeded = Seeded(env_number("AGENTRY_HISTORY_SEED", 11));
+    let names = ["a", "b", "c"];
+    let mut nodes = Vec::new();
+    for name in names {
+        nodes.push(NodeProcess::start(&postgres, name).await);
+    }
+    let agents: Vec<String> = (0..8).map(|n| format!("h{n}")).collect();
+    for (n, agent) in agents.iter().enumerate() {
+        nodes[n % 3].ask(&format!("spawn {agent}"), &format!("spawned {agent}")).await;
+    }
+    // The client: numbered signals, one agent after another, each acknowledged by the inbox, until told to stop
+    // (after the last kill); it returns the last number every agent was sent.
+    let url = postgres.url();
+    let client_agents = agents.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let client = tokio::spawn(async move {
+        let mut inbox = Inbox::connect(&url, 10_000).await.expect("the client connects");
+        let mut k = 0;
+        while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            k += 1;
+            for agent in &client_agents {
+                let id = AgentId::new(agent.as_str()).expect("an id");
+                let signal = Signal::new("add", serde_json::json!(k)).expect("a kind");
+                assert_eq!(inbox.push(&id, &signal).await.expect("pushed"), Pushed::Kept);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        k
+    });
+    // Kills at seeded moments while the client pushes, each node started again at once under its name.
+    for _ in 0..kills {
+        tokio::time::sleep(Duration::from_millis(200 + seeded.below(600))).await;
+        let victim = seeded.below(3) as usize;
+        nodes[victim].signal("KILL");
+        let _ = nodes[victim].child.wait().await;
+        nodes[victim] = NodeProcess::start(&postgres, names[victim]).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let per_agent: u64 = client.await.expect("the client pushed everything");
+    // Until every inbox is drained (the agents of the killed nodes taken over), then each agent's history.
+    let inbox = Inbox::connect(&postgres.url(), 10_000).await.expect("connects");
+    let deadline = Instant::now() + WAIT;
+    for agent in &agents {
+        let id = AgentId::new(agent.as_str()).expect("an id");
+        while inbox.len(&id).await.expect("counted") > 0 {
+            assert!(Instant::now() < deadline, "{agent}'s inbox was not drained within {WAIT:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let expected: Vec<u64> = (1..=per_agent).collect();
+    for agent in &agents {
+        // An agent of a node killed last may still wait for its lease to run out and a node to take it.
+        let tally = loop {
+            let mut found = None;
+            for node in nodes.iter_mut() {
+                node.send(&format!("state {agent}")).await;
+                let line = node.expect_any(&[&format!("state {agent} "), &format!("nack {agent} state")]).await;
+                if let Ok(tally) = serde_json::from_str::<Tally>(line.trim_start_matches(&format!("state {agent} "))) {
+                    found = Some(tally);
+                }
+            }
+            match found {
+                Some(tally) => break tally,
+                None if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+                None => panic!("no node holds {agent} within {WAIT:?}"),
+            }
+        };
+        assert_eq!(tally.applied, expected, "{agent}: every acknowledged signal once, in order");
+    }
+    eprintln!(
+        "history: {kills} kills, {per_agent} signals to each of {} agents, each applied once, in order",
+        agents.len()
+    );
 }

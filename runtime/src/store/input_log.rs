@@ -31,23 +31,31 @@ pub(super) fn number(seq: u64) -> i64 {
 pub(super) struct InputBatches {
     /// Per agent with inputs in this commit: its row so far.
     rows: AgentRows<Numbers>,
+    /// Whether each row keeps the ids of its signals (see `Database::wants_input_ids`).
+    ids: bool,
 }
 
-/// A row's first and last input numbers.
+/// A row's first and last input numbers, and (when kept) the ids of its signals.
 struct Numbers {
     first: u64,
     last: u64,
+    ids: Vec<uuid::Uuid>,
 }
 
 impl InputBatches {
-    /// Adds input `seq` of `agent`, as the journal keeps a signal (see `signal_codec.rs`). An input that does not
-    /// follow the agent's last one here, or that would take its row past [`BODY_MOST`], starts a new row (the one
-    /// gathered so far is written first).
+    /// Whether rows keep the ids of their signals.
+    pub(super) fn keep_ids(&mut self, keep: bool) {
+        self.ids = keep;
+    }
+
+    /// Adds input `seq` of `agent` (signal `id`, for one the journal did not keep already), as the journal keeps a
+    /// signal (see `signal_codec.rs`). An input that does not follow the agent's last one here, or that would
+    /// take its row past [`BODY_MOST`], starts a new row (the one gathered so far is written first).
     pub(super) fn add(
         &mut self,
         db: &mut dyn Tables,
         agent: &AgentId,
-        seq: u64,
+        (seq, id): (u64, Option<uuid::Uuid>),
         kept: &[u8],
     ) -> Result<(), StoreError> {
         // An entry gives its length in 4 bytes (and SQLite refuses a value over 1 GB anyway).
@@ -60,8 +68,11 @@ impl InputBatches {
         if self.rows.get(agent).is_some_and(ends_row) {
             self.write_agent(db, agent)?;
         }
-        let row = self.rows.or_start(agent, || Numbers { first: seq, last: seq });
+        let row = self.rows.or_start(agent, || Numbers { first: seq, last: seq, ids: Vec::new() });
         row.summary.last = seq;
+        if self.ids {
+            row.summary.ids.extend(id);
+        }
         row.body.extend_from_slice(&seq.to_le_bytes());
         row.body.extend_from_slice(&len.to_le_bytes());
         row.body.extend_from_slice(kept);
@@ -70,12 +81,12 @@ impl InputBatches {
 
     /// Writes what is gathered for `agent` (before a write that clears its inputs).
     pub(super) fn write_agent(&mut self, db: &mut dyn Tables, agent: &AgentId) -> Result<(), StoreError> {
-        self.rows.write_agent(agent, |agent, numbers, body| db.input_batch(agent, numbers.first, numbers.last, body))
+        self.rows.write_agent(agent, |agent, n, body| db.input_batch(agent, (n.first, n.last), body, &n.ids))
     }
 
     /// Writes everything gathered.
     pub(super) fn write_all(&mut self, db: &mut dyn Tables) -> Result<(), StoreError> {
-        self.rows.write_all(|agent, numbers, body| db.input_batch(agent, numbers.first, numbers.last, body))
+        self.rows.write_all(|agent, n, body| db.input_batch(agent, (n.first, n.last), body, &n.ids))
     }
 
     /// Drops what is gathered (its commit failed).
@@ -244,7 +255,7 @@ mod tests {
                     _ => {
                         let seq = model[who].len() as u64 + 1;
                         let input = signal(seq);
-                        batches.add(&mut SqliteTables::new(&db), &agents[who], seq, serde_json::to_string(&input).unwrap().as_bytes()).unwrap();
+                        batches.add(&mut SqliteTables::new(&db), &agents[who], (seq, None), serde_json::to_string(&input).unwrap().as_bytes()).unwrap();
                         model[who].push((seq, input));
                     }
                 }
@@ -266,7 +277,12 @@ mod tests {
         let mut batches = InputBatches::default();
         for seq in [1, 2, 3, 7, 8] {
             batches
-                .add(&mut SqliteTables::new(&db), &me, seq, serde_json::to_string(&signal(seq)).unwrap().as_bytes())
+                .add(
+                    &mut SqliteTables::new(&db),
+                    &me,
+                    (seq, None),
+                    serde_json::to_string(&signal(seq)).unwrap().as_bytes(),
+                )
                 .unwrap();
         }
         batches.write_all(&mut SqliteTables::new(&db)).unwrap();
@@ -285,7 +301,7 @@ mod tests {
         }
         let mut batches = InputBatches::default();
         batches
-            .add(&mut SqliteTables::new(&db), &me, 3, serde_json::to_string(&logged[2].1).unwrap().as_bytes())
+            .add(&mut SqliteTables::new(&db), &me, (3, None), serde_json::to_string(&logged[2].1).unwrap().as_bytes())
             .unwrap();
         batches.write_all(&mut SqliteTables::new(&db)).unwrap();
         assert_eq!(after(&db, &me, 0).unwrap(), logged, "the rows of both kinds, in order");
@@ -301,14 +317,14 @@ mod tests {
         // Three inputs of a third of the limit each: two fit in a row, the third starts another.
         let big = serde_json::to_string(&Signal::new("big", json!("x".repeat(BODY_MOST / 3))).unwrap()).unwrap();
         for seq in 1..=3 {
-            batches.add(&mut SqliteTables::new(&db), &me, seq, big.as_bytes()).unwrap();
+            batches.add(&mut SqliteTables::new(&db), &me, (seq, None), big.as_bytes()).unwrap();
         }
         batches.write_all(&mut SqliteTables::new(&db)).unwrap();
         assert_eq!(rows(&db), [("me".to_owned(), 1, 2), ("me".to_owned(), 3, 3)]);
         assert_eq!(after(&db, &me, 0).unwrap().len(), 3);
         let huge = serde_json::to_string(&Signal::new("huge", json!("x".repeat(BODY_MOST))).unwrap()).unwrap();
-        batches.add(&mut SqliteTables::new(&db), &me, 4, huge.as_bytes()).unwrap();
-        batches.add(&mut SqliteTables::new(&db), &me, 5, big.as_bytes()).unwrap();
+        batches.add(&mut SqliteTables::new(&db), &me, (4, None), huge.as_bytes()).unwrap();
+        batches.add(&mut SqliteTables::new(&db), &me, (5, None), big.as_bytes()).unwrap();
         batches.write_all(&mut SqliteTables::new(&db)).unwrap();
         assert_eq!(&rows(&db)[2..], [("me".to_owned(), 4, 4), ("me".to_owned(), 5, 5)]);
         assert_eq!(after(&db, &me, 3).unwrap().len(), 2);
@@ -323,7 +339,7 @@ mod tests {
         let mut batches = InputBatches::default();
         for (seq, input) in [(1, &new), (2, &other)] {
             batches
-                .add(&mut SqliteTables::new(&db), &me, seq, serde_json::to_string(input).unwrap().as_bytes())
+                .add(&mut SqliteTables::new(&db), &me, (seq, None), serde_json::to_string(input).unwrap().as_bytes())
                 .unwrap();
         }
         batches.write_all(&mut SqliteTables::new(&db)).unwrap();
@@ -336,7 +352,7 @@ mod tests {
         let me = AgentId::new("me").unwrap();
         let mut batches = InputBatches::default();
         batches
-            .add(&mut SqliteTables::new(&db), &me, 1, serde_json::to_string(&signal(1)).unwrap().as_bytes())
+            .add(&mut SqliteTables::new(&db), &me, (1, None), serde_json::to_string(&signal(1)).unwrap().as_bytes())
             .unwrap();
         batches.write_all(&mut SqliteTables::new(&db)).unwrap();
         db.execute("UPDATE input_batches SET body = substr(body, 1, length(body) - 3)", []).unwrap();

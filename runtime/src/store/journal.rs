@@ -222,7 +222,7 @@ impl<R: Reads> Journal<R> {
 
     pub(crate) fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal) {
         let given = signal.outcome().filter(|r| !r.awaiting_approval()).map(|r| r.run_id);
-        self.send(Op::Input(agent.clone(), seq, self.texts.signal(signal), given));
+        self.send(Op::Input(agent.clone(), seq, self.texts.signal(signal), given, signal.id()));
     }
 
     pub(crate) fn save_snapshot(&self, snapshot: Snapshot) {

@@ -32,7 +32,7 @@ pub use memory::{DEFAULT_KEEP, MemoryStore};
 pub use pen::JournalPen;
 pub(crate) use pen::PEN;
 #[cfg(feature = "postgres")]
-pub use postgres::{Fence, LEASE_TABLES, PostgresOptions, PostgresStore};
+pub use postgres::{CLUSTER_TABLES, Fence, PostgresOptions, PostgresStore};
 pub use sqlite::{Past, SqliteOptions, SqliteStore, Synchronous};
 pub use view::{DurableView, JournalView};
 

@@ -53,8 +53,15 @@ pub(crate) struct RunBatchRow<'a> {
 /// the order the writer makes them; a store may send them as they come or gather them, as long as they are
 /// applied in that order and all or none of them last.
 pub(crate) trait Tables {
-    /// A row of an agent's input log: inputs `first..=last`, in the body format of `input_log.rs`.
-    fn input_batch(&mut self, agent: &AgentId, first: u64, last: u64, body: &[u8]) -> Result<(), StoreError>;
+    /// A row of an agent's input log: inputs `numbers.0..=numbers.1`, in the body format of `input_log.rs`; `ids`: the ids
+    /// of the signals among them, when the database asked for them ([`Database::wants_input_ids`]).
+    fn input_batch(
+        &mut self,
+        agent: &AgentId,
+        numbers: (u64, u64),
+        body: &[u8],
+        ids: &[Uuid],
+    ) -> Result<(), StoreError>;
     /// Drops an agent's input log rows: all of them, or those whose last input is at most `upto`.
     fn clear_inputs(&mut self, agent: &AgentId, upto: Option<u64>) -> Result<(), StoreError>;
     /// A row of ended runs.
@@ -107,6 +114,11 @@ pub(crate) trait Database {
     fn open_runs(&mut self) -> Result<(i64, Vec<Uuid>), StoreError>;
     /// Called after each commit (SQLite counts its log here).
     fn committed(&mut self) {}
+    /// Whether [`Tables::input_batch`] is to be given the ids of the signals logged (a journal that removes
+    /// signals it logged from an inbox of its own).
+    fn wants_input_ids(&self) -> bool {
+        false
+    }
 }
 
 /// A value as JSON text: the stored types serialize without fail (plain data, string keys).

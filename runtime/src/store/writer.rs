@@ -47,9 +47,9 @@ pub(crate) enum Op {
     /// An ended run's outcome signal, as the journal keeps it (`signal_codec.rs`), and whether the run is safe
     /// to start again (then its end may be held back a little: see [`Runs`]).
     Outcome(Uuid, Vec<u8>, bool),
-    /// An input, as the journal keeps a signal (`signal_codec.rs`), and the run whose outcome it is, if it is one
-    /// the agent was given.
-    Input(AgentId, u64, Vec<u8>, Option<Uuid>),
+    /// An input, as the journal keeps a signal (`signal_codec.rs`), the run whose outcome it is, if it is one
+    /// the agent was given, and the signal's id.
+    Input(AgentId, u64, Vec<u8>, Option<Uuid>, Uuid),
     /// An input that is the outcome kept for a run (by [`Op::Outcome`]): logged from that.
     KeptInput(AgentId, u64, Uuid),
     Snapshot(Box<Snapshot>),
@@ -251,6 +251,7 @@ pub(crate) fn write_loop(
         tracing::error!(%err, "the journal's writer could not read where its runs stand");
     }
     let mut inputs = InputBatches::default();
+    inputs.keep_ids(db.wants_input_ids());
     loop {
         // With ended runs held back, the writer wakes to write them once they have waited their time.
         let first = match runs.held_until() {
@@ -327,23 +328,23 @@ pub(crate) fn commit(
                     pending.keep_outcome(outcome, safe_again, spent);
                     pending.writes += 1;
                 }
-                Op::Input(agent, number, signal, given) => {
+                Op::Input(agent, number, signal, given, id) => {
                     // An outcome signal consumed: the agent was given it.
                     if let Some(run) = given {
                         runs.delivered(tx, run, spent)?;
                     }
-                    inputs.add(tx, &agent, number, &signal)?;
+                    inputs.add(tx, &agent, (number, Some(id)), &signal)?;
                     spent.push(signal);
                 }
                 Op::KeptInput(agent, number, run) => match runs.consumed(run) {
                     // Kept in this batch or held back: logged from there, and never written with the run.
                     Some(signal) => {
-                        inputs.add(tx, &agent, number, &signal)?;
+                        inputs.add(tx, &agent, (number, None), &signal)?;
                         spent.push(signal);
                     }
                     None => {
                         match tx.kept_outcome(run)? {
-                            Some(signal) => inputs.add(tx, &agent, number, &signal)?,
+                            Some(signal) => inputs.add(tx, &agent, (number, None), &signal)?,
                             // Only when the batch that kept the outcome failed, which was logged then.
                             None => tracing::error!(
                                 agent = %agent, seq = number, %run,

@@ -8,6 +8,8 @@
 //! - `add <agent> <n>`: sends `add n` and waits for the reply and for the journal to hold it under this node's
 //!   lease; prints `ack <agent> <n>` only then, else `nack <agent> <n> <why>`.
 //! - `state <agent>`: prints `state <agent> <json>` (or `nack <agent> state <why>`).
+//!
+//! Signals pushed into an agent's inbox (by the test, or by another node) reach it on the node that holds it.
 
 use agentry::id::AgentId;
 use agentry::runtime::{Runtime, SpawnOptions};
@@ -35,11 +37,11 @@ async fn main() {
     let lease = Duration::from_millis(args[2].parse().expect("a lease in ms"));
     let url = std::env::var("AGENTRY_NODE_POSTGRES").expect("AGENTRY_NODE_POSTGRES names the database");
     let builder = Runtime::builder().agent::<Tally>().expect("the tally registers");
-    let options = NodeOptions { name: name.clone(), url, lease, keep_inputs: false };
+    let options = NodeOptions { lease, ..NodeOptions::new(name.clone(), url) };
     let (node, _) = Node::start(builder, options).await.expect("the node starts");
     let node = Arc::new(node);
     let (ticks, mut told) = tokio::sync::mpsc::unbounded_channel();
-    let _keeper = node.keep(Some(ticks));
+    let _keeper = node.keep(Some(ticks)).await.expect("the node keeps its leases");
     tokio::spawn(async move {
         while let Some(tick) = told.recv().await {
             tick.taken.iter().for_each(|agent| say(&format!("took {agent}")));

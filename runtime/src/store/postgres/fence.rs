@@ -11,9 +11,10 @@ use crate::id::AgentId;
 use dashmap::DashMap;
 use std::sync::Arc;
 
-/// The tables of leases and live nodes, made by the cluster and by a fenced journal, whichever comes first.
+/// The tables of leases, live nodes and inboxes, made by the cluster and by the journal, whichever comes first:
+/// a node's journal checks the leases and takes the signals it logs out of the inboxes.
 #[doc(hidden)]
-pub const LEASE_TABLES: &str = "
+pub const CLUSTER_TABLES: &str = "
 CREATE TABLE IF NOT EXISTS agentry_owners (
     agent      TEXT PRIMARY KEY,
     node       TEXT NOT NULL,
@@ -25,6 +26,15 @@ CREATE TABLE IF NOT EXISTS agentry_nodes (
     node       TEXT PRIMARY KEY,
     seen_until TIMESTAMPTZ NOT NULL
 );
+CREATE TABLE IF NOT EXISTS agentry_inbox (
+    place    BIGSERIAL PRIMARY KEY,
+    agent    TEXT NOT NULL,
+    signal   UUID NOT NULL,
+    body     TEXT NOT NULL,
+    consumed TIMESTAMPTZ, -- when its agent consumed it (kept a while, so a late retry is a duplicate)
+    UNIQUE (agent, signal)
+);
+CREATE INDEX IF NOT EXISTS agentry_inbox_waiting ON agentry_inbox (agent, place) WHERE consumed IS NULL;
 ";
 
 /// How many lost agents a listener that lags behind may miss before it is told it missed some.

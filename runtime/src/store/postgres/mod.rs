@@ -17,7 +17,7 @@ mod reads;
 mod schema;
 mod tables;
 
-pub use fence::{Fence, LEASE_TABLES};
+pub use fence::{CLUSTER_TABLES, Fence};
 use reads::PgReads;
 use tables::PgDatabase;
 
@@ -135,7 +135,7 @@ async fn prepare(client: &tokio_postgres::Client) -> Result<DashMap<Uuid, RunRec
     client.execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK]).await.map_err(database)?;
     let made = async {
         client.batch_execute(schema::SCHEMA).await.map_err(database)?;
-        client.batch_execute(LEASE_TABLES).await.map_err(database)?;
+        client.batch_execute(CLUSTER_TABLES).await.map_err(database)?;
         let version: Option<i32> = client
             .query_opt("SELECT max(version) FROM agentry_journal", &[])
             .await

@@ -161,7 +161,22 @@ async fn fenced(client: &Client, fence: &Fence, writes: &mut [Write]) -> Result<
 }
 
 impl Tables for PgTables<'_> {
-    fn input_batch(&mut self, agent: &AgentId, first: u64, last: u64, body: &[u8]) -> Result<(), StoreError> {
+    fn input_batch(
+        &mut self,
+        agent: &AgentId,
+        (first, last): (u64, u64),
+        body: &[u8],
+        ids: &[Uuid],
+    ) -> Result<(), StoreError> {
+        // A signal the agent consumed is marked so in its inbox in the same commit that logs it: one delivered
+        // again after a crash before this commit is logged once, and one consumed is never delivered again.
+        if !ids.is_empty() {
+            self.write(
+                Owner::Agent(agent.clone()),
+                "UPDATE agentry_inbox SET consumed = now() WHERE agent = $1 AND signal = ANY($2) AND consumed IS NULL",
+                vec![Box::new(agent.as_str().to_owned()), Box::new(ids.to_vec())],
+            )?;
+        }
         self.write(
             Owner::Agent(agent.clone()),
             "INSERT INTO agentry_input_batches (agent, first_seq, last_seq, body) VALUES ($1, $2, $3, $4)",
@@ -438,5 +453,10 @@ impl Database for PgDatabase {
     fn open_runs(&mut self) -> Result<(i64, Vec<Uuid>), StoreError> {
         let Connection { runtime, client } = &self.connection;
         runtime.block_on(super::open_runs(client))
+    }
+
+    /// A node's journal (fenced) takes the signals it logs out of their agents' inboxes.
+    fn wants_input_ids(&self) -> bool {
+        self.fence.is_some()
     }
 }

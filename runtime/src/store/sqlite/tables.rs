@@ -34,7 +34,13 @@ impl<'a> SqliteTables<'a> {
 }
 
 impl Tables for SqliteTables<'_> {
-    fn input_batch(&mut self, agent: &AgentId, first: u64, last: u64, body: &[u8]) -> Result<(), StoreError> {
+    fn input_batch(
+        &mut self,
+        agent: &AgentId,
+        (first, last): (u64, u64),
+        body: &[u8],
+        _ids: &[Uuid],
+    ) -> Result<(), StoreError> {
         self.execute(
             "INSERT INTO input_batches (agent, first_seq, last_seq, body) VALUES (?1, ?2, ?3, ?4)",
             params![agent.as_str(), input_log::number(first), input_log::number(last), body],

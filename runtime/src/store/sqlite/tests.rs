@@ -622,7 +622,7 @@ fn an_ended_run_waits_for_its_outcome_to_be_consumed_and_is_then_written_once_wi
     let mut writer = Writer::new();
     let me = agent("me");
     let (run, outcome, mut ops) = ended_run(&me, true);
-    ops.push(Op::Input(agent("other"), 1, b"{}".to_vec(), None));
+    ops.push(Op::Input(agent("other"), 1, b"{}".to_vec(), None, Uuid::now_v7()));
     writer.commit(ops);
     assert_eq!(writer.row(run), None, "held back while the agent has not consumed the outcome");
     assert_eq!(writer.committed(), 1, "what is held back does not count as committed");
