@@ -1,11 +1,18 @@
 //! The agent the cluster tests run on their node processes (`cluster_node`): a `Tally` keeps, in order, every
-//! number it was given, so a test can tell a signal applied twice, lost, or out of order.
+//! number it was given, so a test can tell a signal applied twice, lost, or out of order; and a handle on a node
+//! process, for the tests and the failover bench.
 
+use crate::postgres::Postgres;
 use agentry::agent::{Agent, Reaction};
 use agentry::effect::Effect;
 use agentry::signal::Signal;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
 
 /// Every number given to it with `add`, in the order it was applied.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,5 +39,105 @@ impl Agent for Tally {
             "ask" => Reaction::Keep(vec![Effect::reply(signal.id(), json!(self))]),
             _ => Reaction::Ignore,
         }
+    }
+}
+
+/// The longest a test waits for a line from a node.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// A node process: its stdin for commands, and its lines, those not asked for yet kept in order.
+pub struct NodeProcess {
+    /// The process.
+    pub child: Child,
+    stdin: ChildStdin,
+    /// Its lines, as they come.
+    pub lines: mpsc::UnboundedReceiver<String>,
+    /// Its lines not asked for yet, in order.
+    pub kept: Vec<String>,
+}
+
+impl NodeProcess {
+    /// Starts the node program `program` (the `cluster_node` binary) as node `name` with leases of `lease_ms`.
+    pub async fn start(program: &str, postgres: &Postgres, lease_ms: u64, name: &str) -> Self {
+        let mut child = Command::new(program)
+            .args([name, &lease_ms.to_string()])
+            .env("AGENTRY_NODE_POSTGRES", postgres.url())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the node starts");
+        let stdin = child.stdin.take().expect("its stdin");
+        let mut out = BufReader::new(child.stdout.take().expect("its stdout")).lines();
+        let (send, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = out.next_line().await {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut node = Self { child, stdin, lines, kept: Vec::new() };
+        node.expect(&format!("up {name}")).await;
+        node
+    }
+
+    /// Sends a command line.
+    pub async fn send(&mut self, command: &str) {
+        self.stdin.write_all(format!("{command}\n").as_bytes()).await.expect("the node takes a command");
+        self.stdin.flush().await.expect("flushed");
+    }
+
+    /// The first line (kept or new) that starts with `prefix`; the others are kept.
+    pub async fn expect(&mut self, prefix: &str) -> String {
+        self.expect_any(&[prefix]).await
+    }
+
+    /// The first line (kept or new) that starts with one of `prefixes`; the others are kept.
+    pub async fn expect_any(&mut self, prefixes: &[&str]) -> String {
+        let prefix = prefixes.join("` or `");
+        let wanted = |line: &str| prefixes.iter().any(|p| line.starts_with(p));
+        if let Some(at) = self.kept.iter().position(|l| wanted(l)) {
+            return self.kept.remove(at);
+        }
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(line)) if wanted(&line) => return line,
+                Ok(Some(line)) => self.kept.push(line),
+                Ok(None) => panic!("the node ended before printing `{prefix}`; it printed {:?}", self.kept),
+                Err(_) => panic!("the node did not print `{prefix}` within {WAIT:?}; it printed {:?}", self.kept),
+            }
+        }
+    }
+
+    /// Sends a command and returns the answer line starting with one of `answers`.
+    pub async fn ask(&mut self, command: &str, answer: &str) -> String {
+        self.send(command).await;
+        self.expect(answer).await
+    }
+
+    /// Adds `n` to the agent, which must be acknowledged.
+    pub async fn add(&mut self, agent: &str, n: u64) {
+        self.send(&format!("add {agent} {n}")).await;
+        let answer = self.expect(&format!("ack {agent} {n}")).await;
+        assert_eq!(answer, format!("ack {agent} {n}"));
+    }
+
+    /// The agent's state, as this node has it (which must hold it).
+    pub async fn state(&mut self, agent: &str) -> Tally {
+        let line = self.ask(&format!("state {agent}"), &format!("state {agent} ")).await;
+        serde_json::from_str(line.trim_start_matches(&format!("state {agent} "))).expect("a tally")
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> String {
+        self.child.id().expect("running").to_string()
+    }
+
+    /// Sends a signal (`KILL`, `STOP`, `CONT`) to the process.
+    pub fn signal(&self, name: &str) {
+        let status = std::process::Command::new("kill").args([&format!("-{name}"), &self.pid()]).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -{name} failed");
     }
 }

@@ -2,110 +2,14 @@
 //! SIGKILL has its agents taken over by the survivors, each brought back exactly as it was; a node frozen with
 //! SIGSTOP until its leases ran out, then continued, has its writes refused by epoch and steps down.
 
-use agentry_tests::cluster::Tally;
+use agentry_tests::cluster::{NodeProcess, Tally, WAIT};
 use agentry_tests::postgres::Postgres;
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
 
 const NODE: &str = env!("CARGO_BIN_EXE_cluster_node");
 /// How long a node's leases last: a dead node's agents move after about this long.
 const LEASE_MS: u64 = 1_000;
-/// The longest a test waits for a line from a node.
-const WAIT: Duration = Duration::from_secs(30);
-
-/// A node process: its stdin for commands, and its lines, those not asked for yet kept in order.
-struct NodeProcess {
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::UnboundedReceiver<String>,
-    kept: Vec<String>,
-}
-
-impl NodeProcess {
-    async fn start(postgres: &Postgres, name: &str) -> Self {
-        let mut child = Command::new(NODE)
-            .args([name, &LEASE_MS.to_string()])
-            .env("AGENTRY_NODE_POSTGRES", postgres.url())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the node starts");
-        let stdin = child.stdin.take().expect("its stdin");
-        let mut out = BufReader::new(child.stdout.take().expect("its stdout")).lines();
-        let (send, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = out.next_line().await {
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut node = Self { child, stdin, lines, kept: Vec::new() };
-        node.expect(&format!("up {name}")).await;
-        node
-    }
-
-    async fn send(&mut self, command: &str) {
-        self.stdin.write_all(format!("{command}\n").as_bytes()).await.expect("the node takes a command");
-        self.stdin.flush().await.expect("flushed");
-    }
-
-    /// The first line (kept or new) that starts with `prefix`; the others are kept.
-    async fn expect(&mut self, prefix: &str) -> String {
-        self.expect_any(&[prefix]).await
-    }
-
-    /// The first line (kept or new) that starts with one of `prefixes`; the others are kept.
-    async fn expect_any(&mut self, prefixes: &[&str]) -> String {
-        let prefix = prefixes.join("` or `");
-        let wanted = |line: &str| prefixes.iter().any(|p| line.starts_with(p));
-        if let Some(at) = self.kept.iter().position(|l| wanted(l)) {
-            return self.kept.remove(at);
-        }
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(line)) if wanted(&line) => return line,
-                Ok(Some(line)) => self.kept.push(line),
-                Ok(None) => panic!("the node ended before printing `{prefix}`; it printed {:?}", self.kept),
-                Err(_) => panic!("the node did not print `{prefix}` within {WAIT:?}; it printed {:?}", self.kept),
-            }
-        }
-    }
-
-    /// Sends a command and returns the answer line starting with one of `answers`.
-    async fn ask(&mut self, command: &str, answer: &str) -> String {
-        self.send(command).await;
-        self.expect(answer).await
-    }
-
-    /// Adds `n` to the agent, which must be acknowledged.
-    async fn add(&mut self, agent: &str, n: u64) {
-        self.send(&format!("add {agent} {n}")).await;
-        let answer = self.expect(&format!("ack {agent} {n}")).await;
-        assert_eq!(answer, format!("ack {agent} {n}"));
-    }
-
-    async fn state(&mut self, agent: &str) -> Tally {
-        let line = self.ask(&format!("state {agent}"), &format!("state {agent} ")).await;
-        serde_json::from_str(line.trim_start_matches(&format!("state {agent} "))).expect("a tally")
-    }
-
-    fn pid(&self) -> String {
-        self.child.id().expect("running").to_string()
-    }
-
-    /// Sends a signal (`KILL`, `STOP`, `CONT`) to the process.
-    fn signal(&self, name: &str) {
-        let status = std::process::Command::new("kill").args([&format!("-{name}"), &self.pid()]).status();
-        assert!(status.is_ok_and(|s| s.success()), "kill -{name} failed");
-    }
-}
 
 fn postgres(test: &str) -> Option<Postgres> {
     agentry_tests::postgres::or_skip(test)
@@ -114,9 +18,9 @@ fn postgres(test: &str) -> Option<Postgres> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_nodes_agents_come_back_on_the_survivors_as_they_were() {
     let Some(postgres) = postgres("cluster_failover") else { return };
-    let mut a = NodeProcess::start(&postgres, "a").await;
-    let mut b = NodeProcess::start(&postgres, "b").await;
-    let mut c = NodeProcess::start(&postgres, "c").await;
+    let mut a = NodeProcess::start(NODE, &postgres, LEASE_MS, "a").await;
+    let mut b = NodeProcess::start(NODE, &postgres, LEASE_MS, "b").await;
+    let mut c = NodeProcess::start(NODE, &postgres, LEASE_MS, "c").await;
     let agents: Vec<String> = (0..6).map(|n| format!("t{n}")).collect();
     for agent in &agents {
         a.ask(&format!("spawn {agent}"), &format!("spawned {agent}")).await;
@@ -165,8 +69,8 @@ async fn a_killed_nodes_agents_come_back_on_the_survivors_as_they_were() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_node_that_lost_its_leases_cannot_write_and_steps_down() {
     let Some(postgres) = postgres("cluster_fencing") else { return };
-    let mut a = NodeProcess::start(&postgres, "a").await;
-    let mut b = NodeProcess::start(&postgres, "b").await;
+    let mut a = NodeProcess::start(NODE, &postgres, LEASE_MS, "a").await;
+    let mut b = NodeProcess::start(NODE, &postgres, LEASE_MS, "b").await;
     a.ask("spawn t", "spawned t").await;
     a.add("t", 1).await;
     a.add("t", 2).await;
@@ -194,7 +98,7 @@ async fn a_frozen_node_that_lost_its_leases_cannot_write_and_steps_down() {
         node.signal("KILL");
         let _ = node.child.wait().await;
     }
-    let mut c = NodeProcess::start(&postgres, "c").await;
+    let mut c = NodeProcess::start(NODE, &postgres, LEASE_MS, "c").await;
     c.expect("took t").await;
     assert_eq!(c.state("t").await.applied, vec![1, 2, 3], "the journal holds b's history, none of a's after it");
 }
@@ -231,7 +135,7 @@ async fn every_acknowledged_signal_is_applied_once_and_in_order_through_kills() 
     let names = ["a", "b", "c"];
     let mut nodes = Vec::new();
     for name in names {
-        nodes.push(NodeProcess::start(&postgres, name).await);
+        nodes.push(NodeProcess::start(NODE, &postgres, LEASE_MS, name).await);
     }
     let agents: Vec<String> = (0..8).map(|n| format!("h{n}")).collect();
     for (n, agent) in agents.iter().enumerate() {
@@ -263,7 +167,7 @@ async fn every_acknowledged_signal_is_applied_once_and_in_order_through_kills() 
         let victim = seeded.below(3) as usize;
         nodes[victim].signal("KILL");
         let _ = nodes[victim].child.wait().await;
-        nodes[victim] = NodeProcess::start(&postgres, names[victim]).await;
+        nodes[victim] = NodeProcess::start(NODE, &postgres, LEASE_MS, names[victim]).await;
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let per_agent: u64 = client.await.expect("the client pushed everything");
