@@ -20,6 +20,17 @@ use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 /// The channel a push notifies, with the agent's id as the payload.
 pub const CHANNEL: &str = "agentry_inbox";
+/// The channel a reply notifies, with the call's signal id as the payload.
+pub const REPLIES: &str = "agentry_replies";
+
+/// A signal waiting in an inbox, and the node that waits for the agent's reply to it, for a call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waiting {
+    /// The signal.
+    pub signal: Signal,
+    /// The node that called, if it is a call.
+    pub caller: Option<String>,
+}
 
 /// What a push or a take could not do.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +91,21 @@ impl Inbox {
     /// Keeps `signal` for `agent`, once: a signal whose id the inbox has for the agent is a duplicate. Wakes the
     /// listeners.
     pub async fn push(&mut self, agent: &AgentId, signal: &Signal) -> Result<Pushed, InboxError> {
+        self.push_from(agent, signal, None).await
+    }
+
+    /// [`Inbox::push`] for a call from node `caller`: the node that holds the agent posts its reply
+    /// ([`Inbox::reply`]), which the caller hears on [`REPLIES`].
+    pub async fn push_call(&mut self, agent: &AgentId, signal: &Signal, caller: &str) -> Result<Pushed, InboxError> {
+        self.push_from(agent, signal, Some(caller)).await
+    }
+
+    async fn push_from(
+        &mut self,
+        agent: &AgentId,
+        signal: &Signal,
+        caller: Option<&str>,
+    ) -> Result<Pushed, InboxError> {
         let body = serde_json::to_string(signal).map_err(|e| InboxError::Corrupt {
             agent: agent.clone(),
             message: format!("the signal does not serialize: {e}"),
@@ -93,8 +119,9 @@ impl Inbox {
             .get(0);
         let inserted = tx
             .execute(
-                "INSERT INTO agentry_inbox (agent, signal, body) VALUES ($1, $2, $3) ON CONFLICT (agent, signal) DO NOTHING",
-                &[&agent.as_str(), &signal.id(), &body],
+                "INSERT INTO agentry_inbox (agent, signal, body, caller) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (agent, signal) DO NOTHING",
+                &[&agent.as_str(), &signal.id(), &body, &caller],
             )
             .await?;
         if inserted == 0 {
@@ -131,15 +158,41 @@ impl Inbox {
 
     /// The agent's waiting signals, oldest first, at most `max`, left waiting: a node gives them to the agent,
     /// and its journal marks each consumed as it logs it.
-    pub async fn waiting(&self, agent: &AgentId, max: u32) -> Result<Vec<Signal>, InboxError> {
+    pub async fn waiting(&self, agent: &AgentId, max: u32) -> Result<Vec<Waiting>, InboxError> {
         let rows = self
             .client
             .query(
-                "SELECT place, body FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL ORDER BY place LIMIT $2",
+                "SELECT place, body, caller FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL \
+                 ORDER BY place LIMIT $2",
                 &[&agent.as_str(), &i64::from(max)],
             )
             .await?;
-        signals(agent, &rows)
+        let callers: Vec<Option<String>> = rows.iter().map(|r| r.try_get("caller")).collect::<Result<_, _>>()?;
+        let signals = signals(agent, &rows)?;
+        Ok(signals.into_iter().zip(callers).map(|(signal, caller)| Waiting { signal, caller }).collect())
+    }
+
+    /// Posts the agent's reply to the call `signal` (once: a second reply to it changes nothing), and wakes the
+    /// caller.
+    pub async fn reply(&self, signal: uuid::Uuid, reply: &serde_json::Value) -> Result<(), InboxError> {
+        self.client
+            .execute(
+                "WITH posted AS (INSERT INTO agentry_replies (signal, body) VALUES ($1, $2) \
+                 ON CONFLICT (signal) DO NOTHING RETURNING signal) \
+                 SELECT pg_notify($3, signal::text) FROM posted",
+                &[&signal, &reply.to_string(), &REPLIES],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Takes the reply to the call `signal`, if it came.
+    pub async fn take_reply(&self, signal: uuid::Uuid) -> Result<Option<serde_json::Value>, InboxError> {
+        let row =
+            self.client.query_opt("DELETE FROM agentry_replies WHERE signal = $1 RETURNING body", &[&signal]).await?;
+        let Some(row) = row else { return Ok(None) };
+        let body: String = row.try_get(0)?;
+        Ok(Some(serde_json::from_str(&body).unwrap_or(serde_json::Value::String(body))))
     }
 
     /// Which of `agents` have signals waiting.
@@ -170,6 +223,10 @@ impl Inbox {
         let purged = self
             .client
             .execute("DELETE FROM agentry_inbox WHERE consumed < now() - $1::bigint * interval '1 millisecond'", &[&ms])
+            .await?;
+        // Replies nobody took (their caller gave up) go with them.
+        self.client
+            .execute("DELETE FROM agentry_replies WHERE made < now() - $1::bigint * interval '1 millisecond'", &[&ms])
             .await?;
         Ok(purged)
     }
@@ -203,6 +260,7 @@ pub struct Listener {
     /// The session: it listens as long as this lives.
     _client: Client,
     pushed: mpsc::UnboundedReceiver<AgentId>,
+    replied: mpsc::UnboundedReceiver<uuid::Uuid>,
 }
 
 impl Listener {
@@ -210,12 +268,35 @@ impl Listener {
     pub async fn recv(&mut self) -> Option<AgentId> {
         self.pushed.recv().await
     }
+
+    /// The call whose reply was posted next ([`Inbox::reply`]); `None` once the connection ended.
+    pub async fn recv_reply(&mut self) -> Option<uuid::Uuid> {
+        self.replied.recv().await
+    }
+
+    /// The next push or reply, whichever comes first; `None` once the connection ended.
+    pub async fn next(&mut self) -> Option<Heard> {
+        tokio::select! {
+            pushed = self.pushed.recv() => pushed.map(Heard::Pushed),
+            replied = self.replied.recv() => replied.map(Heard::Replied),
+        }
+    }
 }
 
-/// Starts listening for pushes. A push made after this returns is heard.
+/// What a [`Listener`] heard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Heard {
+    /// A push for this agent.
+    Pushed(AgentId),
+    /// The reply to this call.
+    Replied(uuid::Uuid),
+}
+
+/// Starts listening for pushes and replies. A push or a reply made after this returns is heard.
 pub async fn listen(url: &str) -> Result<Listener, InboxError> {
     let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
     let (tx, pushed) = mpsc::unbounded_channel();
+    let (reply_tx, replied) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
             match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
@@ -224,6 +305,12 @@ pub async fn listen(url: &str) -> Result<Listener, InboxError> {
                         && tx.send(agent).is_err()
                     {
                         break;
+                    }
+                }
+                Some(Ok(AsyncMessage::Notification(note))) if note.channel() == REPLIES => {
+                    // Nobody may listen for replies: pushes go on.
+                    if let Ok(call) = note.payload().parse() {
+                        let _ = reply_tx.send(call);
                     }
                 }
                 Some(Ok(_)) => {}
@@ -235,6 +322,6 @@ pub async fn listen(url: &str) -> Result<Listener, InboxError> {
             }
         }
     });
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
-    Ok(Listener { _client: client, pushed })
+    client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {REPLIES}")).await?;
+    Ok(Listener { _client: client, pushed, replied })
 }

@@ -12,6 +12,6 @@ pub mod node;
 pub mod owners;
 pub mod placement;
 
-pub use inbox::{Inbox, InboxError, Listener, Pushed, listen};
-pub use node::{Node, NodeError, NodeOptions, Tick};
+pub use inbox::{Heard, Inbox, InboxError, Listener, Pushed, Waiting, listen};
+pub use node::{Node, NodeError, NodeOptions, Sent, Tick};
 pub use owners::{Heartbeat, Lease, LeaseError, Owners, fence};

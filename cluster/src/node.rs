@@ -10,7 +10,7 @@
 //! every round of upkeep, and when it takes the agent over. Its journal marks each one consumed in the same
 //! commit that logs it as the agent's input, so each is applied once, whatever crashes.
 
-use crate::inbox::{Inbox, InboxError, Pushed};
+use crate::inbox::{Heard, Inbox, InboxError, Pushed, Waiting};
 use crate::owners::{Lease, LeaseError, Owners};
 use crate::placement;
 use agentry::agent::Agent;
@@ -25,6 +25,8 @@ use uuid::Uuid;
 
 /// How many waiting signals a node gives an agent at a time.
 const DELIVER_AT_ONCE: u32 = 256;
+/// How long a node waits for its agent's reply to a call from another node before giving up on posting it.
+const CALL_REPLY_WAIT: Duration = Duration::from_secs(300);
 /// How long a consumed signal stays in its inbox, so that a sender's retry of it is a duplicate.
 const RETRIES_KEPT: Duration = Duration::from_secs(24 * 3600);
 
@@ -99,6 +101,10 @@ pub struct Node {
     /// Per agent, the waiting signals this process gave it that its journal has not marked consumed yet (so they
     /// are not given twice while that commit is on its way).
     given: Mutex<HashMap<AgentId, HashSet<Uuid>>>,
+    /// The inbox's connection that posts replies to calls from other nodes.
+    replies: Arc<Inbox>,
+    /// The calls this node made to agents held elsewhere, waiting for their replies, by signal id.
+    calls: Mutex<HashMap<Uuid, tokio::sync::oneshot::Sender<serde_json::Value>>>,
     fence: Fence,
     runtime: Runtime,
     options: NodeOptions,
@@ -112,6 +118,7 @@ impl Node {
         let owners = Owners::connect(&options.url, &options.name, options.lease).await?;
         owners.heartbeat(&[]).await?;
         let inbox = Inbox::connect(&options.url, options.inbox_limit).await?;
+        let replies = Arc::new(Inbox::connect(&options.url, options.inbox_limit).await?);
         let fence = Fence::new(options.name.clone());
         let journal = PostgresOptions { keep_inputs: options.keep_inputs, fence: Some(fence.clone()) };
         let store = PostgresStore::connect_with(&options.url, journal)?;
@@ -120,6 +127,8 @@ impl Node {
             owners: Arc::new(owners),
             inbox: tokio::sync::Mutex::new(inbox),
             given: Mutex::new(HashMap::new()),
+            replies,
+            calls: Mutex::new(HashMap::new()),
             fence,
             runtime,
             options,
@@ -168,36 +177,106 @@ impl Node {
         Ok(Sent::Inbox(self.inbox.lock().await.push(agent, &signal).await?))
     }
 
-    /// Gives an agent this node holds the signals waiting in its inbox, oldest first, each once.
+    /// Calls an agent wherever it lives and waits at most `timeout` for its reply: here if this node holds it,
+    /// else through its inbox (the node that holds it gives it the signal in order with the others, and posts
+    /// the reply back). Needs [`Node::keep`], which hears the replies.
+    pub async fn call(
+        &self,
+        agent: &AgentId,
+        signal: Signal,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, NodeError> {
+        if self.fence.epoch(agent).is_some() {
+            // After the signals waiting for it: a call keeps its order with what was sent before it from afar.
+            self.deliver(agent).await?;
+            return Ok(self.runtime.call(agent, signal, timeout).await?);
+        }
+        let id = signal.id();
+        let (told, reply) = tokio::sync::oneshot::channel();
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, told);
+        let called = async {
+            self.inbox.lock().await.push_call(agent, &signal, &self.options.name).await?;
+            // A reply posted before this node listened for it (a retry of an answered call) is already there.
+            if let Some(value) = self.inbox.lock().await.take_reply(id).await? {
+                return Ok(value);
+            }
+            reply.await.map_err(|_| NodeError::Runtime(RuntimeError::Stopped(agent.clone())))
+        };
+        let answered = tokio::time::timeout(timeout, called).await;
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
+        match answered {
+            Ok(answer) => answer,
+            Err(_) => Err(RuntimeError::Timeout { agent: agent.clone(), timeout }.into()),
+        }
+    }
+
+    /// The reply to a call this node made came: given to the caller that waits for it.
+    async fn replied(&self, call: Uuid) -> Result<(), NodeError> {
+        let waiting = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&call);
+        let Some(waiting) = waiting else { return Ok(()) };
+        if let Some(value) = self.inbox.lock().await.take_reply(call).await? {
+            let _ = waiting.send(value);
+        }
+        Ok(())
+    }
+
+    /// Gives an agent this node holds the signals waiting in its inbox, oldest first, each once; for a call, the
+    /// agent's reply is posted back to the node that called.
     pub async fn deliver(&self, agent: &AgentId) -> Result<usize, NodeError> {
         if self.fence.epoch(agent).is_none() {
             return Ok(0);
         }
         let waiting = self.inbox.lock().await.waiting(agent, DELIVER_AT_ONCE).await?;
-        let mut given = self.given.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mine = given.entry(agent.clone()).or_default();
-        // Those given before and no longer waiting were consumed: forgotten (unless the page was full, which
-        // may not show them all).
-        if waiting.len() < DELIVER_AT_ONCE as usize {
-            mine.retain(|id| waiting.iter().any(|s| s.id() == *id));
+        // A call is sent to the agent awake (a sleeper keeps plain signals, not calls).
+        if waiting.iter().any(|w| w.caller.is_some()) {
+            self.runtime.thaw(agent).await?;
         }
-        let mut delivered = 0;
-        for signal in waiting {
-            if mine.contains(&signal.id()) {
-                continue;
+        let (delivered, answers) = {
+            let mut given = self.given.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mine = given.entry(agent.clone()).or_default();
+            // Those given before and no longer waiting were consumed: forgotten (unless the page was full, which
+            // may not show them all).
+            if waiting.len() < DELIVER_AT_ONCE as usize {
+                mine.retain(|id| waiting.iter().any(|w| w.signal.id() == *id));
             }
-            let id = signal.id();
-            match self.runtime.send(agent, signal) {
-                Ok(()) => {
-                    mine.insert(id);
-                    delivered += 1;
+            let mut delivered = 0;
+            let mut answers = Vec::new();
+            for Waiting { signal, caller } in waiting {
+                let id = signal.id();
+                if mine.contains(&id) {
+                    continue;
                 }
-                // Not now (the agent is stopping, or its mailbox is full): the rest wait, in order, for later.
-                Err(err) => {
-                    tracing::warn!(%agent, %err, "a waiting signal could not be given to its agent yet");
-                    break;
+                let given = match caller {
+                    Some(_) => self.runtime.ask(agent, signal).map(|answer| answers.push((id, answer))),
+                    None => self.runtime.send(agent, signal),
+                };
+                match given {
+                    Ok(()) => {
+                        mine.insert(id);
+                        delivered += 1;
+                    }
+                    // Not now (the agent is stopping, or its mailbox is full): the rest wait, in order, for later.
+                    Err(err) => {
+                        tracing::warn!(%agent, %err, "a waiting signal could not be given to its agent yet");
+                        break;
+                    }
                 }
             }
+            (delivered, answers)
+        };
+        // Each reply is posted back as it comes, without holding up the next deliveries.
+        for (call, answer) in answers {
+            let replies = self.replies.clone();
+            tokio::spawn(async move {
+                match answer.reply(CALL_REPLY_WAIT).await {
+                    Ok(value) => {
+                        if let Err(err) = replies.reply(call, &value).await {
+                            tracing::warn!(%call, %err, "a reply could not be posted back to its caller");
+                        }
+                    }
+                    Err(err) => tracing::warn!(%call, %err, "an agent did not reply to a call from another node"),
+                }
+            });
         }
         Ok(delivered)
     }
@@ -253,6 +332,19 @@ impl Node {
         Ok(tick)
     }
 
+    /// Leaves the cluster: shuts the runtime down gracefully within `grace` (its agents stay in the journal, to
+    /// be brought back) and lets every lease go, so the other nodes take its agents at their next round rather
+    /// than once the leases run out.
+    pub async fn leave(&self, grace: Duration) -> Result<(), NodeError> {
+        self.runtime.shutdown(grace).await;
+        for (agent, epoch) in self.fence.held() {
+            self.fence.release(&agent);
+            let lease = Lease { agent, node: self.options.name.clone(), epoch, expires_at: Default::default() };
+            self.owners.let_go(&lease).await?;
+        }
+        Ok(())
+    }
+
     /// Stops this node's copy of an agent whose lease it lost. What the copy still writes is refused by the
     /// journal, so stopping it changes nothing there: the node that holds the agent now has it.
     pub async fn step_down(&self, agent: &AgentId) {
@@ -277,10 +369,19 @@ impl Node {
         let mut pushed = crate::inbox::listen(&self.options.url).await?;
         let listening = Arc::downgrade(self);
         tokio::spawn(async move {
-            while let Some(agent) = pushed.recv().await {
+            while let Some(heard) = pushed.next().await {
                 let Some(node) = listening.upgrade() else { return };
-                if let Err(err) = node.deliver(&agent).await {
-                    tracing::warn!(%agent, %err, "waiting signals could not be given at once; the next round will");
+                match heard {
+                    Heard::Pushed(agent) => {
+                        if let Err(err) = node.deliver(&agent).await {
+                            tracing::warn!(%agent, %err, "waiting signals could not be given at once; the next round will");
+                        }
+                    }
+                    Heard::Replied(call) => {
+                        if let Err(err) = node.replied(call).await {
+                            tracing::warn!(%call, %err, "a reply to a call of this node could not be read");
+                        }
+                    }
                 }
             }
         });

@@ -222,6 +222,19 @@ impl Owners {
         Ok(())
     }
 
+    /// Ends this node's lease now, if it still holds it at that epoch, keeping the epoch: any node may claim the
+    /// agent at once, at the next epoch (unlike [`Owners::release`], after which a claim starts at epoch 1 again).
+    /// For a node that leaves the cluster.
+    pub async fn let_go(&self, held: &Lease) -> Result<(), LeaseError> {
+        self.client
+            .execute(
+                "UPDATE agentry_owners SET expires_at = now() WHERE agent = $1 AND node = $2 AND epoch = $3",
+                &[&held.agent.as_str(), &held.node, &epoch_of(held)?],
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Ends whoever's lease on the agent now, keeping its epoch: the next claim takes the agent with the
     /// next epoch. For an operator's explicit failover (a node known dead before its leases run out).
     pub async fn expire(&self, agent: &AgentId) -> Result<(), LeaseError> {

@@ -66,6 +66,24 @@ pub struct Runtime {
     shared: Arc<Shared>,
 }
 
+/// An agent's reply to come, to a signal sent with [`Runtime::ask`].
+#[derive(Debug)]
+pub struct Answer {
+    agent: AgentId,
+    answer: tokio::sync::oneshot::Receiver<Value>,
+}
+
+impl Answer {
+    /// Waits at most `timeout` for the reply.
+    pub async fn reply(self, timeout: Duration) -> Result<Value, RuntimeError> {
+        match tokio::time::timeout(timeout, self.answer).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(_)) => Err(RuntimeError::Stopped(self.agent)),
+            Err(_) => Err(RuntimeError::Timeout { agent: self.agent, timeout }),
+        }
+    }
+}
+
 impl Runtime {
     /// Starts building a runtime.
     pub fn builder() -> RuntimeBuilder {
@@ -170,15 +188,21 @@ impl Runtime {
     pub async fn call(&self, agent: &AgentId, signal: Signal, timeout: Duration) -> Result<Value, RuntimeError> {
         check_from_outside(&signal)?;
         crate::sleep::wake(&self.shared, agent).await?;
+        self.ask(agent, signal)?.reply(timeout).await
+    }
+
+    /// Sends a signal to an awake agent now, in order with the signals sent before it, and returns its `Reply` to
+    /// come, to be waited for later ([`Answer::reply`]): for a caller that sends several signals in order and
+    /// waits for their replies apart (as a node delivering calls from other nodes does). An agent that is not
+    /// awake (hibernating: [`Runtime::thaw`] it first) is [`RuntimeError::NoSuchAgent`]; a signal of the
+    /// runtime's own kinds is [`RuntimeError::Forged`].
+    pub fn ask(&self, agent: &AgentId, signal: Signal) -> Result<Answer, RuntimeError> {
+        check_from_outside(&signal)?;
         let (reply, answer) = ractor::concurrency::oneshot();
         if !self.shared.directory.tell(agent, Untyped::Call(Box::new(signal), reply.into())) {
             return Err(RuntimeError::NoSuchAgent(agent.clone()));
         }
-        match tokio::time::timeout(timeout, answer).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(_)) => Err(RuntimeError::Stopped(agent.clone())),
-            Err(_) => Err(RuntimeError::Timeout { agent: agent.clone(), timeout }),
-        }
+        Ok(Answer { agent: agent.clone(), answer })
     }
 
     /// "Always allow": lets `action` run on `agent` without approval from now on, and approves its runs that

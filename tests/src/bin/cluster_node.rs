@@ -8,6 +8,9 @@
 //! - `add <agent> <n>`: sends `add n` and waits for the reply and for the journal to hold it under this node's
 //!   lease; prints `ack <agent> <n>` only then, else `nack <agent> <n> <why>`.
 //! - `state <agent>`: prints `state <agent> <json>` (or `nack <agent> state <why>`).
+//! - `call <agent> <n> <timeout-ms>`: calls the agent with `add n` wherever it lives; prints `replied <agent> <n>
+//!   <reply>` or `nack <agent> <n> <why>`.
+//! - `send <agent> <n>`: sends `add n` to the agent wherever it lives; prints `sent <agent> <n> <where>`.
 //!
 //! Signals pushed into an agent's inbox (by the test, or by another node) reach it on the node that holds it.
 
@@ -61,6 +64,23 @@ async fn main() {
                 }
             }
             ["add", agent, n] => say(&add(&node, agent, n.parse().expect("a number")).await),
+            ["call", agent, n, ms] => {
+                let id = AgentId::new(*agent).expect("an id");
+                let signal = Signal::new("add", json!(n.parse::<u64>().expect("a number"))).expect("a kind");
+                let timeout = Duration::from_millis(ms.parse().expect("a timeout in ms"));
+                match node.call(&id, signal, timeout).await {
+                    Ok(reply) => say(&format!("replied {agent} {n} {reply}")),
+                    Err(err) => say(&format!("nack {agent} {n} {err}")),
+                }
+            }
+            ["send", agent, n] => {
+                let id = AgentId::new(*agent).expect("an id");
+                let signal = Signal::new("add", json!(n.parse::<u64>().expect("a number"))).expect("a kind");
+                match node.send(&id, signal).await {
+                    Ok(sent) => say(&format!("sent {agent} {n} {sent:?}")),
+                    Err(err) => say(&format!("nack {agent} {n} {err}")),
+                }
+            }
             ["state", agent] => {
                 let id = AgentId::new(*agent).expect("an id");
                 let asked = node.runtime().call(&id, Signal::new("ask", json!(null)).expect("a kind"), CALL).await;

@@ -32,7 +32,13 @@ CREATE TABLE IF NOT EXISTS agentry_inbox (
     signal   UUID NOT NULL,
     body     TEXT NOT NULL,
     consumed TIMESTAMPTZ, -- when its agent consumed it (kept a while, so a late retry is a duplicate)
+    caller   TEXT,        -- the node waiting for the agent's reply, for a call
     UNIQUE (agent, signal)
+);
+CREATE TABLE IF NOT EXISTS agentry_replies (
+    signal UUID PRIMARY KEY, -- the call's signal
+    body   TEXT NOT NULL,    -- the reply, as JSON
+    made   TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS agentry_inbox_waiting ON agentry_inbox (agent, place) WHERE consumed IS NULL;
 ";
