@@ -92,6 +92,8 @@ pub struct Tick {
     pub lost: Vec<AgentId>,
     /// Agents of dead nodes it took over and brought back.
     pub taken: Vec<AgentId>,
+    /// Agents that ended here: their leases let go.
+    pub ended: Vec<AgentId>,
 }
 
 /// A runtime in a cluster. See the module docs.
@@ -101,6 +103,8 @@ pub struct Node {
     /// Per agent, the waiting signals this process gave it that its journal has not marked consumed yet (so they
     /// are not given twice while that commit is on its way).
     given: Mutex<HashMap<AgentId, HashSet<Uuid>>>,
+    /// Agents being spawned here: their leases are claimed before the journal has them.
+    spawning: Mutex<HashSet<AgentId>>,
     /// The inbox's connection that posts replies to calls from other nodes.
     replies: Arc<Inbox>,
     /// The calls this node made to agents held elsewhere, waiting for their replies, by signal id.
@@ -127,6 +131,7 @@ impl Node {
             owners: Arc::new(owners),
             inbox: tokio::sync::Mutex::new(inbox),
             given: Mutex::new(HashMap::new()),
+            spawning: Mutex::new(HashSet::new()),
             replies,
             calls: Mutex::new(HashMap::new()),
             fence,
@@ -157,7 +162,10 @@ impl Node {
         let id = opts.id.get_or_insert_with(AgentId::random).clone();
         let lease = self.owners.claim(&id).await?;
         self.fence.hold(lease.agent.clone(), lease.epoch);
-        match self.runtime.spawn(domain, opts).await {
+        self.spawning.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id.clone());
+        let spawned = self.runtime.spawn(domain, opts).await;
+        self.spawning.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
+        match spawned {
             Ok(spawned) => Ok(spawned),
             Err(err) => {
                 self.fence.release(&id);
@@ -324,6 +332,24 @@ impl Node {
             }
         }
         let held: Vec<AgentId> = self.fence.held().into_iter().map(|(agent, _)| agent).collect();
+        // An agent that ended here (the journal dropped it, the runtime has it no more) lets its lease go.
+        for agent in self.owners.ended(&held).await? {
+            let spawning = self.spawning.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&agent);
+            if spawning || self.runtime.contains(&agent) {
+                continue;
+            }
+            if let Some(epoch) = self.fence.epoch(&agent) {
+                self.fence.release(&agent);
+                let lease = Lease {
+                    agent: agent.clone(),
+                    node: self.options.name.clone(),
+                    epoch,
+                    expires_at: Default::default(),
+                };
+                self.owners.let_go(&lease).await?;
+                tick.ended.push(agent);
+            }
+        }
         let waiting = self.inbox.lock().await.with_waiting(&held).await?;
         for agent in waiting {
             self.deliver(&agent).await?;
@@ -405,7 +431,7 @@ impl Node {
                         match lost {
                             Ok(agent) => {
                                 node.step_down(&agent).await;
-                                Tick { lost: vec![agent], taken: Vec::new() }
+                                Tick { lost: vec![agent], ..Tick::default() }
                             }
                             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
@@ -413,7 +439,7 @@ impl Node {
                     }
                 };
                 if let Some(ticks) = &ticks
-                    && (!tick.lost.is_empty() || !tick.taken.is_empty())
+                    && tick != Tick::default()
                 {
                     let _ = ticks.send(tick);
                 }

@@ -267,6 +267,25 @@ impl Owners {
             .collect()
     }
 
+    /// Which of `agents` the shared journal no longer keeps (they ended), in order.
+    pub async fn ended(&self, agents: &[AgentId]) -> Result<Vec<AgentId>, LeaseError> {
+        let names: Vec<&str> = agents.iter().map(AgentId::as_str).collect();
+        let rows = self
+            .client
+            .query(
+                "SELECT h.agent FROM unnest($1::text[]) AS h(agent)
+                 WHERE NOT EXISTS (SELECT 1 FROM agentry_agents a WHERE a.agent = h.agent) ORDER BY h.agent",
+                &[&names],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let agent: String = row.try_get(0)?;
+                AgentId::new(agent.as_str()).map_err(|e| LeaseError::Corrupt(format!("agent `{agent}`: {e}")))
+            })
+            .collect()
+    }
+
     /// The agent's lease as the database has it now (expired or not), if anyone ever held it and did not
     /// release it.
     pub async fn owner(&self, agent: &AgentId) -> Result<Option<Lease>, LeaseError> {

@@ -222,3 +222,17 @@ async fn a_call_from_one_node_is_answered_by_an_agent_on_another() {
     assert_eq!(a.ask("call far 10 10000", "replied far 10").await, "replied far 10 6");
     assert_eq!(a.state("far").await.applied, vec![5, 6, 7, 8, 9, 10]);
 }
+
+/// An agent that ended on a node lets its lease go: another node may spawn an agent under its id at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_ended_lets_its_lease_go() {
+    let Some(postgres) = postgres("cluster_ended") else { return };
+    let mut a = NodeProcess::start(NODE, &postgres, LEASE_MS, "a").await;
+    let mut b = NodeProcess::start(NODE, &postgres, LEASE_MS, "b").await;
+    a.ask("spawn once", "spawned once").await;
+    let refused = b.ask("spawn once", "").await;
+    assert!(refused.starts_with("refused once"), "held by a: {refused}");
+    a.ask("stop once", "stopped once").await;
+    a.expect("ended once").await;
+    assert_eq!(b.ask("spawn once", "").await, "spawned once", "free once it ended");
+}

@@ -164,6 +164,11 @@ impl Runtime {
         crate::sleep::wake(&self.shared, id).await
     }
 
+    /// Whether the runtime has this agent, awake or hibernating.
+    pub fn contains(&self, id: &AgentId) -> bool {
+        self.shared.directory.get(id).is_some() || crate::sleep::is_asleep(&self.shared, id)
+    }
+
     /// Whether an agent is hibernating.
     pub fn is_hibernating(&self, id: &AgentId) -> bool {
         crate::sleep::is_asleep(&self.shared, id)

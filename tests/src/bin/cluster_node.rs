@@ -10,6 +10,8 @@
 //! - `state <agent>`: prints `state <agent> <json>` (or `nack <agent> state <why>`).
 //! - `call <agent> <n> <timeout-ms>`: calls the agent with `add n` wherever it lives; prints `replied <agent> <n>
 //!   <reply>` or `nack <agent> <n> <why>`.
+//! - `stop <agent>`: ends the agent (it is dropped from the journal); prints `stopped <agent>`, and `ended
+//!   <agent>` once the node let its lease go.
 //! - `send <agent> <n>`: sends `add n` to the agent wherever it lives; prints `sent <agent> <n> <where>`.
 //!
 //! Signals pushed into an agent's inbox (by the test, or by another node) reach it on the node that holds it.
@@ -49,6 +51,7 @@ async fn main() {
         while let Some(tick) = told.recv().await {
             tick.taken.iter().for_each(|agent| say(&format!("took {agent}")));
             tick.lost.iter().for_each(|agent| say(&format!("lost {agent}")));
+            tick.ended.iter().for_each(|agent| say(&format!("ended {agent}")));
         }
     });
     say(&format!("up {name}"));
@@ -63,6 +66,10 @@ async fn main() {
                     Err(err) => say(&format!("refused {agent} {err}")),
                 }
             }
+            ["stop", agent] => match node.runtime().stop(&AgentId::new(*agent).expect("an id")).await {
+                Ok(()) => say(&format!("stopped {agent}")),
+                Err(err) => say(&format!("nack {agent} stop {err}")),
+            },
             ["add", agent, n] => say(&add(&node, agent, n.parse().expect("a number")).await),
             ["call", agent, n, ms] => {
                 let id = AgentId::new(*agent).expect("an id");
