@@ -377,7 +377,8 @@ impl Node {
         self.fence.release(agent);
         self.given.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(agent);
         tracing::warn!(%agent, node = %self.options.name, "this node lost the agent's lease and stops its copy");
-        let _ = self.runtime.stop(agent).await;
+        let reason = format!("node `{}` lost the agent's lease: another node holds it now", self.options.name);
+        let _ = self.runtime.stop_because(agent, &reason).await;
     }
 
     /// Runs the upkeep every third of the lease duration, and steps down from every agent the journal refuses,

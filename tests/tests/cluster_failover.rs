@@ -83,14 +83,11 @@ async fn a_frozen_node_that_lost_its_leases_cannot_write_and_steps_down() {
     // Continued, a still runs its copy until it learns otherwise: its write is refused by epoch.
     a.signal("CONT");
     a.send("add t 4").await;
-    let answer = a.expect("").await;
-    let answer = if answer == "lost t" {
-        a.expect("nack t 4").await
-    } else {
-        a.expect("lost t").await;
-        answer
-    };
+    let answer = a.expect_any(&["ack t 4", "nack t 4"]).await;
     assert!(answer.starts_with("nack t 4"), "a stale node's write was acknowledged: {answer}");
+    a.expect("lost t").await;
+    let said = a.expect("stopped-event t").await;
+    assert!(said.contains("node `a` lost the agent's lease"), "its events say why it stopped its copy: {said}");
 
     assert_eq!(b.state("t").await.applied, vec![1, 2, 3], "nothing of the stale node's reached the journal");
     // What the journal holds, read afresh by a third node that takes the agent once a and b are gone.

@@ -429,6 +429,11 @@ impl Runtime {
 
     /// Stops an agent and waits until it has stopped; its running actions are cancelled.
     pub async fn stop(&self, id: &AgentId) -> Result<(), RuntimeError> {
+        self.stop_because(id, "stopped by the runtime").await
+    }
+
+    /// [`Runtime::stop`], saying why in its `agent_stopped` event.
+    pub async fn stop_because(&self, id: &AgentId, reason: &str) -> Result<(), RuntimeError> {
         // A hibernating agent is ended where it sleeps.
         if self.shared.directory.get(id).is_none() && self.shared.sleeping.remove(id).is_some() {
             if let Some(durable) = self.shared.store.durable() {
@@ -437,7 +442,7 @@ impl Runtime {
             return Ok(());
         }
         let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
-        self.shared.stop_agent(&entry, "stopped by the runtime".into());
+        self.shared.stop_agent(&entry, reason.into());
         let _ = entry.cell.wait(None).await;
         Ok(())
     }

@@ -3,7 +3,8 @@
 //!
 //! `cluster_node <name> <lease-ms>` joins the cluster, keeps its leases (a heartbeat every third of the lease)
 //! and prints `up <name>`; then it prints `took <agent>` for each agent of a dead node it takes over and `lost
-//! <agent>` for each agent whose lease it lost (it stops its copy), and takes one command a line on stdin:
+//! <agent>` for each agent whose lease it lost (it stops its copy), `stopped-event <agent> <reason>` for each
+//! agent its runtime announces stopped, and takes one command a line on stdin:
 //! - `spawn <agent>`: spawns a `Tally` here (claiming its lease); prints `spawned <agent>` or `refused <agent> <why>`.
 //! - `add <agent> <n>`: sends `add n` and waits for the reply and for the journal to hold it under this node's
 //!   lease; prints `ack <agent> <n>` only then, else `nack <agent> <n> <why>`.
@@ -52,6 +53,21 @@ async fn main() {
             tick.taken.iter().for_each(|agent| say(&format!("took {agent}")));
             tick.lost.iter().for_each(|agent| say(&format!("lost {agent}")));
             tick.ended.iter().for_each(|agent| say(&format!("ended {agent}")));
+        }
+    });
+    // The runtime's own word on agents stopped (a node that lost an agent's lease says so).
+    let mut events = node.runtime().events();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(event) => {
+                    if let agentry::events::EventKind::AgentStopped { reason } = &event.kind {
+                        say(&format!("stopped-event {} {reason}", event.agent));
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
         }
     });
     say(&format!("up {name}"));
