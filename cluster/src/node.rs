@@ -83,6 +83,11 @@ pub enum NodeError {
     /// An inbox refused or failed.
     #[error(transparent)]
     Inbox(#[from] InboxError),
+    /// A spawn under an id the journal keeps already.
+    #[error(
+        "agent `{0}` is in the journal already (another node's, or one whose node died); expected a new id, or the node that takes it over to bring it back"
+    )]
+    Exists(AgentId),
 }
 
 /// What one round of a node's upkeep did ([`Node::tick`]).
@@ -103,6 +108,8 @@ pub struct Node {
     /// Per agent, the waiting signals this process gave it that its journal has not marked consumed yet (so they
     /// are not given twice while that commit is on its way).
     given: Mutex<HashMap<AgentId, HashSet<Uuid>>>,
+    /// Held while signals are given from an inbox.
+    delivering: tokio::sync::Mutex<()>,
     /// Agents being spawned here: their leases are claimed before the journal has them.
     spawning: Mutex<HashSet<AgentId>>,
     /// The inbox's connection that posts replies to calls from other nodes.
@@ -132,6 +139,7 @@ impl Node {
             inbox: tokio::sync::Mutex::new(inbox),
             given: Mutex::new(HashMap::new()),
             spawning: Mutex::new(HashSet::new()),
+            delivering: tokio::sync::Mutex::new(()),
             replies,
             calls: Mutex::new(HashMap::new()),
             fence,
@@ -160,6 +168,12 @@ impl Node {
     /// [`LeaseError::Held`]), then spawns it. `opts.id` names it; without one, a new id is made.
     pub async fn spawn<A: Agent>(&self, domain: A, mut opts: SpawnOptions) -> Result<AgentRef<A>, NodeError> {
         let id = opts.id.get_or_insert_with(AgentId::random).clone();
+        // Spawning would start the agent afresh, dropping what the journal keeps of it: brought back instead.
+        if let Some(journal) = self.runtime.store().durable()
+            && journal.agent(&id)?.is_some()
+        {
+            return Err(NodeError::Exists(id));
+        }
         let lease = self.owners.claim(&id).await?;
         self.fence.hold(lease.agent.clone(), lease.epoch);
         self.spawning.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id.clone());
@@ -234,6 +248,8 @@ impl Node {
         if self.fence.epoch(agent).is_none() {
             return Ok(0);
         }
+        // One delivery at a time: what is waiting and what was given are read and changed together.
+        let _one = self.delivering.lock().await;
         let waiting = self.inbox.lock().await.waiting(agent, DELIVER_AT_ONCE).await?;
         // A call is sent to the agent awake (a sleeper keeps plain signals, not calls).
         if waiting.iter().any(|w| w.caller.is_some()) {

@@ -191,9 +191,14 @@ impl Owners {
         let rows = self
             .client
             .query(
-                "UPDATE agentry_owners AS o SET expires_at = now() + $2::bigint * interval '1 millisecond'
-                 FROM unnest($3::text[], $4::bigint[]) AS h(agent, epoch)
-                 WHERE o.agent = h.agent AND o.epoch = h.epoch AND o.node = $1
+                // The rows are locked in the order of their agents, as a node's journal locks them for its fence:
+                // a heartbeat and a commit never wait for each other in a circle.
+                "WITH locked AS (
+                     SELECT agent FROM agentry_owners WHERE agent = ANY($3) AND node = $1 ORDER BY agent FOR UPDATE
+                 )
+                 UPDATE agentry_owners AS o SET expires_at = now() + $2::bigint * interval '1 millisecond'
+                 FROM unnest($3::text[], $4::bigint[]) AS h(agent, epoch), locked AS l
+                 WHERE o.agent = h.agent AND o.agent = l.agent AND o.epoch = h.epoch AND o.node = $1
                  RETURNING o.agent, o.node, o.epoch, o.expires_at",
                 &[&self.node, &self.ttl_ms, &agents, &epochs],
             )

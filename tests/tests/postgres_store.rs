@@ -69,3 +69,58 @@ async fn a_server_that_is_not_there_is_a_typed_error() {
     let err = PostgresStore::connect("this is = not a connection string at all").expect_err("refused");
     assert!(matches!(err, StoreError::Database(_)), "{err}");
 }
+
+/// Two runtimes writing one journal at once (as nodes of a cluster do), both running actions: each run keeps its
+/// own place (places come from the database, a block per writer), so neither's commits collide with the other's
+/// and every run either ran is in the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_of_one_journal_keep_every_run() {
+    use agentry::events::EventKind;
+    use agentry_tests::durable::Worker;
+    let Some(postgres) = agentry_tests::postgres::or_skip("postgres_store") else { return };
+    let folder = tempfile::tempdir().expect("a folder");
+    let mut runtimes = Vec::new();
+    for n in 0..2 {
+        let store = PostgresStore::connect(&postgres.url()).expect("the journal connects");
+        let builder = Runtime::builder().agent::<Worker>().expect("registers").skill(agentry_tests::durable::extra());
+        let (runtime, _) =
+            builder.data_dir(folder.path().join(n.to_string())).store(Arc::new(store)).open().await.expect("opens");
+        runtimes.push(runtime);
+    }
+    let ticks = 4;
+    let mut completed = Vec::new();
+    for (n, runtime) in runtimes.iter().enumerate() {
+        let mut events = runtime.events();
+        let opts = SpawnOptions { id: Some(AgentId::new(format!("w{n}")).expect("an id")), ..SpawnOptions::default() };
+        let worker = runtime.spawn(Worker::default(), opts).await.expect("spawned");
+        for _ in 0..ticks {
+            worker.send(Signal::new("tick", json!({})).expect("a kind")).expect("sent");
+        }
+        completed.push(tokio::spawn(async move {
+            // Three runs a tick (two ledger actions and a pure one), each announced as it completes.
+            let mut done = 0;
+            while done < 3 * ticks {
+                match events.recv().await {
+                    Ok(event) if matches!(event.kind, EventKind::ActionCompleted { .. }) => done += 1,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                }
+            }
+            done
+        }));
+    }
+    for done in completed {
+        let done = tokio::time::timeout(Duration::from_secs(60), done).await.expect("in time").expect("counted");
+        assert!(done >= 3 * ticks, "{done} runs completed");
+    }
+    for runtime in &runtimes {
+        runtime.shutdown(Duration::from_secs(5)).await;
+    }
+    drop(runtimes);
+    let store = PostgresStore::connect(&postgres.url()).expect("connects");
+    let runs = store.keyed_runs(&agentry::store::RunQuery::default()).expect("reads");
+    for n in 0..2 {
+        let mine = runs.iter().filter(|(r, _)| r.agent.as_str() == format!("w{n}")).count();
+        assert!(mine >= 3 * ticks as usize, "w{n}: {mine} runs journaled of at least {}", 3 * ticks);
+    }
+}

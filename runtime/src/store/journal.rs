@@ -151,6 +151,15 @@ impl<R: Reads> Journal<R> {
     /// Applies an update to a run going on. For a run that is not going on, the database says which error it
     /// is: [`StoreError::Ended`] if the run is there, [`StoreError::UnknownRun`] if not.
     pub(crate) fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
+        if !self.live.contains_key(&run)
+            && let Some(record) = self.stored(run).filter(|record| !record.status().is_final())
+        {
+            // A run going on that this journal did not load (another writer of a shared journal wrote it: a node
+            // took its agent over): from the database, as it is now.
+            if let dashmap::Entry::Vacant(slot) = self.live.entry(run) {
+                slot.insert(record);
+            }
+        }
         let mut found = false;
         let ended = self.live.remove_if_mut(&run, |_, record| {
             found = true;

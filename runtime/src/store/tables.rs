@@ -100,6 +100,11 @@ pub(crate) trait Tables {
     fn job(&mut self, write: &JobWrite) -> Result<(), StoreError>;
     /// Drops every job of an agent.
     fn clear_jobs(&mut self, agent: &AgentId) -> Result<(), StoreError>;
+    /// Places for the runs this writer writes next, none given to another writer, for a journal several writers
+    /// share; `None` (by default) where this writer is the only one and numbers on from the last place.
+    fn reserve_places(&mut self) -> Result<Option<std::ops::Range<i64>>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// A journal's database as its writer thread holds it.
@@ -114,6 +119,12 @@ pub(crate) trait Database {
     fn open_runs(&mut self) -> Result<(i64, Vec<Uuid>), StoreError>;
     /// Called after each commit (SQLite counts its log here).
     fn committed(&mut self) {}
+    /// Whether ended runs may be gathered into rows of `run_batches`. Not in a journal several writers share:
+    /// a writer knows which runs have a row in `runs` only for those it wrote itself, and a run another writer
+    /// wrote must be updated where it is.
+    fn batches_ended_runs(&self) -> bool {
+        true
+    }
     /// Whether [`Tables::input_batch`] is to be given the ids of the signals logged (a journal that removes
     /// signals it logged from an inbox of its own).
     fn wants_input_ids(&self) -> bool {

@@ -422,6 +422,12 @@ pub(crate) struct Runs {
     /// Where a batched run's key and plan are made from their parts.
     pub(crate) key: String,
     pub(crate) plan: Vec<u8>,
+    /// The end (exclusive) of the places this writer may give (see [`Tables::reserve_places`]); 0 until it
+    /// asked.
+    pub(crate) place_end: i64,
+    /// Whether ended runs are never batched (a journal several writers share: see
+    /// [`Database::batches_ended_runs`]).
+    pub(crate) unbatched: bool,
 }
 
 #[derive(Default)]
@@ -465,6 +471,7 @@ impl Runs {
     pub(crate) fn load(&mut self, db: &mut dyn Database) -> Result<(), StoreError> {
         let (next_place, open) = db.open_runs()?;
         self.next_place = self.next_place.max(next_place);
+        self.unbatched = !db.batches_ended_runs();
         self.open.clear();
         self.open.extend(open);
         Ok(())
@@ -590,9 +597,16 @@ impl Runs {
                 self.pending.push((run, pending));
                 continue;
             }
+            if self.next_place >= self.place_end {
+                match db.reserve_places()? {
+                    Some(places) => (self.next_place, self.place_end) = (places.start, places.end),
+                    None => self.place_end = i64::MAX,
+                }
+            }
             let place = self.next_place;
             self.next_place += 1;
-            if self.settled(run, &pending)
+            if !self.unbatched
+                && self.settled(run, &pending)
                 && let Some(row) = &pending.record
             {
                 let (key, plan) = match (&pending.plan, &pending.parts) {

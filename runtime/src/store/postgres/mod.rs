@@ -108,7 +108,9 @@ impl PostgresStore {
         let reading_fence = fence.clone();
         let opened = std::thread::spawn(move || {
             let writer = Connection::open(&url)?;
-            let live = writer.runtime.block_on(prepare(&writer.client))?;
+            // A node's journal (fenced) is shared: the runs going on of the agents it takes over are read as
+            // they are then, not as they were when it connected.
+            let live = writer.runtime.block_on(prepare(&writer.client, reading_fence.is_none()))?;
             let reads = PgReads::start(Connection::open(&url)?, reading_fence)?;
             Ok::<_, StoreError>((writer, live, reads))
         });
@@ -130,7 +132,10 @@ const SCHEMA_LOCK: i64 = 0x4147_5459;
 
 /// Makes the tables if they are missing, refuses a journal a newer agentry wrote, and reads the runs that had not
 /// ended.
-async fn prepare(client: &tokio_postgres::Client) -> Result<DashMap<Uuid, RunRecord, FastHash>, StoreError> {
+async fn prepare(
+    client: &tokio_postgres::Client,
+    load_live: bool,
+) -> Result<DashMap<Uuid, RunRecord, FastHash>, StoreError> {
     // Two connections making the tables at once would collide on PostgreSQL's catalog: one at a time.
     client.execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK]).await.map_err(database)?;
     let made = async {
@@ -159,6 +164,9 @@ async fn prepare(client: &tokio_postgres::Client) -> Result<DashMap<Uuid, RunRec
     client.execute("SELECT pg_advisory_unlock($1)", &[&SCHEMA_LOCK]).await.map_err(database)?;
     made?;
     let live = DashMap::default();
+    if !load_live {
+        return Ok(live);
+    }
     for row in
         client.query("SELECT record FROM agentry_runs WHERE NOT final ORDER BY place", &[]).await.map_err(database)?
     {

@@ -5,12 +5,17 @@
 /// The schema's version. A journal written by a newer agentry is refused.
 pub(super) const VERSION: i32 = 1;
 
+/// How many places a writer takes from `agentry_places` at a time.
+pub(super) const PLACES_AT_ONCE: i64 = 4096;
+
 /// The tables, made when missing. Agent ids sort bytewise (`COLLATE "C"`), as in SQLite, so a listing pages the
 /// same way whatever the database's locale.
 pub(super) const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS agentry_journal (
     version INTEGER NOT NULL
 );
+-- Places of runs, a block of 4,096 per writer at a time (PLACES_AT_ONCE).
+CREATE SEQUENCE IF NOT EXISTS agentry_places INCREMENT BY 4096 START WITH 1;
 CREATE TABLE IF NOT EXISTS agentry_runs (
     place     BIGINT PRIMARY KEY,
     run       UUID NOT NULL UNIQUE,

@@ -426,6 +426,17 @@ impl Tables for PgTables<'_> {
         }
     }
 
+    /// Places from a sequence, a block at a time: nodes sharing the journal never give the same place.
+    fn reserve_places(&mut self) -> Result<Option<std::ops::Range<i64>>, StoreError> {
+        self.send()?;
+        let Connection { runtime, client } = &self.database.connection;
+        let start: i64 = runtime
+            .block_on(client.query_one("SELECT nextval('agentry_places')", &[]))
+            .and_then(|row| row.try_get(0))
+            .map_err(database)?;
+        Ok(Some(start..start + super::schema::PLACES_AT_ONCE))
+    }
+
     fn clear_jobs(&mut self, agent: &AgentId) -> Result<(), StoreError> {
         self.write(
             Owner::Agent(agent.clone()),
@@ -458,5 +469,10 @@ impl Database for PgDatabase {
     /// A node's journal (fenced) takes the signals it logs out of their agents' inboxes.
     fn wants_input_ids(&self) -> bool {
         self.fence.is_some()
+    }
+
+    /// A node's journal (fenced) is shared: every run keeps its row.
+    fn batches_ended_runs(&self) -> bool {
+        self.fence.is_none()
     }
 }
