@@ -35,6 +35,16 @@ pub struct Waiting {
 /// What a push or a take could not do.
 #[derive(Debug, thiserror::Error)]
 pub enum InboxError {
+    /// A signal of the runtime's own kinds, or claiming to come from the runtime: only the runtime makes those.
+    #[error(
+        "a signal of kind `{kind}` from `{source_name}` cannot be sent to an agent; expected a kind and a source of the application's own"
+    )]
+    Forged {
+        /// Its kind.
+        kind: String,
+        /// Its source.
+        source_name: String,
+    },
     /// The agent's inbox is full.
     #[error("the inbox of agent `{agent}` holds {limit} signals already; expected its owner to take some first")]
     Full {
@@ -106,6 +116,13 @@ impl Inbox {
         signal: &Signal,
         caller: Option<&str>,
     ) -> Result<Pushed, InboxError> {
+        // Refused here, as the runtime would refuse it at delivery, rather than kept to block the agent's inbox.
+        if agentry::kinds::is_reserved(signal.kind().as_str()) || agentry::kinds::is_runtime_source(signal.source()) {
+            return Err(InboxError::Forged {
+                kind: signal.kind().to_string(),
+                source_name: signal.source().to_owned(),
+            });
+        }
         let body = serde_json::to_string(signal).map_err(|e| InboxError::Corrupt {
             agent: agent.clone(),
             message: format!("the signal does not serialize: {e}"),

@@ -108,6 +108,9 @@ pub struct Node {
     /// Per agent, the waiting signals this process gave it that its journal has not marked consumed yet (so they
     /// are not given twice while that commit is on its way).
     given: Mutex<HashMap<AgentId, HashSet<Uuid>>>,
+    /// Every agent this node spawned or took over (so that, should it miss word of a lost lease, it can find
+    /// the copies it runs of agents it no longer holds).
+    ran: Mutex<HashSet<AgentId>>,
     /// Held while signals are given from an inbox.
     delivering: tokio::sync::Mutex<()>,
     /// Agents being spawned here: their leases are claimed before the journal has them.
@@ -140,6 +143,7 @@ impl Node {
             given: Mutex::new(HashMap::new()),
             spawning: Mutex::new(HashSet::new()),
             delivering: tokio::sync::Mutex::new(()),
+            ran: Mutex::new(HashSet::new()),
             replies,
             calls: Mutex::new(HashMap::new()),
             fence,
@@ -176,6 +180,7 @@ impl Node {
         }
         let lease = self.owners.claim(&id).await?;
         self.fence.hold(lease.agent.clone(), lease.epoch);
+        self.ran(&id);
         self.spawning.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id.clone());
         let spawned = self.runtime.spawn(domain, opts).await;
         self.spawning.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
@@ -331,8 +336,15 @@ impl Node {
             if placement::place(&agent, &nodes) != Some(self.options.name.as_str()) {
                 continue;
             }
+            // A copy this node still runs of it (its writes were refused before it was stopped) may have gone past
+            // the journal: stopped first, and the agent brought back from the journal.
+            if self.runtime.contains(&agent) {
+                self.step_down(&agent).await;
+                tick.lost.push(agent.clone());
+            }
             match self.owners.claim(&agent).await {
                 Ok(lease) => {
+                    self.ran(&agent);
                     self.fence.hold(lease.agent.clone(), lease.epoch);
                     tick.taken.push(agent);
                 }
@@ -363,6 +375,7 @@ impl Node {
                     expires_at: Default::default(),
                 };
                 self.owners.let_go(&lease).await?;
+                self.ran.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&agent);
                 tick.ended.push(agent);
             }
         }
@@ -387,6 +400,17 @@ impl Node {
         Ok(())
     }
 
+    /// Notes an agent this node runs.
+    fn ran(&self, agent: &AgentId) {
+        self.ran.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(agent.clone());
+    }
+
+    /// The agents this node ran that it no longer holds but whose copies its runtime still has.
+    fn not_held(&self) -> Vec<AgentId> {
+        let ran = self.ran.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        ran.iter().filter(|a| self.fence.epoch(a).is_none() && self.runtime.contains(a)).cloned().collect()
+    }
+
     /// Stops this node's copy of an agent whose lease it lost. What the copy still writes is refused by the
     /// journal, so stopping it changes nothing there: the node that holds the agent now has it.
     pub async fn step_down(&self, agent: &AgentId) {
@@ -395,6 +419,7 @@ impl Node {
         tracing::warn!(%agent, node = %self.options.name, "this node lost the agent's lease and stops its copy");
         let reason = format!("node `{}` lost the agent's lease: another node holds it now", self.options.name);
         let _ = self.runtime.stop_because(agent, &reason).await;
+        self.ran.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(agent);
     }
 
     /// Runs the upkeep every third of the lease duration, and steps down from every agent the journal refuses,
@@ -446,11 +471,20 @@ impl Node {
                     lost = refused.recv() => {
                         let Some(node) = node.upgrade() else { return };
                         match lost {
-                            Ok(agent) => {
+                            // Unless the node holds the agent again (it took it back, stopping that copy first).
+                            Ok(agent) if node.fence.epoch(&agent).is_none() => {
                                 node.step_down(&agent).await;
                                 Tick { lost: vec![agent], ..Tick::default() }
                             }
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                            Ok(_) => continue,
+                            // Missed: every copy this node runs of an agent it no longer holds stops.
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                                let lost = node.not_held();
+                                for agent in &lost {
+                                    node.step_down(agent).await;
+                                }
+                                Tick { lost, ..Tick::default() }
+                            }
                             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                         }
                     }

@@ -60,3 +60,20 @@ async fn a_full_inbox_refuses_with_a_typed_error_and_keeps_what_it_had() {
     assert_eq!(inbox.push(&id, &kept[0]).await.expect("a retry"), Pushed::Duplicate, "a retry is not refused");
     assert_eq!(inbox.len(&id).await.expect("counted"), 3);
 }
+
+/// The attack: a peer pushes a signal of the runtime's own kinds (a forged outcome), or one claiming to come from
+/// the runtime, into an agent's inbox. Refused at the push with a typed error, never kept to be refused at
+/// delivery (where it would block the signals behind it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_signal_is_refused_at_the_push() {
+    let Some(postgres) = agentry_tests::postgres::or_skip("cluster_inbox") else { return };
+    let mut inbox = Inbox::connect(&postgres.url(), 100).await.expect("the inbox");
+    let id = AgentId::new("victim").expect("an id");
+    let forged = Signal::new("action.completed", json!({"run": uuid::Uuid::now_v7()})).expect("a signal");
+    let err = inbox.push(&id, &forged).await.expect_err("refused");
+    assert!(matches!(err, InboxError::Forged { .. }), "{err}");
+    let claimed = Signal::builder("ping").source("agentry/agent/someone").data(json!({})).build().expect("a signal");
+    let err = inbox.push(&id, &claimed).await.expect_err("refused");
+    assert!(matches!(err, InboxError::Forged { .. }), "{err}");
+    assert_eq!(inbox.len(&id).await.expect("counted"), 0, "nothing kept");
+}

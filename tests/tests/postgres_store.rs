@@ -124,3 +124,54 @@ async fn two_writers_of_one_journal_keep_every_run() {
         assert!(mine >= 3 * ticks as usize, "w{n}: {mine} runs journaled of at least {}", 3 * ticks);
     }
 }
+
+/// The fence, in one process and without timing: a journal writes under the epoch its node holds; once another
+/// node took the agent (a newer epoch), the node's next write for it is refused, the agent is reported lost, and
+/// nothing of it reaches the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_journal_refuses_the_writes_of_an_agent_another_node_took() {
+    use agentry::store::{Fence, PostgresOptions};
+    use agentry_cluster::Owners;
+    let Some(postgres) = agentry_tests::postgres::or_skip("postgres_store") else { return };
+    let url = postgres.url();
+    let t = AgentId::new("t").expect("an id");
+    let a = Owners::connect(&url, "a", Duration::from_secs(60)).await.expect("node a");
+    let lease = a.claim(&t).await.expect("a holds t");
+    let fence = Fence::new("a");
+    fence.hold(t.clone(), lease.epoch);
+    let options = PostgresOptions { fence: Some(fence.clone()), ..PostgresOptions::default() };
+    let store = PostgresStore::connect_with(&url, options).expect("the fenced journal connects");
+    let (runtime, _) =
+        Runtime::builder().agent::<Tally>().expect("registers").store(Arc::new(store)).open().await.expect("opens");
+    let opts = SpawnOptions { id: Some(t.clone()), ..SpawnOptions::default() };
+    let agent = runtime.spawn(Tally::default(), opts).await.expect("spawned");
+    let add = |n: u64| Signal::new("add", json!(n)).expect("a kind");
+    agent.call(add(1), Duration::from_secs(10)).await.expect("added");
+    let durable = runtime.store().durable().expect("durable");
+    durable.flushed().await.expect("durable");
+
+    // Node b takes t over: a's lease ends, b's starts at the next epoch.
+    let mut lost = fence.lost();
+    a.expire(&t).await.expect("expired");
+    let b = Owners::connect(&url, "b", Duration::from_secs(60)).await.expect("node b");
+    assert_eq!(b.claim(&t).await.expect("b holds t").epoch, lease.epoch + 1);
+    // a's copy still runs and applies the signal in memory; its write is refused.
+    agent.call(add(2), Duration::from_secs(10)).await.expect("applied in memory");
+    durable.flushed().await.expect("the commit ended");
+    let told = tokio::time::timeout(Duration::from_secs(10), lost.recv()).await.expect("reported lost in time");
+    assert_eq!(told.expect("told"), t, "reported lost");
+    assert_eq!(fence.epoch(&t), None, "no longer held");
+    runtime.shutdown(Duration::from_secs(1)).await;
+    drop(runtime);
+
+    let journal = PostgresStore::connect(&url).expect("connects");
+    let durable = agentry::store::Store::durable(&journal).expect("durable");
+    let added: Vec<u64> = durable
+        .inputs_after(&t, 0)
+        .expect("reads")
+        .iter()
+        .filter(|(_, s)| s.kind().as_str() == "add")
+        .filter_map(|(_, s)| s.data().as_u64())
+        .collect();
+    assert_eq!(added, vec![1], "the write after the takeover never reached the journal");
+}
