@@ -222,15 +222,9 @@ impl Inbox {
                 &[&names],
             )
             .await?;
-        let mut found = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let name: String = row.try_get(0)?;
-            match AgentId::new(name.as_str()) {
-                Ok(agent) => found.push(agent),
-                Err(e) => return Err(InboxError::Corrupt { agent: agents[0].clone(), message: e.to_string() }),
-            }
-        }
-        Ok(found)
+        // The rows name agents of `agents`: those are given back.
+        let waiting: std::collections::HashSet<String> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+        Ok(agents.iter().filter(|agent| waiting.contains(agent.as_str())).cloned().collect())
     }
 
     /// Forgets signals consumed more than `kept` ago (a retry of one after that is taken as new); returns how

@@ -19,7 +19,7 @@ use agentry::runtime::{AgentRef, Recovery, Runtime, RuntimeBuilder, RuntimeError
 use agentry::signal::Signal;
 use agentry::store::{Fence, PostgresOptions, PostgresStore, StoreError};
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -181,9 +181,9 @@ impl Node {
         let lease = self.owners.claim(&id).await?;
         self.fence.hold(lease.agent.clone(), lease.epoch);
         self.ran(&id);
-        self.spawning.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id.clone());
+        self.spawning.lock().unwrap_or_else(PoisonError::into_inner).insert(id.clone());
         let spawned = self.runtime.spawn(domain, opts).await;
-        self.spawning.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
+        self.spawning.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
         match spawned {
             Ok(spawned) => Ok(spawned),
             Err(err) => {
@@ -220,7 +220,7 @@ impl Node {
         }
         let id = signal.id();
         let (told, reply) = tokio::sync::oneshot::channel();
-        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, told);
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner).insert(id, told);
         let called = async {
             self.inbox.lock().await.push_call(agent, &signal, &self.options.name).await?;
             // A reply posted before this node listened for it (a retry of an answered call) is already there.
@@ -230,7 +230,7 @@ impl Node {
             reply.await.map_err(|_| NodeError::Runtime(RuntimeError::Stopped(agent.clone())))
         };
         let answered = tokio::time::timeout(timeout, called).await;
-        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
         match answered {
             Ok(answer) => answer,
             Err(_) => Err(RuntimeError::Timeout { agent: agent.clone(), timeout }.into()),
@@ -239,7 +239,7 @@ impl Node {
 
     /// The reply to a call this node made came: given to the caller that waits for it.
     async fn replied(&self, call: Uuid) -> Result<(), NodeError> {
-        let waiting = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&call);
+        let waiting = self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&call);
         let Some(waiting) = waiting else { return Ok(()) };
         if let Some(value) = self.inbox.lock().await.take_reply(call).await? {
             let _ = waiting.send(value);
@@ -261,7 +261,7 @@ impl Node {
             self.runtime.thaw(agent).await?;
         }
         let (delivered, answers) = {
-            let mut given = self.given.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
             let mine = given.entry(agent.clone()).or_default();
             // Those given before and no longer waiting were consumed: forgotten (unless the page was full, which
             // may not show them all).
@@ -314,17 +314,8 @@ impl Node {
     /// lost), then claims the agents whose leases ran out (their node died or let them go) that placement over
     /// the live nodes gives to this node, and brings them back from the journal.
     pub async fn tick(&self) -> Result<Tick, NodeError> {
-        let held: Vec<Lease> = self
-            .fence
-            .held()
-            .into_iter()
-            .map(|(agent, epoch)| Lease {
-                agent,
-                node: self.options.name.clone(),
-                epoch,
-                expires_at: Default::default(),
-            })
-            .collect();
+        let held: Vec<Lease> =
+            self.fence.held().into_iter().map(|(agent, epoch)| self.lease_of(agent, epoch)).collect();
         let beat = self.owners.heartbeat(&held).await?;
         let mut tick = Tick::default();
         for lease in beat.lost {
@@ -362,20 +353,15 @@ impl Node {
         let held: Vec<AgentId> = self.fence.held().into_iter().map(|(agent, _)| agent).collect();
         // An agent that ended here (the journal dropped it, the runtime has it no more) lets its lease go.
         for agent in self.owners.ended(&held).await? {
-            let spawning = self.spawning.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&agent);
+            let spawning = self.spawning.lock().unwrap_or_else(PoisonError::into_inner).contains(&agent);
             if spawning || self.runtime.contains(&agent) {
                 continue;
             }
             if let Some(epoch) = self.fence.epoch(&agent) {
                 self.fence.release(&agent);
-                let lease = Lease {
-                    agent: agent.clone(),
-                    node: self.options.name.clone(),
-                    epoch,
-                    expires_at: Default::default(),
-                };
+                let lease = self.lease_of(agent.clone(), epoch);
                 self.owners.let_go(&lease).await?;
-                self.ran.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&agent);
+                self.ran.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
                 tick.ended.push(agent);
             }
         }
@@ -394,20 +380,25 @@ impl Node {
         self.runtime.shutdown(grace).await;
         for (agent, epoch) in self.fence.held() {
             self.fence.release(&agent);
-            let lease = Lease { agent, node: self.options.name.clone(), epoch, expires_at: Default::default() };
+            let lease = self.lease_of(agent, epoch);
             self.owners.let_go(&lease).await?;
         }
         Ok(())
     }
 
+    /// This node's lease on `agent` at `epoch`, as its fence holds it (the expiry is the database's business).
+    fn lease_of(&self, agent: AgentId, epoch: u64) -> Lease {
+        Lease { agent, node: self.options.name.clone(), epoch, expires_at: Default::default() }
+    }
+
     /// Notes an agent this node runs.
     fn ran(&self, agent: &AgentId) {
-        self.ran.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(agent.clone());
+        self.ran.lock().unwrap_or_else(PoisonError::into_inner).insert(agent.clone());
     }
 
     /// The agents this node ran that it no longer holds but whose copies its runtime still has.
     fn not_held(&self) -> Vec<AgentId> {
-        let ran = self.ran.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ran = self.ran.lock().unwrap_or_else(PoisonError::into_inner);
         ran.iter().filter(|a| self.fence.epoch(a).is_none() && self.runtime.contains(a)).cloned().collect()
     }
 
@@ -415,11 +406,11 @@ impl Node {
     /// journal, so stopping it changes nothing there: the node that holds the agent now has it.
     pub async fn step_down(&self, agent: &AgentId) {
         self.fence.release(agent);
-        self.given.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(agent);
+        self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         tracing::warn!(%agent, node = %self.options.name, "this node lost the agent's lease and stops its copy");
         let reason = format!("node `{}` lost the agent's lease: another node holds it now", self.options.name);
         let _ = self.runtime.stop_because(agent, &reason).await;
-        self.ran.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(agent);
+        self.ran.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
     }
 
     /// Runs the upkeep every third of the lease duration, and steps down from every agent the journal refuses,

@@ -264,12 +264,7 @@ impl Owners {
                 &[],
             )
             .await?;
-        rows.iter()
-            .map(|row| {
-                let agent: String = row.try_get(0)?;
-                AgentId::new(agent.as_str()).map_err(|e| LeaseError::Corrupt(format!("agent `{agent}`: {e}")))
-            })
-            .collect()
+        agent_ids(&rows)
     }
 
     /// Which of `agents` the shared journal no longer keeps (they ended), in order.
@@ -283,12 +278,7 @@ impl Owners {
                 &[&names],
             )
             .await?;
-        rows.iter()
-            .map(|row| {
-                let agent: String = row.try_get(0)?;
-                AgentId::new(agent.as_str()).map_err(|e| LeaseError::Corrupt(format!("agent `{agent}`: {e}")))
-            })
-            .collect()
+        agent_ids(&rows)
     }
 
     /// The agent's lease as the database has it now (expired or not), if anyone ever held it and did not
@@ -335,11 +325,21 @@ fn lease(row: &Row) -> Result<Lease, LeaseError> {
     let agent: String = row.try_get("agent")?;
     let epoch: i64 = row.try_get("epoch")?;
     Ok(Lease {
-        agent: AgentId::new(agent.as_str()).map_err(|e| LeaseError::Corrupt(format!("agent `{agent}`: {e}")))?,
+        agent: agent_id(&agent)?,
         node: row.try_get("node")?,
         epoch: u64::try_from(epoch).map_err(|_| LeaseError::Corrupt(format!("epoch {epoch}")))?,
         expires_at: row.try_get("expires_at")?,
     })
+}
+
+/// An agent id as the lease table or the journal keeps it: one that is not an id is a corrupt row.
+fn agent_id(text: &str) -> Result<AgentId, LeaseError> {
+    AgentId::new(text).map_err(|e| LeaseError::Corrupt(format!("agent `{text}`: {e}")))
+}
+
+/// The agent ids in the first column of `rows`.
+fn agent_ids(rows: &[Row]) -> Result<Vec<AgentId>, LeaseError> {
+    rows.iter().map(|row| agent_id(&row.try_get::<_, String>(0)?)).collect()
 }
 
 fn epoch_of(held: &Lease) -> Result<i64, LeaseError> {

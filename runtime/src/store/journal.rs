@@ -151,31 +151,34 @@ impl<R: Reads> Journal<R> {
     /// Applies an update to a run going on. For a run that is not going on, the database says which error it
     /// is: [`StoreError::Ended`] if the run is there, [`StoreError::UnknownRun`] if not.
     pub(crate) fn update(&self, run: Uuid, update: RunUpdate, at: DateTime<Utc>) -> Result<(), StoreError> {
-        if !self.live.contains_key(&run)
-            && let Some(record) = self.stored(run).filter(|record| !record.status().is_final())
-        {
-            // A run going on that this journal did not load (another writer of a shared journal wrote it: a node
-            // took its agent over): from the database, as it is now.
-            if let dashmap::Entry::Vacant(slot) = self.live.entry(run) {
-                slot.insert(record);
-            }
-        }
-        let mut found = false;
+        let mut update = Some(update);
         let ended = self.live.remove_if_mut(&run, |_, record| {
-            found = true;
-            record.apply(update, at);
+            if let Some(update) = update.take() {
+                record.apply(update, at);
+            }
             let ended = record.status().is_final();
             if !ended {
                 self.send(Op::Run(RunRow::of(record.clone())));
             }
             ended
         });
-        match ended {
+        match (ended, update) {
             // An ended run leaves the map, and its record crosses to the writer whole, without a copy.
-            Some((_, record)) => self.send(Op::Run(RunRow::of(record))),
-            None if found => {}
-            None if self.stored(run).is_some() => return Err(StoreError::Ended(run)),
-            None => return Err(StoreError::UnknownRun(run)),
+            (Some((_, record)), _) => self.send(Op::Run(RunRow::of(record))),
+            // Applied to a run going on.
+            (None, None) => {}
+            (None, Some(update)) => match self.stored(run) {
+                // A run going on that this journal did not load (another writer of a shared journal wrote it: a
+                // node took its agent over): from the database, as it is now.
+                Some(record) if !record.status().is_final() => {
+                    if let dashmap::Entry::Vacant(slot) = self.live.entry(run) {
+                        slot.insert(record);
+                    }
+                    return self.update(run, update, at);
+                }
+                Some(_) => return Err(StoreError::Ended(run)),
+                None => return Err(StoreError::UnknownRun(run)),
+            },
         }
         Ok(())
     }

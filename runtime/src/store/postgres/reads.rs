@@ -289,14 +289,13 @@ impl Reads for PgReads {
                 .map_err(database)?;
             rows.iter()
                 .map(|row| {
-                    let get = |e: tokio_postgres::Error| database(e);
                     alive_agent(
-                        row.try_get(0).map_err(get)?,
-                        row.try_get(1).map_err(get)?,
-                        row.try_get(2).map_err(get)?,
-                        row.try_get(3).map_err(get)?,
-                        row.try_get(4).map_err(get)?,
-                        row.try_get(5).map_err(get)?,
+                        row.try_get(0).map_err(database)?,
+                        row.try_get(1).map_err(database)?,
+                        row.try_get(2).map_err(database)?,
+                        row.try_get(3).map_err(database)?,
+                        row.try_get(4).map_err(database)?,
+                        row.try_get(5).map_err(database)?,
                     )
                 })
                 .collect()
