@@ -98,6 +98,37 @@ async fn the_everything_server_becomes_a_skill_whose_tools_run() {
     client.close();
 }
 
+/// A server's last progress, sent just before its result, reaches the run before the result does, call after
+/// call. (rmcp handles notifications on tasks of their own, which ran after the call had ended now and then, and
+/// the run ended at 75%, say; the transport now passes them on as it reads them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_last_progress_before_its_result_is_never_lost() {
+    use agentry::action::{Caller, CallerCan, CallerRequest};
+    let script = everything::script();
+    let server =
+        McpServer::stdio("everything", "node", [script.to_string_lossy().into_owned(), "stdio".to_owned()]).trusted();
+    let client = McpClient::connect(server).await.expect("the everything server starts and answers");
+    let op = operated(&client).await;
+    for call in 0..60 {
+        let (caller, mut heard) = Caller::new(CallerCan::default());
+        let params = json!({"duration": 0, "steps": 2});
+        let outcome = op
+            .runtime
+            .invoke_with(op.agent.id(), "mcp.everything.trigger-long-running-operation", params, caller)
+            .await
+            .expect("the call runs");
+        assert!(outcome.output.to_string().contains("completed"), "{:?}", outcome.output);
+        let mut progress = Vec::new();
+        while let Ok(request) = heard.try_recv() {
+            if let CallerRequest::Progress { progress: fraction, .. } = request {
+                progress.push(fraction);
+            }
+        }
+        assert_eq!(progress, [0.5, 1.0], "call {call}: every step is heard before the end, in order");
+    }
+    client.close();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_follow_list_changed_and_every_page_is_listed() {
     let client = McpClient::connect(test_server("test")).await.expect("the test server starts");

@@ -9,13 +9,14 @@ use super::super::client::Protocol;
 use super::super::contract::{ERROR_CLASS_META, ToolDef, ToolHints, ToolResult, WRAPPED_META};
 use super::super::oauth::OAuth;
 use super::caller::log_level;
+use super::in_order::InOrder;
 use super::stream_ready::StreamReady;
 use agentry::action::{Elicited, LogLevel};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, ElicitationCapability, ErrorCode, FormElicitationCapability, Implementation, ListToolsResult,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, Tool,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ServerNotification, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningServiceCancellationToken};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -304,9 +305,40 @@ impl Listener {
     /// Where what the server sends during a call goes: the only call in flight. With none, or several, which
     /// call it came in cannot be told from what MCP carries.
     fn flight(&self) -> Option<(mpsc::UnboundedSender<FromServer>, Arc<AtomicUsize>)> {
-        match lock(&self.in_flight).as_slice() {
-            [(_, to, asked)] => Some((to.clone(), asked.clone())),
-            _ => None,
+        only_flight(&self.in_flight)
+    }
+}
+
+/// The only call in flight, if there is exactly one.
+fn only_flight(in_flight: &InFlight) -> Option<(mpsc::UnboundedSender<FromServer>, Arc<AtomicUsize>)> {
+    match lock(in_flight).as_slice() {
+        [(_, to, asked)] => Some((to.clone(), asked.clone())),
+        _ => None,
+    }
+}
+
+/// What a server says during a call (log lines, and progress with a total), passed to the run whose call is in
+/// flight, when only one is, as the transport reads it ([`InOrder`]): so it reaches the run before the call's
+/// result does. Progress with no total is no fraction, and is not passed on.
+fn pass_to_flight(in_flight: InFlight) -> impl Fn(&ServerNotification) + Send + 'static {
+    move |notification| {
+        let sent = match notification {
+            ServerNotification::ProgressNotification(note) => {
+                let Some(total) = note.params.total.filter(|total| *total > 0.0) else { return };
+                FromServer::Progress { fraction: note.params.progress / total, message: note.params.message.clone() }
+            }
+            ServerNotification::LoggingMessageNotification(note) => {
+                let params = &note.params;
+                let (message, fields) = match &params.data {
+                    Value::String(text) => (text.clone(), None),
+                    data => (params.logger.clone().unwrap_or_default(), Some(data.clone())),
+                };
+                FromServer::Log { level: log_level(params.level), message, fields }
+            }
+            _ => return,
+        };
+        if let Some((to, _)) = only_flight(&in_flight) {
+            let _ = to.send(sent);
         }
     }
 }
@@ -359,31 +391,19 @@ impl ClientHandler for Listener {
         })
     }
 
-    /// A log line goes to the `tracing` log, and to the run whose call it came during, when one call is in
-    /// flight (so to that run's own caller).
+    /// A log line goes to the `tracing` log (the run whose call it came during hears of it from the transport,
+    /// [`pass_to_flight`]).
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
         let level = log_level(params.level);
-        let (message, fields) = match params.data {
-            Value::String(text) => (text, None),
-            data => (params.logger.clone().unwrap_or_default(), Some(data)),
+        let message = match &params.data {
+            Value::String(text) => text.clone(),
+            data => data.to_string(),
         };
         tracing::debug!(server = %self.name, logger = ?params.logger, ?level, "{message}");
-        if let Some((to, _)) = self.flight() {
-            let _ = to.send(FromServer::Log { level, message, fields });
-        }
-    }
-
-    /// Progress (the SDK gives each call a progress token) goes to the run whose call is in flight, when only
-    /// one is. Progress with no total is no fraction, and is not passed on.
-    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
-        let Some(total) = params.total.filter(|total| *total > 0.0) else { return };
-        if let Some((to, _)) = self.flight() {
-            let _ = to.send(FromServer::Progress { fraction: params.progress / total, message: params.message });
-        }
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -399,17 +419,17 @@ impl ClientHandler for Listener {
 
 /// The session on a transport, by the protocol chosen: the `initialize` handshake (2025-11-25), or
 /// `server/discover` first with `initialize` as the fallback for servers that do not know it (2026-07-28).
-async fn open_session<T, E, A>(
+async fn open_session<T>(
     listener: Listener,
     transport: T,
     protocol: Protocol,
 ) -> Result<rmcp::service::RunningService<RoleClient, Listener>, rmcp::service::ClientInitializeError>
 where
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
+    T: rmcp::transport::Transport<RoleClient> + 'static,
 {
     use rmcp::model::ProtocolVersion;
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let transport = InOrder::new(transport, pass_to_flight(listener.in_flight.clone()));
     match protocol {
         Protocol::V2025_11_25 => listener.serve(transport).await,
         Protocol::V2026_07_28 => {

@@ -4,6 +4,7 @@
 
 mod caller;
 mod client;
+mod in_order;
 mod server;
 mod stream_ready;
 
