@@ -37,14 +37,12 @@ where
         self.inner.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            let message = self.inner.receive().await?;
-            if let JsonRpcMessage::Notification(notification) = &message {
-                (self.heard)(&notification.notification);
-            }
-            Some(message)
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let JsonRpcMessage::Notification(notification) = &message {
+            (self.heard)(&notification.notification);
         }
+        Some(message)
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
