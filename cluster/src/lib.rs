@@ -11,7 +11,9 @@ pub mod inbox;
 pub mod node;
 pub mod owners;
 pub mod placement;
+pub mod wire;
 
 pub use inbox::{Heard, Inbox, InboxError, Listener, Pushed, Waiting, listen};
 pub use node::{Node, NodeError, NodeOptions, Sent, Tick};
 pub use owners::{Heartbeat, Lease, LeaseError, Owners, fence};
+pub use wire::{Wire, WireError, WireEvent, WireOptions, WireTls};

@@ -9,10 +9,16 @@
 //! that holds the agent gives it the signals waiting there, in order, as soon as it hears of them (`LISTEN`), at
 //! every round of upkeep, and when it takes the agent over. Its journal marks each one consumed in the same
 //! commit that logs it as the agent's input, so each is applied once, whatever crashes.
+//!
+//! With a [`Wire`] (`NodeOptions::wire`), a signal or a call for an agent held elsewhere goes first over the wire
+//! to the node that holds it, which puts it in the inbox and gives it to the agent at once (and sends a call's
+//! reply straight back); the inbox still decides that it is applied once. When no node takes it over the wire
+//! in time, it is left in the inbox as without a wire.
 
 use crate::inbox::{Heard, Inbox, InboxError, Pushed, Waiting};
 use crate::owners::{Lease, LeaseError, Owners};
 use crate::placement;
+use crate::wire::{Wire, WireError, WireOptions, WireReply, WireRequest};
 use agentry::agent::Agent;
 use agentry::id::AgentId;
 use agentry::runtime::{AgentRef, Recovery, Runtime, RuntimeBuilder, RuntimeError, SpawnOptions};
@@ -44,6 +50,8 @@ pub struct NodeOptions {
     pub keep_inputs: bool,
     /// The most signals that may wait in one agent's inbox.
     pub inbox_limit: u32,
+    /// The wire to the other nodes, the fast path for signals and calls (none: the inbox only).
+    pub wire: Option<WireOptions>,
 }
 
 impl NodeOptions {
@@ -55,6 +63,7 @@ impl NodeOptions {
             lease: Duration::from_secs(10),
             keep_inputs: false,
             inbox_limit: 10_000,
+            wire: None,
         }
     }
 }
@@ -66,6 +75,8 @@ pub enum Sent {
     Here,
     /// Into the agent's inbox, for the node that holds it (or will).
     Inbox(Pushed),
+    /// Over the wire to the node that holds the agent, which took it (new, or a duplicate it dropped).
+    Wire(Pushed),
 }
 
 /// Why a node could not start or act.
@@ -83,6 +94,17 @@ pub enum NodeError {
     /// An inbox refused or failed.
     #[error(transparent)]
     Inbox(#[from] InboxError),
+    /// The wire could not start.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// The node that holds the agent refused or failed a request over the wire.
+    #[error("the node holding agent `{agent}` refused over the wire: {reason}")]
+    Refused {
+        /// The agent.
+        agent: AgentId,
+        /// What that node said.
+        reason: String,
+    },
     /// A spawn under an id the journal keeps already.
     #[error(
         "agent `{0}` is in the journal already (another node's, or one whose node died); expected a new id, or the node that takes it over to bring it back"
@@ -119,6 +141,12 @@ pub struct Node {
     replies: Arc<Inbox>,
     /// The calls this node made to agents held elsewhere, waiting for their replies, by signal id.
     calls: Mutex<HashMap<Uuid, tokio::sync::oneshot::Sender<serde_json::Value>>>,
+    /// The calls that came over the wire to agents held here, waiting for their agents' replies, by signal id.
+    wire_calls: Mutex<HashMap<Uuid, tokio::sync::oneshot::Sender<serde_json::Value>>>,
+    /// The wire to the other nodes, if any.
+    wire: Option<Wire>,
+    /// This node, for the wire's requests (set by [`Node::keep`]: until then the wire answers `NotHere`).
+    me: Arc<std::sync::OnceLock<std::sync::Weak<Node>>>,
     fence: Fence,
     runtime: Runtime,
     options: NodeOptions,
@@ -129,7 +157,16 @@ impl Node {
     /// and opens the runtime from `builder` on it (a runtime whose agents this node will claim; nothing is
     /// brought back until it holds leases: see [`Node::tick`]).
     pub async fn start(builder: RuntimeBuilder, options: NodeOptions) -> Result<(Self, Recovery), NodeError> {
-        let owners = Owners::connect(&options.url, &options.name, options.lease).await?;
+        let mut owners = Owners::connect(&options.url, &options.name, options.lease).await?;
+        let me: Arc<std::sync::OnceLock<std::sync::Weak<Node>>> = Arc::default();
+        let wire = match &options.wire {
+            Some(wire) => {
+                let wire = Wire::start(&options.name, wire.clone(), answerer(me.clone())).await?;
+                owners.advertise(wire.address().to_string());
+                Some(wire)
+            }
+            None => None,
+        };
         owners.heartbeat(&[]).await?;
         let inbox = Inbox::connect(&options.url, options.inbox_limit).await?;
         let replies = Arc::new(Inbox::connect(&options.url, options.inbox_limit).await?);
@@ -146,6 +183,9 @@ impl Node {
             ran: Mutex::new(HashSet::new()),
             replies,
             calls: Mutex::new(HashMap::new()),
+            wire_calls: Mutex::new(HashMap::new()),
+            wire,
+            me,
             fence,
             runtime,
             options,
@@ -179,7 +219,7 @@ impl Node {
             return Err(NodeError::Exists(id));
         }
         let lease = self.owners.claim(&id).await?;
-        self.fence.hold(lease.agent.clone(), lease.epoch);
+        self.hold(&lease);
         self.ran(&id);
         self.spawning.lock().unwrap_or_else(PoisonError::into_inner).insert(id.clone());
         let spawned = self.runtime.spawn(domain, opts).await;
@@ -187,7 +227,7 @@ impl Node {
         match spawned {
             Ok(spawned) => Ok(spawned),
             Err(err) => {
-                self.fence.release(&id);
+                self.let_be(&id);
                 let _ = self.owners.release(&lease).await;
                 Err(err.into())
             }
@@ -200,6 +240,16 @@ impl Node {
         if self.fence.epoch(agent).is_some() {
             self.runtime.send(agent, signal)?;
             return Ok(Sent::Here);
+        }
+        if let Some(wire) = &self.wire {
+            let request = WireRequest::Send { agent: agent.clone(), signal: signal.clone() };
+            match wire.ask(&request).await {
+                Ok(WireReply::Accepted) => return Ok(Sent::Wire(Pushed::Kept)),
+                Ok(WireReply::Duplicate) => return Ok(Sent::Wire(Pushed::Duplicate)),
+                Ok(WireReply::Failed { reason }) => return Err(NodeError::Refused { agent: agent.clone(), reason }),
+                // No node took it over the wire: the inbox keeps it for the node that holds the agent.
+                Ok(_) | Err(_) => {}
+            }
         }
         Ok(Sent::Inbox(self.inbox.lock().await.push(agent, &signal).await?))
     }
@@ -217,6 +267,20 @@ impl Node {
             // After the signals waiting for it: a call keeps its order with what was sent before it from afar.
             self.deliver(agent).await?;
             return Ok(self.runtime.call(agent, signal, timeout).await?);
+        }
+        if let Some(wire) = &self.wire {
+            let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            let request = WireRequest::Call { agent: agent.clone(), signal: signal.clone(), timeout_ms };
+            let started = tokio::time::Instant::now();
+            match wire.ask(&request).await {
+                Ok(WireReply::Answer { value }) => return Ok(value),
+                Ok(WireReply::Failed { reason }) => return Err(NodeError::Refused { agent: agent.clone(), reason }),
+                // Taken before (this call is a retry): its answer, if it was not given yet, is posted back.
+                Ok(_) | Err(_) if started.elapsed() >= timeout => {
+                    return Err(RuntimeError::Timeout { agent: agent.clone(), timeout }.into());
+                }
+                Ok(_) | Err(_) => {}
+            }
         }
         let id = signal.id();
         let (told, reply) = tokio::sync::oneshot::channel();
@@ -296,9 +360,21 @@ impl Node {
         // Each reply is posted back as it comes, without holding up the next deliveries.
         for (call, answer) in answers {
             let replies = self.replies.clone();
+            let me = self.me.clone();
             tokio::spawn(async move {
                 match answer.reply(CALL_REPLY_WAIT).await {
                     Ok(value) => {
+                        // A call that came over the wire is answered there; another, through the replies table.
+                        let waiting = me.get().and_then(std::sync::Weak::upgrade).and_then(|node| {
+                            node.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&call)
+                        });
+                        let value = match waiting {
+                            Some(waiting) => match waiting.send(value) {
+                                Ok(()) => return,
+                                Err(value) => value,
+                            },
+                            None => value,
+                        };
                         if let Err(err) = replies.reply(call, &value).await {
                             tracing::warn!(%call, %err, "a reply could not be posted back to its caller");
                         }
@@ -336,7 +412,7 @@ impl Node {
             match self.owners.claim(&agent).await {
                 Ok(lease) => {
                     self.ran(&agent);
-                    self.fence.hold(lease.agent.clone(), lease.epoch);
+                    self.hold(&lease);
                     tick.taken.push(agent);
                 }
                 // Another node was faster: it is that node's now.
@@ -358,7 +434,7 @@ impl Node {
                 continue;
             }
             if let Some(epoch) = self.fence.epoch(&agent) {
-                self.fence.release(&agent);
+                self.let_be(&agent);
                 let lease = self.lease_of(agent.clone(), epoch);
                 self.owners.let_go(&lease).await?;
                 self.ran.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
@@ -370,6 +446,7 @@ impl Node {
             self.deliver(&agent).await?;
         }
         self.inbox.lock().await.purge(RETRIES_KEPT).await?;
+        self.connect_peers().await?;
         Ok(tick)
     }
 
@@ -379,9 +456,93 @@ impl Node {
     pub async fn leave(&self, grace: Duration) -> Result<(), NodeError> {
         self.runtime.shutdown(grace).await;
         for (agent, epoch) in self.fence.held() {
-            self.fence.release(&agent);
+            self.let_be(&agent);
             let lease = self.lease_of(agent, epoch);
             self.owners.let_go(&lease).await?;
+        }
+        Ok(())
+    }
+
+    /// Holds an agent's lease: its journal writes for it, and the wire says this node has it.
+    fn hold(&self, lease: &Lease) {
+        self.fence.hold(lease.agent.clone(), lease.epoch);
+        if let Some(wire) = &self.wire {
+            wire.hold(&lease.agent);
+        }
+    }
+
+    /// No longer holds an agent's lease (let go, lost, or never had).
+    fn let_be(&self, agent: &AgentId) {
+        self.fence.release(agent);
+        if let Some(wire) = &self.wire {
+            wire.release(agent);
+        }
+    }
+
+    /// The wire to the other nodes, if this node has one.
+    pub fn wire(&self) -> Option<&Wire> {
+        self.wire.as_ref()
+    }
+
+    /// Answers a request that came over the wire: for an agent this node holds, the signal goes into its inbox
+    /// (a duplicate is dropped there) and is given to it at once; a call waits for the agent's reply.
+    async fn answer(&self, request: WireRequest) -> WireReply {
+        let failed = |err: NodeError| WireReply::Failed { reason: err.to_string() };
+        let agent = request.agent().clone();
+        if self.fence.epoch(&agent).is_none() {
+            return WireReply::NotHere;
+        }
+        match request {
+            WireRequest::Send { signal, .. } => {
+                match self.inbox.lock().await.push(&agent, &signal).await {
+                    Ok(Pushed::Duplicate) => return WireReply::Duplicate,
+                    Ok(Pushed::Kept) => {}
+                    Err(err) => return failed(err.into()),
+                }
+                match self.deliver(&agent).await {
+                    Ok(_) => WireReply::Accepted,
+                    // Taken, in the inbox: given at the next round.
+                    Err(err) => {
+                        tracing::warn!(%agent, %err, "a signal from the wire waits in the inbox for the next round");
+                        WireReply::Accepted
+                    }
+                }
+            }
+            WireRequest::Call { signal, timeout_ms, .. } => {
+                let id = signal.id();
+                let (told, reply) = tokio::sync::oneshot::channel();
+                self.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).insert(id, told);
+                let called = async {
+                    self.inbox.lock().await.push_call(&agent, &signal, &self.options.name).await?;
+                    self.deliver(&agent).await?;
+                    reply.await.map_err(|_| NodeError::Runtime(RuntimeError::Stopped(agent.clone())))
+                };
+                let answered = tokio::time::timeout(Duration::from_millis(timeout_ms), called).await;
+                self.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+                match answered {
+                    Ok(Ok(value)) => WireReply::Answer { value },
+                    Ok(Err(err)) => failed(err),
+                    Err(_) => {
+                        failed(RuntimeError::Timeout { agent, timeout: Duration::from_millis(timeout_ms) }.into())
+                    }
+                }
+            }
+        }
+    }
+
+    /// Connects the wire to every live node that listens on it and is not connected yet.
+    async fn connect_peers(&self) -> Result<(), NodeError> {
+        let Some(wire) = self.wire.as_ref().filter(|_| self.options.wire.as_ref().is_some_and(|w| w.discover)) else {
+            return Ok(());
+        };
+        let connected = wire.peers();
+        for (node, address) in self.owners.live_wires().await? {
+            if connected.contains(&node) {
+                continue;
+            }
+            if let Err(err) = wire.connect(&address).await {
+                tracing::debug!(%node, %err, "a peer could not be reached on the wire; the next round tries again");
+            }
         }
         Ok(())
     }
@@ -405,7 +566,7 @@ impl Node {
     /// Stops this node's copy of an agent whose lease it lost. What the copy still writes is refused by the
     /// journal, so stopping it changes nothing there: the node that holds the agent now has it.
     pub async fn step_down(&self, agent: &AgentId) {
-        self.fence.release(agent);
+        self.let_be(agent);
         self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         tracing::warn!(%agent, node = %self.options.name, "this node lost the agent's lease and stops its copy");
         let reason = format!("node `{}` lost the agent's lease: another node holds it now", self.options.name);
@@ -421,6 +582,7 @@ impl Node {
         ticks: Option<tokio::sync::mpsc::UnboundedSender<Tick>>,
     ) -> Result<tokio::task::JoinHandle<()>, NodeError> {
         let node = Arc::downgrade(self);
+        let _ = self.me.set(node.clone());
         let mut refused = self.fence.lost();
         let every = self.options.lease / 3;
         // Pushes heard as they happen: the agent's signals are given at once (a push not heard, the connection
@@ -488,4 +650,17 @@ impl Node {
             }
         }))
     }
+}
+
+/// The wire's handler: requests go to the node once it keeps itself, and are `NotHere` before (or after).
+fn answerer(me: Arc<std::sync::OnceLock<std::sync::Weak<Node>>>) -> crate::wire::Handler {
+    Arc::new(move |request| {
+        let node = me.get().and_then(std::sync::Weak::upgrade);
+        Box::pin(async move {
+            match node {
+                Some(node) => node.answer(request).await,
+                None => WireReply::NotHere,
+            }
+        })
+    })
 }

@@ -93,6 +93,8 @@ pub struct Owners {
     client: Client,
     node: String,
     ttl_ms: i64,
+    /// Where this node listens for its peers on the wire, said with every heartbeat.
+    wire: Option<String>,
 }
 
 impl Owners {
@@ -110,7 +112,24 @@ impl Owners {
             }
         });
         client.batch_execute(agentry::store::CLUSTER_TABLES).await?;
-        Ok(Self { client, node: node.to_owned(), ttl_ms })
+        Ok(Self { client, node: node.to_owned(), ttl_ms, wire: None })
+    }
+
+    /// Says, from the next heartbeat on, where this node listens for its peers on the wire.
+    pub fn advertise(&mut self, wire: String) {
+        self.wire = Some(wire);
+    }
+
+    /// The live nodes other than this one that listen on the wire, with their addresses.
+    pub async fn live_wires(&self) -> Result<Vec<(String, String)>, LeaseError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT node, wire FROM agentry_nodes WHERE seen_until > now() AND wire IS NOT NULL AND node <> $1 ORDER BY node",
+                &[&self.node],
+            )
+            .await?;
+        rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
     }
 
     /// This node's name.
@@ -181,9 +200,9 @@ impl Owners {
     pub async fn heartbeat(&self, held: &[Lease]) -> Result<Heartbeat, LeaseError> {
         self.client
             .execute(
-                "INSERT INTO agentry_nodes (node, seen_until) VALUES ($1, now() + $2::bigint * interval '1 millisecond')
-                 ON CONFLICT (node) DO UPDATE SET seen_until = EXCLUDED.seen_until",
-                &[&self.node, &self.ttl_ms],
+                "INSERT INTO agentry_nodes (node, seen_until, wire) VALUES ($1, now() + $2::bigint * interval '1 millisecond', $3)
+                 ON CONFLICT (node) DO UPDATE SET seen_until = EXCLUDED.seen_until, wire = EXCLUDED.wire",
+                &[&self.node, &self.ttl_ms, &self.wire],
             )
             .await?;
         let agents: Vec<&str> = held.iter().map(|l| l.agent.as_str()).collect();

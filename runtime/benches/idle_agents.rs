@@ -55,12 +55,18 @@ impl Agent for Idle {
 /// A ractor actor that does nothing: what any actor costs before agentry adds its own state.
 struct Bare;
 
+/// The bare actor takes no messages.
+enum Nothing {}
+
+#[cfg(feature = "cluster")]
+impl ractor::Message for Nothing {}
+
 impl ractor::Actor for Bare {
-    type Msg = ();
+    type Msg = Nothing;
     type State = ();
     type Arguments = ();
 
-    async fn pre_start(&self, _: ractor::ActorRef<()>, _: ()) -> Result<(), ractor::ActorProcessingErr> {
+    async fn pre_start(&self, _: ractor::ActorRef<Nothing>, _: ()) -> Result<(), ractor::ActorProcessingErr> {
         Ok(())
     }
 }

@@ -122,6 +122,9 @@ enum BareMsg {
     Done(#[allow(dead_code)] Value),
 }
 
+#[cfg(feature = "cluster")]
+impl ractor::Message for BareMsg {}
+
 /// A ractor actor that spawns a task per job and counts the results coming back.
 struct BareActor;
 

@@ -62,6 +62,11 @@ pub(crate) enum ServerMsg<A: Agent> {
     Mounted(oneshot::Sender<Vec<(SkillId, semver::Version)>>),
 }
 
+// With ractor's `cluster` feature (on once the cluster crate is in the build), every message type says it is one;
+// an agent's messages never cross the wire (the cluster's gate does, and hands them on here).
+#[cfg(feature = "cluster")]
+impl<A: Agent> ractor::Message for ServerMsg<A> {}
+
 /// An approver's answer: approve or deny, and, for an approval bound to what the approver saw, its digest
 /// ([`crate::action::approval_digest`]).
 #[derive(Debug, Clone, Copy)]

@@ -24,18 +24,29 @@ use std::sync::{Arc, Weak};
 /// The supervisor actor.
 pub(crate) struct Supervisor;
 
+/// The supervisor takes no messages: it only hears how the agents linked to it ended.
+pub(crate) enum SupervisorMsg {}
+
+// With ractor's `cluster` feature (on once the cluster crate is in the build), every message type says it is one.
+#[cfg(feature = "cluster")]
+impl ractor::Message for SupervisorMsg {}
+
 impl Actor for Supervisor {
-    type Msg = ();
+    type Msg = SupervisorMsg;
     type State = Weak<Shared>;
     type Arguments = Weak<Shared>;
 
-    async fn pre_start(&self, _myself: ActorRef<()>, shared: Weak<Shared>) -> Result<Weak<Shared>, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SupervisorMsg>,
+        shared: Weak<Shared>,
+    ) -> Result<Weak<Shared>, ActorProcessingErr> {
         Ok(shared)
     }
 
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<()>,
+        _myself: ActorRef<SupervisorMsg>,
         event: SupervisionEvent,
         shared: &mut Weak<Shared>,
     ) -> Result<(), ActorProcessingErr> {

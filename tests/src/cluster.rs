@@ -59,8 +59,20 @@ pub struct NodeProcess {
 impl NodeProcess {
     /// Starts the node program `program` (the `cluster_node` binary) as node `name` with leases of `lease_ms`.
     pub async fn start(program: &str, postgres: &Postgres, lease_ms: u64, name: &str) -> Self {
+        Self::start_with(program, postgres, lease_ms, name, &[]).await
+    }
+
+    /// [`NodeProcess::start`] with more environment (the wire's settings, say).
+    pub async fn start_with(
+        program: &str,
+        postgres: &Postgres,
+        lease_ms: u64,
+        name: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut child = Command::new(program)
             .args([name, &lease_ms.to_string()])
+            .envs(env.iter().copied())
             .env("AGENTRY_NODE_POSTGRES", postgres.url())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -128,6 +140,11 @@ impl NodeProcess {
     pub async fn state(&mut self, agent: &str) -> Tally {
         let line = self.ask(&format!("state {agent}"), &format!("state {agent} ")).await;
         serde_json::from_str(line.trim_start_matches(&format!("state {agent} "))).expect("a tally")
+    }
+
+    /// Where the node listens on the wire (it printed it before `up`).
+    pub async fn wire_address(&mut self) -> String {
+        self.expect("wire ").await.trim_start_matches("wire ").to_owned()
     }
 
     /// The process id.

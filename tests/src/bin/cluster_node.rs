@@ -15,12 +15,23 @@
 //!   <agent>` once the node let its lease go.
 //! - `send <agent> <n>`: sends `add n` to the agent wherever it lives; prints `sent <agent> <n> <where>`.
 //!
+//! - `send-id <agent> <n> <uuid>`: the same, with the signal's id given (a retry is the same id); prints `sent
+//!   <agent> <n> <where>`.
+//! - `connect <address>`: connects the wire to a peer; prints `connected <address>` or `nack connect <why>`.
+//! - `calls <agent> <count>`: calls the agent with `add 1` `count` times in a row, wherever it lives; prints
+//!   `called <agent> <count> <micros>` (the bench's round trips).
+//!
 //! Signals pushed into an agent's inbox (by the test, or by another node) reach it on the node that holds it.
+//!
+//! With `AGENTRY_NODE_WIRE=<cookie>`, the node speaks on the wire (loopback, a free port) and prints `wire
+//! <address>` before `up`; `AGENTRY_NODE_WIRE_TLS=<folder>` adds TLS with `cert.pem` and `key.pem` from that
+//! folder (the certificate is also the one trusted); `AGENTRY_NODE_WIRE_MANUAL=1` connects only where told. It
+//! prints `wire-up <node>`, `wire-down <node>` and `wire-refused <peer>` as the wire's connections change.
 
 use agentry::id::AgentId;
 use agentry::runtime::{Runtime, SpawnOptions};
 use agentry::signal::Signal;
-use agentry_cluster::{Node, NodeOptions};
+use agentry_cluster::{Node, NodeOptions, WireEvent, WireOptions, WireTls};
 use agentry_tests::cluster::Tally;
 use serde_json::json;
 use std::io::Write;
@@ -43,8 +54,21 @@ async fn main() {
     let lease = Duration::from_millis(args[2].parse().expect("a lease in ms"));
     let url = std::env::var("AGENTRY_NODE_POSTGRES").expect("AGENTRY_NODE_POSTGRES names the database");
     let builder = Runtime::builder().agent::<Tally>().expect("the tally registers");
-    let options = NodeOptions { lease, ..NodeOptions::new(name.clone(), url) };
+    let options = NodeOptions { lease, wire: wire_options(), ..NodeOptions::new(name.clone(), url) };
     let (node, _) = Node::start(builder, options).await.expect("the node starts");
+    if let Some(wire) = node.wire() {
+        say(&format!("wire {}", wire.address()));
+        let mut events = wire.events();
+        tokio::spawn(async move {
+            while let Ok(event) = events.recv().await {
+                match event {
+                    WireEvent::Up { node } => say(&format!("wire-up {node}")),
+                    WireEvent::Down { node } => say(&format!("wire-down {node}")),
+                    WireEvent::Refused { peer } => say(&format!("wire-refused {peer}")),
+                }
+            }
+        });
+    }
     let node = Arc::new(node);
     let (ticks, mut told) = tokio::sync::mpsc::unbounded_channel();
     let _keeper = node.keep(Some(ticks)).await.expect("the node keeps its leases");
@@ -104,6 +128,38 @@ async fn main() {
                     Err(err) => say(&format!("nack {agent} {n} {err}")),
                 }
             }
+            ["send-id", agent, n, id] => {
+                let agent_id = AgentId::new(*agent).expect("an id");
+                let signal = Signal::builder("add")
+                    .data(json!(n.parse::<u64>().expect("a number")))
+                    .stamped(id.parse().expect("a uuid"), chrono::Utc::now())
+                    .build()
+                    .expect("a kind");
+                match node.send(&agent_id, signal).await {
+                    Ok(sent) => say(&format!("sent {agent} {n} {sent:?}")),
+                    Err(err) => say(&format!("nack {agent} {n} {err}")),
+                }
+            }
+            ["connect", address] => match node.wire().map(|wire| wire.connect(address)) {
+                Some(connecting) => match connecting.await {
+                    Ok(()) => say(&format!("connected {address}")),
+                    Err(err) => say(&format!("nack connect {err}")),
+                },
+                None => say("nack connect this node has no wire"),
+            },
+            ["calls", agent, count] => {
+                let id = AgentId::new(*agent).expect("an id");
+                let count: u32 = count.parse().expect("a count");
+                let started = std::time::Instant::now();
+                for _ in 0..count {
+                    let signal = Signal::new("add", json!(1)).expect("a kind");
+                    if let Err(err) = node.call(&id, signal, CALL).await {
+                        say(&format!("nack {agent} calls {err}"));
+                        break;
+                    }
+                }
+                say(&format!("called {agent} {count} {}", started.elapsed().as_micros()));
+            }
             ["state", agent] => {
                 let id = AgentId::new(*agent).expect("an id");
                 let asked = node.runtime().call(&id, Signal::new("ask", json!(null)).expect("a kind"), CALL).await;
@@ -115,6 +171,19 @@ async fn main() {
             _ => say(&format!("unknown command: {line}")),
         }
     }
+}
+
+/// The wire's options from the environment (see the module docs), or none.
+fn wire_options() -> Option<WireOptions> {
+    let cookie = std::env::var("AGENTRY_NODE_WIRE").ok()?;
+    let mut options = WireOptions::new(cookie);
+    if let Ok(folder) = std::env::var("AGENTRY_NODE_WIRE_TLS") {
+        let read = |file: &str| std::fs::read_to_string(std::path::Path::new(&folder).join(file)).expect("a PEM file");
+        let cert = read("cert.pem");
+        options.tls = Some(WireTls::from_pem(&cert, &read("key.pem"), &cert, "localhost").expect("TLS settings"));
+    }
+    options.discover = std::env::var("AGENTRY_NODE_WIRE_MANUAL").is_err();
+    Some(options)
 }
 
 /// Sends `add n` and acknowledges it only once the journal holds it under this node's lease.

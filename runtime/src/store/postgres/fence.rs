@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS agentry_nodes (
     node       TEXT PRIMARY KEY,
     seen_until TIMESTAMPTZ NOT NULL
 );
+ALTER TABLE agentry_nodes ADD COLUMN IF NOT EXISTS wire TEXT; -- where the node listens for its peers, if it does
 CREATE TABLE IF NOT EXISTS agentry_inbox (
     place    BIGSERIAL PRIMARY KEY,
     agent    TEXT NOT NULL,

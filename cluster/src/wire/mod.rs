@@ -1,0 +1,346 @@
+//! The wire between nodes: `ractor_cluster`, the fast path for signals and calls to agents held on other nodes.
+//! Correctness never rests on it: a node that takes a signal from the wire puts it in the agent's durable inbox
+//! first (a retry after a reconnect is a duplicate there and is dropped), and a sender that cannot get an answer
+//! from the wire within a bounded time leaves the signal in the inbox instead.
+//!
+//! Peers authenticate with a shared cookie (a node with another cookie is refused, and said so in the events);
+//! TLS (rustls) is on by configuration; a frame from a peer is bounded in size before it is read, and one that
+//! is too big or malformed closes that connection (or fails that request) with an error, never the node.
+
+pub mod codec;
+mod gate;
+mod tls;
+
+pub use codec::{Malformed, WireReply, WireRequest};
+pub use gate::Handler;
+use gate::{Gate, GateMsg};
+use ractor::{Actor, ActorRef};
+use ractor_cluster::{IncomingEncryptionMode, NodeEventSubscription, NodeServer, NodeServerMessage};
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+pub use tls::TlsError;
+use tokio::sync::broadcast;
+
+/// The largest frame a node takes from a peer by default: a signal or a reply is far smaller.
+pub const DEFAULT_MAX_FRAME: u64 = 1024 * 1024;
+
+/// How a node speaks on the wire.
+#[derive(Clone)]
+pub struct WireOptions {
+    /// The address it listens on (loopback by default).
+    pub listen: IpAddr,
+    /// The port it listens on; 0 picks a free one.
+    pub port: u16,
+    /// The secret every node of the cluster shares; a peer with another is refused.
+    pub cookie: String,
+    /// TLS between nodes, when set.
+    pub tls: Option<WireTls>,
+    /// The largest frame taken from a peer, in bytes; a bigger one closes that connection.
+    pub max_frame: u64,
+    /// How long a signal waits for the node that holds its agent to take it before it goes to the inbox
+    /// instead: a send never hangs on a peer that is paused or cut off.
+    pub wait: Duration,
+    /// Whether the node connects by itself to every live node that listens on the wire (their addresses are in
+    /// the database); without, it connects only where told ([`Wire::connect`]).
+    pub discover: bool,
+}
+
+impl WireOptions {
+    /// Loopback, a free port, the cookie given, no TLS, frames up to [`DEFAULT_MAX_FRAME`], and 2 s to wait.
+    pub fn new(cookie: impl Into<String>) -> Self {
+        Self {
+            listen: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            cookie: cookie.into(),
+            tls: None,
+            max_frame: DEFAULT_MAX_FRAME,
+            wait: Duration::from_secs(2),
+            discover: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for WireOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The cookie is a secret: never printed.
+        f.debug_struct("WireOptions")
+            .field("listen", &self.listen)
+            .field("port", &self.port)
+            .field("tls", &self.tls.is_some())
+            .field("max_frame", &self.max_frame)
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
+}
+
+/// TLS between nodes: how this node accepts connections, and how it connects to others (with the name their
+/// certificates must carry).
+#[derive(Clone)]
+pub struct WireTls {
+    /// Accepts peers' connections.
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    /// Connects to peers.
+    pub connector: tokio_rustls::TlsConnector,
+    /// The name peers' certificates are checked against.
+    pub server_name: tokio_rustls::rustls::pki_types::ServerName<'static>,
+}
+
+/// What happens to the wire's connections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireEvent {
+    /// A peer node connected and authenticated.
+    Up {
+        /// Its name.
+        node: String,
+    },
+    /// A peer node's connection ended (it stopped, died, or was cut off).
+    Down {
+        /// Its name.
+        node: String,
+    },
+    /// A connection ended before it authenticated: a wrong cookie, a failed TLS handshake, or a malformed or
+    /// oversized frame.
+    Refused {
+        /// The peer's address.
+        peer: String,
+    },
+}
+
+/// Why the wire could not start, connect or ask.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// The node server could not start (its port is taken, say).
+    #[error("the wire could not start on {address}: {reason}")]
+    Start {
+        /// Where it was to listen.
+        address: String,
+        /// Why it could not.
+        reason: String,
+    },
+    /// A peer could not be reached.
+    #[error("the wire could not connect to {address}: {reason}")]
+    Connect {
+        /// The peer's address.
+        address: String,
+        /// Why.
+        reason: String,
+    },
+    /// No peer that holds the agent answered in time (none is connected, or each was too slow or gone).
+    #[error("no node on the wire took the request for agent `{agent}` within {waited:?}")]
+    NoRoute {
+        /// The agent.
+        agent: String,
+        /// How long it waited in all.
+        waited: Duration,
+    },
+    /// A peer answered with something that could not be decoded.
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
+}
+
+/// A node's end of the wire. See the module docs.
+pub struct Wire {
+    server: ActorRef<NodeServerMessage>,
+    gate: ActorRef<GateMsg>,
+    address: SocketAddr,
+    tls: Option<WireTls>,
+    wait: Duration,
+    events: broadcast::Sender<WireEvent>,
+    peers: Arc<Mutex<HashSet<String>>>,
+}
+
+/// How many times a node tries another free port when the one it picked was taken before it could listen.
+const PORT_TRIES: usize = 8;
+
+impl Wire {
+    /// Starts the wire of node `name`: its node server, listening, and its gate, which answers requests with
+    /// `handler`.
+    pub async fn start(name: &str, options: WireOptions, handler: Handler) -> Result<Self, WireError> {
+        let (events, _) = broadcast::channel(1024);
+        let peers = Arc::new(Mutex::new(HashSet::new()));
+        let (server, address) = listen(name, &options).await?;
+        let watcher = Watcher { events: events.clone(), peers: peers.clone(), ready: Mutex::default() };
+        let _ = server
+            .cast(NodeServerMessage::SubscribeToEvents { id: "agentry".to_owned(), subscription: Box::new(watcher) });
+        let (gate, _) = Actor::spawn(None, Gate, handler)
+            .await
+            .map_err(|e| WireError::Start { address: address.to_string(), reason: e.to_string() })?;
+        Ok(Self { server, gate, address, tls: options.tls, wait: options.wait, events, peers })
+    }
+
+    /// Where this node listens: what peers connect to.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// What happens to the wire's connections, from now on.
+    pub fn events(&self) -> broadcast::Receiver<WireEvent> {
+        self.events.subscribe()
+    }
+
+    /// The peers connected now, by name.
+    pub fn peers(&self) -> Vec<String> {
+        let mut peers: Vec<String> =
+            self.peers.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
+        peers.sort();
+        peers
+    }
+
+    /// Connects to the node listening at `address` (with TLS when configured). Whether it is let in is told by
+    /// the events: [`WireEvent::Up`], or [`WireEvent::Refused`].
+    pub async fn connect(&self, address: &str) -> Result<(), WireError> {
+        let failed = |reason: String| WireError::Connect { address: address.to_owned(), reason };
+        match &self.tls {
+            None => ractor_cluster::client_connect(&self.server, address).await,
+            Some(tls) => {
+                ractor_cluster::client_connect_enc(
+                    &self.server,
+                    address,
+                    tls.connector.clone(),
+                    tls.server_name.clone(),
+                )
+                .await
+            }
+        }
+        .map_err(|e| failed(e.to_string()))
+    }
+
+    /// Says on the wire that this node holds `agent`: its gate joins the agent's process group.
+    pub fn hold(&self, agent: &agentry::id::AgentId) {
+        ractor::pg::join(group(agent), vec![self.gate.get_cell()]);
+    }
+
+    /// Says on the wire that this node no longer holds `agent`.
+    pub fn release(&self, agent: &agentry::id::AgentId) {
+        ractor::pg::leave(group(agent), vec![self.gate.get_cell()]);
+    }
+
+    /// Asks the node that holds the request's agent, over the wire: each peer whose gate says it holds the
+    /// agent, in turn, until one answers with something other than [`WireReply::NotHere`]. A send waits at
+    /// most the configured time per peer; a call, its own timeout.
+    pub async fn ask(&self, request: &WireRequest) -> Result<WireReply, WireError> {
+        let agent = request.agent();
+        let wait = match request {
+            WireRequest::Send { .. } => self.wait,
+            WireRequest::Call { timeout_ms, .. } => Duration::from_millis(*timeout_ms) + self.wait,
+        };
+        let bytes = codec::encode(request);
+        let started = tokio::time::Instant::now();
+        for member in ractor::pg::get_members(&group(agent)) {
+            if member.get_id().is_local() {
+                continue;
+            }
+            let gate: ActorRef<GateMsg> = member.into();
+            let asked = gate.call(|reply| GateMsg::Ask(bytes.clone(), reply), Some(wait)).await;
+            match asked {
+                Ok(ractor::rpc::CallResult::Success(reply)) => match codec::decode_reply(&reply)? {
+                    WireReply::NotHere => continue,
+                    answer => return Ok(answer),
+                },
+                // Too slow, or gone: the next one, or the inbox.
+                Ok(_) | Err(_) => continue,
+            }
+        }
+        Err(WireError::NoRoute { agent: agent.to_string(), waited: started.elapsed() })
+    }
+
+    /// Stops the wire: its connections close, and its peers see this node go down.
+    pub fn stop(&self) {
+        self.gate.stop(None);
+        self.server.stop(None);
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The process group of an agent's holder.
+fn group(agent: &agentry::id::AgentId) -> String {
+    format!("agentry.agent.{agent}")
+}
+
+/// Starts the node server: on the port asked for, or on a free one (another, should it be taken before the
+/// server listens on it).
+async fn listen(name: &str, options: &WireOptions) -> Result<(ActorRef<NodeServerMessage>, SocketAddr), WireError> {
+    let mut last = String::new();
+    for _ in 0..PORT_TRIES {
+        let port = match options.port {
+            0 => free_port(options.listen)?,
+            port => port,
+        };
+        let address = SocketAddr::new(options.listen, port);
+        let encryption = match &options.tls {
+            Some(tls) => IncomingEncryptionMode::Tls(tls.acceptor.clone()),
+            None => IncomingEncryptionMode::Raw,
+        };
+        let server = NodeServer::new(
+            port,
+            options.cookie.clone(),
+            name.to_owned(),
+            options.listen.to_string(),
+            Some(encryption),
+            None,
+        )
+        .with_listen_addr(options.listen)
+        .with_max_inbound_frame_size(options.max_frame);
+        match Actor::spawn(None, server, ()).await {
+            Ok((server, _)) => return Ok((server, address)),
+            Err(err) if options.port == 0 => last = err.to_string(),
+            Err(err) => return Err(WireError::Start { address: address.to_string(), reason: err.to_string() }),
+        }
+    }
+    Err(WireError::Start { address: format!("{}:0", options.listen), reason: last })
+}
+
+/// A port free now on `ip`.
+fn free_port(ip: IpAddr) -> Result<u16, WireError> {
+    let failed = |e: std::io::Error| WireError::Start { address: format!("{ip}:0"), reason: e.to_string() };
+    let socket = std::net::TcpListener::bind((ip, 0)).map_err(failed)?;
+    Ok(socket.local_addr().map_err(failed)?.port())
+}
+
+/// Hears the node server's sessions and tells the wire's events.
+struct Watcher {
+    events: broadcast::Sender<WireEvent>,
+    peers: Arc<Mutex<HashSet<String>>>,
+    /// The sessions that authenticated, by the node server's session id.
+    ready: Mutex<HashSet<u64>>,
+}
+
+/// A peer's node name, from the name it gives in the handshake (`name@host`).
+fn node_name(session: &ractor_cluster::node::NodeServerSessionInformation) -> Option<String> {
+    let full = &session.peer_name.as_ref()?.name;
+    Some(full.rsplit_once('@').map_or(full.as_str(), |(name, _)| name).to_owned())
+}
+
+impl NodeEventSubscription for Watcher {
+    fn node_session_opened(&self, _session: ractor_cluster::node::NodeServerSessionInformation) {}
+
+    fn node_session_authenticated(&self, _session: ractor_cluster::node::NodeServerSessionInformation) {}
+
+    fn node_session_ready(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
+        self.ready.lock().unwrap_or_else(PoisonError::into_inner).insert(session.node_id);
+        if let Some(node) = node_name(&session) {
+            self.peers.lock().unwrap_or_else(PoisonError::into_inner).insert(node.clone());
+            let _ = self.events.send(WireEvent::Up { node });
+        }
+    }
+
+    fn node_session_disconnected(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
+        let was_ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
+        match (was_ready, node_name(&session)) {
+            (true, Some(node)) => {
+                self.peers.lock().unwrap_or_else(PoisonError::into_inner).remove(&node);
+                let _ = self.events.send(WireEvent::Down { node });
+            }
+            _ => {
+                let _ = self.events.send(WireEvent::Refused { peer: session.peer_addr.clone() });
+            }
+        }
+    }
+}

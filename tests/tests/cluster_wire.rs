@@ -1,0 +1,197 @@
+//! The wire between nodes (`ractor_cluster`), with nodes as real processes (`cluster_node`) on loopback and a real
+//! PostgreSQL server: signals and calls cross it to the node that holds the agent, a retry is dropped as a
+//! duplicate (also after a forced reconnect), a node with the wrong cookie or without TLS is refused, a send to a
+//! frozen node falls back to the inbox instead of hanging, and an oversized or malformed frame closes only that
+//! connection.
+
+use agentry_tests::cluster::{NodeProcess, WAIT};
+use agentry_tests::postgres::Postgres;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const NODE: &str = env!("CARGO_BIN_EXE_cluster_node");
+/// Leases of 3 s: the nodes beat (and look for peers to connect to) every second.
+const LEASE_MS: u64 = 3_000;
+const COOKIE: &str = "the-cluster-secret";
+
+fn postgres(test: &str) -> Option<Postgres> {
+    agentry_tests::postgres::or_skip(test)
+}
+
+async fn node(postgres: &Postgres, name: &str, env: &[(&str, &str)]) -> NodeProcess {
+    NodeProcess::start_with(NODE, postgres, LEASE_MS, name, env).await
+}
+
+/// The tally of `agent` as its node has it.
+async fn applied(node: &mut NodeProcess, agent: &str) -> Vec<u64> {
+    node.state(agent).await.applied
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_and_calls_cross_the_wire_and_a_wrong_cookie_or_a_frozen_node_falls_back_to_the_inbox() {
+    let Some(postgres) = postgres("cluster_wire") else { return };
+    let wire = [("AGENTRY_NODE_WIRE", COOKIE)];
+    let mut a = node(&postgres, "a", &wire).await;
+    let mut b = node(&postgres, "b", &wire).await;
+    b.ask("spawn t1", "spawned t1").await;
+    // The nodes find each other through the database.
+    a.expect("wire-up b").await;
+
+    let sent = a.ask("send t1 3", "sent t1 3 ").await;
+    assert!(sent.ends_with("Wire(Kept)"), "over the wire: {sent}");
+    let replied = a.ask("call t1 4 10000", "replied t1 4 ").await;
+    assert_eq!(replied, "replied t1 4 2", "the call's reply came back");
+    // A retry (the same signal id) is dropped by the node that holds the agent.
+    let id = uuid::Uuid::now_v7();
+    let first = a.ask(&format!("send-id t1 9 {id}"), "sent t1 9 ").await;
+    assert!(first.ends_with("Wire(Kept)"), "{first}");
+    let again = a.ask(&format!("send-id t1 9 {id}"), "sent t1 9 ").await;
+    assert!(again.ends_with("Wire(Duplicate)"), "{again}");
+    assert_eq!(applied(&mut b, "t1").await, [3, 4, 9], "each once, in order");
+
+    // A node with another cookie is refused: it never comes up on the wire, and its signal waits in the inbox.
+    let address = b.wire_address().await;
+    let wrong = [("AGENTRY_NODE_WIRE", "not-the-secret"), ("AGENTRY_NODE_WIRE_MANUAL", "1")];
+    let mut c = node(&postgres, "c", &wrong).await;
+    c.send(&format!("connect {address}")).await;
+    c.expect("wire-refused").await;
+    let sent = c.ask("send t1 5", "sent t1 5 ").await;
+    assert!(sent.ends_with("Inbox(Kept)"), "no route over the wire: {sent}");
+    assert!(!c.kept.iter().any(|l| l.starts_with("wire-up")), "{:?}", c.kept);
+    // The node that holds the agent gives it what waited (a call there comes after the signals waiting).
+    assert_eq!(b.ask("call t1 6 10000", "replied t1 6 ").await, "replied t1 6 5");
+
+    // A frozen node never makes a send hang: the signal goes to the inbox once the wire waited its bound.
+    b.signal("STOP");
+    let sent = a.ask("send t1 7", "sent t1 7 ").await;
+    assert!(sent.ends_with("Inbox(Kept)"), "{sent}");
+    b.signal("CONT");
+    assert_eq!(b.ask("call t1 8 10000", "replied t1 8 ").await, "replied t1 8 7");
+    assert_eq!(applied(&mut b, "t1").await, [3, 4, 9, 5, 6, 7, 8]);
+}
+
+/// A TCP proxy on loopback to `target` whose connections the test can cut (a forced reconnect).
+struct Proxy {
+    address: String,
+    cut: tokio::sync::watch::Sender<u32>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
+        let address = listener.local_addr().expect("an address").to_string();
+        let (cut, cuts) = tokio::sync::watch::channel(0);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else { continue };
+                let mut cuts = cuts.clone();
+                cuts.mark_unchanged();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cuts.changed() => {}
+                    }
+                });
+            }
+        });
+        Self { address, cut }
+    }
+
+    /// Drops every connection through the proxy.
+    fn cut(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_forced_reconnect_is_dropped_as_a_duplicate() {
+    let Some(postgres) = postgres("cluster_wire") else { return };
+    let manual = [("AGENTRY_NODE_WIRE", COOKIE), ("AGENTRY_NODE_WIRE_MANUAL", "1")];
+    let mut a = node(&postgres, "a", &manual).await;
+    let mut b = node(&postgres, "b", &manual).await;
+    b.ask("spawn t1", "spawned t1").await;
+    let proxy = Proxy::start(b.wire_address().await).await;
+    a.ask(&format!("connect {}", proxy.address), "connected").await;
+    a.expect("wire-up b").await;
+    let id = uuid::Uuid::now_v7();
+    let first = a.ask(&format!("send-id t1 5 {id}"), "sent t1 5 ").await;
+    assert!(first.ends_with("Wire(Kept)"), "{first}");
+
+    proxy.cut();
+    a.expect("wire-down b").await;
+    a.ask(&format!("connect {}", proxy.address), "connected").await;
+    a.expect("wire-up b").await;
+    let retry = a.ask(&format!("send-id t1 5 {id}"), "sent t1 5 ").await;
+    assert!(retry.ends_with("Wire(Duplicate)"), "the retry is known: {retry}");
+    assert_eq!(applied(&mut b, "t1").await, [5], "applied once");
+}
+
+/// Writes `frame` to the wire at `address` and waits for the node to close the connection.
+async fn closed_after(address: &str, frame: &[u8]) {
+    let mut stream = tokio::net::TcpStream::connect(address).await.expect("the wire listens");
+    stream.write_all(frame).await.expect("written");
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(WAIT, stream.read_to_end(&mut rest)).await.expect("the node closes it");
+    // Closed (or reset): either way, over.
+    if let Ok(n) = read {
+        assert_eq!(n, 0, "nothing answered: {rest:?}");
+    }
+}
+
+/// The attack: a peer (not even authenticated) announces a frame far larger than the node takes, or sends one
+/// that is not the protocol. The node closes that connection, reads nothing more, and goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_or_malformed_frame_closes_that_connection_only() {
+    let Some(postgres) = postgres("cluster_wire") else { return };
+    let manual = [("AGENTRY_NODE_WIRE", COOKIE), ("AGENTRY_NODE_WIRE_MANUAL", "1")];
+    let mut a = node(&postgres, "a", &manual).await;
+    let mut b = node(&postgres, "b", &manual).await;
+    b.ask("spawn t1", "spawned t1").await;
+    let address = b.wire_address().await;
+
+    // A terabyte announced: refused before any of it is read or allocated.
+    closed_after(&address, &(1u64 << 40).to_be_bytes()).await;
+    b.expect("wire-refused").await;
+    // 2 MiB, over the 1 MiB limit.
+    closed_after(&address, &(2u64 << 20).to_be_bytes()).await;
+    b.expect("wire-refused").await;
+    // A frame of the right size holding garbage.
+    let mut garbage = 16u64.to_be_bytes().to_vec();
+    garbage.extend([0xff; 16]);
+    closed_after(&address, &garbage).await;
+    b.expect("wire-refused").await;
+
+    // The node is still there for its peers.
+    a.ask(&format!("connect {address}"), "connected").await;
+    a.expect("wire-up b").await;
+    let sent = a.ask("send t1 1", "sent t1 1 ").await;
+    assert!(sent.ends_with("Wire(Kept)"), "{sent}");
+    assert_eq!(applied(&mut b, "t1").await, [1]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tls_nodes_talk_and_a_node_without_it_is_refused() {
+    let Some(postgres) = postgres("cluster_wire") else { return };
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("a certificate");
+    let folder = tempfile::tempdir().expect("a folder");
+    std::fs::write(folder.path().join("cert.pem"), certified.cert.pem()).expect("written");
+    std::fs::write(folder.path().join("key.pem"), certified.signing_key.serialize_pem()).expect("written");
+    let tls_folder = folder.path().to_string_lossy().into_owned();
+    let tls =
+        [("AGENTRY_NODE_WIRE", COOKIE), ("AGENTRY_NODE_WIRE_MANUAL", "1"), ("AGENTRY_NODE_WIRE_TLS", &tls_folder)];
+    let mut a = node(&postgres, "a", &tls).await;
+    let mut b = node(&postgres, "b", &tls).await;
+    b.ask("spawn t1", "spawned t1").await;
+    let address = b.wire_address().await;
+    a.ask(&format!("connect {address}"), "connected").await;
+    a.expect("wire-up b").await;
+    assert_eq!(a.ask("call t1 2 10000", "replied t1 2 ").await, "replied t1 2 1", "a call over TLS");
+
+    // The right cookie, but no TLS: refused in the TLS handshake, before a session is even opened there.
+    let plain = [("AGENTRY_NODE_WIRE", COOKIE), ("AGENTRY_NODE_WIRE_MANUAL", "1")];
+    let mut c = node(&postgres, "c", &plain).await;
+    c.send(&format!("connect {address}")).await;
+    c.expect("wire-refused").await;
+    let sent = c.ask("send t1 3", "sent t1 3 ").await;
+    assert!(sent.ends_with("Inbox(Kept)"), "{sent}");
+    assert!(!c.kept.iter().any(|l| l.starts_with("wire-up")), "{:?}", c.kept);
+}
