@@ -21,7 +21,7 @@ use crate::placement;
 use crate::wire::{Wire, WireError, WireOptions, WireReply, WireRequest};
 use agentry::agent::Agent;
 use agentry::id::AgentId;
-use agentry::runtime::{AgentRef, Recovery, Runtime, RuntimeBuilder, RuntimeError, SpawnOptions};
+use agentry::runtime::{AgentRef, Elsewhere, Recovery, Runtime, RuntimeBuilder, RuntimeError, SpawnOptions};
 use agentry::signal::Signal;
 use agentry::store::{Fence, PostgresOptions, PostgresStore, StoreError};
 use std::collections::{HashMap, HashSet};
@@ -33,6 +33,9 @@ use uuid::Uuid;
 const DELIVER_AT_ONCE: u32 = 256;
 /// How long a node waits for its agent's reply to a call from another node before giving up on posting it.
 const CALL_REPLY_WAIT: Duration = Duration::from_secs(300);
+/// How many signals for elsewhere (emits to agents or topics on other nodes) may wait to be sent on; past
+/// that, they are dropped with a warning (an emit reaches its target at most once, as on one node).
+const FORWARD_QUEUE: usize = 10_000;
 /// How long a consumed signal stays in its inbox, so that a sender's retry of it is a duplicate.
 const RETRIES_KEPT: Duration = Duration::from_secs(24 * 3600);
 
@@ -147,6 +150,10 @@ pub struct Node {
     wire: Option<Wire>,
     /// This node, for the wire's requests (set by [`Node::keep`]: until then the wire answers `NotHere`).
     me: Arc<std::sync::OnceLock<std::sync::Weak<Node>>>,
+    /// The signals its runtime has for elsewhere, in order, until [`Node::keep`] starts sending them on.
+    forward: Mutex<Option<tokio::sync::mpsc::Receiver<Forward>>>,
+    /// Where they are queued (and marks, for [`Node::sent_on`]).
+    forwarding: tokio::sync::mpsc::Sender<Forward>,
     fence: Fence,
     runtime: Runtime,
     options: NodeOptions,
@@ -168,6 +175,16 @@ impl Node {
             None => None,
         };
         owners.heartbeat(&[]).await?;
+        let (forwarding, forward) = tokio::sync::mpsc::channel(FORWARD_QUEUE);
+        let queue = forwarding.clone();
+        let builder = match wire {
+            Some(_) => builder.elsewhere(Arc::new(move |elsewhere| {
+                if let Err(err) = queue.try_send(Forward::Signal(Box::new(elsewhere))) {
+                    tracing::warn!(%err, "a signal for another node was dropped: {FORWARD_QUEUE} wait to be sent on");
+                }
+            })),
+            None => builder,
+        };
         let inbox = Inbox::connect(&options.url, options.inbox_limit).await?;
         let replies = Arc::new(Inbox::connect(&options.url, options.inbox_limit).await?);
         let fence = Fence::new(options.name.clone());
@@ -186,6 +203,8 @@ impl Node {
             wire_calls: Mutex::new(HashMap::new()),
             wire,
             me,
+            forward: Mutex::new(Some(forward)),
+            forwarding,
             fence,
             runtime,
             options,
@@ -488,11 +507,34 @@ impl Node {
     /// (a duplicate is dropped there) and is given to it at once; a call waits for the agent's reply.
     async fn answer(&self, request: WireRequest) -> WireReply {
         let failed = |err: NodeError| WireReply::Failed { reason: err.to_string() };
-        let agent = request.agent().clone();
+        let agent = match &request {
+            WireRequest::Publish { topic, signal } => {
+                let topic = Elsewhere::Topic { topic: topic.clone(), signal: signal.clone() };
+                self.runtime.relay(topic);
+                return WireReply::Accepted;
+            }
+            WireRequest::Send { agent, .. } | WireRequest::Call { agent, .. } | WireRequest::Relay { agent, .. } => {
+                agent.clone()
+            }
+        };
         if self.fence.epoch(&agent).is_none() {
             return WireReply::NotHere;
         }
         match request {
+            WireRequest::Publish { .. } => WireReply::Accepted,
+            WireRequest::Relay { signal, .. } => {
+                let relayed = Elsewhere::Agent { to: agent.clone(), signal };
+                if self.runtime.relay(relayed.clone()) == 0 {
+                    // Asleep here: woken, then given.
+                    if let Err(err) = self.runtime.thaw(&agent).await {
+                        return failed(err.into());
+                    }
+                    if self.runtime.relay(relayed) == 0 {
+                        return WireReply::Failed { reason: format!("agent `{agent}` did not take the signal") };
+                    }
+                }
+                WireReply::Accepted
+            }
             WireRequest::Send { signal, .. } => {
                 match self.inbox.lock().await.push(&agent, &signal).await {
                     Ok(Pushed::Duplicate) => return WireReply::Duplicate,
@@ -527,6 +569,36 @@ impl Node {
                     }
                 }
             }
+        }
+    }
+
+    /// Sends on a signal this node's runtime has for elsewhere: to the node that holds the agent, or to every
+    /// node for a topic. One that reaches nobody (its agent is held nowhere the wire reaches) is dropped, as an
+    /// emit to nobody is on one node.
+    async fn send_on(&self, elsewhere: Elsewhere) {
+        let Some(wire) = &self.wire else { return };
+        match elsewhere {
+            Elsewhere::Agent { to, signal } => {
+                let kind = signal.kind().to_string();
+                match wire.ask(&WireRequest::Relay { agent: to.clone(), signal }).await {
+                    Ok(WireReply::Accepted) => {}
+                    other => {
+                        tracing::debug!(agent = %to, %kind, ?other, "a signal for an agent elsewhere reached nobody")
+                    }
+                }
+            }
+            Elsewhere::Topic { topic, signal } => {
+                wire.tell_all(&WireRequest::Publish { topic, signal }).await;
+            }
+        }
+    }
+
+    /// Resolves once every signal this node's runtime had for elsewhere before the call was sent on (taken by
+    /// the node that holds its agent, or found to reach nobody). Needs [`Node::keep`], which sends them on.
+    pub async fn sent_on(&self) {
+        let (done, sent) = tokio::sync::oneshot::channel();
+        if self.forwarding.send(Forward::Mark(done)).await.is_ok() {
+            let _ = sent.await;
         }
     }
 
@@ -583,6 +655,23 @@ impl Node {
     ) -> Result<tokio::task::JoinHandle<()>, NodeError> {
         let node = Arc::downgrade(self);
         let _ = self.me.set(node.clone());
+        // The runtime's signals for elsewhere, sent on in the order its agents emitted them.
+        if let Some(mut forward) = self.forward.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            let forwarding = node.clone();
+            tokio::spawn(async move {
+                while let Some(next) = forward.recv().await {
+                    match next {
+                        Forward::Signal(elsewhere) => {
+                            let Some(node) = forwarding.upgrade() else { return };
+                            node.send_on(*elsewhere).await;
+                        }
+                        Forward::Mark(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            });
+        }
         let mut refused = self.fence.lost();
         let every = self.options.lease / 3;
         // Pushes heard as they happen: the agent's signals are given at once (a push not heard, the connection
@@ -650,6 +739,14 @@ impl Node {
             }
         }))
     }
+}
+
+/// What waits to be sent on to other nodes, in order.
+enum Forward {
+    /// A signal for elsewhere.
+    Signal(Box<Elsewhere>),
+    /// Everything before it was sent on.
+    Mark(tokio::sync::oneshot::Sender<()>),
 }
 
 /// The wire's handler: requests go to the node once it keeps itself, and are `NotHere` before (or after).

@@ -17,6 +17,7 @@ mod contract;
 mod directory;
 pub mod driver;
 pub mod effect;
+pub(crate) mod elsewhere;
 mod error;
 pub mod events;
 pub mod id;

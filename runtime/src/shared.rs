@@ -54,6 +54,26 @@ pub(crate) struct Shared {
     pub hibernate_after: Option<std::time::Duration>,
     /// The task that asks idle agents to hibernate, started with the first agent.
     pub sweeper: std::sync::OnceLock<()>,
+    /// Where signals for agents this runtime does not run, and for topics, go besides (a cluster's node).
+    pub elsewhere: Option<crate::elsewhere::ElsewhereHook>,
+}
+
+impl Shared {
+    /// Delivers a signal the runtime made or an agent emitted to an agent, here if it runs here, else through
+    /// [`Shared::elsewhere`] (when there is one, and the agent is not asleep here); whether it was taken.
+    pub fn deliver_anywhere(&self, to: &AgentId, signal: Signal) -> bool {
+        let mut signal = Some(signal);
+        if let Some(taken) = self.directory.offer(to, &mut signal) {
+            return taken;
+        }
+        match (&self.elsewhere, signal) {
+            (Some(hook), Some(signal)) if !self.sleeping.contains_key(to) => {
+                hook(crate::elsewhere::Elsewhere::Agent { to: to.clone(), signal });
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Shared {

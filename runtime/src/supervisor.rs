@@ -121,7 +121,7 @@ fn final_exit(shared: &Shared, child: &Child, reason: String) {
         && let Some(signal) =
             crate::kinds::child_exited(&crate::kinds::agent_source(&child.agent), &child.agent, &reason)
     {
-        shared.directory.deliver(parent, signal);
+        shared.deliver_anywhere(parent, signal);
     }
     shared.events.announce(&child.agent, None, None, EventKind::AgentStopped { reason });
 }

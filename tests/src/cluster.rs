@@ -4,7 +4,8 @@
 
 use crate::postgres::Postgres;
 use agentry::agent::{Agent, Reaction};
-use agentry::effect::Effect;
+use agentry::effect::{Effect, Target};
+use agentry::id::AgentId;
 use agentry::signal::Signal;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -37,6 +38,19 @@ impl Agent for Tally {
             }
             // `ask`: replies its state.
             "ask" => Reaction::Keep(vec![Effect::reply(signal.id(), json!(self))]),
+            // `tell {to, n}`: emits `add n` to agent `to`; `shout {topic, n}`: to a topic's subscribers.
+            "tell" | "shout" => {
+                let data = signal.data();
+                let add = Signal::new("add", data["n"].clone()).ok();
+                let to = match signal.kind().as_str() {
+                    "tell" => data["to"].as_str().and_then(|to| AgentId::new(to).ok()).map(Target::Agent),
+                    _ => data["topic"].as_str().map(|topic| Target::Topic(topic.to_owned())),
+                };
+                match (add, to) {
+                    (Some(add), Some(to)) => Reaction::Keep(vec![Effect::emit(add, to)]),
+                    _ => Reaction::Ignore,
+                }
+            }
             _ => Reaction::Ignore,
         }
     }

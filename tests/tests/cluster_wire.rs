@@ -195,3 +195,30 @@ async fn with_tls_nodes_talk_and_a_node_without_it_is_refused() {
     assert!(sent.ends_with("Inbox(Kept)"), "{sent}");
     assert!(!c.kept.iter().any(|l| l.starts_with("wire-up")), "{:?}", c.kept);
 }
+
+/// An agent's emits reach an agent held on another node, and a topic's subscribers on every node; the parent of a
+/// child on another node hears of its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emits_reach_agents_and_topic_members_on_other_nodes() {
+    let Some(postgres) = postgres("cluster_wire") else { return };
+    let wire = [("AGENTRY_NODE_WIRE", COOKIE)];
+    let mut a = node(&postgres, "a", &wire).await;
+    let mut b = node(&postgres, "b", &wire).await;
+    a.ask("spawn t1", "spawned t1").await;
+    b.ask("spawn t2", "spawned t2").await;
+    b.ask("spawn t3", "spawned t3").await;
+    a.expect("wire-up b").await;
+    b.expect("wire-up a").await;
+    a.ask("subscribe t1 news", "subscribed t1").await;
+    b.ask("subscribe t3 news", "subscribed t3").await;
+
+    a.ask(r#"signal t1 tell {"to":"t2","n":5}"#, "given t1 tell").await;
+    a.ask("settle", "settled").await;
+    assert_eq!(applied(&mut b, "t2").await, [5], "the emit crossed to the node that holds t2");
+
+    a.ask(r#"signal t1 shout {"topic":"news","n":7}"#, "given t1 shout").await;
+    a.ask("settle", "settled").await;
+    assert_eq!(applied(&mut b, "t3").await, [7], "a topic member on the other node");
+    assert_eq!(applied(&mut a, "t1").await, [7], "and the one on this node");
+    assert_eq!(applied(&mut b, "t2").await, [5], "not a member: nothing");
+}

@@ -26,13 +26,29 @@ pub enum WireRequest {
         /// How long the caller waits for the reply, in milliseconds.
         timeout_ms: u64,
     },
+    /// A signal the peer's runtime made for the agent (an agent's emit, a child's end for its parent), given
+    /// as it is: a peer that has the cluster's cookie is trusted as one of its runtimes.
+    Relay {
+        /// The agent.
+        agent: AgentId,
+        /// The signal, as the peer's runtime made it.
+        signal: Signal,
+    },
+    /// A signal an agent of the peer emitted to a topic, for this node's subscribers.
+    Publish {
+        /// The topic.
+        topic: String,
+        /// The signal, as the peer's runtime made it.
+        signal: Signal,
+    },
 }
 
 impl WireRequest {
-    /// The agent the request is for.
-    pub fn agent(&self) -> &AgentId {
+    /// The agent the request is for (none for a topic's signal).
+    pub fn agent(&self) -> Option<&AgentId> {
         match self {
-            Self::Send { agent, .. } | Self::Call { agent, .. } => agent,
+            Self::Send { agent, .. } | Self::Call { agent, .. } | Self::Relay { agent, .. } => Some(agent),
+            Self::Publish { .. } => None,
         }
     }
 }

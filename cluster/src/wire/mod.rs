@@ -167,6 +167,7 @@ impl Wire {
         let (gate, _) = Actor::spawn(None, Gate, handler)
             .await
             .map_err(|e| WireError::Start { address: address.to_string(), reason: e.to_string() })?;
+        ractor::pg::join(NODES.to_owned(), vec![gate.get_cell()]);
         Ok(Self { server, gate, address, tls: options.tls, wait: options.wait, events, peers })
     }
 
@@ -221,10 +222,12 @@ impl Wire {
     /// agent, in turn, until one answers with something other than [`WireReply::NotHere`]. A send waits at
     /// most the configured time per peer; a call, its own timeout.
     pub async fn ask(&self, request: &WireRequest) -> Result<WireReply, WireError> {
-        let agent = request.agent();
+        let Some(agent) = request.agent() else {
+            return Err(WireError::NoRoute { agent: String::new(), waited: Duration::ZERO });
+        };
         let wait = match request {
-            WireRequest::Send { .. } => self.wait,
             WireRequest::Call { timeout_ms, .. } => Duration::from_millis(*timeout_ms) + self.wait,
+            _ => self.wait,
         };
         let bytes = codec::encode(request);
         let started = tokio::time::Instant::now();
@@ -246,6 +249,27 @@ impl Wire {
         Err(WireError::NoRoute { agent: agent.to_string(), waited: started.elapsed() })
     }
 
+    /// Tells every connected peer at once (each node's gate is in one process group of all nodes), and waits
+    /// for their answers, each at most the configured time: for a topic's signal, which each peer gives its own
+    /// subscribers. Returns how many peers took it.
+    pub async fn tell_all(&self, request: &WireRequest) -> usize {
+        let bytes = codec::encode(request);
+        let mut asked = tokio::task::JoinSet::new();
+        for member in ractor::pg::get_members(&NODES.to_owned()) {
+            if member.get_id().is_local() {
+                continue;
+            }
+            let gate: ActorRef<GateMsg> = member.into();
+            let (bytes, wait) = (bytes.clone(), self.wait);
+            asked.spawn(async move {
+                let asked = gate.call(|reply| GateMsg::Ask(bytes, reply), Some(wait)).await;
+                matches!(asked, Ok(ractor::rpc::CallResult::Success(reply))
+                    if codec::decode_reply(&reply).is_ok_and(|r| r == WireReply::Accepted))
+            });
+        }
+        asked.join_all().await.into_iter().filter(|took| *took).count()
+    }
+
     /// Stops the wire: its connections close, and its peers see this node go down.
     pub fn stop(&self) {
         self.gate.stop(None);
@@ -258,6 +282,9 @@ impl Drop for Wire {
         self.stop();
     }
 }
+
+/// The process group of every node's gate.
+const NODES: &str = "agentry.nodes";
 
 /// The process group of an agent's holder.
 fn group(agent: &agentry::id::AgentId) -> String {

@@ -16,6 +16,7 @@ pub struct RuntimeBuilder {
     max_jobs: usize,
     job_retention: Duration,
     coerce_params: bool,
+    elsewhere: Option<crate::elsewhere::ElsewhereHook>,
 }
 
 impl Default for RuntimeBuilder {
@@ -32,11 +33,20 @@ impl Default for RuntimeBuilder {
             max_jobs: DEFAULT_MAX_JOBS,
             job_retention: crate::jobs::DEFAULT_JOB_RETENTION,
             coerce_params: true,
+            elsewhere: None,
         }
     }
 }
 
 impl RuntimeBuilder {
+    /// Where this runtime hands the signals its agents emit to agents it does not run, and to topics (for
+    /// their subscribers elsewhere): a cluster's node sets this to take them to the other nodes. Without it,
+    /// the first reach nobody and the second only this runtime's subscribers.
+    pub fn elsewhere(mut self, hook: ElsewhereHook) -> Self {
+        self.elsewhere = Some(hook);
+        self
+    }
+
     /// Adds a skill to the catalog.
     pub fn skill(mut self, skill: Skill) -> Self {
         self.catalog.insert(skill);
@@ -208,6 +218,7 @@ impl RuntimeBuilder {
             waking: tokio::sync::Mutex::new(()),
             hibernate_after: self.hibernate_after,
             sweeper: std::sync::OnceLock::new(),
+            elsewhere: self.elsewhere,
         };
         Runtime { shared: Arc::new(shared) }
     }

@@ -1,6 +1,7 @@
 //! The Runtime: the handle an application holds — skill catalog, agent directory, event stream, journal — and
 //! typed [`AgentRef`]s to talk to agents.
 
+pub use crate::elsewhere::{Elsewhere, ElsewhereHook};
 pub use crate::error::RuntimeError;
 pub(crate) use crate::restart::Again;
 pub use crate::restart::{RestartMode, RestartPolicy, SpawnOptions};
@@ -185,6 +186,22 @@ impl Runtime {
     pub fn send(&self, to: &AgentId, signal: Signal) -> Result<(), RuntimeError> {
         check_from_outside(&signal)?;
         crate::sleep::deliver(&self.shared, to, signal)
+    }
+
+    /// Delivers a signal that another runtime of the same cluster made, as its node passes it on from an
+    /// authenticated peer: an agent's emit to an agent held here, a child's end for its parent here, or an emit to
+    /// a topic (to this runtime's subscribers). Such a signal may be of the runtime's own kinds or carry an
+    /// agent's source, which [`Runtime::send`] refuses from a caller; so this door is for a node relaying what
+    /// its trusted peers' runtimes made, never for input from users or untrusted peers. Returns how many agents
+    /// took it.
+    pub fn relay(&self, signal: Elsewhere) -> usize {
+        match signal {
+            Elsewhere::Agent { to, signal } => usize::from(self.shared.directory.deliver(&to, signal)),
+            Elsewhere::Topic { topic, signal } => {
+                let directory = &self.shared.directory;
+                directory.subscribers(&topic).iter().filter(|id| directory.deliver(id, signal.clone())).count()
+            }
+        }
     }
 
     /// Sends a signal to an agent whatever its type and waits for its `Reply` to it, at most `timeout` (as

@@ -20,6 +20,13 @@
 //! - `connect <address>`: connects the wire to a peer; prints `connected <address>` or `nack connect <why>`.
 //! - `calls <agent> <count>`: calls the agent with `add 1` `count` times in a row, wherever it lives; prints
 //!   `called <agent> <count> <micros>` (the bench's round trips).
+//! - `sends <agent> <count>`: sends the agent `add 1` `count` times in a row, wherever it lives; prints `sent-all
+//!   <agent> <count> <micros>`.
+//!
+//! - `signal <agent> <kind> <json>`: sends the signal to the agent wherever it lives; prints `given <agent>
+//!   <kind>` (or `nack`).
+//! - `subscribe <agent> <topic>`: subscribes an agent of this node to a topic; prints `subscribed <agent>`.
+//! - `settle`: waits until every signal this node's agents emitted for other nodes was sent on; prints `settled`.
 //!
 //! Signals pushed into an agent's inbox (by the test, or by another node) reach it on the node that holds it.
 //!
@@ -140,6 +147,22 @@ async fn main() {
                     Err(err) => say(&format!("nack {agent} {n} {err}")),
                 }
             }
+            ["signal", agent, kind, data] => {
+                let id = AgentId::new(*agent).expect("an id");
+                let signal = Signal::new(*kind, serde_json::from_str(data).expect("JSON")).expect("a kind");
+                match node.send(&id, signal).await {
+                    Ok(_) => say(&format!("given {agent} {kind}")),
+                    Err(err) => say(&format!("nack {agent} {kind} {err}")),
+                }
+            }
+            ["subscribe", agent, topic] => {
+                node.runtime().subscribe(&AgentId::new(*agent).expect("an id"), topic);
+                say(&format!("subscribed {agent}"));
+            }
+            ["settle"] => {
+                node.sent_on().await;
+                say("settled");
+            }
             ["connect", address] => match node.wire().map(|wire| wire.connect(address)) {
                 Some(connecting) => match connecting.await {
                     Ok(()) => say(&format!("connected {address}")),
@@ -159,6 +182,19 @@ async fn main() {
                     }
                 }
                 say(&format!("called {agent} {count} {}", started.elapsed().as_micros()));
+            }
+            ["sends", agent, count] => {
+                let id = AgentId::new(*agent).expect("an id");
+                let count: u32 = count.parse().expect("a count");
+                let started = std::time::Instant::now();
+                for _ in 0..count {
+                    let signal = Signal::new("add", json!(1)).expect("a kind");
+                    if let Err(err) = node.send(&id, signal).await {
+                        say(&format!("nack {agent} sends {err}"));
+                        break;
+                    }
+                }
+                say(&format!("sent-all {agent} {count} {}", started.elapsed().as_micros()));
             }
             ["state", agent] => {
                 let id = AgentId::new(*agent).expect("an id");

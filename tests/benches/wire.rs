@@ -1,0 +1,103 @@
+//! The wire between nodes, measured on node processes (`cluster_node`) on loopback sharing a real PostgreSQL
+//! server: a `call`'s round trip from one node to an agent held on another (over `ractor_cluster`), beside the
+//! same call on the node that holds the agent, the same across nodes without a wire (through the durable inbox
+//! and `LISTEN`/`NOTIFY`), and a raw TCP echo of a message of the same size (the floor); then signals per second
+//! sent across the wire, beside the same sends on the node that holds the agent. `AGENTRY_WIRE_BENCH_CALLS`
+//! (500 by default) calls or signals each.
+//!
+//! `cargo bench -p agentry-tests --bench wire`
+
+use agentry_tests::cluster::NodeProcess;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const NODE: &str = env!("CARGO_BIN_EXE_cluster_node");
+const LEASE_MS: u64 = 10_000;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Runs `command` (`calls` or `sends`) on `node` and returns the time per operation.
+async fn per_op(node: &mut NodeProcess, command: &str, answer: &str, count: u64) -> Duration {
+    let line = node.ask(&format!("{command} t1 {count}"), &format!("{answer} t1 {count} ")).await;
+    let micros: u64 = line.rsplit(' ').next().and_then(|m| m.parse().ok()).expect("the micros");
+    Duration::from_micros(micros) / u32::try_from(count).expect("a count")
+}
+
+/// A raw TCP echo on loopback: the time per round trip of a message of `size` bytes.
+async fn tcp_echo(count: u64, size: usize) -> Duration {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let address = listener.local_addr().expect("an address");
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.expect("a client");
+        socket.set_nodelay(true).expect("nodelay");
+        let mut buffer = vec![0; size];
+        while socket.read_exact(&mut buffer).await.is_ok() {
+            if socket.write_all(&buffer).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut client = tokio::net::TcpStream::connect(address).await.expect("connected");
+    client.set_nodelay(true).expect("nodelay");
+    let message = vec![7u8; size];
+    let mut back = vec![0; size];
+    let started = Instant::now();
+    for _ in 0..count {
+        client.write_all(&message).await.expect("sent");
+        client.read_exact(&mut back).await.expect("echoed");
+    }
+    started.elapsed() / u32::try_from(count).expect("a count")
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--test") {
+        return;
+    }
+    let count = env_number("AGENTRY_WIRE_BENCH_CALLS", 500);
+    let Some(postgres) = agentry_tests::postgres::or_skip("the wire bench") else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
+    rt.block_on(async {
+        let wire = [("AGENTRY_NODE_WIRE", "bench"), ("AGENTRY_NODE_WIRE_MANUAL", "1")];
+        let mut a = NodeProcess::start_with(NODE, &postgres, LEASE_MS, "a", &wire).await;
+        let mut b = NodeProcess::start_with(NODE, &postgres, LEASE_MS, "b", &wire).await;
+        let mut c = NodeProcess::start(NODE, &postgres, LEASE_MS, "c").await;
+        b.ask("spawn t1", "spawned t1").await;
+        let address = b.wire_address().await;
+        a.ask(&format!("connect {address}"), "connected").await;
+        a.expect("wire-up b").await;
+        // Warm up each path.
+        per_op(&mut a, "calls", "called", 20).await;
+        per_op(&mut b, "calls", "called", 20).await;
+        per_op(&mut c, "calls", "called", 20).await;
+
+        let across = per_op(&mut a, "calls", "called", count).await;
+        let here = per_op(&mut b, "calls", "called", count).await;
+        let inbox = per_op(&mut c, "calls", "called", count).await;
+        // A call's request on the wire is about 300 bytes of JSON in a protobuf frame.
+        let echo = tcp_echo(count, 300).await;
+        println!("call round trip, {count} calls in a row:");
+        println!("  across the wire (node a to an agent on node b): {across:?}");
+        println!("  on the node that holds the agent:                {here:?} (wire/here {:.1}x)", ratio(across, here));
+        println!(
+            "  across without a wire (inbox, LISTEN/NOTIFY):    {inbox:?} (wire/inbox {:.2}x)",
+            ratio(across, inbox)
+        );
+        println!("  raw TCP echo of 300 bytes on loopback:           {echo:?} (wire/echo {:.0}x)", ratio(across, echo));
+
+        let sends_across = per_op(&mut a, "sends", "sent-all", count).await;
+        let sends_here = per_op(&mut b, "sends", "sent-all", count).await;
+        println!("signals sent in a row, {count}:");
+        println!("  across the wire: {:.0}/s ({sends_across:?} each)", per_second(sends_across));
+        println!("  on the node that holds the agent: {:.0}/s ({sends_here:?} each)", per_second(sends_here));
+    });
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
+
+fn per_second(each: Duration) -> f64 {
+    1.0 / each.as_secs_f64().max(1e-9)
+}
