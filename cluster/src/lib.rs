@@ -14,6 +14,6 @@ pub mod placement;
 pub mod wire;
 
 pub use inbox::{Heard, Inbox, InboxError, Listener, Pushed, Waiting, listen};
-pub use node::{Node, NodeError, NodeOptions, Sent, Tick};
+pub use node::{ClusterRef, Node, NodeError, NodeOptions, Sent, Tick};
 pub use owners::{Heartbeat, Lease, LeaseError, Owners, fence};
 pub use wire::{Wire, WireError, WireEvent, WireOptions, WireTls};

@@ -20,6 +20,9 @@ use tokio::sync::mpsc;
 pub struct Tally {
     /// The numbers, in order.
     pub applied: Vec<u64>,
+    /// Each child's end it was told of: the child, and why.
+    #[serde(default)]
+    pub exits: Vec<(String, String)>,
 }
 
 impl Agent for Tally {
@@ -35,6 +38,14 @@ impl Agent for Tally {
                 next.applied.push(signal.data().as_u64().unwrap_or_default());
                 let reply = Effect::reply(signal.id(), json!(next.applied.len()));
                 Reaction::Update(next, vec![reply])
+            }
+            // A child of its ended (or its node went down).
+            agentry::kinds::AGENT_CHILD_EXITED => {
+                let mut next = self.clone();
+                let data = signal.data();
+                let text = |key: &str| data[key].as_str().unwrap_or_default().to_owned();
+                next.exits.push((text("child"), text("reason")));
+                Reaction::Update(next, vec![])
             }
             // `ask`: replies its state.
             "ask" => Reaction::Keep(vec![Effect::reply(signal.id(), json!(self))]),

@@ -222,3 +222,39 @@ async fn emits_reach_agents_and_topic_members_on_other_nodes() {
     assert_eq!(applied(&mut a, "t1").await, [7], "and the one on this node");
     assert_eq!(applied(&mut b, "t2").await, [5], "not a member: nothing");
 }
+
+/// Spawning on another node: the agent starts there (its lease that node's), answers calls from anywhere, and
+/// its parent here hears of its end; a type the other node does not register is a typed refusal; and when the
+/// child's node dies, the parent is told its node went down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_spawned_on_another_node_runs_there_and_its_parent_hears_of_its_end() {
+    let Some(postgres) = postgres("cluster_wire") else { return };
+    let wire = [("AGENTRY_NODE_WIRE", COOKIE)];
+    let mut a = node(&postgres, "a", &wire).await;
+    let mut b = node(&postgres, "b", &wire).await;
+    a.expect("wire-up b").await;
+    a.ask("spawn p1", "spawned p1").await;
+
+    a.ask("spawn-on b c1 p1", "spawned-on c1").await;
+    assert_eq!(a.ask("call c1 3 10000", "replied c1 3 ").await, "replied c1 3 1", "called across");
+    assert_eq!(applied(&mut b, "c1").await, [3], "it lives on b");
+    let refused = a.ask("spawn-stranger-on b x1", "refused x1").await;
+    assert!(refused.contains("`stranger` is not registered on node `b`"), "{refused}");
+
+    // Its end, on b, reaches its parent on a.
+    b.ask("stop c1", "stopped c1").await;
+    b.ask("settle", "settled").await;
+    let exits = a.state("p1").await.exits;
+    assert_eq!(exits.len(), 1, "{exits:?}");
+    assert_eq!(exits[0].0, "c1");
+
+    // Its node dies: the parent is told, naming the node.
+    a.ask("spawn-on b c2 p1", "spawned-on c2").await;
+    b.signal("KILL");
+    a.expect("wire-down b").await;
+    a.expect("child-down c2").await;
+    let exits = a.state("p1").await.exits;
+    assert_eq!(exits.len(), 2, "{exits:?}");
+    assert_eq!(exits[1].0, "c2");
+    assert!(exits[1].1.contains("node `b` went down"), "{exits:?}");
+}

@@ -34,6 +34,19 @@ pub enum WireRequest {
         /// The signal, as the peer's runtime made it.
         signal: Signal,
     },
+    /// Spawn an agent of a type registered on this node, here, from its initial state as JSON.
+    Spawn {
+        /// The agent type's name.
+        agent_type: String,
+        /// The new agent's id.
+        agent: AgentId,
+        /// Its initial domain state.
+        init: serde_json::Value,
+        /// Its parent (on the asking node), told of its end.
+        parent: Option<AgentId>,
+        /// Its policy.
+        policy: Box<agentry::policy::Policy>,
+    },
     /// A signal an agent of the peer emitted to a topic, for this node's subscribers.
     Publish {
         /// The topic.
@@ -47,7 +60,10 @@ impl WireRequest {
     /// The agent the request is for (none for a topic's signal).
     pub fn agent(&self) -> Option<&AgentId> {
         match self {
-            Self::Send { agent, .. } | Self::Call { agent, .. } | Self::Relay { agent, .. } => Some(agent),
+            Self::Send { agent, .. }
+            | Self::Call { agent, .. }
+            | Self::Relay { agent, .. }
+            | Self::Spawn { agent, .. } => Some(agent),
             Self::Publish { .. } => None,
         }
     }
@@ -68,6 +84,11 @@ pub enum WireReply {
     },
     /// This node does not hold the agent (any more): ask elsewhere, or leave it in the inbox.
     NotHere,
+    /// The agent type is not registered on this node.
+    UnknownType {
+        /// The type's name.
+        agent_type: String,
+    },
     /// The request was refused or failed there, and why.
     Failed {
         /// What went wrong, as the node asked says it.

@@ -135,6 +135,12 @@ pub enum WireError {
         /// How long it waited in all.
         waited: Duration,
     },
+    /// No node of that name is connected on the wire.
+    #[error("no node named `{node}` is connected on the wire")]
+    NoNode {
+        /// The node.
+        node: String,
+    },
     /// A peer answered with something that could not be decoded.
     #[error(transparent)]
     Malformed(#[from] Malformed),
@@ -168,6 +174,7 @@ impl Wire {
             .await
             .map_err(|e| WireError::Start { address: address.to_string(), reason: e.to_string() })?;
         ractor::pg::join(NODES.to_owned(), vec![gate.get_cell()]);
+        ractor::pg::join(node_group(name), vec![gate.get_cell()]);
         Ok(Self { server, gate, address, tls: options.tls, wait: options.wait, events, peers })
     }
 
@@ -249,6 +256,24 @@ impl Wire {
         Err(WireError::NoRoute { agent: agent.to_string(), waited: started.elapsed() })
     }
 
+    /// Asks the node named `node` (its gate), waiting at most `wait`: for what only that node can do, such as a
+    /// spawn there.
+    pub async fn ask_node(&self, node: &str, request: &WireRequest, wait: Duration) -> Result<WireReply, WireError> {
+        let bytes = codec::encode(request);
+        let gate = ractor::pg::get_members(&node_group(node)).into_iter().find(|m| !m.get_id().is_local());
+        let Some(gate) = gate else {
+            return Err(WireError::NoNode { node: node.to_owned() });
+        };
+        let gate: ActorRef<GateMsg> = gate.into();
+        match gate.call(|reply| GateMsg::Ask(bytes, reply), Some(wait)).await {
+            Ok(ractor::rpc::CallResult::Success(reply)) => Ok(codec::decode_reply(&reply)?),
+            _ => Err(WireError::NoRoute {
+                agent: request.agent().map(ToString::to_string).unwrap_or_default(),
+                waited: wait,
+            }),
+        }
+    }
+
     /// Tells every connected peer at once (each node's gate is in one process group of all nodes), and waits
     /// for their answers, each at most the configured time: for a topic's signal, which each peer gives its own
     /// subscribers. Returns how many peers took it.
@@ -285,6 +310,11 @@ impl Drop for Wire {
 
 /// The process group of every node's gate.
 const NODES: &str = "agentry.nodes";
+
+/// The process group of one node's gate.
+fn node_group(node: &str) -> String {
+    format!("agentry.node.{node}")
+}
 
 /// The process group of an agent's holder.
 fn group(agent: &agentry::id::AgentId) -> String {

@@ -121,6 +121,24 @@ impl Runtime {
         spawn_agent(&self.shared, domain, opts).await
     }
 
+    /// Spawns an agent of a registered type by its name ([`RuntimeBuilder::agent`]), from its initial domain
+    /// state as JSON, as a `SpawnAgent` effect does: with the id (a new one if none), parent and policy of `opts`
+    /// (its other fields are the defaults). For a caller that knows the type only by name, such as a node
+    /// spawning for another node. An unregistered type is [`RuntimeError::UnknownAgentType`]; a state that does
+    /// not fit the type, [`RuntimeError::Spawn`].
+    pub async fn spawn_named(
+        &self,
+        agent_type: &str,
+        init: Value,
+        opts: SpawnOptions,
+    ) -> Result<AgentId, RuntimeError> {
+        let spawner = self.shared.spawners.get(agent_type).map(|s| s.clone());
+        let Some(spawner) = spawner else { return Err(RuntimeError::UnknownAgentType(agent_type.to_owned())) };
+        let id = opts.id.unwrap_or_else(AgentId::random);
+        spawner(self.shared.clone(), id.clone(), init, opts.parent, opts.policy).await?;
+        Ok(id)
+    }
+
     /// A typed handle to a running agent.
     pub fn get<A: Agent>(&self, id: &AgentId) -> Result<AgentRef<A>, RuntimeError> {
         let Some(entry) = self.shared.directory.get(id) else {

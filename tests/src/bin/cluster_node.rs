@@ -26,6 +26,9 @@
 //! - `signal <agent> <kind> <json>`: sends the signal to the agent wherever it lives; prints `given <agent>
 //!   <kind>` (or `nack`).
 //! - `subscribe <agent> <topic>`: subscribes an agent of this node to a topic; prints `subscribed <agent>`.
+//! - `spawn-on <node> <agent> [parent]`: spawns a `Tally` on node `node` (a peer on the wire), a child of
+//!   `parent` (an agent here) if given; prints `spawned-on <agent>` or `refused <agent> <why>`.
+//! - `spawn-stranger-on <node> <agent>`: the same with a type no node registers; prints `refused <agent> <why>`.
 //! - `settle`: waits until every signal this node's agents emitted for other nodes was sent on; prints `settled`.
 //!
 //! Signals pushed into an agent's inbox (by the test, or by another node) reach it on the node that holds it.
@@ -84,6 +87,7 @@ async fn main() {
             tick.taken.iter().for_each(|agent| say(&format!("took {agent}")));
             tick.lost.iter().for_each(|agent| say(&format!("lost {agent}")));
             tick.ended.iter().for_each(|agent| say(&format!("ended {agent}")));
+            tick.children_down.iter().for_each(|agent| say(&format!("child-down {agent}")));
         }
     });
     // The runtime's own word on agents stopped (a node that lost an agent's lease says so).
@@ -159,6 +163,22 @@ async fn main() {
                 node.runtime().subscribe(&AgentId::new(*agent).expect("an id"), topic);
                 say(&format!("subscribed {agent}"));
             }
+            ["spawn-on", on, agent, parent @ ..] => {
+                let parent = parent.first().map(|p| AgentId::new(*p).expect("an id"));
+                let opts =
+                    SpawnOptions { id: Some(AgentId::new(*agent).expect("an id")), parent, ..SpawnOptions::default() };
+                match node.spawn_on(on, Tally::default(), opts).await {
+                    Ok(_) => say(&format!("spawned-on {agent}")),
+                    Err(err) => say(&format!("refused {agent} {err}")),
+                }
+            }
+            ["spawn-stranger-on", on, agent] => {
+                let opts = SpawnOptions { id: Some(AgentId::new(*agent).expect("an id")), ..SpawnOptions::default() };
+                match node.spawn_on(on, Stranger, opts).await {
+                    Ok(_) => say(&format!("spawned-on {agent}")),
+                    Err(err) => say(&format!("refused {agent} {err}")),
+                }
+            }
             ["settle"] => {
                 node.sent_on().await;
                 say("settled");
@@ -206,6 +226,20 @@ async fn main() {
             }
             _ => say(&format!("unknown command: {line}")),
         }
+    }
+}
+
+/// An agent type no node registers.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct Stranger;
+
+impl agentry::agent::Agent for Stranger {
+    fn name() -> &'static str {
+        "stranger"
+    }
+
+    fn handle_signal(&self, _: &Signal) -> agentry::agent::Reaction<Self> {
+        agentry::agent::Reaction::Ignore
     }
 }
 

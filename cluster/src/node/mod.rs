@@ -15,10 +15,15 @@
 //! reply straight back); the inbox still decides that it is applied once. When no node takes it over the wire
 //! in time, it is left in the inbox as without a wire.
 
+mod answer;
+mod handle;
+
+pub use handle::ClusterRef;
+
 use crate::inbox::{Heard, Inbox, InboxError, Pushed, Waiting};
 use crate::owners::{Lease, LeaseError, Owners};
 use crate::placement;
-use crate::wire::{Wire, WireError, WireOptions, WireReply, WireRequest};
+use crate::wire::{Wire, WireError, WireEvent, WireOptions, WireReply, WireRequest};
 use agentry::agent::Agent;
 use agentry::id::AgentId;
 use agentry::runtime::{AgentRef, Elsewhere, Recovery, Runtime, RuntimeBuilder, RuntimeError, SpawnOptions};
@@ -108,6 +113,20 @@ pub enum NodeError {
         /// What that node said.
         reason: String,
     },
+    /// A spawn on another node, from a node without a wire.
+    #[error("node `{node}` can be reached only over the wire, and this node has none")]
+    NoWire {
+        /// The node.
+        node: String,
+    },
+    /// The agent type is not registered on the node asked to spawn it.
+    #[error("agent type `{agent_type}` is not registered on node `{node}`; expected a type that node registers")]
+    UnknownType {
+        /// The node.
+        node: String,
+        /// The type's name.
+        agent_type: String,
+    },
     /// A spawn under an id the journal keeps already.
     #[error(
         "agent `{0}` is in the journal already (another node's, or one whose node died); expected a new id, or the node that takes it over to bring it back"
@@ -124,6 +143,9 @@ pub struct Tick {
     pub taken: Vec<AgentId>,
     /// Agents that ended here: their leases let go.
     pub ended: Vec<AgentId>,
+    /// Children that agents of this node spawned on a node that went down: their parents were told
+    /// (`agent.child_exited`, the reason naming the node).
+    pub children_down: Vec<AgentId>,
 }
 
 /// A runtime in a cluster. See the module docs.
@@ -150,6 +172,8 @@ pub struct Node {
     wire: Option<Wire>,
     /// This node, for the wire's requests (set by [`Node::keep`]: until then the wire answers `NotHere`).
     me: Arc<std::sync::OnceLock<std::sync::Weak<Node>>>,
+    /// The children that agents of this node spawned on other nodes, by node: (child, parent).
+    remote_children: Mutex<HashMap<String, Vec<(AgentId, AgentId)>>>,
     /// The signals its runtime has for elsewhere, in order, until [`Node::keep`] starts sending them on.
     forward: Mutex<Option<tokio::sync::mpsc::Receiver<Forward>>>,
     /// Where they are queued (and marks, for [`Node::sent_on`]).
@@ -204,6 +228,7 @@ impl Node {
             wire,
             me,
             forward: Mutex::new(Some(forward)),
+            remote_children: Mutex::new(HashMap::new()),
             forwarding,
             fence,
             runtime,
@@ -231,22 +256,43 @@ impl Node {
     /// [`LeaseError::Held`]), then spawns it. `opts.id` names it; without one, a new id is made.
     pub async fn spawn<A: Agent>(&self, domain: A, mut opts: SpawnOptions) -> Result<AgentRef<A>, NodeError> {
         let id = opts.id.get_or_insert_with(AgentId::random).clone();
+        self.spawn_leased(&id, self.runtime.spawn(domain, opts)).await
+    }
+
+    /// Spawns an agent of a type registered here by its name, from its initial state as JSON (see
+    /// [`Runtime::spawn_named`]), under its lease as [`Node::spawn`] does.
+    pub async fn spawn_named(
+        &self,
+        agent_type: &str,
+        init: serde_json::Value,
+        mut opts: SpawnOptions,
+    ) -> Result<AgentId, NodeError> {
+        let id = opts.id.get_or_insert_with(AgentId::random).clone();
+        self.spawn_leased(&id, self.runtime.spawn_named(agent_type, init, opts)).await
+    }
+
+    /// Claims the lease of `id`, then spawns it with `spawn`; lets the lease go if the spawn fails.
+    async fn spawn_leased<T>(
+        &self,
+        id: &AgentId,
+        spawn: impl std::future::Future<Output = Result<T, RuntimeError>>,
+    ) -> Result<T, NodeError> {
         // Spawning would start the agent afresh, dropping what the journal keeps of it: brought back instead.
         if let Some(journal) = self.runtime.store().durable()
-            && journal.agent(&id)?.is_some()
+            && journal.agent(id)?.is_some()
         {
-            return Err(NodeError::Exists(id));
+            return Err(NodeError::Exists(id.clone()));
         }
-        let lease = self.owners.claim(&id).await?;
+        let lease = self.owners.claim(id).await?;
         self.hold(&lease);
-        self.ran(&id);
+        self.ran(id);
         self.spawning.lock().unwrap_or_else(PoisonError::into_inner).insert(id.clone());
-        let spawned = self.runtime.spawn(domain, opts).await;
-        self.spawning.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+        let spawned = spawn.await;
+        self.spawning.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
         match spawned {
             Ok(spawned) => Ok(spawned),
             Err(err) => {
-                self.let_be(&id);
+                self.let_be(id);
                 let _ = self.owners.release(&lease).await;
                 Err(err.into())
             }
@@ -503,75 +549,6 @@ impl Node {
         self.wire.as_ref()
     }
 
-    /// Answers a request that came over the wire: for an agent this node holds, the signal goes into its inbox
-    /// (a duplicate is dropped there) and is given to it at once; a call waits for the agent's reply.
-    async fn answer(&self, request: WireRequest) -> WireReply {
-        let failed = |err: NodeError| WireReply::Failed { reason: err.to_string() };
-        let agent = match &request {
-            WireRequest::Publish { topic, signal } => {
-                let topic = Elsewhere::Topic { topic: topic.clone(), signal: signal.clone() };
-                self.runtime.relay(topic);
-                return WireReply::Accepted;
-            }
-            WireRequest::Send { agent, .. } | WireRequest::Call { agent, .. } | WireRequest::Relay { agent, .. } => {
-                agent.clone()
-            }
-        };
-        if self.fence.epoch(&agent).is_none() {
-            return WireReply::NotHere;
-        }
-        match request {
-            WireRequest::Publish { .. } => WireReply::Accepted,
-            WireRequest::Relay { signal, .. } => {
-                let relayed = Elsewhere::Agent { to: agent.clone(), signal };
-                if self.runtime.relay(relayed.clone()) == 0 {
-                    // Asleep here: woken, then given.
-                    if let Err(err) = self.runtime.thaw(&agent).await {
-                        return failed(err.into());
-                    }
-                    if self.runtime.relay(relayed) == 0 {
-                        return WireReply::Failed { reason: format!("agent `{agent}` did not take the signal") };
-                    }
-                }
-                WireReply::Accepted
-            }
-            WireRequest::Send { signal, .. } => {
-                match self.inbox.lock().await.push(&agent, &signal).await {
-                    Ok(Pushed::Duplicate) => return WireReply::Duplicate,
-                    Ok(Pushed::Kept) => {}
-                    Err(err) => return failed(err.into()),
-                }
-                match self.deliver(&agent).await {
-                    Ok(_) => WireReply::Accepted,
-                    // Taken, in the inbox: given at the next round.
-                    Err(err) => {
-                        tracing::warn!(%agent, %err, "a signal from the wire waits in the inbox for the next round");
-                        WireReply::Accepted
-                    }
-                }
-            }
-            WireRequest::Call { signal, timeout_ms, .. } => {
-                let id = signal.id();
-                let (told, reply) = tokio::sync::oneshot::channel();
-                self.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).insert(id, told);
-                let called = async {
-                    self.inbox.lock().await.push_call(&agent, &signal, &self.options.name).await?;
-                    self.deliver(&agent).await?;
-                    reply.await.map_err(|_| NodeError::Runtime(RuntimeError::Stopped(agent.clone())))
-                };
-                let answered = tokio::time::timeout(Duration::from_millis(timeout_ms), called).await;
-                self.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
-                match answered {
-                    Ok(Ok(value)) => WireReply::Answer { value },
-                    Ok(Err(err)) => failed(err),
-                    Err(_) => {
-                        failed(RuntimeError::Timeout { agent, timeout: Duration::from_millis(timeout_ms) }.into())
-                    }
-                }
-            }
-        }
-    }
-
     /// Sends on a signal this node's runtime has for elsewhere: to the node that holds the agent, or to every
     /// node for a topic. One that reaches nobody (its agent is held nowhere the wire reaches) is dropped, as an
     /// emit to nobody is on one node.
@@ -600,6 +577,31 @@ impl Node {
         if self.forwarding.send(Forward::Mark(done)).await.is_ok() {
             let _ = sent.await;
         }
+    }
+
+    /// Tells the parents here of the children they spawned on node `down`, which went down, and forgets them:
+    /// returns those children.
+    fn children_down(&self, down: &str) -> Vec<AgentId> {
+        let children = self.remote_children.lock().unwrap_or_else(PoisonError::into_inner).remove(down);
+        let mut told = Vec::new();
+        for (child, parent) in children.unwrap_or_default() {
+            let reason = format!(
+                "node `{down}` went down (the child comes back on another node once its lease runs out, unless it ended)"
+            );
+            let stamp = (Uuid::now_v7(), chrono::Utc::now());
+            let source = agentry::kinds::agent_source(&child);
+            if let Some(signal) = agentry::driver::child_exited_at(&source, &child, &reason, stamp) {
+                self.runtime.relay(Elsewhere::Agent { to: parent, signal });
+                told.push(child);
+            }
+        }
+        told
+    }
+
+    /// Forgets a child spawned on another node whose end its parent here heard of.
+    fn child_ended(&self, child: &AgentId) {
+        let mut children = self.remote_children.lock().unwrap_or_else(PoisonError::into_inner);
+        children.values_mut().for_each(|on_node| on_node.retain(|(c, _)| c != child));
     }
 
     /// Connects the wire to every live node that listens on it and is not connected yet.
@@ -695,6 +697,7 @@ impl Node {
                 }
             }
         });
+        let mut wire_events = self.wire.as_ref().map(Wire::events);
         Ok(tokio::spawn(async move {
             let mut beat = tokio::time::interval(every);
             beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -706,6 +709,19 @@ impl Node {
                             Ok(tick) => tick,
                             Err(err) => {
                                 tracing::error!(%err, node = %node.options.name, "a round of the node's upkeep failed");
+                                continue;
+                            }
+                        }
+                    }
+                    event = next_event(&mut wire_events) => {
+                        let Some(node) = node.upgrade() else { return };
+                        match event {
+                            Ok(WireEvent::Down { node: down }) => {
+                                Tick { children_down: node.children_down(&down), ..Tick::default() }
+                            }
+                            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                                wire_events = None;
                                 continue;
                             }
                         }
@@ -738,6 +754,16 @@ impl Node {
                 }
             }
         }))
+    }
+}
+
+/// The next event of the wire, if there is one (never, without).
+async fn next_event(
+    events: &mut Option<tokio::sync::broadcast::Receiver<WireEvent>>,
+) -> Result<WireEvent, tokio::sync::broadcast::error::RecvError> {
+    match events {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -1,0 +1,101 @@
+//! What a node answers its peers on the wire: a signal or a call for an agent it holds (through the agent's
+//! inbox, so a retry is a duplicate), a signal a peer's runtime made for one of its agents or topics, and a spawn
+//! of a registered type here.
+
+use super::{Node, NodeError};
+use crate::inbox::Pushed;
+use crate::wire::{WireReply, WireRequest};
+use agentry::runtime::{Elsewhere, RuntimeError, SpawnOptions};
+use std::sync::PoisonError;
+use std::time::Duration;
+
+impl Node {
+    /// Answers a request that came over the wire: for an agent this node holds, the signal goes into its inbox
+    /// (a duplicate is dropped there) and is given to it at once; a call waits for the agent's reply.
+    pub(super) async fn answer(&self, request: WireRequest) -> WireReply {
+        let failed = |err: NodeError| WireReply::Failed { reason: err.to_string() };
+        let agent = match &request {
+            WireRequest::Publish { topic, signal } => {
+                let topic = Elsewhere::Topic { topic: topic.clone(), signal: signal.clone() };
+                self.runtime.relay(topic);
+                return WireReply::Accepted;
+            }
+            WireRequest::Spawn { agent_type, agent, init, parent, policy } => {
+                let opts = SpawnOptions {
+                    id: Some(agent.clone()),
+                    parent: parent.clone(),
+                    policy: (**policy).clone(),
+                    ..SpawnOptions::default()
+                };
+                return match self.spawn_named(agent_type, init.clone(), opts).await {
+                    Ok(_) => WireReply::Accepted,
+                    Err(NodeError::Runtime(RuntimeError::UnknownAgentType(agent_type))) => {
+                        WireReply::UnknownType { agent_type }
+                    }
+                    Err(err) => failed(err),
+                };
+            }
+            WireRequest::Send { agent, .. } | WireRequest::Call { agent, .. } | WireRequest::Relay { agent, .. } => {
+                agent.clone()
+            }
+        };
+        if self.fence.epoch(&agent).is_none() {
+            return WireReply::NotHere;
+        }
+        match request {
+            WireRequest::Publish { .. } | WireRequest::Spawn { .. } => WireReply::Accepted,
+            WireRequest::Relay { signal, .. } => {
+                if signal.kind().as_str() == agentry::kinds::AGENT_CHILD_EXITED
+                    && let Some(child) = signal.data()["child"].as_str().and_then(|c| agentry::id::AgentId::new(c).ok())
+                {
+                    self.child_ended(&child);
+                }
+                let relayed = Elsewhere::Agent { to: agent.clone(), signal };
+                if self.runtime.relay(relayed.clone()) == 0 {
+                    // Asleep here: woken, then given.
+                    if let Err(err) = self.runtime.thaw(&agent).await {
+                        return failed(err.into());
+                    }
+                    if self.runtime.relay(relayed) == 0 {
+                        return WireReply::Failed { reason: format!("agent `{agent}` did not take the signal") };
+                    }
+                }
+                WireReply::Accepted
+            }
+            WireRequest::Send { signal, .. } => {
+                match self.inbox.lock().await.push(&agent, &signal).await {
+                    Ok(Pushed::Duplicate) => return WireReply::Duplicate,
+                    Ok(Pushed::Kept) => {}
+                    Err(err) => return failed(err.into()),
+                }
+                match self.deliver(&agent).await {
+                    Ok(_) => WireReply::Accepted,
+                    // Taken, in the inbox: given at the next round.
+                    Err(err) => {
+                        tracing::warn!(%agent, %err, "a signal from the wire waits in the inbox for the next round");
+                        WireReply::Accepted
+                    }
+                }
+            }
+            WireRequest::Call { signal, timeout_ms, .. } => {
+                let id = signal.id();
+                let (told, reply) = tokio::sync::oneshot::channel();
+                self.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).insert(id, told);
+                let called = async {
+                    self.inbox.lock().await.push_call(&agent, &signal, &self.options.name).await?;
+                    self.deliver(&agent).await?;
+                    reply.await.map_err(|_| NodeError::Runtime(RuntimeError::Stopped(agent.clone())))
+                };
+                let answered = tokio::time::timeout(Duration::from_millis(timeout_ms), called).await;
+                self.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+                match answered {
+                    Ok(Ok(value)) => WireReply::Answer { value },
+                    Ok(Err(err)) => failed(err),
+                    Err(_) => {
+                        failed(RuntimeError::Timeout { agent, timeout: Duration::from_millis(timeout_ms) }.into())
+                    }
+                }
+            }
+        }
+    }
+}
