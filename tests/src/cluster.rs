@@ -49,7 +49,8 @@ impl Agent for Tally {
             }
             // `ask`: replies its state.
             "ask" => Reaction::Keep(vec![Effect::reply(signal.id(), json!(self))]),
-            // `tell {to, n}`: emits `add n` to agent `to`; `shout {topic, n}`: to a topic's subscribers.
+            // `tell {to, n}`: emits `add n` to agent `to`; `shout {topic, n}`: to a topic's subscribers. Replies
+            // `true` once it did.
             "tell" | "shout" => {
                 let data = signal.data();
                 let add = Signal::new("add", data["n"].clone()).ok();
@@ -58,7 +59,9 @@ impl Agent for Tally {
                     _ => data["topic"].as_str().map(|topic| Target::Topic(topic.to_owned())),
                 };
                 match (add, to) {
-                    (Some(add), Some(to)) => Reaction::Keep(vec![Effect::emit(add, to)]),
+                    (Some(add), Some(to)) => {
+                        Reaction::Keep(vec![Effect::emit(add, to), Effect::reply(signal.id(), json!(true))])
+                    }
                     _ => Reaction::Ignore,
                 }
             }

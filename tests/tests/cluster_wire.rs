@@ -241,8 +241,9 @@ async fn an_agent_spawned_on_another_node_runs_there_and_its_parent_hears_of_its
     let refused = a.ask("spawn-stranger-on b x1", "refused x1").await;
     assert!(refused.contains("`stranger` is not registered on node `b`"), "{refused}");
 
-    // Its end, on b, reaches its parent on a.
+    // Its end, on b, reaches its parent on a (b's runtime says it stopped once it sent the word on its way).
     b.ask("stop c1", "stopped c1").await;
+    b.expect("stopped-event c1").await;
     b.ask("settle", "settled").await;
     let exits = a.state("p1").await.exits;
     assert_eq!(exits.len(), 1, "{exits:?}");

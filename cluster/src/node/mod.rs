@@ -172,6 +172,9 @@ pub struct Node {
     wire: Option<Wire>,
     /// This node, for the wire's requests (set by [`Node::keep`]: until then the wire answers `NotHere`).
     me: Arc<std::sync::OnceLock<std::sync::Weak<Node>>>,
+    /// When this node last tried to connect to each peer it found in the database (one try per lease, so a
+    /// handshake under way is not doubled by the next round).
+    dialed: Mutex<HashMap<String, tokio::time::Instant>>,
     /// The children that agents of this node spawned on other nodes, by node: (child, parent).
     remote_children: Mutex<HashMap<String, Vec<(AgentId, AgentId)>>>,
     /// The signals its runtime has for elsewhere, in order, until [`Node::keep`] starts sending them on.
@@ -229,6 +232,7 @@ impl Node {
             me,
             forward: Mutex::new(Some(forward)),
             remote_children: Mutex::new(HashMap::new()),
+            dialed: Mutex::new(HashMap::new()),
             forwarding,
             fence,
             runtime,
@@ -308,7 +312,7 @@ impl Node {
         }
         if let Some(wire) = &self.wire {
             let request = WireRequest::Send { agent: agent.clone(), signal: signal.clone() };
-            match wire.ask(&request).await {
+            match self.ask_holder(wire, &request).await {
                 Ok(WireReply::Accepted) => return Ok(Sent::Wire(Pushed::Kept)),
                 Ok(WireReply::Duplicate) => return Ok(Sent::Wire(Pushed::Duplicate)),
                 Ok(WireReply::Failed { reason }) => return Err(NodeError::Refused { agent: agent.clone(), reason }),
@@ -337,7 +341,7 @@ impl Node {
             let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
             let request = WireRequest::Call { agent: agent.clone(), signal: signal.clone(), timeout_ms };
             let started = tokio::time::Instant::now();
-            match wire.ask(&request).await {
+            match self.ask_holder(wire, &request).await {
                 Ok(WireReply::Answer { value }) => return Ok(value),
                 Ok(WireReply::Failed { reason }) => return Err(NodeError::Refused { agent: agent.clone(), reason }),
                 // Taken before (this call is a retry): its answer, if it was not given yet, is posted back.
@@ -557,7 +561,7 @@ impl Node {
         match elsewhere {
             Elsewhere::Agent { to, signal } => {
                 let kind = signal.kind().to_string();
-                match wire.ask(&WireRequest::Relay { agent: to.clone(), signal }).await {
+                match self.ask_holder(wire, &WireRequest::Relay { agent: to.clone(), signal }).await {
                     Ok(WireReply::Accepted) => {}
                     other => {
                         tracing::debug!(agent = %to, %kind, ?other, "a signal for an agent elsewhere reached nobody")
@@ -567,6 +571,24 @@ impl Node {
             Elsewhere::Topic { topic, signal } => {
                 wire.tell_all(&WireRequest::Publish { topic, signal }).await;
             }
+        }
+    }
+
+    /// Asks the node that holds the request's agent over the wire: found by the agent's process group (the fast
+    /// way, which the wire syncs between nodes a little after the fact), else by its lease in the database, the
+    /// one that decides.
+    async fn ask_holder(&self, wire: &Wire, request: &WireRequest) -> Result<WireReply, WireError> {
+        match wire.ask(request).await {
+            // Nobody said it holds the agent, or the one that did no longer does: the database says who does.
+            // (One that did not answer in time is not asked again.)
+            Ok(WireReply::NotHere) | Err(WireError::NoRoute { tried: 0, .. }) => {}
+            answered => return answered,
+        }
+        let Some(agent) = request.agent() else { return wire.ask(request).await };
+        let holder = self.owners.owner(agent).await.ok().flatten().map(|lease| lease.node);
+        match holder {
+            Some(node) if node != self.options.name => wire.ask_node(&node, request, wire.wait_for(request)).await,
+            _ => Err(WireError::NoRoute { agent: agent.to_string(), waited: Duration::ZERO, tried: 0 }),
         }
     }
 
@@ -611,8 +633,18 @@ impl Node {
         };
         let connected = wire.peers();
         for (node, address) in self.owners.live_wires().await? {
-            if connected.contains(&node) {
+            // One connection between two nodes: the one whose name sorts later connects (two connecting to each
+            // other at once make two sessions, and the wire's election between them can leave neither ready).
+            if connected.contains(&node) || node.as_str() > self.options.name.as_str() {
                 continue;
+            }
+            let now = tokio::time::Instant::now();
+            {
+                let mut dialed = self.dialed.lock().unwrap_or_else(PoisonError::into_inner);
+                if dialed.get(&node).is_some_and(|at| now.duration_since(*at) < self.options.lease) {
+                    continue;
+                }
+                dialed.insert(node.clone(), now);
             }
             if let Err(err) = wire.connect(&address).await {
                 tracing::debug!(%node, %err, "a peer could not be reached on the wire; the next round tries again");

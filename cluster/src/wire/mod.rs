@@ -16,7 +16,7 @@ pub use gate::Handler;
 use gate::{Gate, GateMsg};
 use ractor::{Actor, ActorRef};
 use ractor_cluster::{IncomingEncryptionMode, NodeEventSubscription, NodeServer, NodeServerMessage};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -128,12 +128,14 @@ pub enum WireError {
         reason: String,
     },
     /// No peer that holds the agent answered in time (none is connected, or each was too slow or gone).
-    #[error("no node on the wire took the request for agent `{agent}` within {waited:?}")]
+    #[error("no node on the wire took the request for agent `{agent}` within {waited:?} ({tried} asked)")]
     NoRoute {
         /// The agent.
         agent: String,
         /// How long it waited in all.
         waited: Duration,
+        /// How many peers it asked (0: none said it holds the agent).
+        tried: usize,
     },
     /// No node of that name is connected on the wire.
     #[error("no node named `{node}` is connected on the wire")]
@@ -154,8 +156,12 @@ pub struct Wire {
     tls: Option<WireTls>,
     wait: Duration,
     events: broadcast::Sender<WireEvent>,
-    peers: Arc<Mutex<HashSet<String>>>,
+    peers: Peers,
 }
+
+/// The peers connected now, by name, with how many of their sessions are ready (two nodes that connect to each
+/// other at once have two until one is closed).
+type Peers = Arc<Mutex<HashMap<String, usize>>>;
 
 /// How many times a node tries another free port when the one it picked was taken before it could listen.
 const PORT_TRIES: usize = 8;
@@ -165,7 +171,7 @@ impl Wire {
     /// `handler`.
     pub async fn start(name: &str, options: WireOptions, handler: Handler) -> Result<Self, WireError> {
         let (events, _) = broadcast::channel(1024);
-        let peers = Arc::new(Mutex::new(HashSet::new()));
+        let peers = Peers::default();
         let (server, address) = listen(name, &options).await?;
         let watcher = Watcher { events: events.clone(), peers: peers.clone(), ready: Mutex::default() };
         let _ = server
@@ -191,7 +197,7 @@ impl Wire {
     /// The peers connected now, by name.
     pub fn peers(&self) -> Vec<String> {
         let mut peers: Vec<String> =
-            self.peers.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
+            self.peers.lock().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
         peers.sort();
         peers
     }
@@ -230,18 +236,17 @@ impl Wire {
     /// most the configured time per peer; a call, its own timeout.
     pub async fn ask(&self, request: &WireRequest) -> Result<WireReply, WireError> {
         let Some(agent) = request.agent() else {
-            return Err(WireError::NoRoute { agent: String::new(), waited: Duration::ZERO });
+            return Err(WireError::NoRoute { agent: String::new(), waited: Duration::ZERO, tried: 0 });
         };
-        let wait = match request {
-            WireRequest::Call { timeout_ms, .. } => Duration::from_millis(*timeout_ms) + self.wait,
-            _ => self.wait,
-        };
+        let wait = self.wait_for(request);
         let bytes = codec::encode(request);
         let started = tokio::time::Instant::now();
+        let mut tried = 0;
         for member in ractor::pg::get_members(&group(agent)) {
             if member.get_id().is_local() {
                 continue;
             }
+            tried += 1;
             let gate: ActorRef<GateMsg> = member.into();
             let asked = gate.call(|reply| GateMsg::Ask(bytes.clone(), reply), Some(wait)).await;
             match asked {
@@ -253,7 +258,7 @@ impl Wire {
                 Ok(_) | Err(_) => continue,
             }
         }
-        Err(WireError::NoRoute { agent: agent.to_string(), waited: started.elapsed() })
+        Err(WireError::NoRoute { agent: agent.to_string(), waited: started.elapsed(), tried })
     }
 
     /// Asks the node named `node` (its gate), waiting at most `wait`: for what only that node can do, such as a
@@ -270,7 +275,17 @@ impl Wire {
             _ => Err(WireError::NoRoute {
                 agent: request.agent().map(ToString::to_string).unwrap_or_default(),
                 waited: wait,
+                tried: 1,
             }),
+        }
+    }
+
+    /// How long a request waits for its answer: a call, its own timeout (and the wire's wait besides); anything
+    /// else, the wire's wait.
+    pub fn wait_for(&self, request: &WireRequest) -> Duration {
+        match request {
+            WireRequest::Call { timeout_ms, .. } => Duration::from_millis(*timeout_ms) + self.wait,
+            _ => self.wait,
         }
     }
 
@@ -364,7 +379,7 @@ fn free_port(ip: IpAddr) -> Result<u16, WireError> {
 /// Hears the node server's sessions and tells the wire's events.
 struct Watcher {
     events: broadcast::Sender<WireEvent>,
-    peers: Arc<Mutex<HashSet<String>>>,
+    peers: Peers,
     /// The sessions that authenticated, by the node server's session id.
     ready: Mutex<HashSet<u64>>,
 }
@@ -383,8 +398,12 @@ impl NodeEventSubscription for Watcher {
     fn node_session_ready(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
         self.ready.lock().unwrap_or_else(PoisonError::into_inner).insert(session.node_id);
         if let Some(node) = node_name(&session) {
-            self.peers.lock().unwrap_or_else(PoisonError::into_inner).insert(node.clone());
-            let _ = self.events.send(WireEvent::Up { node });
+            let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+            let sessions = peers.entry(node.clone()).or_default();
+            *sessions += 1;
+            if *sessions == 1 {
+                let _ = self.events.send(WireEvent::Up { node });
+            }
         }
     }
 
@@ -392,8 +411,14 @@ impl NodeEventSubscription for Watcher {
         let was_ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         match (was_ready, node_name(&session)) {
             (true, Some(node)) => {
-                self.peers.lock().unwrap_or_else(PoisonError::into_inner).remove(&node);
-                let _ = self.events.send(WireEvent::Down { node });
+                let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+                let sessions = peers.get(&node).copied().unwrap_or_default().saturating_sub(1);
+                if sessions == 0 {
+                    peers.remove(&node);
+                    let _ = self.events.send(WireEvent::Down { node });
+                } else {
+                    peers.insert(node, sessions);
+                }
             }
             _ => {
                 let _ = self.events.send(WireEvent::Refused { peer: session.peer_addr.clone() });

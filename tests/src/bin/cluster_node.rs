@@ -23,8 +23,8 @@
 //! - `sends <agent> <count>`: sends the agent `add 1` `count` times in a row, wherever it lives; prints `sent-all
 //!   <agent> <count> <micros>`.
 //!
-//! - `signal <agent> <kind> <json>`: sends the signal to the agent wherever it lives; prints `given <agent>
-//!   <kind>` (or `nack`).
+//! - `signal <agent> <kind> <json>`: calls the agent with the signal wherever it lives; prints `given <agent>
+//!   <kind>` once it replied (or `nack`).
 //! - `subscribe <agent> <topic>`: subscribes an agent of this node to a topic; prints `subscribed <agent>`.
 //! - `spawn-on <node> <agent> [parent]`: spawns a `Tally` on node `node` (a peer on the wire), a child of
 //!   `parent` (an agent here) if given; prints `spawned-on <agent>` or `refused <agent> <why>`.
@@ -154,7 +154,7 @@ async fn main() {
             ["signal", agent, kind, data] => {
                 let id = AgentId::new(*agent).expect("an id");
                 let signal = Signal::new(*kind, serde_json::from_str(data).expect("JSON")).expect("a kind");
-                match node.send(&id, signal).await {
+                match node.call(&id, signal, CALL).await {
                     Ok(_) => say(&format!("given {agent} {kind}")),
                     Err(err) => say(&format!("nack {agent} {kind} {err}")),
                 }
