@@ -1,6 +1,7 @@
 //! Two nodes of one cluster, in two terminals: node `b` holds a calculator agent, and node `a` calls it from the
-//! other process. PostgreSQL is the journal both share and the judge of who holds the agent; the call goes through
-//! the agent's durable inbox, and the reply comes back the same way.
+//! other process. PostgreSQL is the journal both share and the judge of who holds the agent. With a cookie in
+//! `AGENTRY_CLUSTER_COOKIE`, the nodes talk over the wire (`ractor_cluster` on loopback) and the call goes straight
+//! to `b`; without, it goes through the agent's durable inbox, and the reply comes back the same way.
 //!
 //! With a PostgreSQL database for the cluster (its connection string in `AGENTRY_POSTGRES`; for a server of its
 //! own, `cargo run -p agentry-tests --bin postgres_server` prints one), in one terminal:
@@ -22,7 +23,7 @@
 use agentry::id::AgentId;
 use agentry::runtime::{Runtime, SpawnOptions};
 use agentry::signal::Signal;
-use agentry_cluster::{Node, NodeOptions};
+use agentry_cluster::{Node, NodeOptions, WireEvent, WireOptions};
 use agentry_examples::calculator::Calculator;
 use serde_json::json;
 use std::error::Error;
@@ -34,9 +35,12 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let role = std::env::args().nth(1).unwrap_or_default();
     // The connection string comes from the environment, never from a file.
     let url = std::env::var("AGENTRY_POSTGRES").map_err(|_| "AGENTRY_POSTGRES names no database")?;
-    let options = NodeOptions { lease: Duration::from_secs(5), ..NodeOptions::new(role.clone(), url) };
+    // The cluster's shared secret, from the environment too.
+    let wire = std::env::var("AGENTRY_CLUSTER_COOKIE").ok().map(WireOptions::new);
+    let options = NodeOptions { lease: Duration::from_secs(5), wire, ..NodeOptions::new(role.clone(), url) };
     let (node, _) = Node::start(Runtime::builder().agent::<Calculator>()?, options).await?;
     let node = Arc::new(node);
+    let mut events = node.wire().map(|wire| wire.events());
     let _upkeep = node.keep(None).await?;
     let calculator = AgentId::new("calculator")?;
     match role.as_str() {
@@ -56,6 +60,14 @@ async fn main() -> Result<(), Box<dyn Error>> {
             return Ok(());
         }
         "a" => {
+            // Node b dials a (of two nodes, the later name dials) at its next round: waited for a moment, so the
+            // first call can take the wire.
+            if let Some(events) = &mut events {
+                match tokio::time::timeout(Duration::from_secs(3), events.recv()).await {
+                    Ok(Ok(WireEvent::Up { node })) => println!("on the wire with node {node}"),
+                    _ => println!("no peer on the wire yet: the calls go through the inbox"),
+                }
+            }
             for (op, a, b) in [("add", 2, 3), ("multiply", 6, 7), ("divide", 1, 4)] {
                 let question = Signal::new("calculate", json!({"op": op, "a": a, "b": b}))?;
                 let answer = node.call(&calculator, question, Duration::from_secs(30)).await?;

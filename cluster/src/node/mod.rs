@@ -632,9 +632,9 @@ impl Node {
             return Ok(());
         };
         let connected = wire.peers();
+        // Of two nodes, the one whose name sorts later dials: two dialing each other at once make two sessions,
+        // and ractor_cluster's election between them was seen to leave one side never ready.
         for (node, address) in self.owners.live_wires().await? {
-            // One connection between two nodes: the one whose name sorts later connects (two connecting to each
-            // other at once make two sessions, and the wire's election between them can leave neither ready).
             if connected.contains(&node) || node.as_str() > self.options.name.as_str() {
                 continue;
             }
