@@ -15,6 +15,15 @@ impl Node {
     pub(super) async fn answer(&self, request: WireRequest) -> WireReply {
         let failed = |err: NodeError| WireReply::Failed { reason: err.to_string() };
         let agent = match &request {
+            WireRequest::Publish { signal, .. } | WireRequest::Relay { signal, .. } if !relayable(signal) => {
+                return WireReply::Failed {
+                    reason: format!(
+                        "a relayed signal of kind `{}` from `{}` is refused: expected a kind of the agents' own, or a child's end from that child",
+                        signal.kind(),
+                        signal.source()
+                    ),
+                };
+            }
             WireRequest::Publish { topic, signal } => {
                 let topic = Elsewhere::Topic { topic: topic.clone(), signal: signal.clone() };
                 self.runtime.relay(topic);
@@ -78,24 +87,51 @@ impl Node {
                 }
             }
             WireRequest::Call { signal, timeout_ms, .. } => {
+                // The peer says how long its caller waits; this node waits no longer than for any call.
+                let timeout = Duration::from_millis(timeout_ms).min(super::CALL_REPLY_WAIT);
                 let id = signal.id();
                 let (told, reply) = tokio::sync::oneshot::channel();
-                self.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).insert(id, told);
+                {
+                    let mut waiting = self.wire_calls.lock().unwrap_or_else(PoisonError::into_inner);
+                    if waiting.contains_key(&id) {
+                        return WireReply::Failed {
+                            reason: format!("a call with signal id {id} is under way already"),
+                        };
+                    }
+                    waiting.insert(id, told);
+                }
                 let called = async {
-                    self.inbox.lock().await.push_call(&agent, &signal, &self.options.name).await?;
+                    let pushed = self.inbox.lock().await.push_call(&agent, &signal, &self.options.name).await?;
+                    // A retry of a call taken before: its reply, if it was posted, is in the replies table.
+                    if pushed == Pushed::Duplicate
+                        && let Some(value) = self.replies.take_reply(id).await?
+                    {
+                        return Ok(Ok(value));
+                    }
                     self.deliver(&agent).await?;
                     reply.await.map_err(|_| NodeError::Runtime(RuntimeError::Stopped(agent.clone())))
                 };
-                let answered = tokio::time::timeout(Duration::from_millis(timeout_ms), called).await;
+                let answered = tokio::time::timeout(timeout, called).await;
                 self.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
                 match answered {
-                    Ok(Ok(value)) => WireReply::Answer { value },
+                    Ok(Ok(Ok(value))) => WireReply::Answer { value },
+                    Ok(Ok(Err(reason))) => WireReply::Failed { reason },
                     Ok(Err(err)) => failed(err),
-                    Err(_) => {
-                        failed(RuntimeError::Timeout { agent, timeout: Duration::from_millis(timeout_ms) }.into())
-                    }
+                    Err(_) => failed(RuntimeError::Timeout { agent, timeout }.into()),
                 }
             }
         }
     }
+}
+
+/// Whether a peer may relay this signal to an agent or a topic here. A peer is trusted as one of the cluster's
+/// runtimes, but only with what a runtime sends another: its agents' own signals, and a child's end (from that
+/// child). The runtime's other kinds (a run's outcome, a job's news) never cross nodes, and are refused.
+fn relayable(signal: &agentry::signal::Signal) -> bool {
+    let kind = signal.kind().as_str();
+    if kind == agentry::kinds::AGENT_CHILD_EXITED {
+        let child = signal.data()["child"].as_str().and_then(|c| agentry::id::AgentId::new(c).ok());
+        return child.is_some_and(|child| *agentry::kinds::agent_source(&child) == *signal.source());
+    }
+    !agentry::kinds::is_reserved(kind)
 }

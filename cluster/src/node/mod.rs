@@ -36,8 +36,9 @@ use uuid::Uuid;
 
 /// How many waiting signals a node gives an agent at a time.
 const DELIVER_AT_ONCE: u32 = 256;
-/// How long a node waits for its agent's reply to a call from another node before giving up on posting it.
-const CALL_REPLY_WAIT: Duration = Duration::from_secs(300);
+/// How long a node waits for its agent's reply to a call from another node before giving up on posting it (and
+/// the longest a call over the wire may ask it to wait).
+pub(crate) const CALL_REPLY_WAIT: Duration = Duration::from_secs(300);
 /// How many signals for elsewhere (emits to agents or topics on other nodes) may wait to be sent on; past
 /// that, they are dropped with a warning (an emit reaches its target at most once, as on one node).
 const FORWARD_QUEUE: usize = 10_000;
@@ -167,7 +168,7 @@ pub struct Node {
     /// The calls this node made to agents held elsewhere, waiting for their replies, by signal id.
     calls: Mutex<HashMap<Uuid, tokio::sync::oneshot::Sender<serde_json::Value>>>,
     /// The calls that came over the wire to agents held here, waiting for their agents' replies, by signal id.
-    wire_calls: Mutex<HashMap<Uuid, tokio::sync::oneshot::Sender<serde_json::Value>>>,
+    wire_calls: Mutex<HashMap<Uuid, tokio::sync::oneshot::Sender<Result<serde_json::Value, String>>>>,
     /// The wire to the other nodes, if any.
     wire: Option<Wire>,
     /// This node, for the wire's requests (set by [`Node::keep`]: until then the wire answers `NotHere`).
@@ -175,6 +176,8 @@ pub struct Node {
     /// When this node last tried to connect to each peer it found in the database (one try per lease, so a
     /// handshake under way is not doubled by the next round).
     dialed: Mutex<HashMap<String, tokio::time::Instant>>,
+    /// Peers whose connection on the wire ended: those the database no longer has alive went down.
+    suspects: Mutex<HashSet<String>>,
     /// The children that agents of this node spawned on other nodes, by node: (child, parent).
     remote_children: Mutex<HashMap<String, Vec<(AgentId, AgentId)>>>,
     /// The signals its runtime has for elsewhere, in order, until [`Node::keep`] starts sending them on.
@@ -196,7 +199,7 @@ impl Node {
         let wire = match &options.wire {
             Some(wire) => {
                 let wire = Wire::start(&options.name, wire.clone(), answerer(me.clone())).await?;
-                owners.advertise(wire.address().to_string());
+                owners.advertise(wire.advertised().to_owned());
                 Some(wire)
             }
             None => None,
@@ -232,6 +235,7 @@ impl Node {
             me,
             forward: Mutex::new(Some(forward)),
             remote_children: Mutex::new(HashMap::new()),
+            suspects: Mutex::new(HashSet::new()),
             dialed: Mutex::new(HashMap::new()),
             forwarding,
             fence,
@@ -337,18 +341,20 @@ impl Node {
             self.deliver(agent).await?;
             return Ok(self.runtime.call(agent, signal, timeout).await?);
         }
+        // The whole call, over the wire and then through the inbox, within its timeout.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || NodeError::from(RuntimeError::Timeout { agent: agent.clone(), timeout });
         if let Some(wire) = &self.wire {
             let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
             let request = WireRequest::Call { agent: agent.clone(), signal: signal.clone(), timeout_ms };
-            let started = tokio::time::Instant::now();
-            match self.ask_holder(wire, &request).await {
-                Ok(WireReply::Answer { value }) => return Ok(value),
-                Ok(WireReply::Failed { reason }) => return Err(NodeError::Refused { agent: agent.clone(), reason }),
-                // Taken before (this call is a retry): its answer, if it was not given yet, is posted back.
-                Ok(_) | Err(_) if started.elapsed() >= timeout => {
-                    return Err(RuntimeError::Timeout { agent: agent.clone(), timeout }.into());
+            match tokio::time::timeout_at(deadline, self.ask_holder(wire, &request)).await {
+                Ok(Ok(WireReply::Answer { value })) => return Ok(value),
+                Ok(Ok(WireReply::Failed { reason })) => {
+                    return Err(NodeError::Refused { agent: agent.clone(), reason });
                 }
-                Ok(_) | Err(_) => {}
+                // No node took it over the wire in time: the inbox, for what is left of the timeout.
+                Ok(_) => {}
+                Err(_) => return Err(timed_out()),
             }
         }
         let id = signal.id();
@@ -362,12 +368,9 @@ impl Node {
             }
             reply.await.map_err(|_| NodeError::Runtime(RuntimeError::Stopped(agent.clone())))
         };
-        let answered = tokio::time::timeout(timeout, called).await;
+        let answered = tokio::time::timeout_at(deadline, called).await;
         self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
-        match answered {
-            Ok(answer) => answer,
-            Err(_) => Err(RuntimeError::Timeout { agent: agent.clone(), timeout }.into()),
-        }
+        answered.unwrap_or_else(|_| Err(timed_out()))
     }
 
     /// The reply to a call this node made came: given to the caller that waits for it.
@@ -431,19 +434,22 @@ impl Node {
             let replies = self.replies.clone();
             let me = self.me.clone();
             tokio::spawn(async move {
-                match answer.reply(CALL_REPLY_WAIT).await {
+                let replied = answer.reply(CALL_REPLY_WAIT).await.map_err(|err| err.to_string());
+                // A call that came over the wire is answered there (its failure too); another, through the
+                // replies table.
+                let waiting = me
+                    .get()
+                    .and_then(std::sync::Weak::upgrade)
+                    .and_then(|node| node.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&call));
+                let replied = match waiting {
+                    Some(waiting) => match waiting.send(replied) {
+                        Ok(()) => return,
+                        Err(replied) => replied,
+                    },
+                    None => replied,
+                };
+                match replied {
                     Ok(value) => {
-                        // A call that came over the wire is answered there; another, through the replies table.
-                        let waiting = me.get().and_then(std::sync::Weak::upgrade).and_then(|node| {
-                            node.wire_calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&call)
-                        });
-                        let value = match waiting {
-                            Some(waiting) => match waiting.send(value) {
-                                Ok(()) => return,
-                                Err(value) => value,
-                            },
-                            None => value,
-                        };
                         if let Err(err) = replies.reply(call, &value).await {
                             tracing::warn!(%call, %err, "a reply could not be posted back to its caller");
                         }
@@ -468,6 +474,15 @@ impl Node {
             tick.lost.push(lease.agent);
         }
         let nodes = self.owners.live_nodes().await?;
+        let gone: Vec<String> = {
+            let mut suspects = self.suspects.lock().unwrap_or_else(PoisonError::into_inner);
+            let gone = suspects.iter().filter(|s| !nodes.contains(s)).cloned().collect();
+            suspects.retain(|s| nodes.contains(s));
+            gone
+        };
+        for node in gone {
+            tick.children_down.extend(self.children_down(&node));
+        }
         for agent in self.owners.orphans().await? {
             if placement::place(&agent, &nodes) != Some(self.options.name.as_str()) {
                 continue;
@@ -632,9 +647,14 @@ impl Node {
             return Ok(());
         };
         let connected = wire.peers();
+        let live = self.owners.live_wires().await?;
+        self.dialed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|node, _| live.iter().any(|(n, _)| n == node));
         // Of two nodes, the one whose name sorts later dials: two dialing each other at once make two sessions,
         // and ractor_cluster's election between them was seen to leave one side never ready.
-        for (node, address) in self.owners.live_wires().await? {
+        for (node, address) in live {
             if connected.contains(&node) || node.as_str() > self.options.name.as_str() {
                 continue;
             }
@@ -646,9 +666,13 @@ impl Node {
                 }
                 dialed.insert(node.clone(), now);
             }
-            if let Err(err) = wire.connect(&address).await {
-                tracing::debug!(%node, %err, "a peer could not be reached on the wire; the next round tries again");
-            }
+            // Dialed apart from the upkeep: a peer slow to answer never holds up a heartbeat.
+            let dialer = wire.dialer();
+            tokio::spawn(async move {
+                if let Err(err) = dialer.dial(&address).await {
+                    tracing::debug!(%node, %err, "a peer could not be reached on the wire; a later round tries again");
+                }
+            });
         }
         Ok(())
     }
@@ -747,11 +771,24 @@ impl Node {
                     }
                     event = next_event(&mut wire_events) => {
                         let Some(node) = node.upgrade() else { return };
+                        // A connection that ended is not a node that died: its children's parents are told once
+                        // the database says the node is gone too (its heartbeat ran out), at a round of upkeep.
                         match event {
                             Ok(WireEvent::Down { node: down }) => {
-                                Tick { children_down: node.children_down(&down), ..Tick::default() }
+                                node.suspects.lock().unwrap_or_else(PoisonError::into_inner).insert(down);
+                                continue;
                             }
-                            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                            Ok(WireEvent::Up { node: up }) => {
+                                node.suspects.lock().unwrap_or_else(PoisonError::into_inner).remove(&up);
+                                continue;
+                            }
+                            // Missed some: every node with children of this node's agents is looked at.
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                                let with_children: Vec<String> = node.remote_children.lock().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+                                node.suspects.lock().unwrap_or_else(PoisonError::into_inner).extend(with_children);
+                                continue;
+                            }
+                            Ok(WireEvent::Refused { .. }) => continue,
                             Err(tokio::sync::broadcast::error::RecvError::Closed) => {
                                 wire_events = None;
                                 continue;

@@ -40,27 +40,36 @@ impl ractor::Message for GateMsg {
     }
 }
 
+/// The most requests from peers a gate answers at once; more are refused (`busy`) until some are answered.
+pub(crate) const MAX_IN_FLIGHT: usize = 1024;
+
 /// The gate actor.
 pub(crate) struct Gate;
 
 impl Actor for Gate {
     type Msg = GateMsg;
-    type State = Handler;
+    type State = (Handler, Arc<tokio::sync::Semaphore>);
     type Arguments = Handler;
 
-    async fn pre_start(&self, _myself: ActorRef<GateMsg>, handler: Handler) -> Result<Handler, ActorProcessingErr> {
-        Ok(handler)
+    async fn pre_start(&self, _myself: ActorRef<GateMsg>, handler: Handler) -> Result<Self::State, ActorProcessingErr> {
+        Ok((handler, Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT))))
     }
 
     async fn handle(
         &self,
         _myself: ActorRef<GateMsg>,
         message: GateMsg,
-        handler: &mut Handler,
+        (handler, in_flight): &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let GateMsg::Ask(bytes, reply) = message;
+        let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+            let busy = format!("the node is busy: {MAX_IN_FLIGHT} requests from peers are under way; try again later");
+            let _ = reply.send(codec::encode(&WireReply::Failed { reason: busy }));
+            return Ok(());
+        };
         let handler = handler.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let answer = match codec::decode_request(&bytes) {
                 Ok(request) => handler(request).await,
                 Err(malformed) => {

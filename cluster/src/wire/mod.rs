@@ -9,11 +9,13 @@
 
 pub mod codec;
 mod gate;
+mod listener;
 mod tls;
 
 pub use codec::{Malformed, WireReply, WireRequest};
 pub use gate::Handler;
 use gate::{Gate, GateMsg};
+pub use listener::{HANDSHAKE_WAIT, MAX_HANDSHAKES};
 use ractor::{Actor, ActorRef};
 use ractor_cluster::{IncomingEncryptionMode, NodeEventSubscription, NodeServer, NodeServerMessage};
 use std::collections::{HashMap, HashSet};
@@ -42,6 +44,9 @@ pub struct WireOptions {
     /// How long a signal waits for the node that holds its agent to take it before it goes to the inbox
     /// instead: a send never hangs on a peer that is paused or cut off.
     pub wait: Duration,
+    /// The address peers dial to reach this node (`host:port`), when it is not the listening address (which must
+    /// then be a specific one, not `0.0.0.0`).
+    pub advertise: Option<String>,
     /// Whether the node connects by itself to every live node that listens on the wire (their addresses are in
     /// the database); without, it connects only where told ([`Wire::connect`]).
     pub discover: bool,
@@ -57,6 +62,7 @@ impl WireOptions {
             tls: None,
             max_frame: DEFAULT_MAX_FRAME,
             wait: Duration::from_secs(2),
+            advertise: None,
             discover: true,
         }
     }
@@ -153,6 +159,9 @@ pub struct Wire {
     server: ActorRef<NodeServerMessage>,
     gate: ActorRef<GateMsg>,
     address: SocketAddr,
+    advertised: String,
+    /// This node's listener's task.
+    accepting: tokio::task::JoinHandle<()>,
     tls: Option<WireTls>,
     wait: Duration,
     events: broadcast::Sender<WireEvent>,
@@ -163,17 +172,29 @@ pub struct Wire {
 /// other at once have two until one is closed).
 type Peers = Arc<Mutex<HashMap<String, usize>>>;
 
-/// How many times a node tries another free port when the one it picked was taken before it could listen.
-const PORT_TRIES: usize = 8;
-
 impl Wire {
     /// Starts the wire of node `name`: its node server, listening, and its gate, which answers requests with
     /// `handler`.
     pub async fn start(name: &str, options: WireOptions, handler: Handler) -> Result<Self, WireError> {
         let (events, _) = broadcast::channel(1024);
         let peers = Peers::default();
-        let (server, address) = listen(name, &options).await?;
-        let watcher = Watcher { events: events.clone(), peers: peers.clone(), ready: Mutex::default() };
+        if options.listen.is_unspecified() && options.advertise.is_none() {
+            return Err(WireError::Start {
+                address: options.listen.to_string(),
+                reason: "a node listening on every address must say which one its peers dial (`advertise`)".into(),
+            });
+        }
+        let bound = tokio::net::TcpListener::bind((options.listen, options.port)).await;
+        let start_failed = |e: std::io::Error| WireError::Start {
+            address: SocketAddr::new(options.listen, options.port).to_string(),
+            reason: e.to_string(),
+        };
+        let bound = bound.map_err(start_failed)?;
+        let address = bound.local_addr().map_err(start_failed)?;
+        let server = node_server(name, &options).await?;
+        let advertised = options.advertise.clone().unwrap_or_else(|| address.to_string());
+        let watcher =
+            Watcher { events: events.clone(), peers: peers.clone(), ready: Arc::default(), pending: Arc::default() };
         let _ = server
             .cast(NodeServerMessage::SubscribeToEvents { id: "agentry".to_owned(), subscription: Box::new(watcher) });
         let (gate, _) = Actor::spawn(None, Gate, handler)
@@ -181,12 +202,20 @@ impl Wire {
             .map_err(|e| WireError::Start { address: address.to_string(), reason: e.to_string() })?;
         ractor::pg::join(NODES.to_owned(), vec![gate.get_cell()]);
         ractor::pg::join(node_group(name), vec![gate.get_cell()]);
-        Ok(Self { server, gate, address, tls: options.tls, wait: options.wait, events, peers })
+        let acceptor = options.tls.as_ref().map(|tls| tls.acceptor.clone());
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(listener::MAX_HANDSHAKES));
+        let accepting = listener::serve(bound, server.clone(), acceptor, events.clone(), handshakes);
+        Ok(Self { server, gate, address, advertised, tls: options.tls, wait: options.wait, events, peers, accepting })
     }
 
     /// Where this node listens: what peers connect to.
     pub fn address(&self) -> SocketAddr {
         self.address
+    }
+
+    /// Where peers dial this node: the advertised address, or the listening one.
+    pub fn advertised(&self) -> &str {
+        &self.advertised
     }
 
     /// What happens to the wire's connections, from now on.
@@ -202,23 +231,15 @@ impl Wire {
         peers
     }
 
-    /// Connects to the node listening at `address` (with TLS when configured). Whether it is let in is told by
-    /// the events: [`WireEvent::Up`], or [`WireEvent::Refused`].
+    /// Connects to the node listening at `address` (with TLS when configured), giving up after [`DIAL_WAIT`].
+    /// Whether it is let in is told by the events: [`WireEvent::Up`], or [`WireEvent::Refused`].
     pub async fn connect(&self, address: &str) -> Result<(), WireError> {
-        let failed = |reason: String| WireError::Connect { address: address.to_owned(), reason };
-        match &self.tls {
-            None => ractor_cluster::client_connect(&self.server, address).await,
-            Some(tls) => {
-                ractor_cluster::client_connect_enc(
-                    &self.server,
-                    address,
-                    tls.connector.clone(),
-                    tls.server_name.clone(),
-                )
-                .await
-            }
-        }
-        .map_err(|e| failed(e.to_string()))
+        self.dialer().dial(address).await
+    }
+
+    /// What connects to peers, apart from the wire (for a task of its own).
+    pub fn dialer(&self) -> Dialer {
+        Dialer { server: self.server.clone(), tls: self.tls.clone() }
     }
 
     /// Says on the wire that this node holds `agent`: its gate joins the agent's process group.
@@ -241,18 +262,22 @@ impl Wire {
         let wait = self.wait_for(request);
         let bytes = codec::encode(request);
         let started = tokio::time::Instant::now();
+        // One bound for the whole request, whatever the number of peers that say they hold the agent.
+        let deadline = started + wait;
         let mut tried = 0;
         for member in ractor::pg::get_members(&group(agent)) {
-            if member.get_id().is_local() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if member.get_id().is_local() || left.is_zero() {
                 continue;
             }
             tried += 1;
             let gate: ActorRef<GateMsg> = member.into();
-            let asked = gate.call(|reply| GateMsg::Ask(bytes.clone(), reply), Some(wait)).await;
+            let asked = gate.call(|reply| GateMsg::Ask(bytes.clone(), reply), Some(left)).await;
             match asked {
-                Ok(ractor::rpc::CallResult::Success(reply)) => match codec::decode_reply(&reply)? {
-                    WireReply::NotHere => continue,
-                    answer => return Ok(answer),
+                Ok(ractor::rpc::CallResult::Success(reply)) => match codec::decode_reply(&reply) {
+                    Ok(WireReply::NotHere) => continue,
+                    Ok(answer) => return Ok(answer),
+                    Err(malformed) => tracing::warn!(%malformed, "a peer answered with a malformed reply"),
                 },
                 // Too slow, or gone: the next one, or the inbox.
                 Ok(_) | Err(_) => continue,
@@ -280,11 +305,10 @@ impl Wire {
         }
     }
 
-    /// How long a request waits for its answer: a call, its own timeout (and the wire's wait besides); anything
-    /// else, the wire's wait.
+    /// How long a request waits for its answer: a call, its own timeout; anything else, the wire's wait.
     pub fn wait_for(&self, request: &WireRequest) -> Duration {
         match request {
-            WireRequest::Call { timeout_ms, .. } => Duration::from_millis(*timeout_ms) + self.wait,
+            WireRequest::Call { timeout_ms, .. } => Duration::from_millis(*timeout_ms),
             _ => self.wait,
         }
     }
@@ -312,6 +336,7 @@ impl Wire {
 
     /// Stops the wire: its connections close, and its peers see this node go down.
     pub fn stop(&self) {
+        self.accepting.abort();
         self.gate.stop(None);
         self.server.stop(None);
     }
@@ -320,6 +345,36 @@ impl Wire {
 impl Drop for Wire {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The longest a connection to a peer may take, TLS handshake included.
+pub const DIAL_WAIT: Duration = Duration::from_secs(5);
+
+/// Connects a node's wire to its peers.
+#[derive(Clone)]
+pub struct Dialer {
+    server: ActorRef<NodeServerMessage>,
+    tls: Option<WireTls>,
+}
+
+impl Dialer {
+    /// See [`Wire::connect`].
+    pub async fn dial(&self, address: &str) -> Result<(), WireError> {
+        let failed = |reason: String| WireError::Connect { address: address.to_owned(), reason };
+        let dialing = async {
+            match &self.tls {
+                None => ractor_cluster::client_connect(&self.server, address).await,
+                Some(tls) => {
+                    let (connector, name) = (tls.connector.clone(), tls.server_name.clone());
+                    ractor_cluster::client_connect_enc(&self.server, address, connector, name).await
+                }
+            }
+        };
+        match tokio::time::timeout(DIAL_WAIT, dialing).await {
+            Ok(dialed) => dialed.map_err(|e| failed(e.to_string())),
+            Err(_) => Err(failed(format!("no connection within {DIAL_WAIT:?}"))),
+        }
     }
 }
 
@@ -336,52 +391,31 @@ fn group(agent: &agentry::id::AgentId) -> String {
     format!("agentry.agent.{agent}")
 }
 
-/// Starts the node server: on the port asked for, or on a free one (another, should it be taken before the
-/// server listens on it).
-async fn listen(name: &str, options: &WireOptions) -> Result<(ActorRef<NodeServerMessage>, SocketAddr), WireError> {
-    let mut last = String::new();
-    for _ in 0..PORT_TRIES {
-        let port = match options.port {
-            0 => free_port(options.listen)?,
-            port => port,
-        };
-        let address = SocketAddr::new(options.listen, port);
-        let encryption = match &options.tls {
-            Some(tls) => IncomingEncryptionMode::Tls(tls.acceptor.clone()),
-            None => IncomingEncryptionMode::Raw,
-        };
-        let server = NodeServer::new(
-            port,
-            options.cookie.clone(),
-            name.to_owned(),
-            options.listen.to_string(),
-            Some(encryption),
-            None,
-        )
-        .with_listen_addr(options.listen)
-        .with_max_inbound_frame_size(options.max_frame);
-        match Actor::spawn(None, server, ()).await {
-            Ok((server, _)) => return Ok((server, address)),
-            Err(err) if options.port == 0 => last = err.to_string(),
-            Err(err) => return Err(WireError::Start { address: address.to_string(), reason: err.to_string() }),
-        }
-    }
-    Err(WireError::Start { address: format!("{}:0", options.listen), reason: last })
-}
-
-/// A port free now on `ip`.
-fn free_port(ip: IpAddr) -> Result<u16, WireError> {
-    let failed = |e: std::io::Error| WireError::Start { address: format!("{ip}:0"), reason: e.to_string() };
-    let socket = std::net::TcpListener::bind((ip, 0)).map_err(failed)?;
-    Ok(socket.local_addr().map_err(failed)?.port())
+/// Starts the node server, whose own listener only takes loopback connections on a port of its own (this node's
+/// listener, [`listener::serve`], hands it the peers' connections once through their TLS handshakes).
+async fn node_server(name: &str, options: &WireOptions) -> Result<ActorRef<NodeServerMessage>, WireError> {
+    let encryption = match &options.tls {
+        Some(tls) => IncomingEncryptionMode::Tls(tls.acceptor.clone()),
+        None => IncomingEncryptionMode::Raw,
+    };
+    let server =
+        NodeServer::new(0, options.cookie.clone(), name.to_owned(), options.listen.to_string(), Some(encryption), None)
+            .with_listen_addr(IpAddr::V4(Ipv4Addr::LOCALHOST))
+            .with_max_inbound_frame_size(options.max_frame);
+    let (server, _) = Actor::spawn(None, server, ())
+        .await
+        .map_err(|e| WireError::Start { address: "127.0.0.1:0".into(), reason: e.to_string() })?;
+    Ok(server)
 }
 
 /// Hears the node server's sessions and tells the wire's events.
 struct Watcher {
     events: broadcast::Sender<WireEvent>,
     peers: Peers,
-    /// The sessions that authenticated, by the node server's session id.
-    ready: Mutex<HashSet<u64>>,
+    /// The sessions that are ready, by the node server's session id.
+    ready: Arc<Mutex<HashSet<u64>>>,
+    /// The sessions opened and not ready yet.
+    pending: Arc<Mutex<HashSet<u64>>>,
 }
 
 /// A peer's node name, from the name it gives in the handshake (`name@host`).
@@ -391,11 +425,33 @@ fn node_name(session: &ractor_cluster::node::NodeServerSessionInformation) -> Op
 }
 
 impl NodeEventSubscription for Watcher {
-    fn node_session_opened(&self, _session: ractor_cluster::node::NodeServerSessionInformation) {}
+    /// A session must be ready within [`listener::HANDSHAKE_WAIT`], and at most [`listener::MAX_HANDSHAKES`] may
+    /// be on their way at once: a peer that connects and says nothing is closed.
+    fn node_session_opened(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
+        let id = session.node_id;
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            if pending.len() >= listener::MAX_HANDSHAKES {
+                tracing::warn!(peer = %session.peer_addr, "a session was closed: too many are on their way in");
+                session.actor.stop(Some("too many sessions on their way in".into()));
+                return;
+            }
+            pending.insert(id);
+        }
+        let (ready, pending) = (self.ready.clone(), self.pending.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(listener::HANDSHAKE_WAIT).await;
+            pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+            if !ready.lock().unwrap_or_else(PoisonError::into_inner).contains(&id) {
+                session.actor.stop(Some(format!("not ready within {:?}", listener::HANDSHAKE_WAIT)));
+            }
+        });
+    }
 
     fn node_session_authenticated(&self, _session: ractor_cluster::node::NodeServerSessionInformation) {}
 
     fn node_session_ready(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         self.ready.lock().unwrap_or_else(PoisonError::into_inner).insert(session.node_id);
         if let Some(node) = node_name(&session) {
             let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
@@ -408,6 +464,7 @@ impl NodeEventSubscription for Watcher {
     }
 
     fn node_session_disconnected(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         let was_ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         match (was_ready, node_name(&session)) {
             (true, Some(node)) => {
