@@ -208,11 +208,13 @@ async fn with_tls_nodes_talk_and_a_node_without_it_is_refused() {
     assert!(sent.ends_with("Inbox(Kept)"), "{sent}");
     assert!(!c.kept.iter().any(|l| l.starts_with("wire-up")), "{:?}", c.kept);
 
-    // TLS, the right cookie, but a certificate the cluster does not trust: refused in the handshake.
+    // TLS, the right cookie, a node that trusts the cluster's certificate but shows one the cluster does not
+    // trust: refused in the handshake by the node it dials (which checks its peers' certificates too).
     let stranger = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("a certificate");
     let other = tempfile::tempdir().expect("a folder");
     std::fs::write(other.path().join("cert.pem"), stranger.cert.pem()).expect("written");
     std::fs::write(other.path().join("key.pem"), stranger.signing_key.serialize_pem()).expect("written");
+    std::fs::write(other.path().join("trusted.pem"), certified.cert.pem()).expect("written");
     let other_folder = other.path().to_string_lossy().into_owned();
     let untrusted =
         [("AGENTRY_NODE_WIRE", COOKIE), ("AGENTRY_NODE_WIRE_MANUAL", "1"), ("AGENTRY_NODE_WIRE_TLS", &other_folder)];

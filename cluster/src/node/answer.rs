@@ -135,3 +135,25 @@ fn relayable(signal: &agentry::signal::Signal) -> bool {
     }
     !agentry::kinds::is_reserved(kind)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::relayable;
+    use agentry::signal::Signal;
+    use serde_json::json;
+
+    fn made(kind: &str, source: &str, data: serde_json::Value) -> Signal {
+        Signal::builder(kind).source(source).data(data).build().expect("a signal")
+    }
+
+    /// The attack: a peer with the cookie relays a run's outcome, or a child's end in another agent's name.
+    #[test]
+    fn a_peer_relays_only_its_agents_own_signals_and_a_childs_end_from_that_child() {
+        assert!(relayable(&made("add", "agentry/agent/t1", json!(1))), "an agent's own signal");
+        let end = json!({"child": "c1", "reason": "done"});
+        assert!(relayable(&made(agentry::kinds::AGENT_CHILD_EXITED, "agentry/agent/c1", end.clone())));
+        assert!(!relayable(&made(agentry::kinds::AGENT_CHILD_EXITED, "agentry/agent/other", end)), "in another's name");
+        assert!(!relayable(&made("action.completed", "agentry/agent/t1", json!({}))), "a run's outcome");
+        assert!(!relayable(&made("job.ended", "agentry", json!({}))), "a job's news");
+    }
+}

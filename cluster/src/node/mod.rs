@@ -46,7 +46,7 @@ const FORWARD_QUEUE: usize = 10_000;
 const RETRIES_KEPT: Duration = Duration::from_secs(24 * 3600);
 
 /// How a node joins the cluster.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NodeOptions {
     /// Its name, unique among the nodes (the lease table's `node`).
     pub name: String,
@@ -61,6 +61,19 @@ pub struct NodeOptions {
     pub inbox_limit: u32,
     /// The wire to the other nodes, the fast path for signals and calls (none: the inbox only).
     pub wire: Option<WireOptions>,
+}
+
+impl std::fmt::Debug for NodeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The connection string may hold a password: never printed.
+        f.debug_struct("NodeOptions")
+            .field("name", &self.name)
+            .field("lease", &self.lease)
+            .field("keep_inputs", &self.keep_inputs)
+            .field("inbox_limit", &self.inbox_limit)
+            .field("wire", &self.wire)
+            .finish_non_exhaustive()
+    }
 }
 
 impl NodeOptions {

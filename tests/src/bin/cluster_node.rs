@@ -35,7 +35,7 @@
 //!
 //! With `AGENTRY_NODE_WIRE=<cookie>`, the node speaks on the wire (loopback, a free port) and prints `wire
 //! <address>` before `up`; `AGENTRY_NODE_WIRE_TLS=<folder>` adds TLS with `cert.pem` and `key.pem` from that
-//! folder (the certificate is also the one trusted); `AGENTRY_NODE_WIRE_MANUAL=1` connects only where told. It
+//! folder (the certificate is also the one trusted, unless the folder has a `trusted.pem`); `AGENTRY_NODE_WIRE_MANUAL=1` connects only where told. It
 //! prints `wire-up <node>`, `wire-down <node>` and `wire-refused <peer>` as the wire's connections change.
 
 use agentry::id::AgentId;
@@ -250,7 +250,10 @@ fn wire_options() -> Option<WireOptions> {
     if let Ok(folder) = std::env::var("AGENTRY_NODE_WIRE_TLS") {
         let read = |file: &str| std::fs::read_to_string(std::path::Path::new(&folder).join(file)).expect("a PEM file");
         let cert = read("cert.pem");
-        options.tls = Some(WireTls::from_pem(&cert, &read("key.pem"), &cert, "localhost").expect("TLS settings"));
+        // The certificates it trusts: `trusted.pem` if there is one, else its own.
+        let trusted =
+            std::fs::read_to_string(std::path::Path::new(&folder).join("trusted.pem")).unwrap_or(cert.clone());
+        options.tls = Some(WireTls::from_pem(&cert, &read("key.pem"), &trusted, "localhost").expect("TLS settings"));
     }
     options.discover = std::env::var("AGENTRY_NODE_WIRE_MANUAL").is_err();
     Some(options)
