@@ -18,6 +18,18 @@ use agentry::signal::Signal;
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
+/// Whether a node may relay this signal to an agent of another node (over the wire, or through the agent's
+/// inbox): its agents' own signals, and a child's end from that child. The runtime's other kinds (a run's
+/// outcome, a job's news) never cross nodes.
+pub fn relayable(signal: &Signal) -> bool {
+    let kind = signal.kind().as_str();
+    if kind == agentry::kinds::AGENT_CHILD_EXITED {
+        let child = signal.data()["child"].as_str().and_then(|c| AgentId::new(c).ok());
+        return child.is_some_and(|child| *agentry::kinds::agent_source(&child) == *signal.source());
+    }
+    !agentry::kinds::is_reserved(kind)
+}
+
 /// The channel a push notifies, with the agent's id as the payload.
 pub const CHANNEL: &str = "agentry_inbox";
 /// The channel a reply notifies, with the call's signal id as the payload.
@@ -30,6 +42,8 @@ pub struct Waiting {
     pub signal: Signal,
     /// The node that called, if it is a call.
     pub caller: Option<String>,
+    /// Made by another node's runtime (an agent's emit, a child's end), given as it was made.
+    pub relayed: bool,
 }
 
 /// What a push or a take could not do.
@@ -101,13 +115,20 @@ impl Inbox {
     /// Keeps `signal` for `agent`, once: a signal whose id the inbox has for the agent is a duplicate. Wakes the
     /// listeners.
     pub async fn push(&mut self, agent: &AgentId, signal: &Signal) -> Result<Pushed, InboxError> {
-        self.push_from(agent, signal, None).await
+        self.push_from(agent, signal, None, false).await
+    }
+
+    /// Keeps a signal another node's runtime made for the agent (an agent's emit, a child's end: see
+    /// [`relayable`]), for when the agent's node cannot be reached over the wire: given to the agent as it was
+    /// made, once.
+    pub async fn relay(&mut self, agent: &AgentId, signal: &Signal) -> Result<Pushed, InboxError> {
+        self.push_from(agent, signal, None, true).await
     }
 
     /// [`Inbox::push`] for a call from node `caller`: the node that holds the agent posts its reply
     /// ([`Inbox::reply`]), which the caller hears on [`REPLIES`].
     pub async fn push_call(&mut self, agent: &AgentId, signal: &Signal, caller: &str) -> Result<Pushed, InboxError> {
-        self.push_from(agent, signal, Some(caller)).await
+        self.push_from(agent, signal, Some(caller), false).await
     }
 
     async fn push_from(
@@ -115,9 +136,17 @@ impl Inbox {
         agent: &AgentId,
         signal: &Signal,
         caller: Option<&str>,
+        relayed: bool,
     ) -> Result<Pushed, InboxError> {
         // Refused here, as the runtime would refuse it at delivery, rather than kept to block the agent's inbox.
-        if agentry::kinds::is_reserved(signal.kind().as_str()) || agentry::kinds::is_runtime_source(signal.source()) {
+        let forged = match relayed {
+            true => !relayable(signal),
+            false => {
+                agentry::kinds::is_reserved(signal.kind().as_str())
+                    || agentry::kinds::is_runtime_source(signal.source())
+            }
+        };
+        if forged {
             return Err(InboxError::Forged {
                 kind: signal.kind().to_string(),
                 source_name: signal.source().to_owned(),
@@ -136,9 +165,9 @@ impl Inbox {
             .get(0);
         let inserted = tx
             .execute(
-                "INSERT INTO agentry_inbox (agent, signal, body, caller) VALUES ($1, $2, $3, $4) \
+                "INSERT INTO agentry_inbox (agent, signal, body, caller, relayed) VALUES ($1, $2, $3, $4, $5) \
                  ON CONFLICT (agent, signal) DO NOTHING",
-                &[&agent.as_str(), &signal.id(), &body, &caller],
+                &[&agent.as_str(), &signal.id(), &body, &caller, &relayed],
             )
             .await?;
         if inserted == 0 {
@@ -179,14 +208,16 @@ impl Inbox {
         let rows = self
             .client
             .query(
-                "SELECT place, body, caller FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL \
+                "SELECT place, body, caller, relayed FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL \
                  ORDER BY place LIMIT $2",
                 &[&agent.as_str(), &i64::from(max)],
             )
             .await?;
         let callers: Vec<Option<String>> = rows.iter().map(|r| r.try_get("caller")).collect::<Result<_, _>>()?;
+        let relayed: Vec<bool> = rows.iter().map(|r| r.try_get("relayed")).collect::<Result<_, _>>()?;
         let signals = signals(agent, &rows)?;
-        Ok(signals.into_iter().zip(callers).map(|(signal, caller)| Waiting { signal, caller }).collect())
+        let waiting = signals.into_iter().zip(callers).zip(relayed);
+        Ok(waiting.map(|((signal, caller), relayed)| Waiting { signal, caller, relayed }).collect())
     }
 
     /// Posts the agent's reply to the call `signal` (once: a second reply to it changes nothing), and wakes the

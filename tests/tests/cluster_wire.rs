@@ -9,8 +9,9 @@ use agentry_tests::postgres::Postgres;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const NODE: &str = env!("CARGO_BIN_EXE_cluster_node");
-/// Leases of 3 s: the nodes beat (and look for peers to connect to) every second.
-const LEASE_MS: u64 = 3_000;
+/// Leases of 6 s: the nodes beat (and look for peers to connect to) every 2 s, and a node the tests freeze for a
+/// wire's bound or two (2 s each) keeps its leases.
+const LEASE_MS: u64 = 6_000;
 const COOKIE: &str = "the-cluster-secret";
 
 fn postgres(test: &str) -> Option<Postgres> {
@@ -251,6 +252,15 @@ async fn emits_reach_agents_and_topic_members_on_other_nodes() {
     assert_eq!(applied(&mut b, "t3").await, [7], "a topic member on the other node");
     assert_eq!(applied(&mut a, "t1").await, [7], "and the one on this node");
     assert_eq!(applied(&mut b, "t2").await, [5], "not a member: nothing");
+
+    // The target's node frozen: the emit waits in the target's inbox (not lost), and is applied once when the
+    // node goes on (the request the wire gave up on, read late, is a duplicate there).
+    b.signal("STOP");
+    a.ask(r#"signal t1 tell {"to":"t2","n":6}"#, "given t1 tell").await;
+    a.ask("settle", "settled").await;
+    b.signal("CONT");
+    b.ask("call t2 8 10000", "replied t2 8 ").await;
+    assert_eq!(applied(&mut b, "t2").await, [5, 6, 8]);
 }
 
 /// Spawning on another node: the agent starts there (its lease that node's), answers calls from anywhere, and

@@ -3,7 +3,7 @@
 //! of a registered type here.
 
 use super::{Node, NodeError};
-use crate::inbox::Pushed;
+use crate::inbox::{Pushed, relayable};
 use crate::wire::{WireReply, WireRequest};
 use agentry::runtime::{Elsewhere, RuntimeError, SpawnOptions};
 use std::sync::PoisonError;
@@ -59,33 +59,11 @@ impl Node {
                 {
                     self.child_ended(&child);
                 }
-                let relayed = Elsewhere::Agent { to: agent.clone(), signal };
-                if self.runtime.relay(relayed.clone()) == 0 {
-                    // Asleep here: woken, then given.
-                    if let Err(err) = self.runtime.thaw(&agent).await {
-                        return failed(err.into());
-                    }
-                    if self.runtime.relay(relayed) == 0 {
-                        return WireReply::Failed { reason: format!("agent `{agent}` did not take the signal") };
-                    }
-                }
-                WireReply::Accepted
+                // Through the agent's inbox, as a send: a relay that comes again (the sender gave up on the
+                // wire and left it in the inbox, say) is a duplicate.
+                self.take_in(&agent, &signal, true).await
             }
-            WireRequest::Send { signal, .. } => {
-                match self.inbox.lock().await.push(&agent, &signal).await {
-                    Ok(Pushed::Duplicate) => return WireReply::Duplicate,
-                    Ok(Pushed::Kept) => {}
-                    Err(err) => return failed(err.into()),
-                }
-                match self.deliver(&agent).await {
-                    Ok(_) => WireReply::Accepted,
-                    // Taken, in the inbox: given at the next round.
-                    Err(err) => {
-                        tracing::warn!(%agent, %err, "a signal from the wire waits in the inbox for the next round");
-                        WireReply::Accepted
-                    }
-                }
-            }
+            WireRequest::Send { signal, .. } => self.take_in(&agent, &signal, false).await,
             WireRequest::Call { signal, timeout_ms, .. } => {
                 // The peer says how long its caller waits; this node waits no longer than for any call.
                 let timeout = Duration::from_millis(timeout_ms).min(super::CALL_REPLY_WAIT);
@@ -122,23 +100,34 @@ impl Node {
             }
         }
     }
-}
 
-/// Whether a peer may relay this signal to an agent or a topic here. A peer is trusted as one of the cluster's
-/// runtimes, but only with what a runtime sends another: its agents' own signals, and a child's end (from that
-/// child). The runtime's other kinds (a run's outcome, a job's news) never cross nodes, and are refused.
-fn relayable(signal: &agentry::signal::Signal) -> bool {
-    let kind = signal.kind().as_str();
-    if kind == agentry::kinds::AGENT_CHILD_EXITED {
-        let child = signal.data()["child"].as_str().and_then(|c| agentry::id::AgentId::new(c).ok());
-        return child.is_some_and(|child| *agentry::kinds::agent_source(&child) == *signal.source());
+    /// Puts a signal from the wire in the agent's inbox (a duplicate is dropped there), then gives it at once.
+    async fn take_in(
+        &self,
+        agent: &agentry::id::AgentId,
+        signal: &agentry::signal::Signal,
+        relayed: bool,
+    ) -> WireReply {
+        let pushed = match relayed {
+            true => self.inbox.lock().await.relay(agent, signal).await,
+            false => self.inbox.lock().await.push(agent, signal).await,
+        };
+        match pushed {
+            Ok(Pushed::Duplicate) => return WireReply::Duplicate,
+            Ok(Pushed::Kept) => {}
+            Err(err) => return WireReply::Failed { reason: err.to_string() },
+        }
+        if let Err(err) = self.deliver(agent).await {
+            // Taken, in the inbox: given at the next round.
+            tracing::warn!(%agent, %err, "a signal from the wire waits in the inbox for the next round");
+        }
+        WireReply::Accepted
     }
-    !agentry::kinds::is_reserved(kind)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::relayable;
+    use crate::inbox::relayable;
     use agentry::signal::Signal;
     use serde_json::json;
 

@@ -419,14 +419,19 @@ impl Node {
             }
             let mut delivered = 0;
             let mut answers = Vec::new();
-            for Waiting { signal, caller } in waiting {
+            for Waiting { signal, caller, relayed } in waiting {
                 let id = signal.id();
                 if mine.contains(&id) {
                     continue;
                 }
-                let given = match caller {
-                    Some(_) => self.runtime.ask(agent, signal).map(|answer| answers.push((id, answer))),
-                    None => self.runtime.send(agent, signal),
+                let given = match (caller, relayed) {
+                    (Some(_), _) => self.runtime.ask(agent, signal).map(|answer| answers.push((id, answer))),
+                    // Made by another node's runtime: given as it was made (the push checked what it may be).
+                    (None, true) => match self.runtime.relay(Elsewhere::Agent { to: agent.clone(), signal }) {
+                        0 => Err(RuntimeError::NoSuchAgent(agent.clone())),
+                        _ => Ok(()),
+                    },
+                    (None, false) => self.runtime.send(agent, signal),
                 };
                 match given {
                     Ok(()) => {
@@ -589,8 +594,17 @@ impl Node {
         match elsewhere {
             Elsewhere::Agent { to, signal } => {
                 let kind = signal.kind().to_string();
-                match self.ask_holder(wire, &WireRequest::Relay { agent: to.clone(), signal }).await {
-                    Ok(WireReply::Accepted) => {}
+                match self.ask_holder(wire, &WireRequest::Relay { agent: to.clone(), signal: signal.clone() }).await {
+                    Ok(WireReply::Accepted | WireReply::Duplicate) => {}
+                    // No node took it over the wire: an agent the cluster has (held, or waiting for a node to
+                    // take it) gets it through its inbox; one held nowhere is nobody.
+                    Ok(WireReply::NotHere) | Err(WireError::NoRoute { .. } | WireError::NoNode { .. })
+                        if self.owners.owner(&to).await.ok().flatten().is_some() =>
+                    {
+                        if let Err(err) = self.inbox.lock().await.relay(&to, &signal).await {
+                            tracing::warn!(agent = %to, %kind, %err, "a signal for an agent elsewhere could not wait in its inbox");
+                        }
+                    }
                     other => {
                         tracing::debug!(agent = %to, %kind, ?other, "a signal for an agent elsewhere reached nobody")
                     }

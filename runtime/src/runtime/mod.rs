@@ -214,7 +214,8 @@ impl Runtime {
     /// took it.
     pub fn relay(&self, signal: Elsewhere) -> usize {
         match signal {
-            Elsewhere::Agent { to, signal } => usize::from(self.shared.directory.deliver(&to, signal)),
+            // An agent asleep here keeps it, as it keeps what `send` gives it.
+            Elsewhere::Agent { to, signal } => usize::from(crate::sleep::deliver(&self.shared, &to, signal).is_ok()),
             Elsewhere::Topic { topic, signal } => {
                 let directory = &self.shared.directory;
                 directory.subscribers(&topic).iter().filter(|id| directory.deliver(id, signal.clone())).count()

@@ -41,6 +41,8 @@ CREATE TABLE IF NOT EXISTS agentry_replies (
     body   TEXT NOT NULL,    -- the reply, as JSON
     made   TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+-- a signal another node's runtime made (an agent's emit, a child's end), given as it was made
+ALTER TABLE agentry_inbox ADD COLUMN IF NOT EXISTS relayed BOOLEAN NOT NULL DEFAULT false;
 CREATE INDEX IF NOT EXISTS agentry_inbox_waiting ON agentry_inbox (agent, place) WHERE consumed IS NULL;
 ";
 
