@@ -48,7 +48,15 @@ pub(crate) fn serve(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, peer)) = listener.accept().await else { continue };
+            let (tcp, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                // Out of file descriptors, say: a moment for some to close, rather than a loop that spins.
+                Err(err) => {
+                    tracing::warn!(%err, "the wire could not accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
             let peer = peer.to_string();
             let Ok(permit) = handshakes.clone().try_acquire_owned() else {
                 tracing::warn!(%peer, "a peer's connection was closed: {MAX_HANDSHAKES} handshakes are under way");
