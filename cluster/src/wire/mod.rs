@@ -254,7 +254,7 @@ impl Wire {
 
     /// Asks the node that holds the request's agent, over the wire: each peer whose gate says it holds the
     /// agent, in turn, until one answers with something other than [`WireReply::NotHere`]. A send waits at
-    /// most the configured time per peer; a call, its own timeout.
+    /// most the configured time in all, however many peers it asks; a call, its own timeout.
     pub async fn ask(&self, request: &WireRequest) -> Result<WireReply, WireError> {
         let Some(agent) = request.agent() else {
             return Err(WireError::NoRoute { agent: String::new(), waited: Duration::ZERO, tried: 0 });
