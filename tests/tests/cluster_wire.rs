@@ -65,6 +65,8 @@ async fn signals_and_calls_cross_the_wire_and_a_wrong_cookie_or_a_frozen_node_fa
     b.signal("STOP");
     let sent = a.ask("send t1 7", "sent t1 7 ").await;
     assert!(sent.ends_with("Inbox(Kept)"), "{sent}");
+    // The node that did not answer is passed over for a while: what follows goes to the inbox at once.
+    a.expect("wire-slow b").await;
     // And a call to it honours its timeout (it may still be applied once the node goes on: at most once).
     let late = a.ask("call t1 70 500", "nack t1 70 ").await;
     assert!(late.contains("did not reply within 500ms"), "{late}");

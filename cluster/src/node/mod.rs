@@ -815,7 +815,7 @@ impl Node {
                                 node.suspects.lock().unwrap_or_else(PoisonError::into_inner).extend(with_children);
                                 continue;
                             }
-                            Ok(WireEvent::Refused { .. }) => continue,
+                            Ok(WireEvent::Refused { .. } | WireEvent::Slow { .. }) => continue,
                             Err(tokio::sync::broadcast::error::RecvError::Closed) => {
                                 wire_events = None;
                                 continue;

@@ -106,6 +106,13 @@ pub enum WireEvent {
         /// Its name.
         node: String,
     },
+    /// A peer did not answer a request in time (frozen, overloaded, or cut off without its connection ending
+    /// yet): for a while (five times the wire's wait), requests for it go elsewhere (the inbox) at once instead of
+    /// waiting on it again.
+    Slow {
+        /// Its name.
+        node: String,
+    },
     /// A connection ended before it authenticated: a wrong cookie, a failed TLS handshake, or a malformed or
     /// oversized frame.
     Refused {
@@ -166,7 +173,14 @@ pub struct Wire {
     wait: Duration,
     events: broadcast::Sender<WireEvent>,
     peers: Peers,
+    /// Peers' names by their session's node id (as remote actors carry it).
+    names: Names,
+    /// Peers that did not answer in time, by node id, and since when.
+    slow: Arc<Mutex<HashMap<u64, tokio::time::Instant>>>,
 }
+
+/// Peers' names by the node id of their session.
+type Names = Arc<Mutex<HashMap<u64, String>>>;
 
 /// The peers connected now, by name, with how many of their sessions are ready (two nodes that connect to each
 /// other at once have two until one is closed).
@@ -193,8 +207,14 @@ impl Wire {
         let address = bound.local_addr().map_err(start_failed)?;
         let server = node_server(name, &options).await?;
         let advertised = options.advertise.clone().unwrap_or_else(|| address.to_string());
-        let watcher =
-            Watcher { events: events.clone(), peers: peers.clone(), ready: Arc::default(), pending: Arc::default() };
+        let names = Names::default();
+        let watcher = Watcher {
+            events: events.clone(),
+            peers: peers.clone(),
+            names: names.clone(),
+            ready: Arc::default(),
+            pending: Arc::default(),
+        };
         let _ = server
             .cast(NodeServerMessage::SubscribeToEvents { id: "agentry".to_owned(), subscription: Box::new(watcher) });
         let (gate, _) = Actor::spawn(None, Gate, handler)
@@ -205,7 +225,8 @@ impl Wire {
         let acceptor = options.tls.as_ref().map(|tls| tls.acceptor.clone());
         let handshakes = Arc::new(tokio::sync::Semaphore::new(listener::MAX_HANDSHAKES));
         let accepting = listener::serve(bound, server.clone(), acceptor, events.clone(), handshakes);
-        Ok(Self { server, gate, address, advertised, tls: options.tls, wait: options.wait, events, peers, accepting })
+        let (tls, wait) = (options.tls, options.wait);
+        Ok(Self { server, gate, address, advertised, accepting, tls, wait, events, peers, names, slow: Arc::default() })
     }
 
     /// Where this node listens: what peers connect to.
@@ -271,6 +292,10 @@ impl Wire {
                 continue;
             }
             tried += 1;
+            let node = member.get_id().node();
+            if self.is_slow(node) {
+                continue;
+            }
             let gate: ActorRef<GateMsg> = member.into();
             let asked = gate.call(|reply| GateMsg::Ask(bytes.clone(), reply), Some(left)).await;
             match asked {
@@ -279,7 +304,8 @@ impl Wire {
                     Ok(answer) => return Ok(answer),
                     Err(malformed) => tracing::warn!(%malformed, "a peer answered with a malformed reply"),
                 },
-                // Too slow, or gone: the next one, or the inbox.
+                Ok(ractor::rpc::CallResult::Timeout) => self.was_slow(node),
+                // Gone: the next one, or the inbox.
                 Ok(_) | Err(_) => continue,
             }
         }
@@ -294,9 +320,22 @@ impl Wire {
         let Some(gate) = gate else {
             return Err(WireError::NoNode { node: node.to_owned() });
         };
+        let id = gate.get_id().node();
+        let no_route = || WireError::NoRoute {
+            agent: request.agent().map(ToString::to_string).unwrap_or_default(),
+            waited: Duration::ZERO,
+            tried: 1,
+        };
+        if self.is_slow(id) {
+            return Err(no_route());
+        }
         let gate: ActorRef<GateMsg> = gate.into();
         match gate.call(|reply| GateMsg::Ask(bytes, reply), Some(wait)).await {
             Ok(ractor::rpc::CallResult::Success(reply)) => Ok(codec::decode_reply(&reply)?),
+            Ok(ractor::rpc::CallResult::Timeout) => {
+                self.was_slow(id);
+                Err(no_route())
+            }
             _ => Err(WireError::NoRoute {
                 agent: request.agent().map(ToString::to_string).unwrap_or_default(),
                 waited: wait,
@@ -320,7 +359,7 @@ impl Wire {
         let bytes = codec::encode(request);
         let mut asked = tokio::task::JoinSet::new();
         for member in ractor::pg::get_members(&NODES.to_owned()) {
-            if member.get_id().is_local() {
+            if member.get_id().is_local() || self.is_slow(member.get_id().node()) {
                 continue;
             }
             let gate: ActorRef<GateMsg> = member.into();
@@ -332,6 +371,26 @@ impl Wire {
             });
         }
         asked.join_all().await.into_iter().filter(|took| *took).count()
+    }
+
+    /// Whether the peer of this node id did not answer in time a short while ago.
+    fn is_slow(&self, node: u64) -> bool {
+        let mut slow = self.slow.lock().unwrap_or_else(PoisonError::into_inner);
+        match slow.get(&node) {
+            Some(since) if since.elapsed() < self.wait * SLOW_WAITS => true,
+            Some(_) => {
+                slow.remove(&node);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Notes that the peer of this node id did not answer in time, and says so in the events.
+    fn was_slow(&self, node: u64) {
+        self.slow.lock().unwrap_or_else(PoisonError::into_inner).insert(node, tokio::time::Instant::now());
+        let name = self.names.lock().unwrap_or_else(PoisonError::into_inner).get(&node).cloned();
+        let _ = self.events.send(WireEvent::Slow { node: name.unwrap_or_else(|| format!("#{node}")) });
     }
 
     /// Stops the wire: its connections close, and its peers see this node go down.
@@ -347,6 +406,9 @@ impl Drop for Wire {
         self.stop();
     }
 }
+
+/// How many of the wire's waits a peer that did not answer in time is passed over.
+const SLOW_WAITS: u32 = 5;
 
 /// The longest a connection to a peer may take, TLS handshake included.
 pub const DIAL_WAIT: Duration = Duration::from_secs(5);
@@ -412,6 +474,7 @@ async fn node_server(name: &str, options: &WireOptions) -> Result<ActorRef<NodeS
 struct Watcher {
     events: broadcast::Sender<WireEvent>,
     peers: Peers,
+    names: Names,
     /// The sessions that are ready, by the node server's session id.
     ready: Arc<Mutex<HashSet<u64>>>,
     /// The sessions opened and not ready yet.
@@ -454,6 +517,7 @@ impl NodeEventSubscription for Watcher {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         self.ready.lock().unwrap_or_else(PoisonError::into_inner).insert(session.node_id);
         if let Some(node) = node_name(&session) {
+            self.names.lock().unwrap_or_else(PoisonError::into_inner).insert(session.node_id, node.clone());
             let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
             let sessions = peers.entry(node.clone()).or_default();
             *sessions += 1;
@@ -465,6 +529,7 @@ impl NodeEventSubscription for Watcher {
 
     fn node_session_disconnected(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
+        self.names.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         let was_ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         match (was_ready, node_name(&session)) {
             (true, Some(node)) => {

@@ -75,6 +75,7 @@ async fn main() {
                     WireEvent::Up { node } => say(&format!("wire-up {node}")),
                     WireEvent::Down { node } => say(&format!("wire-down {node}")),
                     WireEvent::Refused { peer } => say(&format!("wire-refused {peer}")),
+                    WireEvent::Slow { node } => say(&format!("wire-slow {node}")),
                 }
             }
         });
