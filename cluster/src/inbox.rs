@@ -115,20 +115,26 @@ impl Inbox {
     /// Keeps `signal` for `agent`, once: a signal whose id the inbox has for the agent is a duplicate. Wakes the
     /// listeners.
     pub async fn push(&mut self, agent: &AgentId, signal: &Signal) -> Result<Pushed, InboxError> {
-        self.push_from(agent, signal, None, false).await
+        self.push_from(agent, signal, None, false, true).await
     }
 
     /// Keeps a signal another node's runtime made for the agent (an agent's emit, a child's end: see
     /// [`relayable`]), for when the agent's node cannot be reached over the wire: given to the agent as it was
     /// made, once.
     pub async fn relay(&mut self, agent: &AgentId, signal: &Signal) -> Result<Pushed, InboxError> {
-        self.push_from(agent, signal, None, true).await
+        self.push_from(agent, signal, None, true, true).await
+    }
+
+    /// [`Inbox::push`] (or [`Inbox::relay`]) by the node that holds the agent and gives it the signal at once
+    /// itself: nobody else is woken.
+    pub async fn keep_here(&mut self, agent: &AgentId, signal: &Signal, relayed: bool) -> Result<Pushed, InboxError> {
+        self.push_from(agent, signal, None, relayed, false).await
     }
 
     /// [`Inbox::push`] for a call from node `caller`: the node that holds the agent posts its reply
     /// ([`Inbox::reply`]), which the caller hears on [`REPLIES`].
     pub async fn push_call(&mut self, agent: &AgentId, signal: &Signal, caller: &str) -> Result<Pushed, InboxError> {
-        self.push_from(agent, signal, Some(caller), false).await
+        self.push_from(agent, signal, Some(caller), false, true).await
     }
 
     async fn push_from(
@@ -137,6 +143,7 @@ impl Inbox {
         signal: &Signal,
         caller: Option<&str>,
         relayed: bool,
+        notify: bool,
     ) -> Result<Pushed, InboxError> {
         // Refused here, as the runtime would refuse it at delivery, rather than kept to block the agent's inbox.
         let forged = match relayed {
@@ -157,28 +164,36 @@ impl Inbox {
             message: format!("the signal does not serialize: {e}"),
         })?;
         let tx = self.client.transaction().await?;
-        // Pushes for one agent, one at a time: the count and the insert see the same inbox.
-        tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&agent.as_str()]).await?;
-        let held: i64 = tx
-            .query_one("SELECT count(*) FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL", &[&agent.as_str()])
-            .await?
-            .get(0);
-        let inserted = tx
-            .execute(
-                "INSERT INTO agentry_inbox (agent, signal, body, caller, relayed) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (agent, signal) DO NOTHING",
-                &[&agent.as_str(), &signal.id(), &body, &caller, &relayed],
-            )
-            .await?;
-        if inserted == 0 {
+        // Pushes for one agent, one at a time: the count and the insert see the same inbox. The lock is taken
+        // in a statement of its own (the next one's snapshot, taken once it has the lock, sees the pushes that
+        // held it before), sent with the next without waiting in between (pipelined: one round trip for both).
+        let (name, id, limit) = (agent.as_str(), signal.id(), i64::from(self.limit));
+        type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+        let lock_params: [Param<'_>; 1] = [&name];
+        let push_params: [Param<'_>; 8] = [&name, &id, &body, &caller, &relayed, &limit, &CHANNEL, &notify];
+        let lock = tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &lock_params);
+        let push = tx.query_one(
+            "WITH held AS (SELECT count(*) AS n FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL),
+                  kept AS (
+                      INSERT INTO agentry_inbox (agent, signal, body, caller, relayed)
+                      SELECT $1, $2, $3, $4, $5 FROM held WHERE held.n < $6
+                      ON CONFLICT (agent, signal) DO NOTHING RETURNING place
+                  ),
+                  told AS (SELECT pg_notify($7, $1) FROM kept WHERE $8)
+             SELECT (SELECT count(*) FROM kept) AS kept,
+                    (SELECT count(*) FROM agentry_inbox WHERE agent = $1 AND signal = $2) AS present,
+                    (SELECT count(*) FROM told) AS told",
+            &push_params,
+        );
+        let (_, row) = futures_util::try_join!(lock, push)?;
+        let (kept, present): (i64, i64) = (row.try_get("kept")?, row.try_get("present")?);
+        if kept == 0 {
             tx.rollback().await?;
-            return Ok(Pushed::Duplicate);
+            return match present {
+                0 => Err(InboxError::Full { agent: agent.clone(), limit: self.limit }),
+                _ => Ok(Pushed::Duplicate),
+            };
         }
-        if held >= i64::from(self.limit) {
-            tx.rollback().await?;
-            return Err(InboxError::Full { agent: agent.clone(), limit: self.limit });
-        }
-        tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &agent.as_str()]).await?;
         tx.commit().await?;
         Ok(Pushed::Kept)
     }

@@ -77,3 +77,35 @@ async fn a_forged_signal_is_refused_at_the_push() {
     assert!(matches!(err, InboxError::Forged { .. }), "{err}");
     assert_eq!(inbox.len(&id).await.expect("counted"), 0, "nothing kept");
 }
+
+/// Pushes racing for the last places of one inbox, from eight connections at once: the limit holds exactly (each
+/// push counts what waits only once it holds the agent's lock, in a statement that starts after it got it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_pushes_never_go_past_the_limit() {
+    let Some(postgres) = agentry_tests::postgres::or_skip("cluster_inbox") else { return };
+    let id = AgentId::new("crowded").expect("an id");
+    let mut pushers = Vec::new();
+    for _ in 0..8 {
+        let mut inbox = Inbox::connect(&postgres.url(), 20).await.expect("the inbox");
+        let id = id.clone();
+        pushers.push(tokio::spawn(async move {
+            let mut kept = 0;
+            for n in 0..10 {
+                let signal = Signal::new("ping", json!({"n": n})).expect("a signal");
+                match inbox.push(&id, &signal).await {
+                    Ok(Pushed::Kept) => kept += 1,
+                    Err(InboxError::Full { .. }) => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+            kept
+        }));
+    }
+    let mut kept = 0;
+    for pusher in pushers {
+        kept += pusher.await.expect("the pusher ends");
+    }
+    assert_eq!(kept, 20, "exactly the limit kept");
+    let inbox = Inbox::connect(&postgres.url(), 20).await.expect("the inbox");
+    assert_eq!(inbox.len(&id).await.expect("counted"), 20);
+}

@@ -108,10 +108,7 @@ impl Node {
         signal: &agentry::signal::Signal,
         relayed: bool,
     ) -> WireReply {
-        let pushed = match relayed {
-            true => self.inbox.lock().await.relay(agent, signal).await,
-            false => self.inbox.lock().await.push(agent, signal).await,
-        };
+        let pushed = self.inbox.lock().await.keep_here(agent, signal, relayed).await;
         match pushed {
             Ok(Pushed::Duplicate) => return WireReply::Duplicate,
             Ok(Pushed::Kept) => {}
