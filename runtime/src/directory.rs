@@ -130,4 +130,9 @@ impl Directory {
     pub fn subscribers(&self, topic: &str) -> Vec<AgentId> {
         self.topics.get(topic).map(|s| s.clone()).unwrap_or_default()
     }
+
+    /// Delivers a signal to every subscriber of a topic here; how many took it.
+    pub fn publish(&self, topic: &str, signal: &Signal) -> usize {
+        self.subscribers(topic).iter().filter(|id| self.deliver(id, signal.clone())).count()
+    }
 }

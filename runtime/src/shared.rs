@@ -74,9 +74,7 @@ impl Shared {
             _ => false,
         }
     }
-}
 
-impl Shared {
     /// Stops an agent from outside (its parent, the runtime): it will not be restarted. Its supervisor's
     /// record keeps the first reason given, which the agent's server reads as it stops (an entry carries no
     /// flag of its own: every live agent has one).

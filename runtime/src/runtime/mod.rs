@@ -216,10 +216,7 @@ impl Runtime {
         match signal {
             // An agent asleep here keeps it, as it keeps what `send` gives it.
             Elsewhere::Agent { to, signal } => usize::from(crate::sleep::deliver(&self.shared, &to, signal).is_ok()),
-            Elsewhere::Topic { topic, signal } => {
-                let directory = &self.shared.directory;
-                directory.subscribers(&topic).iter().filter(|id| directory.deliver(id, signal.clone())).count()
-            }
+            Elsewhere::Topic { topic, signal } => self.shared.directory.publish(&topic, &signal),
         }
     }
 

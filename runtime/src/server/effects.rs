@@ -103,13 +103,11 @@ impl<A: Agent> ServerState<A> {
     }
 
     fn emit(&self, signal: Signal, to: Target) {
-        let directory = &self.shared.directory;
         let delivered = match to {
             Target::Agent(id) => self.shared.deliver_anywhere(&id, signal),
             Target::Parent => self.again.parent.as_ref().is_some_and(|p| self.shared.deliver_anywhere(p, signal)),
             Target::Topic(topic) => {
-                let subscribers = directory.subscribers(&topic);
-                let here = subscribers.iter().filter(|id| directory.deliver(id, signal.clone())).count() > 0;
+                let here = self.shared.directory.publish(&topic, &signal) > 0;
                 if let Some(hook) = &self.shared.elsewhere {
                     hook(crate::elsewhere::Elsewhere::Topic { topic, signal });
                 }

@@ -191,31 +191,23 @@ async fn main() {
                 },
                 None => say("nack connect this node has no wire"),
             },
-            ["calls", agent, count] => {
+            [verb @ ("calls" | "sends"), agent, count] => {
                 let id = AgentId::new(*agent).expect("an id");
                 let count: u32 = count.parse().expect("a count");
                 let started = std::time::Instant::now();
                 for _ in 0..count {
                     let signal = Signal::new("add", json!(1)).expect("a kind");
-                    if let Err(err) = node.call(&id, signal, CALL).await {
-                        say(&format!("nack {agent} calls {err}"));
+                    let done = match *verb {
+                        "calls" => node.call(&id, signal, CALL).await.map(drop),
+                        _ => node.send(&id, signal).await.map(drop),
+                    };
+                    if let Err(err) = done {
+                        say(&format!("nack {agent} {verb} {err}"));
                         break;
                     }
                 }
-                say(&format!("called {agent} {count} {}", started.elapsed().as_micros()));
-            }
-            ["sends", agent, count] => {
-                let id = AgentId::new(*agent).expect("an id");
-                let count: u32 = count.parse().expect("a count");
-                let started = std::time::Instant::now();
-                for _ in 0..count {
-                    let signal = Signal::new("add", json!(1)).expect("a kind");
-                    if let Err(err) = node.send(&id, signal).await {
-                        say(&format!("nack {agent} sends {err}"));
-                        break;
-                    }
-                }
-                say(&format!("sent-all {agent} {count} {}", started.elapsed().as_micros()));
+                let said = if *verb == "calls" { "called" } else { "sent-all" };
+                say(&format!("{said} {agent} {count} {}", started.elapsed().as_micros()));
             }
             ["state", agent] => {
                 let id = AgentId::new(*agent).expect("an id");
