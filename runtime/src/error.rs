@@ -124,6 +124,15 @@ pub enum RuntimeError {
         /// ractor's message.
         message: String,
     },
+    /// The runtime's claim before a spawn refused it (see [`crate::runtime::RuntimeBuilder::claim_before_spawn`]):
+    /// in a cluster, another node holds the id, or the journal has it already.
+    #[error("agent `{agent}` was not started: {reason}")]
+    NotClaimed {
+        /// The agent.
+        agent: AgentId,
+        /// Why not.
+        reason: String,
+    },
     /// The agent cannot hibernate now: something is going on.
     #[error("agent `{agent}` cannot hibernate: {why}; expected an idle agent (no signal waiting, nothing in flight)")]
     Busy {

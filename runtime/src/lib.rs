@@ -13,6 +13,7 @@
 pub mod action;
 pub mod agent;
 mod allowance;
+pub(crate) mod claim;
 mod contract;
 mod directory;
 pub mod driver;

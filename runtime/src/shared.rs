@@ -56,6 +56,8 @@ pub(crate) struct Shared {
     pub sweeper: std::sync::OnceLock<()>,
     /// Where signals for agents this runtime does not run, and for topics, go besides (a cluster's node).
     pub elsewhere: Option<crate::elsewhere::ElsewhereHook>,
+    /// What is asked before a new agent starts (a cluster's node, which takes its lease), if anything.
+    pub claim: Option<crate::claim::ClaimHook>,
 }
 
 impl Shared {

@@ -23,6 +23,9 @@ pub struct Tally {
     /// Each child's end it was told of: the child, and why.
     #[serde(default)]
     pub exits: Vec<(String, String)>,
+    /// The `adopt` call waiting to hear that its child could not be spawned.
+    #[serde(default)]
+    pub adopting: Option<uuid::Uuid>,
 }
 
 impl Agent for Tally {
@@ -47,6 +50,22 @@ impl Agent for Tally {
                 next.exits.push((text("child"), text("reason")));
                 Reaction::Update(next, vec![])
             }
+            // `adopt <child>`: spawns a `Tally` child (it needs the `spawn` capability); replies only if the
+            // spawn failed, with why (a child that starts is seen in the runtime's events).
+            "adopt" => match signal.data().as_str().and_then(|child| AgentId::new(child).ok()) {
+                Some(child) => {
+                    let next = Tally { adopting: Some(signal.id()), ..self.clone() };
+                    Reaction::Update(next, vec![Effect::spawn_agent(child, Self::name(), json!(Tally::default()))])
+                }
+                None => Reaction::Ignore,
+            },
+            agentry::kinds::AGENT_SPAWN_FAILED => match self.adopting {
+                Some(call) => {
+                    let next = Tally { adopting: None, ..self.clone() };
+                    Reaction::Update(next, vec![Effect::reply(call, signal.data().clone())])
+                }
+                None => Reaction::Ignore,
+            },
             // `ask`: replies its state.
             "ask" => Reaction::Keep(vec![Effect::reply(signal.id(), json!(self))]),
             // `tell {to, n}`: emits `add n` to agent `to`; `shout {topic, n}`: to a topic's subscribers. Replies

@@ -233,3 +233,43 @@ async fn an_agent_that_ended_lets_its_lease_go() {
     a.expect("ended once").await;
     assert_eq!(b.ask("spawn once", "").await, "spawned once", "free once it ended");
 }
+
+/// Every agent a node runs holds a lease, however it was spawned: a child an agent spawned, and an agent spawned
+/// on the runtime itself rather than through the node, write under theirs (their signals are acknowledged as
+/// durable under this node's lease) and come back on a survivor after a SIGKILL as they were; an id another
+/// node holds is refused to both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_started_by_agents_or_by_the_runtime_hold_leases_and_survive_their_node() {
+    let Some(postgres) = postgres("cluster_children") else { return };
+    let mut a = NodeProcess::start(NODE, &postgres, LEASE_MS, "a").await;
+    let mut b = NodeProcess::start(NODE, &postgres, LEASE_MS, "b").await;
+    a.ask("spawn mother", "spawned mother").await;
+    a.ask("adopt mother kid", "adopted kid").await;
+    a.ask("spawn-raw plain", "spawned plain").await;
+    for n in 1..=3 {
+        a.add("kid", n).await;
+        a.add("plain", n * 10).await;
+    }
+
+    // An id b holds: neither the runtime nor an agent of a starts a copy of it.
+    b.ask("spawn theirs", "spawned theirs").await;
+    // (Refused by its lease, or, once b's journal has it, as an agent the journal keeps.)
+    let held = |said: &str| said.contains("owned by node `b`") || said.contains("`theirs` is in the journal already");
+    let refused = a.ask("spawn-raw theirs", "refused theirs").await;
+    assert!(held(&refused), "{refused}");
+    let adopted = a.ask("adopt mother theirs", "").await;
+    assert!(adopted.starts_with("nack adopt theirs"), "a copy of b's agent started on a: {adopted}");
+    assert!(held(&adopted), "its parent was told why: {adopted}");
+
+    a.signal("KILL");
+    let _ = a.child.wait().await;
+    let mut taken = BTreeSet::new();
+    while taken.len() < 3 {
+        let took = b.expect("took ").await;
+        taken.insert(took.trim_start_matches("took ").to_owned());
+    }
+    assert_eq!(taken, ["kid", "mother", "plain"].map(String::from).into_iter().collect(), "b took them all");
+    assert_eq!(b.state("kid").await.applied, vec![1, 2, 3], "the child's history was written, under its lease");
+    assert_eq!(b.state("plain").await.applied, vec![10, 20, 30]);
+    assert_eq!(b.state("theirs").await.applied, Vec::<u64>::new(), "b's own agent was never touched");
+}

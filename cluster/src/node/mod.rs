@@ -17,6 +17,7 @@
 
 mod answer;
 mod handle;
+mod holdings;
 
 pub use handle::ClusterRef;
 
@@ -29,6 +30,7 @@ use agentry::id::AgentId;
 use agentry::runtime::{AgentRef, Elsewhere, Recovery, Runtime, RuntimeBuilder, RuntimeError, SpawnOptions};
 use agentry::signal::Signal;
 use agentry::store::{Fence, PostgresOptions, PostgresStore, StoreError};
+use holdings::Holdings;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -169,13 +171,10 @@ pub struct Node {
     /// Per agent, the waiting signals this process gave it that its journal has not marked consumed yet (so they
     /// are not given twice while that commit is on its way).
     given: Mutex<HashMap<AgentId, HashSet<Uuid>>>,
-    /// Every agent this node spawned or took over (so that, should it miss word of a lost lease, it can find
-    /// the copies it runs of agents it no longer holds).
-    ran: Mutex<HashSet<AgentId>>,
     /// Held while signals are given from an inbox.
     delivering: tokio::sync::Mutex<()>,
-    /// Agents being spawned here: their leases are claimed before the journal has them.
-    spawning: Mutex<HashSet<AgentId>>,
+    /// Its leases, and the agents it runs and is starting.
+    holdings: Arc<Holdings>,
     /// The inbox's connection that posts replies to calls from other nodes.
     replies: Arc<Inbox>,
     /// The calls this node made to agents held elsewhere, waiting for their replies, by signal id.
@@ -232,15 +231,19 @@ impl Node {
         let replies = Arc::new(Inbox::connect(&options.url, options.inbox_limit).await?);
         let fence = Fence::new(options.name.clone());
         let journal = PostgresOptions { keep_inputs: options.keep_inputs, fence: Some(fence.clone()) };
-        let store = PostgresStore::connect_with(&options.url, journal)?;
-        let (runtime, recovery) = builder.store(Arc::new(store)).open().await?;
+        let store = Arc::new(PostgresStore::connect_with(&options.url, journal)?);
+        let owners = Arc::new(owners);
+        let holdings =
+            Arc::new(Holdings::new(owners.clone(), fence.clone(), wire.as_ref().map(Wire::presence), store.clone()));
+        // Every agent the runtime starts, however it is spawned, holds a lease.
+        let builder = builder.claim_before_spawn(holdings.claim_hook());
+        let (runtime, recovery) = builder.store(store).open().await?;
         let node = Self {
-            owners: Arc::new(owners),
+            owners,
+            holdings,
             inbox: tokio::sync::Mutex::new(inbox),
             given: Mutex::new(HashMap::new()),
-            spawning: Mutex::new(HashSet::new()),
             delivering: tokio::sync::Mutex::new(()),
-            ran: Mutex::new(HashSet::new()),
             replies,
             calls: Mutex::new(HashMap::new()),
             wire_calls: Mutex::new(HashMap::new()),
@@ -292,31 +295,23 @@ impl Node {
         self.spawn_leased(&id, self.runtime.spawn_named(agent_type, init, opts)).await
     }
 
-    /// Claims the lease of `id`, then spawns it with `spawn`; lets the lease go if the spawn fails.
+    /// Claims the lease of `id` (unless this node holds it), then spawns it with `spawn`; lets a lease it
+    /// claimed go if the spawn fails.
     async fn spawn_leased<T>(
         &self,
         id: &AgentId,
         spawn: impl std::future::Future<Output = Result<T, RuntimeError>>,
     ) -> Result<T, NodeError> {
-        // Spawning would start the agent afresh, dropping what the journal keeps of it: brought back instead.
-        if let Some(journal) = self.runtime.store().durable()
-            && journal.agent(id)?.is_some()
-        {
-            return Err(NodeError::Exists(id.clone()));
-        }
-        let lease = self.owners.claim(id).await?;
-        self.hold(&lease);
-        self.ran(id);
-        self.spawning.lock().unwrap_or_else(PoisonError::into_inner).insert(id.clone());
+        let spawning = self.holdings.claim_new(id).await?;
         let spawned = spawn.await;
-        self.spawning.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
-        match spawned {
-            Ok(spawned) => Ok(spawned),
-            Err(err) => {
-                self.let_be(id);
-                let _ = self.owners.release(&lease).await;
+        match (spawned, &spawning.claimed) {
+            (Ok(spawned), _) => Ok(spawned),
+            (Err(err), Some(lease)) if !self.runtime.contains(id) => {
+                self.holdings.let_be(id);
+                let _ = self.owners.release(lease).await;
                 Err(err.into())
             }
+            (Err(err), _) => Err(err.into()),
         }
     }
 
@@ -513,8 +508,8 @@ impl Node {
             }
             match self.owners.claim(&agent).await {
                 Ok(lease) => {
-                    self.ran(&agent);
-                    self.hold(&lease);
+                    self.holdings.ran(&agent);
+                    self.holdings.hold(&lease);
                     tick.taken.push(agent);
                 }
                 // Another node was faster: it is that node's now.
@@ -531,15 +526,14 @@ impl Node {
         let held: Vec<AgentId> = self.fence.held().into_iter().map(|(agent, _)| agent).collect();
         // An agent that ended here (the journal dropped it, the runtime has it no more) lets its lease go.
         for agent in self.owners.ended(&held).await? {
-            let spawning = self.spawning.lock().unwrap_or_else(PoisonError::into_inner).contains(&agent);
-            if spawning || self.runtime.contains(&agent) {
+            if self.holdings.is_spawning(&agent) || self.runtime.contains(&agent) {
                 continue;
             }
             if let Some(epoch) = self.fence.epoch(&agent) {
-                self.let_be(&agent);
+                self.holdings.let_be(&agent);
                 let lease = self.lease_of(agent.clone(), epoch);
                 self.owners.let_go(&lease).await?;
-                self.ran.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
+                self.holdings.forget(&agent);
                 tick.ended.push(agent);
             }
         }
@@ -558,27 +552,11 @@ impl Node {
     pub async fn leave(&self, grace: Duration) -> Result<(), NodeError> {
         self.runtime.shutdown(grace).await;
         for (agent, epoch) in self.fence.held() {
-            self.let_be(&agent);
+            self.holdings.let_be(&agent);
             let lease = self.lease_of(agent, epoch);
             self.owners.let_go(&lease).await?;
         }
         Ok(())
-    }
-
-    /// Holds an agent's lease: its journal writes for it, and the wire says this node has it.
-    fn hold(&self, lease: &Lease) {
-        self.fence.hold(lease.agent.clone(), lease.epoch);
-        if let Some(wire) = &self.wire {
-            wire.hold(&lease.agent);
-        }
-    }
-
-    /// No longer holds an agent's lease (let go, lost, or never had).
-    fn let_be(&self, agent: &AgentId) {
-        self.fence.release(agent);
-        if let Some(wire) = &self.wire {
-            wire.release(agent);
-        }
     }
 
     /// The wire to the other nodes, if this node has one.
@@ -709,26 +687,15 @@ impl Node {
         Lease { agent, node: self.options.name.clone(), epoch, expires_at: Default::default() }
     }
 
-    /// Notes an agent this node runs.
-    fn ran(&self, agent: &AgentId) {
-        self.ran.lock().unwrap_or_else(PoisonError::into_inner).insert(agent.clone());
-    }
-
-    /// The agents this node ran that it no longer holds but whose copies its runtime still has.
-    fn not_held(&self) -> Vec<AgentId> {
-        let ran = self.ran.lock().unwrap_or_else(PoisonError::into_inner);
-        ran.iter().filter(|a| self.fence.epoch(a).is_none() && self.runtime.contains(a)).cloned().collect()
-    }
-
     /// Stops this node's copy of an agent whose lease it lost. What the copy still writes is refused by the
     /// journal, so stopping it changes nothing there: the node that holds the agent now has it.
     pub async fn step_down(&self, agent: &AgentId) {
-        self.let_be(agent);
+        self.holdings.let_be(agent);
         self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         tracing::warn!(%agent, node = %self.options.name, "this node lost the agent's lease and stops its copy");
         let reason = format!("node `{}` lost the agent's lease: another node holds it now", self.options.name);
         let _ = self.runtime.stop_because(agent, &reason).await;
-        self.ran.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        self.holdings.forget(agent);
     }
 
     /// Runs the upkeep every third of the lease duration, and steps down from every agent the journal refuses,
@@ -833,7 +800,7 @@ impl Node {
                             Ok(_) => continue,
                             // Missed: every copy this node runs of an agent it no longer holds stops.
                             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                                let lost = node.not_held();
+                                let lost = node.holdings.not_held(|agent| node.runtime.contains(agent));
                                 for agent in &lost {
                                     node.step_down(agent).await;
                                 }

@@ -179,6 +179,22 @@ pub struct Wire {
     slow: Arc<Mutex<HashMap<u64, tokio::time::Instant>>>,
 }
 
+/// Says on the wire which agents a node holds: its gate, in each one's process group.
+#[derive(Clone)]
+pub(crate) struct Presence(ractor::ActorCell);
+
+impl Presence {
+    /// Says this node holds `agent`.
+    pub(crate) fn hold(&self, agent: &agentry::id::AgentId) {
+        ractor::pg::join(group(agent), vec![self.0.clone()]);
+    }
+
+    /// Says this node no longer holds `agent`.
+    pub(crate) fn release(&self, agent: &agentry::id::AgentId) {
+        ractor::pg::leave(group(agent), vec![self.0.clone()]);
+    }
+}
+
 /// Peers' names by the node id of their session.
 type Names = Arc<Mutex<HashMap<u64, String>>>;
 
@@ -265,12 +281,17 @@ impl Wire {
 
     /// Says on the wire that this node holds `agent`: its gate joins the agent's process group.
     pub fn hold(&self, agent: &agentry::id::AgentId) {
-        ractor::pg::join(group(agent), vec![self.gate.get_cell()]);
+        self.presence().hold(agent);
     }
 
     /// Says on the wire that this node no longer holds `agent`.
     pub fn release(&self, agent: &agentry::id::AgentId) {
-        ractor::pg::leave(group(agent), vec![self.gate.get_cell()]);
+        self.presence().release(agent);
+    }
+
+    /// What says on the wire which agents this node holds, apart from the wire.
+    pub(crate) fn presence(&self) -> Presence {
+        Presence(self.gate.get_cell())
     }
 
     /// Asks the node that holds the request's agent, over the wire: each peer whose gate says it holds the

@@ -17,6 +17,7 @@ pub struct RuntimeBuilder {
     job_retention: Duration,
     coerce_params: bool,
     elsewhere: Option<crate::elsewhere::ElsewhereHook>,
+    claim: Option<crate::claim::ClaimHook>,
 }
 
 impl Default for RuntimeBuilder {
@@ -34,6 +35,7 @@ impl Default for RuntimeBuilder {
             job_retention: crate::jobs::DEFAULT_JOB_RETENTION,
             coerce_params: true,
             elsewhere: None,
+            claim: None,
         }
     }
 }
@@ -44,6 +46,15 @@ impl RuntimeBuilder {
     /// the first reach nobody and the second only this runtime's subscribers.
     pub fn elsewhere(mut self, hook: ElsewhereHook) -> Self {
         self.elsewhere = Some(hook);
+        self
+    }
+
+    /// What this runtime asks before it starts a new agent, however it is spawned (by the runtime, by name, or
+    /// by another agent): a cluster's node sets this to take the agent's lease first. A refusal fails the spawn
+    /// with [`RuntimeError::NotClaimed`] (for a child, its parent gets `agent.spawn_failed`). Without it, every
+    /// spawn may go ahead.
+    pub fn claim_before_spawn(mut self, hook: ClaimHook) -> Self {
+        self.claim = Some(hook);
         self
     }
 
@@ -219,6 +230,7 @@ impl RuntimeBuilder {
             hibernate_after: self.hibernate_after,
             sweeper: std::sync::OnceLock::new(),
             elsewhere: self.elsewhere,
+            claim: self.claim,
         };
         Runtime { shared: Arc::new(shared) }
     }

@@ -48,6 +48,13 @@ fn spawn_supervised<A: Agent>(
                 return Err(RuntimeError::UnknownSkill(skill.clone()));
             }
         }
+        // A new agent (not one started again) is claimed first; the claim is held until its actor started.
+        let _claim = match (&shared.claim, restart) {
+            (Some(claim), false) => {
+                Some(claim(id.clone()).await.map_err(|reason| RuntimeError::NotClaimed { agent: id.clone(), reason })?)
+            }
+            _ => None,
+        };
         let again = Arc::new(Again::of(&id, opts));
         let respawn = respawner(&again, domain, history.clone());
         let args =

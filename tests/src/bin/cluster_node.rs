@@ -5,7 +5,12 @@
 //! and prints `up <name>`; then it prints `took <agent>` for each agent of a dead node it takes over and `lost
 //! <agent>` for each agent whose lease it lost (it stops its copy), `stopped-event <agent> <reason>` for each
 //! agent its runtime announces stopped, and takes one command a line on stdin:
-//! - `spawn <agent>`: spawns a `Tally` here (claiming its lease); prints `spawned <agent>` or `refused <agent> <why>`.
+//! - `spawn <agent>`: spawns a `Tally` here (claiming its lease), allowed to spawn children; prints `spawned
+//!   <agent>` or `refused <agent> <why>`.
+//! - `spawn-raw <agent>`: the same through the runtime itself rather than the node (its claim before a spawn
+//!   takes the lease).
+//! - `adopt <parent> <child>`: has agent `parent` spawn a `Tally` child; prints `adopted <child>` once it started
+//!   here (or `nack adopt <child> <why>`).
 //! - `add <agent> <n>`: sends `add n` and waits for the reply and for the journal to hold it under this node's
 //!   lease; prints `ack <agent> <n>` only then, else `nack <agent> <n> <why>`.
 //! - `state <agent>`: prints `state <agent> <json>` (or `nack <agent> state <why>`).
@@ -111,13 +116,15 @@ async fn main() {
     while let Ok(Some(line)) = lines.next_line().await {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
-            ["spawn", agent] => {
-                let opts = SpawnOptions { id: Some(AgentId::new(*agent).expect("an id")), ..SpawnOptions::default() };
-                match node.spawn(Tally::default(), opts).await {
-                    Ok(_) => say(&format!("spawned {agent}")),
-                    Err(err) => say(&format!("refused {agent} {err}")),
-                }
-            }
+            ["spawn", agent] => match node.spawn(Tally::default(), parent_opts(agent)).await {
+                Ok(_) => say(&format!("spawned {agent}")),
+                Err(err) => say(&format!("refused {agent} {err}")),
+            },
+            ["spawn-raw", agent] => match node.runtime().spawn(Tally::default(), parent_opts(agent)).await {
+                Ok(_) => say(&format!("spawned {agent}")),
+                Err(err) => say(&format!("refused {agent} {err}")),
+            },
+            ["adopt", parent, child] => say(&adopt(&node, parent, child).await),
             ["stop", agent] => match node.runtime().stop(&AgentId::new(*agent).expect("an id")).await {
                 Ok(()) => say(&format!("stopped {agent}")),
                 Err(err) => say(&format!("nack {agent} stop {err}")),
@@ -250,6 +257,44 @@ fn wire_options() -> Option<WireOptions> {
     }
     options.discover = std::env::var("AGENTRY_NODE_WIRE_MANUAL").is_err();
     Some(options)
+}
+
+/// The options of a `Tally` spawned here under id `agent`: it may spawn children.
+fn parent_opts(agent: &str) -> SpawnOptions {
+    SpawnOptions {
+        id: Some(AgentId::new(agent).expect("an id")),
+        policy: agentry::policy::Policy::default().grant(agentry::action::Capability::SPAWN),
+        ..SpawnOptions::default()
+    }
+}
+
+/// Has `parent` spawn `child`, and waits (within the call's bound) until the child started here, or the parent
+/// heard that it could not.
+async fn adopt(node: &Node, parent: &str, child: &str) -> String {
+    let mut events = node.runtime().events();
+    let adopt = Signal::new("adopt", json!(child)).expect("a kind");
+    let parent = AgentId::new(parent).expect("an id");
+    let failed = node.runtime().call(&parent, adopt, CALL);
+    let started = async {
+        loop {
+            match events.recv().await {
+                Ok(event)
+                    if event.agent.as_str() == child && event.kind == agentry::events::EventKind::AgentStarted =>
+                {
+                    return;
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => std::future::pending().await,
+            }
+        }
+    };
+    tokio::select! {
+        () = started => format!("adopted {child}"),
+        failed = failed => match failed {
+            Ok(failed) => format!("nack adopt {child} {}", failed["error"]),
+            Err(err) => format!("nack adopt {child} {err}"),
+        },
+    }
 }
 
 /// Sends `add n` and acknowledges it only once the journal holds it under this node's lease.
