@@ -12,6 +12,7 @@
 //! Whatever a peer can make the inbox keep has a limit: an agent's inbox holds at most its `limit` signals
 //! waiting, and a push past it is refused with [`InboxError::Full`].
 
+use crate::db::Db;
 use crate::owners::{Lease, LeaseError, fence};
 use agentry::id::AgentId;
 use agentry::signal::Signal;
@@ -94,22 +95,15 @@ pub enum Pushed {
 
 /// The inbox table, through one connection.
 pub struct Inbox {
-    client: Client,
+    db: Db,
     limit: u32,
 }
 
 impl Inbox {
     /// Connects to PostgreSQL at `url`, with at most `limit` signals kept for one agent, and makes the table if
-    /// it is not there.
+    /// it is not there. The connection opens itself again if it drops.
     pub async fn connect(url: &str, limit: u32) -> Result<Self, InboxError> {
-        let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::warn!(%error, "the inbox's connection to PostgreSQL ended");
-            }
-        });
-        client.batch_execute(agentry::store::CLUSTER_TABLES).await?;
-        Ok(Self { client, limit })
+        Ok(Self { db: Db::connect(url, "inbox").await?, limit })
     }
 
     /// Keeps `signal` for `agent`, once: a signal whose id the inbox has for the agent is a duplicate. Wakes the
@@ -163,7 +157,8 @@ impl Inbox {
             agent: agent.clone(),
             message: format!("the signal does not serialize: {e}"),
         })?;
-        let tx = self.client.transaction().await?;
+        let mut client = self.db.alone().await?;
+        let tx = client.transaction().await?;
         // Pushes for one agent, one at a time: the count and the insert see the same inbox. The lock is taken
         // in a statement of its own (the next one's snapshot, taken once it has the lock, sees the pushes that
         // held it before), sent with the next without waiting in between (pipelined: one round trip for both).
@@ -202,7 +197,8 @@ impl Inbox {
     /// consumed when the transaction commits, and only if the lease still holds. (For a consumer that keeps them
     /// itself; a node's agents consume them through [`Inbox::waiting`] and their journal.)
     pub async fn take(&mut self, held: &Lease, max: u32) -> Result<Vec<Signal>, InboxError> {
-        let tx = self.client.transaction().await?;
+        let mut client = self.db.alone().await?;
+        let tx = client.transaction().await?;
         fence(&tx, held).await?;
         let rows = tx
             .query(
@@ -221,7 +217,9 @@ impl Inbox {
     /// and its journal marks each consumed as it logs it.
     pub async fn waiting(&self, agent: &AgentId, max: u32) -> Result<Vec<Waiting>, InboxError> {
         let rows = self
-            .client
+            .db
+            .shared()
+            .await?
             .query(
                 "SELECT place, body, caller, relayed FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL \
                  ORDER BY place LIMIT $2",
@@ -238,7 +236,9 @@ impl Inbox {
     /// Posts the agent's reply to the call `signal` (once: a second reply to it changes nothing), and wakes the
     /// caller.
     pub async fn reply(&self, signal: uuid::Uuid, reply: &serde_json::Value) -> Result<(), InboxError> {
-        self.client
+        self.db
+            .shared()
+            .await?
             .execute(
                 "WITH posted AS (INSERT INTO agentry_replies (signal, body) VALUES ($1, $2) \
                  ON CONFLICT (signal) DO NOTHING RETURNING signal) \
@@ -251,8 +251,12 @@ impl Inbox {
 
     /// Takes the reply to the call `signal`, if it came.
     pub async fn take_reply(&self, signal: uuid::Uuid) -> Result<Option<serde_json::Value>, InboxError> {
-        let row =
-            self.client.query_opt("DELETE FROM agentry_replies WHERE signal = $1 RETURNING body", &[&signal]).await?;
+        let row = self
+            .db
+            .shared()
+            .await?
+            .query_opt("DELETE FROM agentry_replies WHERE signal = $1 RETURNING body", &[&signal])
+            .await?;
         let Some(row) = row else { return Ok(None) };
         let body: String = row.try_get(0)?;
         Ok(Some(serde_json::from_str(&body).unwrap_or(serde_json::Value::String(body))))
@@ -262,7 +266,9 @@ impl Inbox {
     pub async fn with_waiting(&self, agents: &[AgentId]) -> Result<Vec<AgentId>, InboxError> {
         let names: Vec<&str> = agents.iter().map(AgentId::as_str).collect();
         let rows = self
-            .client
+            .db
+            .shared()
+            .await?
             .query(
                 "SELECT DISTINCT agent FROM agentry_inbox WHERE agent = ANY($1) AND consumed IS NULL ORDER BY agent",
                 &[&names],
@@ -278,11 +284,15 @@ impl Inbox {
     pub async fn purge(&self, kept: std::time::Duration) -> Result<u64, InboxError> {
         let ms = i64::try_from(kept.as_millis()).unwrap_or(i64::MAX);
         let purged = self
-            .client
+            .db
+            .shared()
+            .await?
             .execute("DELETE FROM agentry_inbox WHERE consumed < now() - $1::bigint * interval '1 millisecond'", &[&ms])
             .await?;
         // Replies nobody took (their caller gave up) go with them.
-        self.client
+        self.db
+            .shared()
+            .await?
             .execute("DELETE FROM agentry_replies WHERE made < now() - $1::bigint * interval '1 millisecond'", &[&ms])
             .await?;
         Ok(purged)
@@ -291,7 +301,9 @@ impl Inbox {
     /// How many signals wait in the agent's inbox.
     pub async fn len(&self, agent: &AgentId) -> Result<u64, InboxError> {
         let count: i64 = self
-            .client
+            .db
+            .shared()
+            .await?
             .query_one("SELECT count(*) FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL", &[&agent.as_str()])
             .await?
             .get(0);

@@ -7,6 +7,7 @@
 //! once; and the [`node`], a runtime that shares its journal in PostgreSQL with the other nodes, writes only
 //! under its leases, and takes over the agents of nodes that died.
 
+mod db;
 pub mod inbox;
 pub mod node;
 pub mod owners;

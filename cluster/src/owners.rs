@@ -11,10 +11,11 @@
 //! write fails with [`LeaseError::Lost`] (or [`LeaseError::Expired`], when nobody took the agent meanwhile and a
 //! [`Owners::renew`] gets it back), and it must stop its copy of the agent.
 
+use crate::db::Db;
 use agentry::id::AgentId;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
-use tokio_postgres::{Client, GenericClient, NoTls, Row};
+use tokio_postgres::{Client, GenericClient, Row};
 
 /// What a heartbeat kept and lost of the leases a node believed it held.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,7 +91,7 @@ pub enum LeaseError {
 
 /// One node's view of the lease table: claims, renewals and releases in its name.
 pub struct Owners {
-    client: Client,
+    db: Db,
     node: String,
     ttl_ms: i64,
     /// Where this node listens for its peers on the wire, said with every heartbeat.
@@ -105,14 +106,8 @@ impl Owners {
             .ok()
             .filter(|ms| (1..=86_400_000).contains(ms))
             .ok_or(LeaseError::BadDuration(ttl))?;
-        let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::warn!(%error, "the connection to PostgreSQL ended");
-            }
-        });
-        client.batch_execute(agentry::store::CLUSTER_TABLES).await?;
-        Ok(Self { client, node: node.to_owned(), ttl_ms, wire: None })
+        let db = Db::connect(url, "leases").await?;
+        Ok(Self { db, node: node.to_owned(), ttl_ms, wire: None })
     }
 
     /// Says, from the next heartbeat on, where this node listens for its peers on the wire.
@@ -123,7 +118,9 @@ impl Owners {
     /// The live nodes other than this one that listen on the wire, with their addresses.
     pub async fn live_wires(&self) -> Result<Vec<(String, String)>, LeaseError> {
         let rows = self
-            .client
+            .db
+            .shared()
+            .await?
             .query(
                 "SELECT node, wire FROM agentry_nodes WHERE seen_until > now() AND wire IS NOT NULL AND node <> $1 ORDER BY node",
                 &[&self.node],
@@ -137,21 +134,24 @@ impl Owners {
         &self.node
     }
 
-    /// The connection, for the node's own reads.
-    pub fn client(&self) -> &Client {
-        &self.client
+    /// The connection, for the node's own reads (opened again first if it dropped).
+    pub async fn client(&self) -> Result<impl std::ops::Deref<Target = Client> + '_, LeaseError> {
+        Ok(self.db.shared().await?)
     }
 
-    /// The connection, for the node's own fenced writes (see [`fence`]: a transaction needs it mutable).
-    pub fn client_mut(&mut self) -> &mut Client {
-        &mut self.client
+    /// The connection to itself, for the node's own fenced writes (see [`fence`]: a transaction needs it
+    /// mutable).
+    pub async fn client_mut(&self) -> Result<impl std::ops::DerefMut<Target = Client> + '_, LeaseError> {
+        Ok(self.db.alone().await?)
     }
 
     /// Takes the agent's lease for this node: when nobody holds it, or its holder's lease expired (the epoch
     /// grows by one). A holder whose lease is still running keeps it: [`LeaseError::Held`].
     pub async fn claim(&self, agent: &AgentId) -> Result<Lease, LeaseError> {
         let claimed = self
-            .client
+            .db
+            .shared()
+            .await?
             .query_opt(
                 "INSERT INTO agentry_owners (agent, node, epoch, expires_at)
                  VALUES ($1, $2, 1, now() + $3::bigint * interval '1 millisecond')
@@ -181,7 +181,9 @@ impl Owners {
     /// long as nobody took the agent meanwhile).
     pub async fn renew(&self, held: &Lease) -> Result<Lease, LeaseError> {
         let renewed = self
-            .client
+            .db
+            .shared()
+            .await?
             .query_opt(
                 "UPDATE agentry_owners SET expires_at = now() + $4::bigint * interval '1 millisecond'
                  WHERE agent = $1 AND node = $2 AND epoch = $3
@@ -195,10 +197,32 @@ impl Owners {
         }
     }
 
+    /// Takes back, at the next epoch, a lease the database still gives this node (even expired, as long as
+    /// nobody took the agent meanwhile): for a node that stopped its copy of the agent and brings it back from
+    /// the journal. The new epoch fences off whatever the old copy still had on its way. `None` when the lease
+    /// is another node's, or nobody's.
+    pub async fn take_back(&self, agent: &AgentId) -> Result<Option<Lease>, LeaseError> {
+        let row = self
+            .db
+            .shared()
+            .await?
+            .query_opt(
+                "UPDATE agentry_owners
+                 SET epoch = epoch + 1, expires_at = now() + $3::bigint * interval '1 millisecond'
+                 WHERE agent = $1 AND node = $2
+                 RETURNING agent, node, epoch, expires_at",
+                &[&agent.as_str(), &self.node, &self.ttl_ms],
+            )
+            .await?;
+        row.as_ref().map(lease).transpose()
+    }
+
     /// Says this node is alive for one more lease duration, and renews every lease of `held` that is still
     /// this node's at its epoch, in one statement: what a node does every fraction of its lease duration.
     pub async fn heartbeat(&self, held: &[Lease]) -> Result<Heartbeat, LeaseError> {
-        self.client
+        self.db
+            .shared()
+            .await?
             .execute(
                 "INSERT INTO agentry_nodes (node, seen_until, wire) VALUES ($1, now() + $2::bigint * interval '1 millisecond', $3)
                  ON CONFLICT (node) DO UPDATE SET seen_until = EXCLUDED.seen_until, wire = EXCLUDED.wire",
@@ -208,7 +232,9 @@ impl Owners {
         let agents: Vec<&str> = held.iter().map(|l| l.agent.as_str()).collect();
         let epochs: Vec<i64> = held.iter().map(epoch_of).collect::<Result<_, _>>()?;
         let rows = self
-            .client
+            .db
+            .shared()
+            .await?
             .query(
                 // The rows are locked in the order of their agents, as a node's journal locks them for its fence:
                 // a heartbeat and a commit never wait for each other in a circle.
@@ -230,14 +256,20 @@ impl Owners {
     /// The nodes whose last heartbeat has not run out (on the database's clock), sorted by name: where
     /// [`crate::placement::place`] may put agents.
     pub async fn live_nodes(&self) -> Result<Vec<String>, LeaseError> {
-        let rows =
-            self.client.query("SELECT node FROM agentry_nodes WHERE seen_until > now() ORDER BY node", &[]).await?;
+        let rows = self
+            .db
+            .shared()
+            .await?
+            .query("SELECT node FROM agentry_nodes WHERE seen_until > now() ORDER BY node", &[])
+            .await?;
         rows.iter().map(|r| r.try_get(0).map_err(LeaseError::from)).collect()
     }
 
     /// Gives the lease up (the agent is free for any node at once); a lease already lost is left as it is.
     pub async fn release(&self, held: &Lease) -> Result<(), LeaseError> {
-        self.client
+        self.db
+            .shared()
+            .await?
             .execute(
                 "DELETE FROM agentry_owners WHERE agent = $1 AND node = $2 AND epoch = $3",
                 &[&held.agent.as_str(), &held.node, &epoch_of(held)?],
@@ -250,7 +282,9 @@ impl Owners {
     /// agent at once, at the next epoch (unlike [`Owners::release`], after which a claim starts at epoch 1 again).
     /// For a node that leaves the cluster.
     pub async fn let_go(&self, held: &Lease) -> Result<(), LeaseError> {
-        self.client
+        self.db
+            .shared()
+            .await?
             .execute(
                 "UPDATE agentry_owners SET expires_at = now() WHERE agent = $1 AND node = $2 AND epoch = $3",
                 &[&held.agent.as_str(), &held.node, &epoch_of(held)?],
@@ -262,7 +296,9 @@ impl Owners {
     /// Ends whoever's lease on the agent now, keeping its epoch: the next claim takes the agent with the
     /// next epoch. For an operator's explicit failover (a node known dead before its leases run out).
     pub async fn expire(&self, agent: &AgentId) -> Result<(), LeaseError> {
-        self.client
+        self.db
+            .shared()
+            .await?
             .execute(
                 "UPDATE agentry_owners SET expires_at = now() WHERE agent = $1 AND expires_at > now()",
                 &[&agent.as_str()],
@@ -276,7 +312,9 @@ impl Owners {
     /// tables (a node's journal makes them).
     pub async fn orphans(&self) -> Result<Vec<AgentId>, LeaseError> {
         let rows = self
-            .client
+            .db
+            .shared()
+            .await?
             .query(
                 "SELECT a.agent FROM agentry_agents a LEFT JOIN agentry_owners o ON o.agent = a.agent
                  WHERE o.agent IS NULL OR o.expires_at <= now() ORDER BY a.agent",
@@ -290,7 +328,9 @@ impl Owners {
     pub async fn ended(&self, agents: &[AgentId]) -> Result<Vec<AgentId>, LeaseError> {
         let names: Vec<&str> = agents.iter().map(AgentId::as_str).collect();
         let rows = self
-            .client
+            .db
+            .shared()
+            .await?
             .query(
                 "SELECT h.agent FROM unnest($1::text[]) AS h(agent)
                  WHERE NOT EXISTS (SELECT 1 FROM agentry_agents a WHERE a.agent = h.agent) ORDER BY h.agent",
@@ -304,7 +344,9 @@ impl Owners {
     /// release it.
     pub async fn owner(&self, agent: &AgentId) -> Result<Option<Lease>, LeaseError> {
         let row = self
-            .client
+            .db
+            .shared()
+            .await?
             .query_opt("SELECT agent, node, epoch, expires_at FROM agentry_owners WHERE agent = $1", &[&agent.as_str()])
             .await?;
         row.as_ref().map(lease).transpose()

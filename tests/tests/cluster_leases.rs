@@ -14,7 +14,7 @@ fn agent(name: &str) -> AgentId {
 
 /// Writes `value` for `agent` under the lease, fenced; the table is the test's own stand-in for a journal.
 async fn write(node: &mut Owners, lease: &agentry_cluster::Lease, value: &str) -> Result<(), LeaseError> {
-    let client = node.client_mut();
+    let mut client = node.client_mut().await?;
     client.batch_execute("CREATE TABLE IF NOT EXISTS journal (agent TEXT, value TEXT, epoch BIGINT)").await?;
     let tx = client.transaction().await?;
     fence(&tx, lease).await?;
@@ -27,6 +27,8 @@ async fn write(node: &mut Owners, lease: &agentry_cluster::Lease, value: &str) -
 async fn written(node: &mut Owners, agent: &AgentId) -> Vec<(String, i64)> {
     let rows = node
         .client()
+        .await
+        .expect("the connection")
         .query("SELECT value, epoch FROM journal WHERE agent = $1 ORDER BY value", &[&agent.as_str()])
         .await
         .expect("read");
@@ -103,27 +105,41 @@ async fn of_many_nodes_claiming_one_agent_at_once_exactly_one_wins() {
 async fn a_takeover_waits_for_a_write_that_passed_its_fence() {
     let Some(postgres) = agentry_tests::postgres::or_skip("cluster_leases") else { return };
     // Node a's lease is short: it runs out while a's write is under way.
-    let mut a = Owners::connect(&postgres.url(), "node-a", Duration::from_millis(300)).await.expect("node a");
+    let a = Owners::connect(&postgres.url(), "node-a", Duration::from_millis(300)).await.expect("node a");
     let b = Owners::connect(&postgres.url(), "node-b", TTL).await.expect("node b");
     let watcher = Owners::connect(&postgres.url(), "watcher", TTL).await.expect("a watcher");
     let id = agent("slow-writer");
     let held = a.claim(&id).await.expect("a claims");
     a.client()
+        .await
+        .expect("the connection")
         .batch_execute("CREATE TABLE IF NOT EXISTS journal (agent TEXT, value TEXT, epoch BIGINT)")
         .await
         .expect("table");
 
-    let tx = a.client_mut().transaction().await.expect("a transaction");
+    let mut alone = a.client_mut().await.expect("the connection");
+    let tx = alone.transaction().await.expect("a transaction");
     fence(&tx, &held).await.expect("a passes its fence");
     // The lease runs out (on the database's clock) while the write is open; then b claims, and its claim
     // waits on a's share lock.
     let expired = "SELECT now() > expires_at FROM agentry_owners WHERE agent = $1";
-    while !watcher.client().query_one(expired, &[&id.as_str()]).await.expect("read").get::<_, bool>(0) {
+    while !watcher
+        .client()
+        .await
+        .expect("the connection")
+        .query_one(expired, &[&id.as_str()])
+        .await
+        .expect("read")
+        .get::<_, bool>(0)
+    {
         tokio::task::yield_now().await;
     }
     let claim = tokio::spawn(async move { b.claim(&agent("slow-writer")).await });
     let blocked = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'";
-    while watcher.client().query_one(blocked, &[]).await.expect("read").get::<_, i64>(0) == 0 && !claim.is_finished() {
+    while watcher.client().await.expect("the connection").query_one(blocked, &[]).await.expect("read").get::<_, i64>(0)
+        == 0
+        && !claim.is_finished()
+    {
         tokio::task::yield_now().await;
     }
     assert!(!claim.is_finished(), "the takeover did not wait for the fenced write: {:?}", claim.await);
@@ -131,8 +147,13 @@ async fn a_takeover_waits_for_a_write_that_passed_its_fence() {
     tx.commit().await.expect("committed");
     let successor = claim.await.expect("joined").expect("b claims after a's write");
     assert_eq!(successor.epoch, 2);
-    let rows =
-        watcher.client().query("SELECT value FROM journal WHERE agent = $1", &[&id.as_str()]).await.expect("read");
+    let rows = watcher
+        .client()
+        .await
+        .expect("the connection")
+        .query("SELECT value FROM journal WHERE agent = $1", &[&id.as_str()])
+        .await
+        .expect("read");
     assert_eq!(rows.len(), 1, "a's write, made before the takeover, is there");
 }
 
@@ -157,7 +178,7 @@ async fn a_heartbeat_renews_what_a_node_still_holds_and_reports_what_it_lost() {
     brief.heartbeat(&[]).await.expect("brief's heartbeat");
     // Once its heartbeat ran out on the database's clock, a node is not live.
     let out = "SELECT seen_until < now() FROM agentry_nodes WHERE node = 'node-brief'";
-    while !a.client().query_one(out, &[]).await.expect("read").get::<_, bool>(0) {
+    while !a.client().await.expect("the connection").query_one(out, &[]).await.expect("read").get::<_, bool>(0) {
         tokio::task::yield_now().await;
     }
     assert_eq!(a.live_nodes().await.expect("live"), ["node-a", "node-b"]);

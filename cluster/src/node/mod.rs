@@ -537,13 +537,20 @@ impl Node {
                 tick.ended.push(agent);
             }
         }
+        self.deliver_waiting().await?;
+        self.inbox.lock().await.purge(RETRIES_KEPT).await?;
+        self.connect_peers().await?;
+        Ok(tick)
+    }
+
+    /// Gives every agent this node holds the signals waiting in its inbox.
+    async fn deliver_waiting(&self) -> Result<(), NodeError> {
+        let held: Vec<AgentId> = self.fence.held().into_iter().map(|(agent, _)| agent).collect();
         let waiting = self.inbox.lock().await.with_waiting(&held).await?;
         for agent in waiting {
             self.deliver(&agent).await?;
         }
-        self.inbox.lock().await.purge(RETRIES_KEPT).await?;
-        self.connect_peers().await?;
-        Ok(tick)
+        Ok(())
     }
 
     /// Leaves the cluster: shuts the runtime down gracefully within `grace` (its agents stay in the journal, to
@@ -698,6 +705,23 @@ impl Node {
         self.holdings.forget(agent);
     }
 
+    /// Brings an agent whose copy this node stopped back from the journal, under a new epoch, if its lease is
+    /// still this node's (a commit of its writes failed, rather than another node taking it): whether it did.
+    async fn take_back(&self, agent: &AgentId) -> Result<bool, NodeError> {
+        // What the stopped copy still wrote reaches the journal (refused by the fence) before it is held again.
+        if let Some(journal) = self.runtime.store().durable() {
+            let _ = journal.flushed().await;
+        }
+        let Some(lease) = self.owners.take_back(agent).await? else { return Ok(false) };
+        self.holdings.ran(agent);
+        self.holdings.hold(&lease);
+        let recovery = self.runtime.recover().await?;
+        for (agent, err) in &recovery.failed {
+            tracing::error!(%agent, %err, node = %self.options.name, "an agent taken back could not be brought back");
+        }
+        Ok(true)
+    }
+
     /// Runs the upkeep every third of the lease duration, and steps down from every agent the journal refuses,
     /// until the node is dropped; each round's [`Tick`] (and each agent stepped down from between rounds, as a
     /// tick that lost it) is sent to `ticks` if given.
@@ -731,17 +755,38 @@ impl Node {
         let mut pushed = crate::inbox::listen(&self.options.url).await?;
         let listening = Arc::downgrade(self);
         tokio::spawn(async move {
-            while let Some(heard) = pushed.next().await {
-                let Some(node) = listening.upgrade() else { return };
-                match heard {
-                    Heard::Pushed(agent) => {
-                        if let Err(err) = node.deliver(&agent).await {
-                            tracing::warn!(%agent, %err, "waiting signals could not be given at once; the next round will");
+            loop {
+                while let Some(heard) = pushed.next().await {
+                    let Some(node) = listening.upgrade() else { return };
+                    match heard {
+                        Heard::Pushed(agent) => {
+                            if let Err(err) = node.deliver(&agent).await {
+                                tracing::warn!(%agent, %err, "waiting signals could not be given at once; the next round will");
+                            }
+                        }
+                        Heard::Replied(call) => {
+                            if let Err(err) = node.replied(call).await {
+                                tracing::warn!(%call, %err, "a reply to a call of this node could not be read");
+                            }
                         }
                     }
-                    Heard::Replied(call) => {
-                        if let Err(err) = node.replied(call).await {
-                            tracing::warn!(%call, %err, "a reply to a call of this node could not be read");
+                }
+                // The connection dropped: listened again (once a round, until the database answers), and what
+                // was pushed meanwhile is given at once.
+                loop {
+                    let Some(node) = listening.upgrade() else { return };
+                    match crate::inbox::listen(&node.options.url).await {
+                        Ok(listener) => {
+                            pushed = listener;
+                            if let Err(err) = node.deliver_waiting().await {
+                                tracing::warn!(%err, "waiting signals could not be given; the next round will");
+                            }
+                            break;
+                        }
+                        Err(err) => {
+                            tracing::warn!(%err, "the node could not listen for pushes again; it tries at the next round");
+                            drop(node);
+                            tokio::time::sleep(every).await;
                         }
                     }
                 }
@@ -795,7 +840,14 @@ impl Node {
                             // Unless the node holds the agent again (it took it back, stopping that copy first).
                             Ok(agent) if node.fence.epoch(&agent).is_none() => {
                                 node.step_down(&agent).await;
-                                Tick { lost: vec![agent], ..Tick::default() }
+                                let mut tick = Tick { lost: vec![agent.clone()], ..Tick::default() };
+                                // A commit that failed (not a lease lost): the agent comes back from the journal.
+                                match node.take_back(&agent).await {
+                                    Ok(true) => tick.taken.push(agent),
+                                    Ok(false) => {}
+                                    Err(err) => tracing::warn!(%agent, %err, "an agent could not be taken back; a round of upkeep will see to it"),
+                                }
+                                tick
                             }
                             Ok(_) => continue,
                             // Missed: every copy this node runs of an agent it no longer holds stops.

@@ -112,9 +112,19 @@ impl Fence {
     }
 
     /// The agents whose writes the database refused from now on (their lease is another node's now, or ran
-    /// out): the node must stop its copies of them. Each is released before it is reported.
+    /// out), or whose commit failed (the connection dropped during it, say, so the agent may have gone past
+    /// what the journal holds): the node must stop its copies of them, and may bring back from the journal
+    /// those whose leases are still its own. Each is released before it is reported.
     pub fn lost(&self) -> tokio::sync::broadcast::Receiver<AgentId> {
         self.inner.lost.subscribe()
+    }
+
+    /// A commit with `agent`'s writes failed: its copy may be ahead of the journal.
+    pub(crate) fn unsure(&self, agent: &AgentId, error: &super::super::StoreError) {
+        if self.inner.held.remove(agent).is_some() {
+            tracing::warn!(node = %self.inner.node, %agent, %error, "a commit of the agent's writes failed: its copy here may be ahead of the journal");
+            let _ = self.inner.lost.send(agent.clone());
+        }
     }
 
     /// The database refused `agent`'s writes.

@@ -44,6 +44,8 @@ pub struct PostgresOptions {
 pub(crate) struct Connection {
     pub(crate) runtime: tokio::runtime::Runtime,
     pub(crate) client: tokio_postgres::Client,
+    /// Where it connected, to connect again.
+    url: String,
 }
 
 impl Connection {
@@ -62,7 +64,26 @@ impl Connection {
                 tracing::error!(%err, "the journal's PostgreSQL connection ended");
             }
         });
-        Ok(Self { runtime, client })
+        Ok(Self { runtime, client, url: url.to_owned() })
+    }
+
+    /// Opens the connection again if it dropped (the server restarted, an operator ended the session): what
+    /// failed on it failed, and what comes next runs on a new one. Whether it did; on the thread that owns it.
+    pub(crate) fn reopen_if_dropped(&mut self) -> Result<bool, StoreError> {
+        if !self.client.is_closed() {
+            return Ok(false);
+        }
+        tracing::warn!("the journal's connection to PostgreSQL dropped: opening it again");
+        self.reopen()?;
+        Ok(true)
+    }
+
+    /// Opens the connection again, dropped or not: for a statement that failed where nothing was changed yet,
+    /// tried again on a new connection (a connection ended by the server fails its next statement before it
+    /// knows it is closed).
+    pub(crate) fn reopen(&mut self) -> Result<(), StoreError> {
+        *self = Self::open(&self.url)?;
+        Ok(())
     }
 }
 

@@ -13,7 +13,7 @@ use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
 /// A read, run on the reads' thread with its connection.
-type Read = Box<dyn FnOnce(&Connection) + Send>;
+type Read = Box<dyn FnOnce(&mut Connection) + Send>;
 
 /// The reads' thread, fed one read at a time. Dropping it ends the thread.
 pub(crate) struct PgReads {
@@ -23,28 +23,37 @@ pub(crate) struct PgReads {
 }
 
 impl PgReads {
-    pub(super) fn start(connection: Connection, fence: Option<super::Fence>) -> Result<Self, StoreError> {
+    pub(super) fn start(mut connection: Connection, fence: Option<super::Fence>) -> Result<Self, StoreError> {
         let (reads, queue) = mpsc::channel::<Read>();
         std::thread::Builder::new()
             .name("agentry-journal-reads".to_owned())
             .spawn(move || {
                 for read in queue {
-                    read(&connection);
+                    read(&mut connection);
                 }
             })
             .map_err(|e| StoreError::Database(format!("the journal's reads' thread could not start: {e}")))?;
         Ok(Self { reads: Mutex::new(reads), fence })
     }
 
-    /// Runs `read` on the reads' connection and waits for its answer.
+    /// Runs `read` on the reads' connection and waits for its answer. A read that fails runs again, once, on a
+    /// new connection: the connection may have dropped (the server restarted, an operator ended the session),
+    /// which it finds out only by failing.
     fn read<T: Send + 'static>(
         &self,
-        read: impl AsyncFnOnce(&Client) -> Result<T, StoreError> + Send + 'static,
+        read: impl AsyncFn(&Client) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (answer, answered) = mpsc::sync_channel(1);
-        let job: Read = Box::new(move |connection: &Connection| {
-            let Connection { runtime, client } = connection;
-            let _ = answer.send(runtime.block_on(read(client)));
+        let job: Read = Box::new(move |connection: &mut Connection| {
+            let answer_with = |connection: &Connection| connection.runtime.block_on(read(&connection.client));
+            let mut read = answer_with(connection);
+            if read.is_err() {
+                match connection.reopen() {
+                    Ok(()) => read = answer_with(connection),
+                    Err(err) => tracing::error!(%err, "the journal's reads could not connect again"),
+                }
+            }
+            let _ = answer.send(read);
         });
         let sent = self.reads.lock().unwrap_or_else(std::sync::PoisonError::into_inner).send(job);
         let gone = || StoreError::Database("the journal's reads' thread is gone".to_owned());

@@ -59,10 +59,15 @@ struct Write {
 struct PgTables<'a> {
     database: &'a mut PgDatabase,
     writes: Vec<Write>,
+    /// The agents whose writes the commit carries, as far as it knows them.
+    touched: BTreeSet<AgentId>,
 }
 
 impl PgTables<'_> {
     fn write(&mut self, owner: Owner, sql: &'static str, values: Vec<Value>) -> Result<(), StoreError> {
+        if let Owner::Agent(agent) = &owner {
+            self.touched.insert(agent.clone());
+        }
         self.writes.push(Write { owner, sql, values });
         Ok(())
     }
@@ -74,10 +79,15 @@ impl PgTables<'_> {
         }
         let mut writes = std::mem::take(&mut self.writes);
         let PgDatabase { connection, statements, fence } = &mut *self.database;
-        let Connection { runtime, client } = connection;
+        let Connection { runtime, client, .. } = connection;
+        let touched = &mut self.touched;
         runtime.block_on(async {
             if let Some(fence) = fence {
                 let lost = fenced(client, fence, &mut writes).await?;
+                touched.extend(writes.iter().filter_map(|w| match &w.owner {
+                    Owner::Agent(agent) => Some(agent.clone()),
+                    _ => None,
+                }));
                 if !lost.is_empty() {
                     writes.retain(|write| !matches!(&write.owner, Owner::Agent(agent) if lost.contains(agent)));
                     lost.iter().for_each(|agent| fence.refused(agent));
@@ -282,7 +292,7 @@ impl Tables for PgTables<'_> {
     fn kept_outcome(&mut self, run: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
         // Read after the writes gathered so far, inside the commit's transaction.
         self.send()?;
-        let Connection { runtime, client } = &self.database.connection;
+        let Connection { runtime, client, .. } = &self.database.connection;
         let row = runtime
             .block_on(
                 client.query_opt("SELECT outcome FROM agentry_runs WHERE run = $1 AND outcome IS NOT NULL", &[&run]),
@@ -429,7 +439,7 @@ impl Tables for PgTables<'_> {
     /// Places from a sequence, a block at a time: nodes sharing the journal never give the same place.
     fn reserve_places(&mut self) -> Result<Option<std::ops::Range<i64>>, StoreError> {
         self.send()?;
-        let Connection { runtime, client } = &self.database.connection;
+        let Connection { runtime, client, .. } = &self.database.connection;
         let start: i64 = runtime
             .block_on(client.query_one("SELECT nextval('agentry_places')", &[]))
             .and_then(|row| row.try_get(0))
@@ -446,23 +456,56 @@ impl Tables for PgTables<'_> {
     }
 }
 
+impl PgDatabase {
+    /// Opens the connection again if it dropped (its prepared statements go with it); whether it did.
+    fn reopen_if_dropped(&mut self) -> Result<bool, StoreError> {
+        let reopened = self.connection.reopen_if_dropped()?;
+        if reopened {
+            self.statements.clear();
+        }
+        Ok(reopened)
+    }
+
+    /// Begins a transaction. The writer's connection is driven only while it writes, so one that dropped since
+    /// the last commit is found out here, by failing to begin: opened again, and the transaction begun on the
+    /// new one (nothing was sent yet).
+    fn begin(&mut self) -> Result<(), StoreError> {
+        self.reopen_if_dropped()?;
+        let Connection { runtime, client, .. } = &self.connection;
+        if runtime.block_on(client.batch_execute("BEGIN")).is_ok() {
+            return Ok(());
+        }
+        self.connection.reopen()?;
+        self.statements.clear();
+        let Connection { runtime, client, .. } = &self.connection;
+        runtime.block_on(client.batch_execute("BEGIN")).map_err(database)
+    }
+}
+
 impl Database for PgDatabase {
     fn transaction(
         &mut self,
         write: &mut dyn FnMut(&mut dyn Tables) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let Connection { runtime, client } = &self.connection;
-        runtime.block_on(client.batch_execute("BEGIN")).map_err(database)?;
-        let mut tables = PgTables { database: self, writes: Vec::new() };
+        self.begin()?;
+        let mut tables = PgTables { database: self, writes: Vec::new(), touched: BTreeSet::new() };
         let written = write(&mut tables).and_then(|()| tables.send());
-        let Connection { runtime, client } = &self.connection;
+        let touched = std::mem::take(&mut tables.touched);
+        let Connection { runtime, client, .. } = &self.connection;
         let end = if written.is_ok() { "COMMIT" } else { "ROLLBACK" };
         let ended = runtime.block_on(client.batch_execute(end)).map_err(database);
-        written.and(ended)
+        let outcome = written.and(ended);
+        // The agents of a commit that failed (the connection dropped during it, say) may have gone past what the
+        // journal holds: a node brings them back from it.
+        if let (Err(err), Some(fence)) = (&outcome, &self.fence) {
+            touched.iter().for_each(|agent| fence.unsure(agent, err));
+        }
+        outcome
     }
 
     fn open_runs(&mut self) -> Result<(i64, Vec<Uuid>), StoreError> {
-        let Connection { runtime, client } = &self.connection;
+        self.reopen_if_dropped()?;
+        let Connection { runtime, client, .. } = &self.connection;
         runtime.block_on(super::open_runs(client))
     }
 
