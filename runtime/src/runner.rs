@@ -249,9 +249,10 @@ impl Runner {
                     // Write-ahead: an action with side effects starts only once its start is durable, so a crash
                     // can never leave a side effect the journal does not know was attempted. Idempotent ones wait
                     // too: the input that asked for the run is then durable as well, so its idempotency key (made
-                    // of that input's number) is never given to another run after a crash.
+                    // of that input's number) is never given to another run after a crash. (In a cluster, an agent
+                    // whose lease this node lost has its writes refused: its run is not started either.)
                     if let Some(durable) = self.store.durable()
-                        && durable.flushed().await.is_err()
+                        && durable.flushed_for(&run.ctx.agent_id).await.is_err()
                     {
                         let err = ActionError::critical(
                             "the journal could not make the run's start durable; it was not started",

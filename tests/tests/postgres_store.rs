@@ -157,6 +157,7 @@ async fn a_fenced_journal_refuses_the_writes_of_an_agent_another_node_took() {
     assert_eq!(b.claim(&t).await.expect("b holds t").epoch, lease.epoch + 1);
     // a's copy still runs and applies the signal in memory; its write is refused.
     agent.call(add(2), Duration::from_secs(10)).await.expect("applied in memory");
+    assert!(durable.flushed_for(&t).await.is_err(), "the refused write was said to be durable");
     durable.flushed().await.expect("the commit ended");
     let told = tokio::time::timeout(Duration::from_secs(10), lost.recv()).await.expect("reported lost in time");
     assert_eq!(told.expect("told"), t, "reported lost");
@@ -174,4 +175,49 @@ async fn a_fenced_journal_refuses_the_writes_of_an_agent_another_node_took() {
         .filter_map(|(_, s)| s.data().as_u64())
         .collect();
     assert_eq!(added, vec![1], "the write after the takeover never reached the journal");
+}
+
+/// An action with side effects starts only once its start is durable: for an agent whose lease this node no
+/// longer holds, the journal refuses that start, so the action never runs (a stale node does no side effect its
+/// successor cannot know of); with the lease, it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_with_side_effects_of_an_agent_whose_lease_is_gone_never_starts() {
+    use agentry::action::{ActionSpec, DynAction};
+    use agentry::store::{Fence, PostgresOptions};
+    use agentry_cluster::Owners;
+    use agentry_tests::Operated;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let Some(postgres) = agentry_tests::postgres::or_skip("postgres_store") else { return };
+    let url = postgres.url();
+    let operator = AgentId::new("operator").expect("an id");
+    let a = Owners::connect(&url, "a", Duration::from_secs(60)).await.expect("node a");
+    let lease = a.claim(&operator).await.expect("a holds the operator");
+    let fence = Fence::new("a");
+    fence.hold(operator.clone(), lease.epoch);
+
+    let sent = Arc::new(AtomicU32::new(0));
+    let counted = sent.clone();
+    let spec = ActionSpec::new("mail.send", "Sends a mail.").expect("a valid id").side_effects(true);
+    let send = DynAction::new(spec, move |_, _| {
+        let counted = counted.clone();
+        Box::pin(async move { Ok(json!(counted.fetch_add(1, Ordering::SeqCst) + 1)) })
+    })
+    .expect("a valid action");
+    let skill = agentry::skill::Skill::builder("mail", "1.0.0").dyn_action(send).build().expect("a valid skill");
+    let options = PostgresOptions { fence: Some(fence.clone()), ..PostgresOptions::default() };
+    let store = PostgresStore::connect_with(&url, options).expect("the fenced journal connects");
+    let op = Operated::start_with(vec![skill], agentry::policy::Policy::default(), &[], |builder| {
+        builder.store(Arc::new(store))
+    })
+    .await;
+    assert_eq!(op.output("mail.send", json!({})).await, json!(1), "held: it runs");
+
+    // Another node takes the operator over.
+    a.expire(&operator).await.expect("expired");
+    let b = Owners::connect(&url, "b", Duration::from_secs(60)).await.expect("node b");
+    b.claim(&operator).await.expect("b holds the operator");
+    let (class, message) = op.failure("mail.send", json!({})).await;
+    assert_eq!(class, "critical", "{message}");
+    assert!(message.contains("it was not started"), "{message}");
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "the stale copy sent a mail");
 }

@@ -56,7 +56,7 @@ impl<A: Agent> ServerState<A> {
         self.save_snapshot();
         let shared = self.shared.clone();
         let Some(durable) = shared.store.durable() else { return reply(result) };
-        let flushed = durable.flushed();
+        let flushed = durable.flushed_for(&self.agent.id);
         let agent = self.agent.id.clone();
         tokio::spawn(async move {
             match flushed.await {

@@ -231,6 +231,13 @@ pub struct Revival {
 pub trait Durable: Send + Sync + 'static {
     /// Resolves once everything written so far is durable.
     fn flushed(&self) -> Flushed;
+    /// Resolves once everything written so far is durable, and fails if `agent`'s writes were not kept: a
+    /// journal that several nodes share refuses the writes of an agent whose lease this node lost (see
+    /// [`super::Fence`]). The same as [`Durable::flushed`] for a journal that writes for every agent.
+    fn flushed_for(&self, agent: &AgentId) -> Flushed {
+        let _ = agent;
+        self.flushed()
+    }
     /// Logs the input an agent's `step` consumed as number `seq` (1, 2, 3, ... per agent).
     fn append_input(&self, pen: &JournalPen, agent: &AgentId, seq: u64, signal: &Signal);
     /// Replaces the agent's snapshot.

@@ -232,6 +232,12 @@ impl<R: Reads> Journal<R> {
         flushed
     }
 
+    pub(crate) fn flushed_for(&self, agent: &AgentId) -> Flushed {
+        let (done, flushed) = tokio::sync::oneshot::channel();
+        self.send(Op::Flush(Waiter::Agent(agent.clone(), done)));
+        flushed
+    }
+
     pub(crate) fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal) {
         let given = signal.outcome().filter(|r| !r.awaiting_approval()).map(|r| r.run_id);
         self.send(Op::Input(agent.clone(), seq, self.texts.signal(signal), given, signal.id()));
@@ -344,6 +350,10 @@ macro_rules! journal_store {
         impl $crate::store::Durable for $store {
             fn flushed(&self) -> $crate::store::Flushed {
                 self.journal.flushed()
+            }
+
+            fn flushed_for(&self, agent: &$crate::id::AgentId) -> $crate::store::Flushed {
+                self.journal.flushed_for(agent)
             }
 
             fn append_input(

@@ -125,6 +125,12 @@ pub(crate) trait Database {
     fn batches_ended_runs(&self) -> bool {
         true
     }
+    /// Whether this journal still writes for `agent`: not when it shares the database with other nodes and
+    /// refuses the writes of an agent whose lease this node no longer holds.
+    fn writes_for(&self, agent: &AgentId) -> bool {
+        let _ = agent;
+        true
+    }
     /// Whether [`Tables::input_batch`] is to be given the ids of the signals logged (a journal that removes
     /// signals it logged from an inbox of its own).
     fn wants_input_ids(&self) -> bool {

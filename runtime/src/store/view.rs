@@ -66,6 +66,12 @@ impl DurableView<'_> {
         self.0.flushed()
     }
 
+    /// Resolves once everything written before this call is durable, and fails if `agent`'s writes were not
+    /// kept (the journal failed, or, in a cluster, refused them: the node no longer holds the agent's lease).
+    pub fn flushed_for(&self, agent: &crate::id::AgentId) -> Flushed {
+        self.0.flushed_for(agent)
+    }
+
     /// The agents the journal would bring back, a page at a time in the order of their ids: at most `limit` of
     /// those whose id comes after `after` (from the first with `None`).
     pub fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {

@@ -217,6 +217,9 @@ impl PlanText {
 /// held back).
 pub(crate) enum Waiter {
     Task(tokio::sync::oneshot::Sender<()>),
+    /// A task that waits for one agent's writes: told only if the journal still writes for it (see
+    /// [`Database::writes_for`]).
+    Agent(AgentId, tokio::sync::oneshot::Sender<()>),
     Thread(mpsc::SyncSender<()>),
     Nobody,
 }
@@ -224,7 +227,7 @@ pub(crate) enum Waiter {
 impl Waiter {
     pub(crate) fn tell(self) {
         match self {
-            Waiter::Task(done) => {
+            Waiter::Task(done) | Waiter::Agent(_, done) => {
                 let _ = done.send(());
             }
             Waiter::Thread(done) => {
@@ -383,7 +386,16 @@ pub(crate) fn commit(
     match outcome {
         // Dropping the senders tells the waiters the batch is not durable.
         Err(err) => tracing::error!(%err, "the journal could not commit a batch of writes"),
-        Ok(()) => flushed.into_iter().for_each(Waiter::tell),
+        Ok(()) => {
+            for waiter in flushed {
+                match waiter {
+                    // Its agent's writes were refused (in this commit or before): dropped, so it hears they were
+                    // not kept.
+                    Waiter::Agent(agent, _) if !db.writes_for(&agent) => {}
+                    waiter => waiter.tell(),
+                }
+            }
+        }
     }
 }
 

@@ -304,16 +304,13 @@ async fn add(node: &Node, agent: &str, n: u64) -> String {
     if let Err(err) = node.runtime().call(&id, signal, CALL).await {
         return format!("nack {agent} {n} {err}");
     }
-    // Everything the agent wrote before its reply is durable once this resolves, unless the journal refused it
-    // (the lease is gone): then the fence no longer holds the agent.
-    let flushed = node.runtime().store().durable().map(|durable| durable.flushed());
+    // Everything the agent wrote before its reply is durable once this resolves, and it fails if the journal
+    // did not keep it (a failed commit, or a lease this node no longer holds).
+    let flushed = node.runtime().store().durable().map(|durable| durable.flushed_for(&id));
     if let Some(flushed) = flushed
         && flushed.await.is_err()
     {
-        return format!("nack {agent} {n} the journal did not commit");
+        return format!("nack {agent} {n} the journal did not keep it");
     }
-    match node.fence().epoch(&id) {
-        Some(_) => format!("ack {agent} {n}"),
-        None => format!("nack {agent} {n} this node no longer holds the agent"),
-    }
+    format!("ack {agent} {n}")
 }

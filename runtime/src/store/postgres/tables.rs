@@ -509,6 +509,11 @@ impl Database for PgDatabase {
         runtime.block_on(super::open_runs(client))
     }
 
+    /// A node's journal (fenced) writes for the agents whose leases the node holds.
+    fn writes_for(&self, agent: &AgentId) -> bool {
+        self.fence.as_ref().is_none_or(|fence| fence.epoch(agent).is_some())
+    }
+
     /// A node's journal (fenced) takes the signals it logs out of their agents' inboxes.
     fn wants_input_ids(&self) -> bool {
         self.fence.is_some()
