@@ -301,3 +301,80 @@ async fn an_agent_spawned_on_another_node_runs_there_and_its_parent_hears_of_its
     assert_eq!(exits[1].0, "c2");
     assert!(exits[1].1.contains("node `b` went down"), "{exits:?}");
 }
+
+/// The cluster's certificate authority: it issues each node a certificate naming `localhost` (the cluster's name,
+/// which every node's TLS checks) and the node.
+struct Authority {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    pem: String,
+}
+
+impl Authority {
+    fn new() -> Self {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key = rcgen::KeyPair::generate().expect("a CA key");
+        let pem = params.self_signed(&key).expect("the CA's certificate").pem();
+        Self { issuer: rcgen::Issuer::new(params, key), pem }
+    }
+
+    /// A folder with a certificate for `names`, its key, and the authority as the one trusted.
+    fn issue(&self, names: &[&str]) -> tempfile::TempDir {
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let params = rcgen::CertificateParams::new(names).expect("parameters");
+        let cert = params.signed_by(&key, &self.issuer).expect("issued");
+        let folder = tempfile::tempdir().expect("a folder");
+        std::fs::write(folder.path().join("cert.pem"), cert.pem()).expect("written");
+        std::fs::write(folder.path().join("key.pem"), key.serialize_pem()).expect("written");
+        std::fs::write(folder.path().join("trusted.pem"), &self.pem).expect("written");
+        folder
+    }
+}
+
+/// With node names checked, a peer must show a certificate that names the node it says it is: one holding a
+/// certificate the cluster trusts but issued to another node cannot pass for a third, whether it dials or is
+/// dialed; nodes with their own certificates talk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_node_names_checked_a_certificate_issued_to_another_node_is_refused() {
+    let Some(postgres) = postgres("cluster_wire") else { return };
+    let authority = Authority::new();
+    // A node named `name` showing the certificate in `folder`.
+    let named = async |name: &str, folder: &tempfile::TempDir| {
+        let folder = folder.path().to_string_lossy().into_owned();
+        let env = [
+            ("AGENTRY_NODE_WIRE", COOKIE),
+            ("AGENTRY_NODE_WIRE_MANUAL", "1"),
+            ("AGENTRY_NODE_WIRE_TLS", folder.as_str()),
+            ("AGENTRY_NODE_WIRE_TLS_NAMES", "1"),
+        ];
+        node(&postgres, name, &env).await
+    };
+    let (for_a, for_b) = (authority.issue(&["localhost", "a"]), authority.issue(&["localhost", "b"]));
+    let mut a = named("a", &for_a).await;
+    let mut b = named("b", &for_b).await;
+    b.ask("spawn t1", "spawned t1").await;
+    let b_address = b.wire_address().await;
+    a.ask(&format!("connect {b_address}"), "connected").await;
+    a.expect("wire-up b").await;
+    assert_eq!(a.ask("call t1 1 10000", "replied t1 1 ").await, "replied t1 1 1", "a call between named nodes");
+
+    // The attack: node `x` holds a certificate the cluster issued to node `c`.
+    let for_c = authority.issue(&["localhost", "c"]);
+    let mut x = named("x", &for_c).await;
+    // It dials b: b refuses it once it says its name.
+    x.send(&format!("connect {b_address}")).await;
+    x.expect_any(&["nack connect", "wire-refused"]).await;
+    let sent = x.ask("send t1 2", "sent t1 2 ").await;
+    assert!(sent.ends_with("Inbox(Kept)"), "x reached t1 over the wire: {sent}");
+    // a dials it: a refuses it.
+    let x_address = x.wire_address().await;
+    a.send(&format!("connect {x_address}")).await;
+    a.expect_any(&["nack connect", "wire-refused"]).await;
+    for (node, lines) in [("a", &a.kept), ("b", &b.kept), ("x", &x.kept)] {
+        assert!(
+            !lines.iter().any(|l| l == "wire-up x" || (node == "x" && l.starts_with("wire-up"))),
+            "{node}: {lines:?}"
+        );
+    }
+}

@@ -20,10 +20,10 @@ pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
 /// as they come.
 pub const MAX_HANDSHAKES: usize = 64;
 
-/// A connected stream handed to ractor_cluster as an external transport.
-struct Handed<S> {
-    stream: S,
-    peer: String,
+/// A connected stream handed to ractor_cluster as an external transport, labelled for its session's `peer_addr`.
+pub(crate) struct Handed<S> {
+    pub(crate) stream: S,
+    pub(crate) peer: String,
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin + 'static> ClusterBidiStream for Handed<S> {
@@ -42,7 +42,7 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin + 'static> ClusterBidiStream for H
 pub(crate) fn serve(
     listener: TcpListener,
     server: ActorRef<NodeServerMessage>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    (tls, certified): (Option<tokio_rustls::TlsAcceptor>, Option<super::Certified>),
     events: broadcast::Sender<WireEvent>,
     handshakes: Arc<Semaphore>,
 ) -> tokio::task::JoinHandle<()> {
@@ -64,12 +64,20 @@ pub(crate) fn serve(
                 continue;
             };
             let _ = tcp.set_nodelay(true);
-            let (server, tls, events) = (server.clone(), tls.clone(), events.clone());
+            let (server, tls, events, certified) = (server.clone(), tls.clone(), events.clone(), certified.clone());
             tokio::spawn(async move {
                 let stream: Box<dyn ClusterBidiStream> = match tls {
                     None => Box::new(Handed { stream: tcp, peer: peer.clone() }),
                     Some(acceptor) => match tokio::time::timeout(HANDSHAKE_WAIT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => Box::new(Handed { stream, peer: peer.clone() }),
+                        Ok(Ok(stream)) => {
+                            // Kept until its session says which node it is (when node names are checked).
+                            let cert = stream.get_ref().1.peer_certificates().and_then(|certs| certs.first());
+                            if let (Some(certified), Some(cert)) = (&certified, cert) {
+                                let mut certified = certified.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                                certified.insert(peer.clone(), cert.clone().into_owned());
+                            }
+                            Box::new(Handed { stream, peer: peer.clone() })
+                        }
                         Ok(Err(err)) => {
                             tracing::debug!(%peer, %err, "a peer failed the TLS handshake");
                             let _ = events.send(WireEvent::Refused { peer });

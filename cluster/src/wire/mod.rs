@@ -91,7 +91,12 @@ pub struct WireTls {
     pub connector: tokio_rustls::TlsConnector,
     /// The name peers' certificates are checked against.
     pub server_name: tokio_rustls::rustls::pki_types::ServerName<'static>,
+    /// Whether each peer's certificate must name the node it says it is (see [`WireTls::checking_node_names`]).
+    pub node_names: bool,
 }
+
+/// The certificates peers showed, by their connection's label, until their sessions say which node they are.
+pub(crate) type Certified = Arc<Mutex<HashMap<String, tokio_rustls::rustls::pki_types::CertificateDer<'static>>>>;
 
 /// What happens to the wire's connections.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,6 +182,8 @@ pub struct Wire {
     names: Names,
     /// Peers that did not answer in time, by node id, and since when.
     slow: Arc<Mutex<HashMap<u64, tokio::time::Instant>>>,
+    /// The certificates of peers whose sessions have not said which node they are yet.
+    certified: Certified,
 }
 
 /// Says on the wire which agents a node holds: its gate, in each one's process group.
@@ -224,12 +231,16 @@ impl Wire {
         let server = node_server(name, &options).await?;
         let advertised = options.advertise.clone().unwrap_or_else(|| address.to_string());
         let names = Names::default();
+        let certified = Certified::default();
+        // Kept only where they are checked.
+        let checked = options.tls.as_ref().filter(|tls| tls.node_names).map(|_| certified.clone());
         let watcher = Watcher {
             events: events.clone(),
             peers: peers.clone(),
             names: names.clone(),
             ready: Arc::default(),
             pending: Arc::default(),
+            certified: checked.clone(),
         };
         let _ = server
             .cast(NodeServerMessage::SubscribeToEvents { id: "agentry".to_owned(), subscription: Box::new(watcher) });
@@ -240,9 +251,10 @@ impl Wire {
         ractor::pg::join(node_group(name), vec![gate.get_cell()]);
         let acceptor = options.tls.as_ref().map(|tls| tls.acceptor.clone());
         let handshakes = Arc::new(tokio::sync::Semaphore::new(listener::MAX_HANDSHAKES));
-        let accepting = listener::serve(bound, server.clone(), acceptor, events.clone(), handshakes);
+        let accepting = listener::serve(bound, server.clone(), (acceptor, checked), events.clone(), handshakes);
         let (tls, wait) = (options.tls, options.wait);
-        Ok(Self { server, gate, address, advertised, accepting, tls, wait, events, peers, names, slow: Arc::default() })
+        let slow = Arc::default();
+        Ok(Self { server, gate, address, advertised, accepting, tls, wait, events, peers, names, slow, certified })
     }
 
     /// Where this node listens: what peers connect to.
@@ -276,7 +288,7 @@ impl Wire {
 
     /// What connects to peers, apart from the wire (for a task of its own).
     pub fn dialer(&self) -> Dialer {
-        Dialer { server: self.server.clone(), tls: self.tls.clone() }
+        Dialer { server: self.server.clone(), tls: self.tls.clone(), certified: self.certified.clone() }
     }
 
     /// Says on the wire that this node holds `agent`: its gate joins the agent's process group.
@@ -439,6 +451,7 @@ pub const DIAL_WAIT: Duration = Duration::from_secs(5);
 pub struct Dialer {
     server: ActorRef<NodeServerMessage>,
     tls: Option<WireTls>,
+    certified: Certified,
 }
 
 impl Dialer {
@@ -446,16 +459,31 @@ impl Dialer {
     pub async fn dial(&self, address: &str) -> Result<(), WireError> {
         let failed = |reason: String| WireError::Connect { address: address.to_owned(), reason };
         let dialing = async {
-            match &self.tls {
-                None => ractor_cluster::client_connect(&self.server, address).await,
-                Some(tls) => {
-                    let (connector, name) = (tls.connector.clone(), tls.server_name.clone());
-                    ractor_cluster::client_connect_enc(&self.server, address, connector, name).await
-                }
+            let Some(tls) = &self.tls else {
+                return ractor_cluster::client_connect(&self.server, address).await.map_err(|e| e.to_string());
+            };
+            // The TLS handshake made here rather than by ractor_cluster, to keep the certificate the peer showed.
+            let tcp = tokio::net::TcpStream::connect(address).await.map_err(|e| e.to_string())?;
+            let _ = tcp.set_nodelay(true);
+            let label = match (tcp.peer_addr(), tcp.local_addr()) {
+                (Ok(peer), Ok(local)) => format!("{peer} (from {local})"),
+                _ => address.to_owned(),
+            };
+            let stream = tls.connector.connect(tls.server_name.clone(), tcp).await.map_err(|e| e.to_string())?;
+            if tls.node_names
+                && let Some(cert) = stream.get_ref().1.peer_certificates().and_then(|certs| certs.first())
+            {
+                self.certified.lock().unwrap_or_else(PoisonError::into_inner).insert(label.clone(), cert.clone());
             }
+            let handed = Box::new(listener::Handed { stream, peer: label.clone() });
+            let opened = ractor_cluster::client_connect_external(&self.server, handed).await;
+            if opened.is_err() {
+                self.certified.lock().unwrap_or_else(PoisonError::into_inner).remove(&label);
+            }
+            opened.map_err(|e| e.to_string())
         };
         match tokio::time::timeout(DIAL_WAIT, dialing).await {
-            Ok(dialed) => dialed.map_err(|e| failed(e.to_string())),
+            Ok(dialed) => dialed.map_err(failed),
             Err(_) => Err(failed(format!("no connection within {DIAL_WAIT:?}"))),
         }
     }
@@ -500,6 +528,8 @@ struct Watcher {
     ready: Arc<Mutex<HashSet<u64>>>,
     /// The sessions opened and not ready yet.
     pending: Arc<Mutex<HashSet<u64>>>,
+    /// With TLS that checks node names: the certificates peers showed, by their connection's label.
+    certified: Option<Certified>,
 }
 
 /// A peer's node name, from the name it gives in the handshake (`name@host`).
@@ -532,7 +562,21 @@ impl NodeEventSubscription for Watcher {
         });
     }
 
-    fn node_session_authenticated(&self, _session: ractor_cluster::node::NodeServerSessionInformation) {}
+    /// With TLS that checks node names, a peer whose certificate does not name the node it says it is (it has a
+    /// certificate the cluster trusts, issued to another node) is closed before its session is ready.
+    fn node_session_authenticated(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
+        let Some(certified) = &self.certified else { return };
+        let cert = certified.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.peer_addr);
+        let named = match (&cert, node_name(&session)) {
+            (Some(cert), Some(node)) => tls::names(cert, &node).map_err(|why| format!("node `{node}`: {why}")),
+            (None, _) => Err("no certificate was kept for its connection".to_owned()),
+            (_, None) => Err("it gave no node name".to_owned()),
+        };
+        if let Err(why) = named {
+            tracing::warn!(peer = %session.peer_addr, %why, "a peer's certificate does not name the node it says it is");
+            session.actor.stop(Some(format!("its certificate does not name it: {why}")));
+        }
+    }
 
     fn node_session_ready(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
@@ -550,6 +594,9 @@ impl NodeEventSubscription for Watcher {
 
     fn node_session_disconnected(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
+        if let Some(certified) = &self.certified {
+            certified.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.peer_addr);
+        }
         self.names.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         let was_ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         match (was_ready, node_name(&session)) {

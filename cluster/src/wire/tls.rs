@@ -77,6 +77,25 @@ impl WireTls {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
             connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
             server_name,
+            node_names: false,
         })
     }
+
+    /// Also checks that each peer's certificate names the node it says it is (a DNS name among its subject
+    /// alternative names), both ways: a node holding a certificate the cluster trusts, but issued to another
+    /// node, cannot pass for a third. Each node's certificate must then name the cluster (the `name` given to
+    /// [`WireTls::from_pem`], which a dialing node checks as TLS does) and the node itself, whose name must be a
+    /// DNS name (`node-a`, `node-a.agents.internal`).
+    #[must_use]
+    pub fn checking_node_names(mut self) -> Self {
+        self.node_names = true;
+        self
+    }
+}
+
+/// Whether `cert` names `node`: `Err` says why not.
+pub(crate) fn names(cert: &CertificateDer<'_>, node: &str) -> Result<(), String> {
+    let parsed = rustls::server::ParsedCertificate::try_from(cert).map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(node).map_err(|e| format!("not a DNS name: {e}"))?;
+    rustls::client::verify_server_name(&parsed, &name).map_err(|e| e.to_string())
 }

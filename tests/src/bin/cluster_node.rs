@@ -40,7 +40,9 @@
 //!
 //! With `AGENTRY_NODE_WIRE=<cookie>`, the node speaks on the wire (loopback, a free port) and prints `wire
 //! <address>` before `up`; `AGENTRY_NODE_WIRE_TLS=<folder>` adds TLS with `cert.pem` and `key.pem` from that
-//! folder (the certificate is also the one trusted, unless the folder has a `trusted.pem`); `AGENTRY_NODE_WIRE_MANUAL=1` connects only where told. It
+//! folder (the certificate is also the one trusted, unless the folder has a `trusted.pem`), and
+//! `AGENTRY_NODE_WIRE_TLS_NAMES=1` has it check that each peer's certificate names that peer;
+//! `AGENTRY_NODE_WIRE_MANUAL=1` connects only where told. It
 //! prints `wire-up <node>`, `wire-down <node>` and `wire-refused <peer>` as the wire's connections change.
 
 use agentry::id::AgentId;
@@ -253,7 +255,12 @@ fn wire_options() -> Option<WireOptions> {
         // The certificates it trusts: `trusted.pem` if there is one, else its own.
         let trusted =
             std::fs::read_to_string(std::path::Path::new(&folder).join("trusted.pem")).unwrap_or(cert.clone());
-        options.tls = Some(WireTls::from_pem(&cert, &read("key.pem"), &trusted, "localhost").expect("TLS settings"));
+        let tls = WireTls::from_pem(&cert, &read("key.pem"), &trusted, "localhost").expect("TLS settings");
+        // `AGENTRY_NODE_WIRE_TLS_NAMES=1`: each peer's certificate must name the node it says it is.
+        options.tls = Some(match std::env::var("AGENTRY_NODE_WIRE_TLS_NAMES") {
+            Ok(_) => tls.checking_node_names(),
+            Err(_) => tls,
+        });
     }
     options.discover = std::env::var("AGENTRY_NODE_WIRE_MANUAL").is_err();
     Some(options)
