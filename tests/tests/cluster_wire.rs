@@ -282,6 +282,12 @@ async fn an_agent_spawned_on_another_node_runs_there_and_its_parent_hears_of_its
     assert_eq!(applied(&mut b, "c1").await, [3], "it lives on b");
     let refused = a.ask("spawn-stranger-on b x1", "refused x1").await;
     assert!(refused.contains("`stranger` is not registered on node `b`"), "{refused}");
+    // The attack: a peer asks for an agent with every capability; b allows its peers no more than its default.
+    let refused = a.ask("spawn-trusted-on b x2", "refused x2").await;
+    assert!(refused.contains("broader than node `b` allows its peers"), "{refused}");
+    b.send("state x2").await;
+    let state = b.expect_any(&["state x2", "nack x2"]).await;
+    assert!(state.starts_with("nack x2"), "the broad agent runs on b: {state}");
 
     // Its end, on b, reaches its parent on a (b's runtime says it stopped once it sent the word on its way).
     b.ask("stop c1", "stopped c1").await;

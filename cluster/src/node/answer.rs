@@ -30,6 +30,15 @@ impl Node {
                 return WireReply::Accepted;
             }
             WireRequest::Spawn { agent_type, agent, init, parent, policy } => {
+                if let Err(broader) = policy.within(&self.options.peer_spawns) {
+                    return WireReply::Failed {
+                        reason: format!(
+                            "the spawn of agent `{agent}` asks for a policy broader than node `{}` allows its peers \
+                             (`NodeOptions::peer_spawns`): {broader}; expected one within it",
+                            self.options.name
+                        ),
+                    };
+                }
                 let opts = SpawnOptions {
                     id: Some(agent.clone()),
                     parent: parent.clone(),

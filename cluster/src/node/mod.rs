@@ -63,6 +63,10 @@ pub struct NodeOptions {
     pub inbox_limit: u32,
     /// The wire to the other nodes, the fast path for signals and calls (none: the inbox only).
     pub wire: Option<WireOptions>,
+    /// The broadest policy a peer may ask for an agent it spawns here ([`Node::spawn_on`] from another node): a
+    /// spawn whose policy is not within it ([`agentry::policy::Policy::within`]) is refused, so a peer cannot
+    /// start an agent with more than this node allows. The default policy by default (no capability granted).
+    pub peer_spawns: agentry::policy::Policy,
 }
 
 impl std::fmt::Debug for NodeOptions {
@@ -74,6 +78,7 @@ impl std::fmt::Debug for NodeOptions {
             .field("keep_inputs", &self.keep_inputs)
             .field("inbox_limit", &self.inbox_limit)
             .field("wire", &self.wire)
+            .field("peer_spawns", &self.peer_spawns)
             .finish_non_exhaustive()
     }
 }
@@ -88,6 +93,7 @@ impl NodeOptions {
             keep_inputs: false,
             inbox_limit: 10_000,
             wire: None,
+            peer_spawns: agentry::policy::Policy::default(),
         }
     }
 }

@@ -34,6 +34,7 @@
 //! - `spawn-on <node> <agent> [parent]`: spawns a `Tally` on node `node` (a peer on the wire), a child of
 //!   `parent` (an agent here) if given; prints `spawned-on <agent>` or `refused <agent> <why>`.
 //! - `spawn-stranger-on <node> <agent>`: the same with a type no node registers; prints `refused <agent> <why>`.
+//! - `spawn-trusted-on <node> <agent>`: the same asking for `Policy::trusted()` (every capability).
 //! - `settle`: waits until every signal this node's agents emitted for other nodes was sent on; prints `settled`.
 //!
 //! Signals pushed into an agent's inbox (by the test, or by another node) reach it on the node that holds it.
@@ -177,6 +178,17 @@ async fn main() {
                 let parent = parent.first().map(|p| AgentId::new(*p).expect("an id"));
                 let opts =
                     SpawnOptions { id: Some(AgentId::new(*agent).expect("an id")), parent, ..SpawnOptions::default() };
+                match node.spawn_on(on, Tally::default(), opts).await {
+                    Ok(_) => say(&format!("spawned-on {agent}")),
+                    Err(err) => say(&format!("refused {agent} {err}")),
+                }
+            }
+            ["spawn-trusted-on", on, agent] => {
+                let opts = SpawnOptions {
+                    id: Some(AgentId::new(*agent).expect("an id")),
+                    policy: agentry::policy::Policy::trusted(),
+                    ..SpawnOptions::default()
+                };
                 match node.spawn_on(on, Tally::default(), opts).await {
                     Ok(_) => say(&format!("spawned-on {agent}")),
                     Err(err) => say(&format!("refused {agent} {err}")),
