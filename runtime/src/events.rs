@@ -29,10 +29,15 @@ pub enum EventKind {
     AgentHibernated,
     /// A hibernated agent was brought back from its snapshot.
     AgentThawed,
-    /// An agent's handler panicked and it was restarted from its last good state.
+    /// An agent was restarted: after a panic in its handler, from its last good state; or, after it ended and
+    /// its restart policy started it again, afresh.
     AgentRestarted {
         /// Restarts within the current window, this one included.
         restarts: u32,
+        /// Started again afresh by its supervisor: a new actor from its spawn state, the signals waiting in its
+        /// old mailbox gone with it (false: it went on from its last good state, its mailbox kept).
+        #[serde(default)]
+        afresh: bool,
     },
     /// A job ended; the agent that submitted it has been sent `job.completed`, `job.failed` or
     /// `job.cancelled`.

@@ -104,7 +104,12 @@ async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
         match verdict {
             Verdict::Restart(restarts) => match (child.respawn)(shared.clone()).await {
                 Ok(()) => {
-                    shared.events.announce(&child.agent, None, None, EventKind::AgentRestarted { restarts });
+                    shared.events.announce(
+                        &child.agent,
+                        None,
+                        None,
+                        EventKind::AgentRestarted { restarts, afresh: true },
+                    );
                     return;
                 }
                 Err(error) => return final_exit(shared, &child, format!("{reason}; it could not restart: {error}")),

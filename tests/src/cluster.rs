@@ -66,6 +66,8 @@ impl Agent for Tally {
                 }
                 None => Reaction::Ignore,
             },
+            // `quit`: stops itself (an agent whose restart policy is `Permanent` is started again afresh).
+            "quit" => Reaction::Keep(vec![Effect::stop("asked to quit")]),
             // `ask`: replies its state.
             "ask" => Reaction::Keep(vec![Effect::reply(signal.id(), json!(self))]),
             // `tell {to, n}`: emits `add n` to agent `to`; `shout {topic, n}`: to a topic's subscribers. Replies

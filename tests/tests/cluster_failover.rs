@@ -273,3 +273,29 @@ async fn agents_started_by_agents_or_by_the_runtime_hold_leases_and_survive_thei
     assert_eq!(b.state("plain").await.applied, vec![10, 20, 30]);
     assert_eq!(b.state("theirs").await.applied, Vec::<u64>::new(), "b's own agent was never touched");
 }
+
+/// Signals a node gave from an agent's inbox and that were still in its mailbox when it stopped itself and was
+/// started again afresh (a new actor: its old mailbox is gone) are given again to the new one, in order, once
+/// each: nothing waits in the inbox until the node restarts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_lost_with_a_restarted_agents_mailbox_are_given_again() {
+    let Some(postgres) = postgres("cluster_regive") else { return };
+    let mut a = NodeProcess::start(NODE, &postgres, 3_000, "a").await;
+    let mut b = NodeProcess::start(NODE, &postgres, 3_000, "b").await;
+    a.ask("spawn-permanent t", "spawned t").await;
+
+    // Both wait in the inbox before a hears of either, so a gives them to the agent together: `quit` stops it,
+    // and `add 5` is left in the mailbox of the actor that stopped.
+    let mut inbox = agentry_cluster::Inbox::connect(&postgres.url(), 100).await.expect("the inbox");
+    let t = agentry::id::AgentId::new("t").expect("an id");
+    a.signal("STOP");
+    for (kind, data) in [("quit", serde_json::json!(null)), ("add", serde_json::json!(5))] {
+        let signal = agentry::signal::Signal::new(kind, data).expect("a signal");
+        inbox.push(&t, &signal).await.expect("pushed");
+    }
+    a.signal("CONT");
+    a.expect("given-again t").await;
+    // A call through the inbox comes after them: the new actor got `add 5` first.
+    assert_eq!(b.ask("call t 6 10000", "replied t 6").await, "replied t 6 2", "add 5 was given again, first");
+    assert_eq!(a.state("t").await.applied, vec![5, 6]);
+}

@@ -669,7 +669,7 @@ async fn a_panicking_handler_restarts_with_its_state_until_the_limit() {
     for n in 1..=2 {
         probe.send(Signal::new("boom", Value::Null).unwrap()).unwrap();
         let event = wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentRestarted { .. })).await;
-        assert_eq!(event.kind, EventKind::AgentRestarted { restarts: n });
+        assert_eq!(event.kind, EventKind::AgentRestarted { restarts: n, afresh: false });
         assert_eq!(count(&probe).await["ticks"], 1, "the state survived the panic");
     }
     probe.send(Signal::new("boom", Value::Null).unwrap()).unwrap();

@@ -26,6 +26,7 @@ use crate::owners::{Lease, LeaseError, Owners};
 use crate::placement;
 use crate::wire::{Wire, WireError, WireEvent, WireOptions, WireReply, WireRequest};
 use agentry::agent::Agent;
+use agentry::events::EventKind;
 use agentry::id::AgentId;
 use agentry::runtime::{AgentRef, Elsewhere, Recovery, Runtime, RuntimeBuilder, RuntimeError, SpawnOptions};
 use agentry::signal::Signal;
@@ -168,6 +169,9 @@ pub struct Tick {
     /// Children that agents of this node spawned on a node that went down: their parents were told
     /// (`agent.child_exited`, the reason naming the node).
     pub children_down: Vec<AgentId>,
+    /// Agents started again afresh (a new actor) that were given again the signals from their inboxes that went
+    /// with their old mailboxes.
+    pub given_again: Vec<AgentId>,
 }
 
 /// A runtime in a cluster. See the module docs.
@@ -478,6 +482,28 @@ impl Node {
             });
         }
         Ok(delivered)
+    }
+
+    /// Gives again the signals this node gave an agent that then started again afresh (a new actor, its old
+    /// mailbox gone) and that it had not consumed: once its journal has what the old one wrote, those it consumed
+    /// are marked so in its inbox, and the rest are given again, in order.
+    /// Whether it did.
+    async fn give_again(&self, agent: &AgentId) -> Result<bool, NodeError> {
+        if self.fence.epoch(agent).is_none() {
+            return Ok(false);
+        }
+        if let Some(journal) = self.runtime.store().durable()
+            && journal.flushed_for(agent).await.is_err()
+        {
+            // Not kept: the node stops this copy and brings the agent back (or lost it).
+            return Ok(false);
+        }
+        {
+            let _one = self.delivering.lock().await;
+            self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        }
+        self.deliver(agent).await?;
+        Ok(true)
     }
 
     /// One round of upkeep: renews every lease this node holds (stopping its copy of each agent whose lease it
@@ -796,6 +822,39 @@ impl Node {
                         }
                     }
                 }
+            }
+        });
+        // An agent started again afresh lost the signals in its old mailbox: those given from its inbox are given
+        // again.
+        let mut restarts = self.runtime.events();
+        let restarting = Arc::downgrade(self);
+        let told = ticks.clone();
+        tokio::spawn(async move {
+            loop {
+                let agent = match restarts.recv().await {
+                    Ok(event) if matches!(event.kind, EventKind::AgentRestarted { afresh: true, .. }) => event.agent,
+                    Ok(_) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "the node missed some of its runtime's events");
+                        continue;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let Some(node) = restarting.upgrade() else { return };
+                let told = told.clone();
+                tokio::spawn(async move {
+                    match node.give_again(&agent).await {
+                        Ok(true) => {
+                            if let Some(told) = told {
+                                let _ = told.send(Tick { given_again: vec![agent], ..Tick::default() });
+                            }
+                        }
+                        Ok(false) => {}
+                        Err(err) => {
+                            tracing::warn!(%agent, %err, "signals lost with a restarted agent's mailbox wait for the next round")
+                        }
+                    }
+                });
             }
         });
         let mut wire_events = self.wire.as_ref().map(Wire::events);

@@ -492,7 +492,7 @@ impl<A: Agent> ServerState<A> {
             .record_panic(tokio::time::Instant::now(), where_);
         match verdict {
             Verdict::Restart(restarts) => {
-                let kind = EventKind::AgentRestarted { restarts };
+                let kind = EventKind::AgentRestarted { restarts, afresh: false };
                 self.shared.events.announce(&self.agent.id, None, correlation, kind);
             }
             Verdict::Stop(reason) => self.stop_self(Exit::GaveUp(reason.into())),

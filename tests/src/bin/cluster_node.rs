@@ -7,6 +7,8 @@
 //! agent its runtime announces stopped, and takes one command a line on stdin:
 //! - `spawn <agent>`: spawns a `Tally` here (claiming its lease), allowed to spawn children; prints `spawned
 //!   <agent>` or `refused <agent> <why>`.
+//! - `spawn-permanent <agent>`: `spawn`, with the restart policy `Permanent` (an agent that stops itself is
+//!   started again afresh).
 //! - `spawn-raw <agent>`: the same through the runtime itself rather than the node (its claim before a spawn
 //!   takes the lease).
 //! - `adopt <parent> <child>`: has agent `parent` spawn a `Tally` child; prints `adopted <child>` once it started
@@ -97,6 +99,7 @@ async fn main() {
             tick.lost.iter().for_each(|agent| say(&format!("lost {agent}")));
             tick.ended.iter().for_each(|agent| say(&format!("ended {agent}")));
             tick.children_down.iter().for_each(|agent| say(&format!("child-down {agent}")));
+            tick.given_again.iter().for_each(|agent| say(&format!("given-again {agent}")));
         }
     });
     // The runtime's own word on agents stopped (a node that lost an agent's lease says so).
@@ -123,6 +126,16 @@ async fn main() {
                 Ok(_) => say(&format!("spawned {agent}")),
                 Err(err) => say(&format!("refused {agent} {err}")),
             },
+            ["spawn-permanent", agent] => {
+                let restart = agentry::runtime::RestartPolicy {
+                    mode: agentry::runtime::RestartMode::Permanent,
+                    ..agentry::runtime::RestartPolicy::default()
+                };
+                match node.spawn(Tally::default(), SpawnOptions { restart, ..parent_opts(agent) }).await {
+                    Ok(_) => say(&format!("spawned {agent}")),
+                    Err(err) => say(&format!("refused {agent} {err}")),
+                }
+            }
             ["spawn-raw", agent] => match node.runtime().spawn(Tally::default(), parent_opts(agent)).await {
                 Ok(_) => say(&format!("spawned {agent}")),
                 Err(err) => say(&format!("refused {agent} {err}")),
