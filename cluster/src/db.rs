@@ -44,9 +44,17 @@ impl Db {
     }
 }
 
+/// How long opening a connection may take unless the connection string says (`connect_timeout`): a database
+/// that does not answer fails the statement rather than holding up the node.
+const CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Opens a connection, driven by a task of its own until it ends.
 async fn open(url: &str, what: &'static str) -> Result<Client, tokio_postgres::Error> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+    let mut config: tokio_postgres::Config = url.parse()?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_WAIT);
+    }
+    let (client, connection) = config.connect(NoTls).await?;
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::warn!(%error, what, "a connection to PostgreSQL ended");

@@ -199,8 +199,9 @@ impl Owners {
 
     /// Takes back, at the next epoch, a lease the database still gives this node (even expired, as long as
     /// nobody took the agent meanwhile): for a node that stopped its copy of the agent and brings it back from
-    /// the journal. The new epoch fences off whatever the old copy still had on its way. `None` when the lease
-    /// is another node's, or nobody's.
+    /// the journal. The new epoch fences off what other nodes may still have under the old one; within this
+    /// node, its fence is keyed by agent, so the node lets what its stopped copy wrote reach the journal first.
+    /// `None` when the lease is another node's, or nobody's.
     pub async fn take_back(&self, agent: &AgentId) -> Result<Option<Lease>, LeaseError> {
         let row = self
             .db

@@ -11,6 +11,7 @@
 //! agent server per agent (internal), their supervisor, the action runner, [`events`] and the [`store`].
 
 pub mod action;
+pub(crate) mod afresh;
 pub mod agent;
 mod allowance;
 pub(crate) mod claim;

@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub elsewhere: Option<crate::elsewhere::ElsewhereHook>,
     /// What is asked before a new agent starts (a cluster's node, which takes its lease), if anything.
     pub claim: Option<crate::claim::ClaimHook>,
+    /// What is called before an agent is started again afresh (a cluster's node), if anything.
+    pub before_restart: Option<crate::afresh::RestartHook>,
 }
 
 impl Shared {

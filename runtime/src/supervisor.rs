@@ -102,18 +102,22 @@ async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .record_panic(tokio::time::Instant::now(), "the agent");
         match verdict {
-            Verdict::Restart(restarts) => match (child.respawn)(shared.clone()).await {
-                Ok(()) => {
-                    shared.events.announce(
-                        &child.agent,
-                        None,
-                        None,
-                        EventKind::AgentRestarted { restarts, afresh: true },
-                    );
-                    return;
+            Verdict::Restart(restarts) => {
+                // Told before the new actor starts: what waited in the old one's mailbox is gone.
+                if let Some(hook) = &shared.before_restart {
+                    hook(&child.agent);
                 }
-                Err(error) => return final_exit(shared, &child, format!("{reason}; it could not restart: {error}")),
-            },
+                match (child.respawn)(shared.clone()).await {
+                    Ok(()) => {
+                        let restarted = EventKind::AgentRestarted { restarts, afresh: true };
+                        shared.events.announce(&child.agent, None, None, restarted);
+                        return;
+                    }
+                    Err(error) => {
+                        return final_exit(shared, &child, format!("{reason}; it could not restart: {error}"));
+                    }
+                }
+            }
             Verdict::Stop(gave_up) => return final_exit(shared, &child, format!("{reason}; {gave_up}")),
         }
     }

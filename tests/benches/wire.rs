@@ -5,6 +5,8 @@
 //! sent across the wire, beside the same sends on the node that holds the agent. `AGENTRY_WIRE_BENCH_CALLS`
 //! (500 by default) calls or signals each.
 //!
+//! Also the wire's own round trip: a request the peer answers `NotHere` at once (no PostgreSQL on its path).
+//!
 //! `cargo bench -p agentry-tests --bench wire`
 
 use agentry_tests::cluster::NodeProcess;
@@ -18,9 +20,11 @@ fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// Runs `command` (`calls` or `sends`) on `node` and returns the time per operation.
+/// Runs `command` (`calls`, `sends` on agent `t1`, or `pings` to node `b`) on `node` and returns the time per
+/// operation.
 async fn per_op(node: &mut NodeProcess, command: &str, answer: &str, count: u64) -> Duration {
-    let line = node.ask(&format!("{command} t1 {count}"), &format!("{answer} t1 {count} ")).await;
+    let target = if command == "pings" { "b" } else { "t1" };
+    let line = node.ask(&format!("{command} {target} {count}"), &format!("{answer} {target} {count} ")).await;
     let micros: u64 = line.rsplit(' ').next().and_then(|m| m.parse().ok()).expect("the micros");
     Duration::from_micros(micros) / u32::try_from(count).expect("a count")
 }
@@ -72,13 +76,20 @@ fn main() {
         per_op(&mut b, "calls", "called", 20).await;
         per_op(&mut c, "calls", "called", 20).await;
 
+        per_op(&mut a, "pings", "pinged", 20).await;
+
         let across = per_op(&mut a, "calls", "called", count).await;
+        let pings = per_op(&mut a, "pings", "pinged", count).await;
         let here = per_op(&mut b, "calls", "called", count).await;
         let inbox = per_op(&mut c, "calls", "called", count).await;
         // A call's request on the wire is about 300 bytes of JSON in a protobuf frame.
         let echo = tcp_echo(count, 300).await;
         println!("call round trip, {count} calls in a row:");
         println!("  across the wire (node a to an agent on node b): {across:?}");
+        println!(
+            "  the wire's own round trip (answered NotHere):    {pings:?} ({:.0}% of the call across)",
+            100.0 * ratio(pings, across)
+        );
         println!("  on the node that holds the agent:                {here:?} (wire/here {:.1}x)", ratio(across, here));
         println!(
             "  across without a wire (inbox, LISTEN/NOTIFY):    {inbox:?} (wire/inbox {:.2}x)",

@@ -121,8 +121,8 @@ impl NodeProcess {
     ) -> Self {
         let mut child = Command::new(program)
             .args([name, &lease_ms.to_string()])
-            .envs(env.iter().copied())
             .env("AGENTRY_NODE_POSTGRES", postgres.url())
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)

@@ -257,7 +257,8 @@ async fn agents_started_by_agents_or_by_the_runtime_hold_leases_and_survive_thei
     let held = |said: &str| said.contains("owned by node `b`") || said.contains("`theirs` is in the journal already");
     let refused = a.ask("spawn-raw theirs", "refused theirs").await;
     assert!(held(&refused), "{refused}");
-    let adopted = a.ask("adopt mother theirs", "").await;
+    a.send("adopt mother theirs").await;
+    let adopted = a.expect_any(&["nack adopt theirs", "adopted theirs"]).await;
     assert!(adopted.starts_with("nack adopt theirs"), "a copy of b's agent started on a: {adopted}");
     assert!(held(&adopted), "its parent was told why: {adopted}");
 

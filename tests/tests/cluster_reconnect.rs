@@ -93,3 +93,35 @@ async fn an_agent_whose_commit_failed_half_way_comes_back_from_the_journal() {
     b.expect("took t").await;
     assert_eq!(b.state("t").await.applied, vec![1, 3], "the journal holds what a showed");
 }
+
+/// The database refuses the node's connections for a while (its role may not log in): a commit cannot even
+/// begin, and the agents it carried, whose copies applied what it lost, are stopped; once the database lets the
+/// node in again, the agent comes back from the journal (its lease ran out meanwhile), so it never shows what
+/// the journal lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_whose_commit_could_not_begin_comes_back_from_the_journal() {
+    let Some(postgres) = postgres("cluster_reconnect_refused") else { return };
+    let test = session(&postgres).await;
+    test.batch_execute("CREATE ROLE node_a LOGIN SUPERUSER").await.expect("a role for the node");
+    let url = postgres.url().replace("user=agentry", "user=node_a");
+    let mut a = NodeProcess::start_with(NODE, &postgres, LEASE_MS, "a", &[("AGENTRY_NODE_POSTGRES", &url)]).await;
+    a.ask("spawn t", "spawned t").await;
+    a.add("t", 1).await;
+
+    test.batch_execute("ALTER ROLE node_a NOLOGIN").await.expect("the node may not log in");
+    let ended = test
+        .query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'node_a'", &[])
+        .await
+        .expect("its sessions end");
+    assert!(ended.len() >= 6, "only {} sessions were ended", ended.len());
+    a.send("add t 2").await;
+    let answer = a.expect_any(&["ack t 2", "nack t 2"]).await;
+    assert!(answer.starts_with("nack t 2"), "a signal whose commit never began was acknowledged: {answer}");
+    a.expect("lost t").await;
+
+    test.batch_execute("ALTER ROLE node_a LOGIN").await.expect("the node may log in again");
+    a.expect("took t").await;
+    assert_eq!(a.state("t").await.applied, vec![1], "the copy that was ahead of the journal is gone");
+    a.add("t", 3).await;
+    assert_eq!(a.state("t").await.applied, vec![1, 3]);
+}

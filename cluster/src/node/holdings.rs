@@ -63,22 +63,21 @@ impl Holdings {
     /// this node holds it already (an id another node holds is [`crate::LeaseError::Held`]), and counts it as
     /// being spawned until the returned [`Spawning`] is dropped.
     pub(crate) async fn claim_new(self: &Arc<Self>, agent: &AgentId) -> Result<Spawning, NodeError> {
+        // Counted first: the upkeep never sees the lease held without the start that holds it.
+        *self.spawning.lock().unwrap_or_else(PoisonError::into_inner).entry(agent.clone()).or_default() += 1;
+        let mut spawning = Spawning { holdings: self.clone(), agent: agent.clone(), claimed: None };
         if let Some(journal) = self.journal.durable()
             && journal.agent(agent)?.is_some()
         {
             return Err(NodeError::Exists(agent.clone()));
         }
-        let claimed = match self.fence.epoch(agent) {
-            Some(_) => None,
-            None => {
-                let lease = self.owners.claim(agent).await?;
-                self.hold(&lease);
-                Some(lease)
-            }
-        };
+        if self.fence.epoch(agent).is_none() {
+            let lease = self.owners.claim(agent).await?;
+            self.hold(&lease);
+            spawning.claimed = Some(lease);
+        }
         self.ran(agent);
-        *self.spawning.lock().unwrap_or_else(PoisonError::into_inner).entry(agent.clone()).or_default() += 1;
-        Ok(Spawning { holdings: self.clone(), agent: agent.clone(), claimed })
+        Ok(spawning)
     }
 
     /// The runtime's claim before a spawn: a start this node made itself (with [`Holdings::claim_new`]) goes

@@ -180,7 +180,12 @@ pub struct Node {
     inbox: tokio::sync::Mutex<Inbox>,
     /// Per agent, the waiting signals this process gave it that its journal has not marked consumed yet (so they
     /// are not given twice while that commit is on its way).
-    given: Mutex<HashMap<AgentId, HashSet<Uuid>>>,
+    given: Given,
+    /// Agents started again afresh (a new actor, the old one's mailbox gone), with what this node had given the
+    /// old one from their inboxes: nothing more is given them until those are given again ([`Node::give_again`]).
+    afresh: Given,
+    /// The agents the last round found ended (a lease is let go when two rounds in a row do).
+    ending: Mutex<HashSet<AgentId>>,
     /// Held while signals are given from an inbox.
     delivering: tokio::sync::Mutex<()>,
     /// Its leases, and the agents it runs and is starting.
@@ -239,6 +244,16 @@ impl Node {
         };
         let inbox = Inbox::connect(&options.url, options.inbox_limit).await?;
         let replies = Arc::new(Inbox::connect(&options.url, options.inbox_limit).await?);
+        let (given, afresh) = (Given::default(), Given::default());
+        // An agent about to start again afresh: what was given to its old actor is noted before the new one can
+        // be given anything.
+        let (noted, noting) = (given.clone(), afresh.clone());
+        let builder = builder.before_restart(Arc::new(move |agent: &AgentId| {
+            let lost = noted.lock().unwrap_or_else(PoisonError::into_inner).get(agent).cloned().unwrap_or_default();
+            if !lost.is_empty() {
+                noting.lock().unwrap_or_else(PoisonError::into_inner).insert(agent.clone(), lost);
+            }
+        }));
         let fence = Fence::new(options.name.clone());
         let journal = PostgresOptions { keep_inputs: options.keep_inputs, fence: Some(fence.clone()) };
         let store = Arc::new(PostgresStore::connect_with(&options.url, journal)?);
@@ -252,7 +267,9 @@ impl Node {
             owners,
             holdings,
             inbox: tokio::sync::Mutex::new(inbox),
-            given: Mutex::new(HashMap::new()),
+            given,
+            afresh,
+            ending: Mutex::new(HashSet::new()),
             delivering: tokio::sync::Mutex::new(()),
             replies,
             calls: Mutex::new(HashMap::new()),
@@ -393,10 +410,15 @@ impl Node {
 
     /// The reply to a call this node made came: given to the caller that waits for it.
     async fn replied(&self, call: Uuid) -> Result<(), NodeError> {
-        let waiting = self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&call);
-        let Some(waiting) = waiting else { return Ok(()) };
+        if !self.calls.lock().unwrap_or_else(PoisonError::into_inner).contains_key(&call) {
+            return Ok(());
+        }
+        // The caller keeps waiting until its reply is there (looked for after a reconnect, it may not be yet).
         if let Some(value) = self.inbox.lock().await.take_reply(call).await? {
-            let _ = waiting.send(value);
+            let waiting = self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&call);
+            if let Some(waiting) = waiting {
+                let _ = waiting.send(value);
+            }
         }
         Ok(())
     }
@@ -409,6 +431,10 @@ impl Node {
         }
         // One delivery at a time: what is waiting and what was given are read and changed together.
         let _one = self.delivering.lock().await;
+        // Restarted afresh: what its old actor lost is given again first (`give_again`).
+        if self.afresh.lock().unwrap_or_else(PoisonError::into_inner).contains_key(agent) {
+            return Ok(0);
+        }
         let waiting = self.inbox.lock().await.waiting(agent, DELIVER_AT_ONCE).await?;
         // A call is sent to the agent awake (a sleeper keeps plain signals, not calls).
         if waiting.iter().any(|w| w.caller.is_some()) {
@@ -485,22 +511,31 @@ impl Node {
     }
 
     /// Gives again the signals this node gave an agent that then started again afresh (a new actor, its old
-    /// mailbox gone) and that it had not consumed: once its journal has what the old one wrote, those it consumed
-    /// are marked so in its inbox, and the rest are given again, in order.
-    /// Whether it did.
+    /// mailbox gone; noted before the new one started) and that the old one had not consumed: once its journal
+    /// has what the old one wrote, those it consumed are marked so in its inbox, and the rest are given again, in
+    /// the inbox's order, before anything newer. Whether it did (not yet: the next round tries again).
     async fn give_again(&self, agent: &AgentId) -> Result<bool, NodeError> {
-        if self.fence.epoch(agent).is_none() {
+        if !self.afresh.lock().unwrap_or_else(PoisonError::into_inner).contains_key(agent)
+            || self.fence.epoch(agent).is_none()
+            || !self.runtime.contains(agent)
+        {
             return Ok(false);
         }
+        // A commit that failed (its connection dropped, say) fails the wait: the next round waits again.
         if let Some(journal) = self.runtime.store().durable()
             && journal.flushed_for(agent).await.is_err()
         {
-            // Not kept: the node stops this copy and brings the agent back (or lost it).
             return Ok(false);
         }
         {
+            // Taken once: of two rounds giving them again at once, one does.
             let _one = self.delivering.lock().await;
-            self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+            let Some(lost) = self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent) else {
+                return Ok(false);
+            };
+            if let Some(given) = self.given.lock().unwrap_or_else(PoisonError::into_inner).get_mut(agent) {
+                given.retain(|id| !lost.contains(id));
+            }
         }
         self.deliver(agent).await?;
         Ok(true)
@@ -556,8 +591,22 @@ impl Node {
             }
         }
         let held: Vec<AgentId> = self.fence.held().into_iter().map(|(agent, _)| agent).collect();
-        // An agent that ended here (the journal dropped it, the runtime has it no more) lets its lease go.
-        for agent in self.owners.ended(&held).await? {
+        // An agent that ended here (the journal dropped it, the runtime has it no more, at two rounds in a row:
+        // one being started again by its supervisor is neither for a moment) lets its lease go.
+        let ended: HashSet<AgentId> = self
+            .owners
+            .ended(&held)
+            .await?
+            .into_iter()
+            .filter(|agent| !self.holdings.is_spawning(agent) && !self.runtime.contains(agent))
+            .collect();
+        let confirmed: Vec<AgentId> = {
+            let mut ending = self.ending.lock().unwrap_or_else(PoisonError::into_inner);
+            let confirmed = ended.intersection(&ending).cloned().collect();
+            *ending = ended;
+            confirmed
+        };
+        for agent in confirmed {
             if self.holdings.is_spawning(&agent) || self.runtime.contains(&agent) {
                 continue;
             }
@@ -566,7 +615,16 @@ impl Node {
                 let lease = self.lease_of(agent.clone(), epoch);
                 self.owners.let_go(&lease).await?;
                 self.holdings.forget(&agent);
+                self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
+                self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
                 tick.ended.push(agent);
+            }
+        }
+        // Restarted afresh while this node missed the word: their lost signals are given again now.
+        let afresh: Vec<AgentId> = self.afresh.lock().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
+        for agent in afresh {
+            if self.give_again(&agent).await? {
+                tick.given_again.push(agent);
             }
         }
         self.deliver_waiting().await?;
@@ -731,6 +789,7 @@ impl Node {
     pub async fn step_down(&self, agent: &AgentId) {
         self.holdings.let_be(agent);
         self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         tracing::warn!(%agent, node = %self.options.name, "this node lost the agent's lease and stops its copy");
         let reason = format!("node `{}` lost the agent's lease: another node holds it now", self.options.name);
         let _ = self.runtime.stop_because(agent, &reason).await;
@@ -812,6 +871,14 @@ impl Node {
                             pushed = listener;
                             if let Err(err) = node.deliver_waiting().await {
                                 tracing::warn!(%err, "waiting signals could not be given; the next round will");
+                            }
+                            // Replies posted meanwhile to this node's calls were not heard: looked for.
+                            let calls: Vec<Uuid> =
+                                node.calls.lock().unwrap_or_else(PoisonError::into_inner).keys().copied().collect();
+                            for call in calls {
+                                if let Err(err) = node.replied(call).await {
+                                    tracing::warn!(%call, %err, "a reply to a call of this node could not be read");
+                                }
                             }
                             break;
                         }
@@ -918,10 +985,15 @@ impl Node {
                             // Missed: every copy this node runs of an agent it no longer holds stops.
                             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                                 let lost = node.holdings.not_held(|agent| node.runtime.contains(agent));
-                                for agent in &lost {
-                                    node.step_down(agent).await;
+                                let mut tick = Tick::default();
+                                for agent in lost {
+                                    node.step_down(&agent).await;
+                                    if let Ok(true) = node.take_back(&agent).await {
+                                        tick.taken.push(agent.clone());
+                                    }
+                                    tick.lost.push(agent);
                                 }
-                                Tick { lost, ..Tick::default() }
+                                tick
                             }
                             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                         }
@@ -946,6 +1018,9 @@ async fn next_event(
         None => std::future::pending().await,
     }
 }
+
+/// Per agent, signals ids (given, or lost with a restarted actor), shared with the runtime's restart hook.
+type Given = Arc<Mutex<HashMap<AgentId, HashSet<Uuid>>>>;
 
 /// What waits to be sent on to other nodes, in order.
 enum Forward {

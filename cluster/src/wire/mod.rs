@@ -241,6 +241,7 @@ impl Wire {
             ready: Arc::default(),
             pending: Arc::default(),
             certified: checked.clone(),
+            rejected: Arc::default(),
         };
         let _ = server
             .cast(NodeServerMessage::SubscribeToEvents { id: "agentry".to_owned(), subscription: Box::new(watcher) });
@@ -530,6 +531,9 @@ struct Watcher {
     pending: Arc<Mutex<HashSet<u64>>>,
     /// With TLS that checks node names: the certificates peers showed, by their connection's label.
     certified: Option<Certified>,
+    /// Sessions closed for a certificate that does not name their node (never reported up, even if they got
+    /// ready before they closed).
+    rejected: Arc<Mutex<HashSet<u64>>>,
 }
 
 /// A peer's node name, from the name it gives in the handshake (`name@host`).
@@ -574,12 +578,16 @@ impl NodeEventSubscription for Watcher {
         };
         if let Err(why) = named {
             tracing::warn!(peer = %session.peer_addr, %why, "a peer's certificate does not name the node it says it is");
+            self.rejected.lock().unwrap_or_else(PoisonError::into_inner).insert(session.node_id);
             session.actor.stop(Some(format!("its certificate does not name it: {why}")));
         }
     }
 
     fn node_session_ready(&self, session: ractor_cluster::node::NodeServerSessionInformation) {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
+        if self.rejected.lock().unwrap_or_else(PoisonError::into_inner).contains(&session.node_id) {
+            return;
+        }
         self.ready.lock().unwrap_or_else(PoisonError::into_inner).insert(session.node_id);
         if let Some(node) = node_name(&session) {
             self.names.lock().unwrap_or_else(PoisonError::into_inner).insert(session.node_id, node.clone());
@@ -597,6 +605,7 @@ impl NodeEventSubscription for Watcher {
         if let Some(certified) = &self.certified {
             certified.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.peer_addr);
         }
+        self.rejected.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         self.names.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         let was_ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner).remove(&session.node_id);
         match (was_ready, node_name(&session)) {

@@ -18,6 +18,7 @@ pub struct RuntimeBuilder {
     coerce_params: bool,
     elsewhere: Option<crate::elsewhere::ElsewhereHook>,
     claim: Option<crate::claim::ClaimHook>,
+    before_restart: Option<crate::afresh::RestartHook>,
 }
 
 impl Default for RuntimeBuilder {
@@ -36,6 +37,7 @@ impl Default for RuntimeBuilder {
             coerce_params: true,
             elsewhere: None,
             claim: None,
+            before_restart: None,
         }
     }
 }
@@ -55,6 +57,14 @@ impl RuntimeBuilder {
     /// spawn may go ahead.
     pub fn claim_before_spawn(mut self, hook: ClaimHook) -> Self {
         self.claim = Some(hook);
+        self
+    }
+
+    /// What this runtime calls when an agent's supervisor is about to start it again afresh (its old actor
+    /// ended, the new one not started yet; what waited in the old one's mailbox is gone): a cluster's node sets
+    /// this to give again the signals it gave the old one from the agent's inbox.
+    pub fn before_restart(mut self, hook: RestartHook) -> Self {
+        self.before_restart = Some(hook);
         self
     }
 
@@ -231,6 +241,7 @@ impl RuntimeBuilder {
             sweeper: std::sync::OnceLock::new(),
             elsewhere: self.elsewhere,
             claim: self.claim,
+            before_restart: self.before_restart,
         };
         Runtime { shared: Arc::new(shared) }
     }

@@ -1,6 +1,7 @@
 //! The Runtime: the handle an application holds — skill catalog, agent directory, event stream, journal — and
 //! typed [`AgentRef`]s to talk to agents.
 
+pub use crate::afresh::RestartHook;
 pub use crate::claim::{Claim, ClaimHook};
 pub use crate::elsewhere::{Elsewhere, ElsewhereHook};
 pub use crate::error::RuntimeError;

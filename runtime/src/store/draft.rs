@@ -236,6 +236,11 @@ pub(crate) struct DraftIds {
 }
 
 impl RecordDraft {
+    /// The run's agent.
+    pub(crate) fn agent(&self) -> &AgentId {
+        &self.agent
+    }
+
     /// A run queued `at`, with `params` and their compact JSON text, if it was made (the draft keeps it and
     /// makes the digest from it when the record is made).
     #[cfg(test)]

@@ -233,7 +233,8 @@ pub trait Durable: Send + Sync + 'static {
     fn flushed(&self) -> Flushed;
     /// Resolves once everything written so far is durable, and fails if `agent`'s writes were not kept: a
     /// journal that several nodes share refuses the writes of an agent whose lease this node lost (see
-    /// [`super::Fence`]). The same as [`Durable::flushed`] for a journal that writes for every agent.
+    /// [`super::Fence`]). The same as [`Durable::flushed`] for a journal that writes for every agent; a store
+    /// that wraps another must pass this on, or the fence's refusals go unheard.
     fn flushed_for(&self, agent: &AgentId) -> Flushed {
         let _ = agent;
         self.flushed()

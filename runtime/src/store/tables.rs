@@ -125,6 +125,15 @@ pub(crate) trait Database {
     fn batches_ended_runs(&self) -> bool {
         true
     }
+    /// Whether the database is to be told whose writes a failed commit lost ([`Database::failed`]).
+    fn watches_failures(&self) -> bool {
+        false
+    }
+    /// A commit failed (or could not begin): `agents`' writes in it are lost, and their agents in memory may be
+    /// ahead of the journal.
+    fn failed(&mut self, agents: &std::collections::BTreeSet<AgentId>, error: &StoreError) {
+        let _ = (agents, error);
+    }
     /// Whether this journal still writes for `agent`: not when it shares the database with other nodes and
     /// refuses the writes of an agent whose lease this node no longer holds.
     fn writes_for(&self, agent: &AgentId) -> bool {

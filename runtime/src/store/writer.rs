@@ -64,6 +64,21 @@ pub(crate) enum Op {
     Flush(Waiter),
 }
 
+impl Op {
+    /// The agent whose rows the write changes, where it names one.
+    fn agent(&self) -> Option<&AgentId> {
+        match self {
+            Op::Run(row) => Some(row.draft.agent()),
+            Op::Input(agent, ..) | Op::KeptInput(agent, ..) | Op::Ended(agent) | Op::Cleared(agent, _) => Some(agent),
+            Op::Snapshot(snapshot) | Op::Spawned(_, snapshot) => Some(&snapshot.agent),
+            Op::Alive(record) => Some(&record.agent),
+            Op::Armed(schedule) => Some(&schedule.agent),
+            Op::Refusal(refusal) => Some(&refusal.agent),
+            Op::Plan(..) | Op::Outcome(..) | Op::Job(_) | Op::Flush(_) => None,
+        }
+    }
+}
+
 /// A run's record on its way to the writer, which makes and serializes it: a run written more than once in one
 /// commit (queued, started, ended) is serialized once, and the agent's thread, the busier of the two, does none
 /// of it. A run that ended crosses as the server drafted it, with its plan in its parts (see [`PlanRow`]).
@@ -315,8 +330,14 @@ pub(crate) fn commit(
     let mut flushed = Vec::new();
     let writes = batch.iter().filter(|op| !matches!(op, Op::Flush(_))).count() as u64;
     let held_before = runs.held_writes();
+    // The agents the batch writes for, for a database that is told whose writes a failed commit lost.
+    let watch = db.watches_failures();
+    let mut touched: std::collections::BTreeSet<AgentId> = std::collections::BTreeSet::new();
     let outcome = db.transaction(&mut |tx: &mut dyn Tables| {
         for op in batch.drain(..) {
+            if watch && let Some(agent) = op.agent() {
+                touched.insert(agent.clone());
+            }
             match op {
                 Op::Flush(done) => flushed.push(done),
                 Op::Run(row) => runs.record(row, texts, spent),
@@ -371,6 +392,12 @@ pub(crate) fn commit(
         runs.write(tx, (spent, texts), !flushed.is_empty())
     });
     // A batch that failed leaves what it did not get to in `batch`: dropped with it, like the runs it held.
+    if let Err(err) = &outcome
+        && watch
+    {
+        touched.extend(batch.iter().filter_map(Op::agent).cloned());
+        db.failed(&touched, err);
+    }
     batch.clear();
     if outcome.is_err() {
         runs.forget(spent);

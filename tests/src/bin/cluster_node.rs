@@ -27,6 +27,9 @@
 //! - `connect <address>`: connects the wire to a peer; prints `connected <address>` or `nack connect <why>`.
 //! - `calls <agent> <count>`: calls the agent with `add 1` `count` times in a row, wherever it lives; prints
 //!   `called <agent> <count> <micros>` (the bench's round trips).
+//! - `pings <node> <count>`: asks node `node` over the wire, `count` times in a row, for an agent it does not
+//!   hold (it answers `NotHere` without touching PostgreSQL); prints `pinged <node> <count> <micros>` (the
+//!   wire's own round trip, for the bench).
 //! - `sends <agent> <count>`: sends the agent `add 1` `count` times in a row, wherever it lives; prints `sent-all
 //!   <agent> <count> <micros>`.
 //!
@@ -242,6 +245,27 @@ async fn main() {
                 }
                 let said = if *verb == "calls" { "called" } else { "sent-all" };
                 say(&format!("{said} {agent} {count} {}", started.elapsed().as_micros()));
+            }
+            ["pings", peer, count] => {
+                let count: u32 = count.parse().expect("a count");
+                let Some(wire) = node.wire() else {
+                    say("nack pings this node has no wire");
+                    continue;
+                };
+                let nobody = AgentId::new("nobody-here").expect("an id");
+                let started = std::time::Instant::now();
+                for _ in 0..count {
+                    let signal = Signal::new("add", json!(1)).expect("a kind");
+                    let request = agentry_cluster::wire::WireRequest::Send { agent: nobody.clone(), signal };
+                    match wire.ask_node(peer, &request, CALL).await {
+                        Ok(agentry_cluster::wire::WireReply::NotHere) => {}
+                        other => {
+                            say(&format!("nack pings {other:?}"));
+                            break;
+                        }
+                    }
+                }
+                say(&format!("pinged {peer} {count} {}", started.elapsed().as_micros()));
             }
             ["state", agent] => {
                 let id = AgentId::new(*agent).expect("an id");

@@ -59,15 +59,10 @@ struct Write {
 struct PgTables<'a> {
     database: &'a mut PgDatabase,
     writes: Vec<Write>,
-    /// The agents whose writes the commit carries, as far as it knows them.
-    touched: BTreeSet<AgentId>,
 }
 
 impl PgTables<'_> {
     fn write(&mut self, owner: Owner, sql: &'static str, values: Vec<Value>) -> Result<(), StoreError> {
-        if let Owner::Agent(agent) = &owner {
-            self.touched.insert(agent.clone());
-        }
         self.writes.push(Write { owner, sql, values });
         Ok(())
     }
@@ -80,14 +75,9 @@ impl PgTables<'_> {
         let mut writes = std::mem::take(&mut self.writes);
         let PgDatabase { connection, statements, fence } = &mut *self.database;
         let Connection { runtime, client, .. } = connection;
-        let touched = &mut self.touched;
         runtime.block_on(async {
             if let Some(fence) = fence {
                 let lost = fenced(client, fence, &mut writes).await?;
-                touched.extend(writes.iter().filter_map(|w| match &w.owner {
-                    Owner::Agent(agent) => Some(agent.clone()),
-                    _ => None,
-                }));
                 if !lost.is_empty() {
                     writes.retain(|write| !matches!(&write.owner, Owner::Agent(agent) if lost.contains(agent)));
                     lost.iter().for_each(|agent| fence.refused(agent));
@@ -488,25 +478,31 @@ impl Database for PgDatabase {
         write: &mut dyn FnMut(&mut dyn Tables) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         self.begin()?;
-        let mut tables = PgTables { database: self, writes: Vec::new(), touched: BTreeSet::new() };
+        let mut tables = PgTables { database: self, writes: Vec::new() };
         let written = write(&mut tables).and_then(|()| tables.send());
-        let touched = std::mem::take(&mut tables.touched);
         let Connection { runtime, client, .. } = &self.connection;
         let end = if written.is_ok() { "COMMIT" } else { "ROLLBACK" };
         let ended = runtime.block_on(client.batch_execute(end)).map_err(database);
-        let outcome = written.and(ended);
-        // The agents of a commit that failed (the connection dropped during it, say) may have gone past what the
-        // journal holds: a node brings them back from it.
-        if let (Err(err), Some(fence)) = (&outcome, &self.fence) {
-            touched.iter().for_each(|agent| fence.unsure(agent, err));
-        }
-        outcome
+        written.and(ended)
     }
 
     fn open_runs(&mut self) -> Result<(i64, Vec<Uuid>), StoreError> {
         self.reopen_if_dropped()?;
         let Connection { runtime, client, .. } = &self.connection;
         runtime.block_on(super::open_runs(client))
+    }
+
+    /// A node's journal (fenced) reports the agents of a commit that failed.
+    fn watches_failures(&self) -> bool {
+        self.fence.is_some()
+    }
+
+    /// The agents of a commit that failed (the connection dropped during it, or it could not begin) may have
+    /// gone past what the journal holds: reported, so that the node brings them back from it.
+    fn failed(&mut self, agents: &BTreeSet<AgentId>, error: &StoreError) {
+        if let Some(fence) = &self.fence {
+            agents.iter().for_each(|agent| fence.unsure(agent, error));
+        }
     }
 
     /// A node's journal (fenced) writes for the agents whose leases the node holds.
