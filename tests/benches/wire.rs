@@ -29,6 +29,19 @@ async fn per_op(node: &mut NodeProcess, command: &str, answer: &str, count: u64)
     Duration::from_micros(micros) / u32::try_from(count).expect("a count")
 }
 
+/// One signal kept in an agent's durable inbox, as the holding node keeps each signal that comes over the wire
+/// before it gives it (a transaction: the lock, the insert, the commit): the time per push, `count` in a row.
+async fn inbox_push(url: &str, count: u64) -> Duration {
+    let mut inbox = agentry_cluster::Inbox::connect(url, u32::MAX).await.expect("the inbox");
+    let agent = agentry::id::AgentId::new("bench-inbox").expect("an id");
+    let started = Instant::now();
+    for n in 0..count {
+        let signal = agentry::signal::Signal::new("add", serde_json::json!(n)).expect("a signal");
+        inbox.keep_here(&agent, &signal, false).await.expect("kept");
+    }
+    started.elapsed() / u32::try_from(count).expect("a count")
+}
+
 /// A raw TCP echo on loopback: the time per round trip of a message of `size` bytes.
 async fn tcp_echo(count: u64, size: usize) -> Duration {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
@@ -84,6 +97,7 @@ fn main() {
         let inbox = per_op(&mut c, "calls", "called", count).await;
         // A call's request on the wire is about 300 bytes of JSON in a protobuf frame.
         let echo = tcp_echo(count, 300).await;
+        let push = inbox_push(&postgres.url(), count).await;
         println!("call round trip, {count} calls in a row:");
         println!("  across the wire (node a to an agent on node b): {across:?}");
         println!(
@@ -96,6 +110,10 @@ fn main() {
             ratio(across, inbox)
         );
         println!("  raw TCP echo of 300 bytes on loopback:           {echo:?} (wire/echo {:.0}x)", ratio(across, echo));
+        println!(
+            "  one durable inbox push (what the holder does first): {push:?} ({:.0}% of the call across)",
+            100.0 * ratio(push, across)
+        );
 
         let sends_across = per_op(&mut a, "sends", "sent-all", count).await;
         let sends_here = per_op(&mut b, "sends", "sent-all", count).await;
