@@ -15,6 +15,6 @@ pub mod placement;
 pub mod wire;
 
 pub use inbox::{Heard, Inbox, InboxError, Listener, Pushed, Waiting, listen};
-pub use node::{ClusterRef, Node, NodeError, NodeOptions, Sent, Tick};
+pub use node::{ClusterRef, Node, NodeError, NodeOptions, Rebalanced, Sent, Tick};
 pub use owners::{Heartbeat, Lease, LeaseError, Owners, fence};
 pub use wire::{Wire, WireError, WireEvent, WireOptions, WireTls};

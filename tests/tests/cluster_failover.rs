@@ -300,3 +300,48 @@ async fn signals_lost_with_a_restarted_agents_mailbox_are_given_again() {
     assert_eq!(b.ask("call t 6 10000", "replied t 6").await, "replied t 6 2", "add 5 was given again, first");
     assert_eq!(a.state("t").await.applied, vec![5, 6]);
 }
+
+/// Rebalancing is explicit and conservative: a node that joined takes nothing by itself; asked, the node that
+/// holds the agents hands over exactly those that placement over the live nodes now gives to another node, each
+/// put to sleep and its lease let go; the node placement names takes each, as it was, and what is sent for it
+/// afterwards through the old node reaches it there, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebalancing_hands_over_exactly_what_placement_gives_to_other_nodes() {
+    let Some(postgres) = postgres("cluster_rebalance") else { return };
+    let mut a = NodeProcess::start(NODE, &postgres, LEASE_MS, "a").await;
+    let agents: Vec<String> = (0..8).map(|n| format!("r{n}")).collect();
+    for agent in &agents {
+        a.ask(&format!("spawn {agent}"), &format!("spawned {agent}")).await;
+        a.add(agent, 1).await;
+    }
+    let mut b = NodeProcess::start(NODE, &postgres, LEASE_MS, "b").await;
+    let mut c = NodeProcess::start(NODE, &postgres, LEASE_MS, "c").await;
+    let nodes = ["a", "b", "c"].map(String::from);
+    let elsewhere: BTreeMap<String, &str> = agents
+        .iter()
+        .filter_map(|agent| {
+            let id = agentry::id::AgentId::new(agent.as_str()).expect("an id");
+            let home = agentry_cluster::placement::place(&id, &nodes).expect("a node");
+            (home != "a").then(|| (agent.clone(), if home == "b" { "b" } else { "c" }))
+        })
+        .collect();
+    assert!(!elsewhere.is_empty(), "placement gives every agent to a: the test needs other names");
+
+    a.send("rebalance 100").await;
+    let said = a.expect("rebalanced").await;
+    let handed: BTreeSet<String> = a.kept.iter().filter_map(|l| l.strip_prefix("handed ")).map(str::to_owned).collect();
+    assert_eq!(said, format!("rebalanced {}", elsewhere.len()), "{:?}", a.kept);
+    assert_eq!(handed, elsewhere.keys().cloned().collect(), "exactly what placement gives elsewhere");
+    for (agent, home) in &elsewhere {
+        let node = if *home == "b" { &mut b } else { &mut c };
+        node.expect(&format!("took {agent}")).await;
+        assert_eq!(node.state(agent).await.applied, vec![1], "{agent} as it was");
+        // Sent through a, which no longer holds it: it reaches the new holder, before a later call.
+        a.ask(&format!("send {agent} 2"), &format!("sent {agent} 2")).await;
+        let reply = a.ask(&format!("call {agent} 3 10000"), &format!("replied {agent} 3")).await;
+        assert_eq!(reply, format!("replied {agent} 3 3"));
+    }
+    for agent in agents.iter().filter(|a| !elsewhere.contains_key(*a)) {
+        assert_eq!(a.state(agent).await.applied, vec![1], "{agent} stayed on a");
+    }
+}

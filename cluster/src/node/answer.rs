@@ -57,7 +57,7 @@ impl Node {
                 agent.clone()
             }
         };
-        if self.fence.epoch(&agent).is_none() {
+        if !self.holds(&agent) {
             return WireReply::NotHere;
         }
         match request {

@@ -157,6 +157,15 @@ pub enum NodeError {
     Exists(AgentId),
 }
 
+/// What [`Node::rebalance`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rebalanced {
+    /// Agents handed over: their leases let go, for the nodes placement names.
+    pub handed: Vec<AgentId>,
+    /// Agents placement gives to another node that stayed, having something going on.
+    pub busy: Vec<AgentId>,
+}
+
 /// What one round of a node's upkeep did ([`Node::tick`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tick {
@@ -184,6 +193,8 @@ pub struct Node {
     /// Agents started again afresh (a new actor, the old one's mailbox gone), with what this node had given the
     /// old one from their inboxes: nothing more is given them until those are given again ([`Node::give_again`]).
     afresh: Given,
+    /// Agents being handed over to other nodes ([`Node::rebalance`]): what comes for them waits in their inboxes.
+    handing: Mutex<HashSet<AgentId>>,
     /// The agents the last round found ended (a lease is let go when two rounds in a row do).
     ending: Mutex<HashSet<AgentId>>,
     /// Held while signals are given from an inbox.
@@ -270,6 +281,7 @@ impl Node {
             given,
             afresh,
             ending: Mutex::new(HashSet::new()),
+            handing: Mutex::new(HashSet::new()),
             delivering: tokio::sync::Mutex::new(()),
             replies,
             calls: Mutex::new(HashMap::new()),
@@ -345,7 +357,7 @@ impl Node {
     /// Sends a signal to an agent wherever it lives: to it here if this node holds it, else into its durable
     /// inbox (once: a retry of the same signal is [`Pushed::Duplicate`]), where the node that holds it finds it.
     pub async fn send(&self, agent: &AgentId, signal: Signal) -> Result<Sent, NodeError> {
-        if self.fence.epoch(agent).is_some() {
+        if self.holds(agent) {
             self.runtime.send(agent, signal)?;
             return Ok(Sent::Here);
         }
@@ -371,7 +383,7 @@ impl Node {
         signal: Signal,
         timeout: Duration,
     ) -> Result<serde_json::Value, NodeError> {
-        if self.fence.epoch(agent).is_some() {
+        if self.holds(agent) {
             // After the signals waiting for it: a call keeps its order with what was sent before it from afar.
             self.deliver(agent).await?;
             return Ok(self.runtime.call(agent, signal, timeout).await?);
@@ -426,7 +438,7 @@ impl Node {
     /// Gives an agent this node holds the signals waiting in its inbox, oldest first, each once; for a call, the
     /// agent's reply is posted back to the node that called.
     pub async fn deliver(&self, agent: &AgentId) -> Result<usize, NodeError> {
-        if self.fence.epoch(agent).is_none() {
+        if !self.holds(agent) {
             return Ok(0);
         }
         // One delivery at a time: what is waiting and what was given are read and changed together.
@@ -641,6 +653,69 @@ impl Node {
             self.deliver(&agent).await?;
         }
         Ok(())
+    }
+
+    /// Whether this node holds the agent and takes what comes for it (not while it hands it over).
+    pub(super) fn holds(&self, agent: &AgentId) -> bool {
+        self.fence.epoch(agent).is_some()
+            && !self.handing.lock().unwrap_or_else(PoisonError::into_inner).contains(agent)
+    }
+
+    /// Hands over to other nodes at most `max` of the agents this node holds that placement over the live nodes
+    /// now gives to another node (one joined, say): nothing moves unless asked, and only agents with nothing
+    /// going on. Each is put to sleep here (its state snapshotted, durable), stopped, and its lease let go, so the
+    /// node placement names takes it at its next round and brings it back from the journal, asleep until
+    /// something comes for it. Meanwhile what comes for it through this node waits in its inbox for the new
+    /// holder. An agent with runs in flight, approvals pending or schedules armed stays
+    /// ([`Rebalanced::busy`]): ask again later. Needs a durable journal (a node's always is).
+    pub async fn rebalance(&self, max: usize) -> Result<Rebalanced, NodeError> {
+        let nodes = self.owners.live_nodes().await?;
+        let mut rebalanced = Rebalanced::default();
+        for (agent, epoch) in self.fence.held() {
+            if rebalanced.handed.len() >= max {
+                break;
+            }
+            if placement::place(&agent, &nodes).is_none_or(|node| node == self.options.name) {
+                continue;
+            }
+            match self.hand_over(&agent, epoch).await? {
+                true => rebalanced.handed.push(agent),
+                false => rebalanced.busy.push(agent),
+            }
+        }
+        Ok(rebalanced)
+    }
+
+    /// Hands one agent over (see [`Node::rebalance`]): whether it did (not when it is busy).
+    async fn hand_over(&self, agent: &AgentId, epoch: u64) -> Result<bool, NodeError> {
+        self.handing.lock().unwrap_or_else(PoisonError::into_inner).insert(agent.clone());
+        let handed = self.put_down(agent, epoch).await;
+        self.handing.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        handed
+    }
+
+    async fn put_down(&self, agent: &AgentId, epoch: u64) -> Result<bool, NodeError> {
+        if !self.runtime.is_hibernating(agent) {
+            match self.runtime.hibernate(agent).await {
+                Ok(()) => {}
+                Err(RuntimeError::Busy { .. }) => return Ok(false),
+                Err(err) => return Err(err.into()),
+            }
+        }
+        // Its snapshot is in the journal before anyone else may take it.
+        if let Some(journal) = self.runtime.store().durable()
+            && journal.flushed_for(agent).await.is_err()
+        {
+            return Ok(false);
+        }
+        self.holdings.let_be(agent);
+        // Its copy here goes (what it would still write is refused: the journal keeps it as it slept).
+        let _ = self.runtime.stop_because(agent, "handed over to another node").await;
+        self.holdings.forget(agent);
+        self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        self.owners.let_go(&self.lease_of(agent.clone(), epoch)).await?;
+        Ok(true)
     }
 
     /// Leaves the cluster: shuts the runtime down gracefully within `grace` (its agents stay in the journal, to

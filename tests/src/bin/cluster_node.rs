@@ -40,6 +40,8 @@
 //!   `parent` (an agent here) if given; prints `spawned-on <agent>` or `refused <agent> <why>`.
 //! - `spawn-stranger-on <node> <agent>`: the same with a type no node registers; prints `refused <agent> <why>`.
 //! - `spawn-trusted-on <node> <agent>`: the same asking for `Policy::trusted()` (every capability).
+//! - `rebalance <max>`: hands over at most `max` agents that placement now gives to other nodes; prints `handed
+//!   <agent>` and `busy <agent>` for each, then `rebalanced <handed>`.
 //! - `settle`: waits until every signal this node's agents emitted for other nodes was sent on; prints `settled`.
 //!
 //! Signals pushed into an agent's inbox (by the test, or by another node) reach it on the node that holds it.
@@ -217,6 +219,14 @@ async fn main() {
                     Err(err) => say(&format!("refused {agent} {err}")),
                 }
             }
+            ["rebalance", max] => match node.rebalance(max.parse().expect("a count")).await {
+                Ok(rebalanced) => {
+                    rebalanced.handed.iter().for_each(|agent| say(&format!("handed {agent}")));
+                    rebalanced.busy.iter().for_each(|agent| say(&format!("busy {agent}")));
+                    say(&format!("rebalanced {}", rebalanced.handed.len()));
+                }
+                Err(err) => say(&format!("nack rebalance {err}")),
+            },
             ["settle"] => {
                 node.sent_on().await;
                 say("settled");
