@@ -108,31 +108,31 @@ impl Inbox {
 
     /// Keeps `signal` for `agent`, once: a signal whose id the inbox has for the agent is a duplicate. Wakes the
     /// listeners.
-    pub async fn push(&mut self, agent: &AgentId, signal: &Signal) -> Result<Pushed, InboxError> {
+    pub async fn push(&self, agent: &AgentId, signal: &Signal) -> Result<Pushed, InboxError> {
         self.push_from(agent, signal, None, false, true).await
     }
 
     /// Keeps a signal another node's runtime made for the agent (an agent's emit, a child's end: see
     /// [`relayable`]), for when the agent's node cannot be reached over the wire: given to the agent as it was
     /// made, once.
-    pub async fn relay(&mut self, agent: &AgentId, signal: &Signal) -> Result<Pushed, InboxError> {
+    pub async fn relay(&self, agent: &AgentId, signal: &Signal) -> Result<Pushed, InboxError> {
         self.push_from(agent, signal, None, true, true).await
     }
 
     /// [`Inbox::push`] (or [`Inbox::relay`]) by the node that holds the agent and gives it the signal at once
     /// itself: nobody else is woken.
-    pub async fn keep_here(&mut self, agent: &AgentId, signal: &Signal, relayed: bool) -> Result<Pushed, InboxError> {
+    pub async fn keep_here(&self, agent: &AgentId, signal: &Signal, relayed: bool) -> Result<Pushed, InboxError> {
         self.push_from(agent, signal, None, relayed, false).await
     }
 
     /// [`Inbox::push`] for a call from node `caller`: the node that holds the agent posts its reply
     /// ([`Inbox::reply`]), which the caller hears on [`REPLIES`].
-    pub async fn push_call(&mut self, agent: &AgentId, signal: &Signal, caller: &str) -> Result<Pushed, InboxError> {
+    pub async fn push_call(&self, agent: &AgentId, signal: &Signal, caller: &str) -> Result<Pushed, InboxError> {
         self.push_from(agent, signal, Some(caller), false, true).await
     }
 
     async fn push_from(
-        &mut self,
+        &self,
         agent: &AgentId,
         signal: &Signal,
         caller: Option<&str>,
@@ -196,7 +196,7 @@ impl Inbox {
     /// Takes the agent's waiting signals, oldest first, at most `max`, under the owner's lease: they are marked
     /// consumed when the transaction commits, and only if the lease still holds. (For a consumer that keeps them
     /// itself; a node's agents consume them through [`Inbox::waiting`] and their journal.)
-    pub async fn take(&mut self, held: &Lease, max: u32) -> Result<Vec<Signal>, InboxError> {
+    pub async fn take(&self, held: &Lease, max: u32) -> Result<Vec<Signal>, InboxError> {
         let mut client = self.db.alone().await?;
         let tx = client.transaction().await?;
         fence(&tx, held).await?;

@@ -32,7 +32,7 @@ async fn per_op(node: &mut NodeProcess, command: &str, answer: &str, count: u64)
 /// One signal kept in an agent's durable inbox, as the holding node keeps each signal that comes over the wire
 /// before it gives it (a transaction: the lock, the insert, the commit): the time per push, `count` in a row.
 async fn inbox_push(url: &str, count: u64) -> Duration {
-    let mut inbox = agentry_cluster::Inbox::connect(url, u32::MAX).await.expect("the inbox");
+    let inbox = agentry_cluster::Inbox::connect(url, u32::MAX).await.expect("the inbox");
     let agent = agentry::id::AgentId::new("bench-inbox").expect("an id");
     let started = Instant::now();
     for n in 0..count {
@@ -114,6 +114,24 @@ fn main() {
             "  one durable inbox push (what the holder does first): {push:?} ({:.0}% of the call across)",
             100.0 * ratio(push, across)
         );
+
+        // An agent's emits to agents on another node, sent on by its node: to one target, and to sixteen.
+        a.ask("spawn sprayer", "spawned sprayer").await;
+        let targets: Vec<String> = (0..16).map(|n| format!("s{n}")).collect();
+        for target in &targets {
+            b.ask(&format!("spawn {target}"), &format!("spawned {target}")).await;
+        }
+        let mut spray = async |to: &[String], times: u64| {
+            let line = a.ask(&format!("spray sprayer {times} {}", to.join(" ")), "sprayed sprayer ").await;
+            let micros: f64 = line.rsplit(' ').next().and_then(|m| m.parse().ok()).expect("the micros");
+            (times as f64 * to.len() as f64) / (micros / 1e6)
+        };
+        spray(&targets[..1], 20).await;
+        let to_one = spray(&targets[..1], count).await;
+        let to_sixteen = spray(&targets, (count / 16).max(1)).await;
+        println!("an agent's emits to agents on another node, {count} in a row:");
+        println!("  to one agent:      {to_one:.0}/s");
+        println!("  to sixteen agents: {to_sixteen:.0}/s ({:.1}x)", to_sixteen / to_one.max(1e-9));
 
         let sends_across = per_op(&mut a, "sends", "sent-all", count).await;
         let sends_here = per_op(&mut b, "sends", "sent-all", count).await;

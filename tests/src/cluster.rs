@@ -66,6 +66,26 @@ impl Agent for Tally {
                 }
                 None => Reaction::Ignore,
             },
+            // `spray {to: [ids], times}`: emits `add 1` to each agent of `to`, `times` rounds over them; replies
+            // `true` once it did.
+            "spray" => {
+                let data = signal.data();
+                let to: Vec<AgentId> = data["to"]
+                    .as_array()
+                    .map(|to| to.iter().filter_map(|t| t.as_str().and_then(|t| AgentId::new(t).ok())).collect())
+                    .unwrap_or_default();
+                let times = data["times"].as_u64().unwrap_or(1);
+                let mut effects = Vec::new();
+                for _ in 0..times {
+                    for target in &to {
+                        if let Ok(add) = Signal::new("add", json!(1)) {
+                            effects.push(Effect::emit(add, Target::Agent(target.clone())));
+                        }
+                    }
+                }
+                effects.push(Effect::reply(signal.id(), json!(true)));
+                Reaction::Keep(effects)
+            }
             // `quit`: stops itself (an agent whose restart policy is `Permanent` is started again afresh).
             "quit" => Reaction::Keep(vec![Effect::stop("asked to quit")]),
             // `ask`: replies its state.

@@ -145,7 +145,7 @@ async fn every_acknowledged_signal_is_applied_once_and_in_order_through_kills() 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stopped = stop.clone();
     let client = tokio::spawn(async move {
-        let mut inbox = Inbox::connect(&url, 10_000).await.expect("the client connects");
+        let inbox = Inbox::connect(&url, 10_000).await.expect("the client connects");
         let mut k = 0;
         while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
             k += 1;
@@ -287,7 +287,7 @@ async fn signals_lost_with_a_restarted_agents_mailbox_are_given_again() {
 
     // Both wait in the inbox before a hears of either, so a gives them to the agent together: `quit` stops it,
     // and `add 5` is left in the mailbox of the actor that stopped.
-    let mut inbox = agentry_cluster::Inbox::connect(&postgres.url(), 100).await.expect("the inbox");
+    let inbox = agentry_cluster::Inbox::connect(&postgres.url(), 100).await.expect("the inbox");
     let t = agentry::id::AgentId::new("t").expect("an id");
     a.signal("STOP");
     for (kind, data) in [("quit", serde_json::json!(null)), ("add", serde_json::json!(5))] {

@@ -14,7 +14,7 @@ const TTL: Duration = Duration::from_secs(30);
 async fn signals_wait_for_their_owner_once_each_in_order_and_wake_it() {
     let Some(postgres) = agentry_tests::postgres::or_skip("cluster_inbox") else { return };
     let url = postgres.url();
-    let mut inbox = Inbox::connect(&url, 100).await.expect("the inbox");
+    let inbox = Inbox::connect(&url, 100).await.expect("the inbox");
     let mut listener = listen(&url).await.expect("listening");
     let a = Owners::connect(&url, "node-a", TTL).await.expect("node a");
     let b = Owners::connect(&url, "node-b", TTL).await.expect("node b");
@@ -46,7 +46,7 @@ async fn signals_wait_for_their_owner_once_each_in_order_and_wake_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_inbox_refuses_with_a_typed_error_and_keeps_what_it_had() {
     let Some(postgres) = agentry_tests::postgres::or_skip("cluster_inbox") else { return };
-    let mut inbox = Inbox::connect(&postgres.url(), 3).await.expect("the inbox");
+    let inbox = Inbox::connect(&postgres.url(), 3).await.expect("the inbox");
     let id = AgentId::new("flooded").expect("an id");
     let mut kept = Vec::new();
     for n in 0..3 {
@@ -67,7 +67,7 @@ async fn a_full_inbox_refuses_with_a_typed_error_and_keeps_what_it_had() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_signal_is_refused_at_the_push() {
     let Some(postgres) = agentry_tests::postgres::or_skip("cluster_inbox") else { return };
-    let mut inbox = Inbox::connect(&postgres.url(), 100).await.expect("the inbox");
+    let inbox = Inbox::connect(&postgres.url(), 100).await.expect("the inbox");
     let id = AgentId::new("victim").expect("an id");
     let forged = Signal::new("action.completed", json!({"run": uuid::Uuid::now_v7()})).expect("a signal");
     let err = inbox.push(&id, &forged).await.expect_err("refused");
@@ -86,7 +86,7 @@ async fn racing_pushes_never_go_past_the_limit() {
     let id = AgentId::new("crowded").expect("an id");
     let mut pushers = Vec::new();
     for _ in 0..8 {
-        let mut inbox = Inbox::connect(&postgres.url(), 20).await.expect("the inbox");
+        let inbox = Inbox::connect(&postgres.url(), 20).await.expect("the inbox");
         let id = id.clone();
         pushers.push(tokio::spawn(async move {
             let mut kept = 0;

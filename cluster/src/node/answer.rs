@@ -88,7 +88,7 @@ impl Node {
                     waiting.insert(id, told);
                 }
                 let called = async {
-                    let pushed = self.inbox.lock().await.push_call(&agent, &signal, &self.options.name).await?;
+                    let pushed = self.pusher(&agent).push_call(&agent, &signal, &self.options.name).await?;
                     // A retry of a call taken before: its reply, if it was posted, is in the replies table.
                     if pushed == Pushed::Duplicate
                         && let Some(value) = self.replies.take_reply(id).await?
@@ -117,7 +117,7 @@ impl Node {
         signal: &agentry::signal::Signal,
         relayed: bool,
     ) -> WireReply {
-        let pushed = self.inbox.lock().await.keep_here(agent, signal, relayed).await;
+        let pushed = self.pusher(agent).keep_here(agent, signal, relayed).await;
         match pushed {
             Ok(Pushed::Duplicate) => return WireReply::Duplicate,
             Ok(Pushed::Kept) => {}

@@ -16,6 +16,7 @@
 //! in time, it is left in the inbox as without a wire.
 
 mod answer;
+mod forward;
 mod handle;
 mod holdings;
 
@@ -37,14 +38,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use uuid::Uuid;
 
+/// How many connections a node pushes into inboxes through (side by side, each agent's through one).
+const PUSH_CONNECTIONS: usize = 4;
 /// How many waiting signals a node gives an agent at a time.
 const DELIVER_AT_ONCE: u32 = 256;
 /// How long a node waits for its agent's reply to a call from another node before giving up on posting it (and
 /// the longest a call over the wire may ask it to wait).
 pub(crate) const CALL_REPLY_WAIT: Duration = Duration::from_secs(300);
-/// How many signals for elsewhere (emits to agents or topics on other nodes) may wait to be sent on; past
-/// that, they are dropped with a warning (an emit reaches its target at most once, as on one node).
-const FORWARD_QUEUE: usize = 10_000;
 /// How long a consumed signal stays in its inbox, so that a sender's retry of it is a duplicate.
 const RETRIES_KEPT: Duration = Duration::from_secs(24 * 3600);
 
@@ -186,7 +186,11 @@ pub struct Tick {
 /// A runtime in a cluster. See the module docs.
 pub struct Node {
     owners: Arc<Owners>,
-    inbox: tokio::sync::Mutex<Inbox>,
+    /// The inbox's connection for reads (several at once share it).
+    inbox: Inbox,
+    /// The inbox's connections for pushes, each agent's always through the same one (so its pushes from this
+    /// node keep their order), several agents' side by side.
+    pushers: Vec<Inbox>,
     /// Per agent, the waiting signals this process gave it that its journal has not marked consumed yet (so they
     /// are not given twice while that commit is on its way).
     given: Given,
@@ -198,7 +202,7 @@ pub struct Node {
     /// The agents the last round found ended (a lease is let go when two rounds in a row do).
     ending: Mutex<HashSet<AgentId>>,
     /// Held while signals are given from an inbox.
-    delivering: tokio::sync::Mutex<()>,
+    delivering: Mutex<HashMap<AgentId, Arc<tokio::sync::Mutex<()>>>>,
     /// Its leases, and the agents it runs and is starting.
     holdings: Arc<Holdings>,
     /// The inbox's connection that posts replies to calls from other nodes.
@@ -218,10 +222,10 @@ pub struct Node {
     suspects: Mutex<HashSet<String>>,
     /// The children that agents of this node spawned on other nodes, by node: (child, parent).
     remote_children: Mutex<HashMap<String, Vec<(AgentId, AgentId)>>>,
-    /// The signals its runtime has for elsewhere, in order, until [`Node::keep`] starts sending them on.
-    forward: Mutex<Option<tokio::sync::mpsc::Receiver<Forward>>>,
+    /// The lanes of the signals its runtime has for elsewhere, until [`Node::keep`] starts sending them on.
+    forward: Mutex<Option<Vec<tokio::sync::mpsc::Receiver<forward::Forward>>>>,
     /// Where they are queued (and marks, for [`Node::sent_on`]).
-    forwarding: tokio::sync::mpsc::Sender<Forward>,
+    forwarding: forward::Lanes,
     fence: Fence,
     runtime: Runtime,
     options: NodeOptions,
@@ -243,17 +247,17 @@ impl Node {
             None => None,
         };
         owners.heartbeat(&[]).await?;
-        let (forwarding, forward) = tokio::sync::mpsc::channel(FORWARD_QUEUE);
-        let queue = forwarding.clone();
+        let (forwarding, forward) = forward::Lanes::new();
+        let lanes = forwarding.clone();
         let builder = match wire {
-            Some(_) => builder.elsewhere(Arc::new(move |elsewhere| {
-                if let Err(err) = queue.try_send(Forward::Signal(Box::new(elsewhere))) {
-                    tracing::warn!(%err, "a signal for another node was dropped: {FORWARD_QUEUE} wait to be sent on");
-                }
-            })),
+            Some(_) => builder.elsewhere(Arc::new(move |elsewhere| lanes.push(elsewhere))),
             None => builder,
         };
         let inbox = Inbox::connect(&options.url, options.inbox_limit).await?;
+        let mut pushers = Vec::with_capacity(PUSH_CONNECTIONS);
+        for _ in 0..PUSH_CONNECTIONS {
+            pushers.push(Inbox::connect(&options.url, options.inbox_limit).await?);
+        }
         let replies = Arc::new(Inbox::connect(&options.url, options.inbox_limit).await?);
         let (given, afresh) = (Given::default(), Given::default());
         // An agent about to start again afresh: what was given to its old actor is noted before the new one can
@@ -277,12 +281,13 @@ impl Node {
         let node = Self {
             owners,
             holdings,
-            inbox: tokio::sync::Mutex::new(inbox),
+            inbox,
+            pushers,
             given,
             afresh,
             ending: Mutex::new(HashSet::new()),
             handing: Mutex::new(HashSet::new()),
-            delivering: tokio::sync::Mutex::new(()),
+            delivering: Mutex::new(HashMap::new()),
             replies,
             calls: Mutex::new(HashMap::new()),
             wire_calls: Mutex::new(HashMap::new()),
@@ -371,7 +376,7 @@ impl Node {
                 Ok(_) | Err(_) => {}
             }
         }
-        Ok(Sent::Inbox(self.inbox.lock().await.push(agent, &signal).await?))
+        Ok(Sent::Inbox(self.pusher(agent).push(agent, &signal).await?))
     }
 
     /// Calls an agent wherever it lives and waits at most `timeout` for its reply: here if this node holds it,
@@ -408,9 +413,9 @@ impl Node {
         let (told, reply) = tokio::sync::oneshot::channel();
         self.calls.lock().unwrap_or_else(PoisonError::into_inner).insert(id, told);
         let called = async {
-            self.inbox.lock().await.push_call(agent, &signal, &self.options.name).await?;
+            self.pusher(agent).push_call(agent, &signal, &self.options.name).await?;
             // A reply posted before this node listened for it (a retry of an answered call) is already there.
-            if let Some(value) = self.inbox.lock().await.take_reply(id).await? {
+            if let Some(value) = self.inbox.take_reply(id).await? {
                 return Ok(value);
             }
             reply.await.map_err(|_| NodeError::Runtime(RuntimeError::Stopped(agent.clone())))
@@ -426,7 +431,7 @@ impl Node {
             return Ok(());
         }
         // The caller keeps waiting until its reply is there (looked for after a reconnect, it may not be yet).
-        if let Some(value) = self.inbox.lock().await.take_reply(call).await? {
+        if let Some(value) = self.inbox.take_reply(call).await? {
             let waiting = self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&call);
             if let Some(waiting) = waiting {
                 let _ = waiting.send(value);
@@ -442,12 +447,12 @@ impl Node {
             return Ok(0);
         }
         // One delivery at a time: what is waiting and what was given are read and changed together.
-        let _one = self.delivering.lock().await;
+        let _one = self.delivering(agent).lock_owned().await;
         // Restarted afresh: what its old actor lost is given again first (`give_again`).
         if self.afresh.lock().unwrap_or_else(PoisonError::into_inner).contains_key(agent) {
             return Ok(0);
         }
-        let waiting = self.inbox.lock().await.waiting(agent, DELIVER_AT_ONCE).await?;
+        let waiting = self.inbox.waiting(agent, DELIVER_AT_ONCE).await?;
         // A call is sent to the agent awake (a sleeper keeps plain signals, not calls).
         if waiting.iter().any(|w| w.caller.is_some()) {
             self.runtime.thaw(agent).await?;
@@ -541,7 +546,7 @@ impl Node {
         }
         {
             // Taken once: of two rounds giving them again at once, one does.
-            let _one = self.delivering.lock().await;
+            let _one = self.delivering(agent).lock_owned().await;
             let Some(lost) = self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent) else {
                 return Ok(false);
             };
@@ -629,6 +634,7 @@ impl Node {
                 self.holdings.forget(&agent);
                 self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
                 self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
+                self.delivering.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
                 tick.ended.push(agent);
             }
         }
@@ -640,7 +646,7 @@ impl Node {
             }
         }
         self.deliver_waiting().await?;
-        self.inbox.lock().await.purge(RETRIES_KEPT).await?;
+        self.inbox.purge(RETRIES_KEPT).await?;
         self.connect_peers().await?;
         Ok(tick)
     }
@@ -648,11 +654,26 @@ impl Node {
     /// Gives every agent this node holds the signals waiting in its inbox.
     async fn deliver_waiting(&self) -> Result<(), NodeError> {
         let held: Vec<AgentId> = self.fence.held().into_iter().map(|(agent, _)| agent).collect();
-        let waiting = self.inbox.lock().await.with_waiting(&held).await?;
+        let waiting = self.inbox.with_waiting(&held).await?;
         for agent in waiting {
             self.deliver(&agent).await?;
         }
         Ok(())
+    }
+
+    /// What is held while signals are given to the agent from its inbox (one delivery at a time per agent;
+    /// several agents' side by side).
+    fn delivering(&self, agent: &AgentId) -> Arc<tokio::sync::Mutex<()>> {
+        let mut delivering = self.delivering.lock().unwrap_or_else(PoisonError::into_inner);
+        delivering.entry(agent.clone()).or_default().clone()
+    }
+
+    /// The connection the agent's pushes from this node go through.
+    pub(super) fn pusher(&self, agent: &AgentId) -> &Inbox {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        agent.as_str().hash(&mut hasher);
+        &self.pushers[(hasher.finish() % self.pushers.len() as u64) as usize]
     }
 
     /// Whether this node holds the agent and takes what comes for it (not while it hands it over).
@@ -714,6 +735,7 @@ impl Node {
         self.holdings.forget(agent);
         self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        self.delivering.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         self.owners.let_go(&self.lease_of(agent.clone(), epoch)).await?;
         Ok(true)
     }
@@ -739,7 +761,7 @@ impl Node {
     /// Sends on a signal this node's runtime has for elsewhere: to the node that holds the agent, or to every
     /// node for a topic. One that reaches nobody (its agent is held nowhere the wire reaches) is dropped, as an
     /// emit to nobody is on one node.
-    async fn send_on(&self, elsewhere: Elsewhere) {
+    pub(super) async fn send_on(&self, elsewhere: Elsewhere) {
         let Some(wire) = &self.wire else { return };
         match elsewhere {
             Elsewhere::Agent { to, signal } => {
@@ -751,7 +773,7 @@ impl Node {
                     Ok(WireReply::NotHere) | Err(WireError::NoRoute { .. } | WireError::NoNode { .. })
                         if self.owners.owner(&to).await.ok().flatten().is_some() =>
                     {
-                        if let Err(err) = self.inbox.lock().await.relay(&to, &signal).await {
+                        if let Err(err) = self.pusher(&to).relay(&to, &signal).await {
                             tracing::warn!(agent = %to, %kind, %err, "a signal for an agent elsewhere could not wait in its inbox");
                         }
                     }
@@ -787,10 +809,7 @@ impl Node {
     /// Resolves once every signal this node's runtime had for elsewhere before the call was sent on (taken by
     /// the node that holds its agent, or found to reach nobody). Needs [`Node::keep`], which sends them on.
     pub async fn sent_on(&self) {
-        let (done, sent) = tokio::sync::oneshot::channel();
-        if self.forwarding.send(Forward::Mark(done)).await.is_ok() {
-            let _ = sent.await;
-        }
+        self.forwarding.passed().await;
     }
 
     /// Tells the parents here of the children they spawned on node `down`, which went down, and forgets them:
@@ -865,6 +884,7 @@ impl Node {
         self.holdings.let_be(agent);
         self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        self.delivering.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         tracing::warn!(%agent, node = %self.options.name, "this node lost the agent's lease and stops its copy");
         let reason = format!("node `{}` lost the agent's lease: another node holds it now", self.options.name);
         let _ = self.runtime.stop_because(agent, &reason).await;
@@ -897,22 +917,9 @@ impl Node {
     ) -> Result<tokio::task::JoinHandle<()>, NodeError> {
         let node = Arc::downgrade(self);
         let _ = self.me.set(node.clone());
-        // The runtime's signals for elsewhere, sent on in the order its agents emitted them.
-        if let Some(mut forward) = self.forward.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            let forwarding = node.clone();
-            tokio::spawn(async move {
-                while let Some(next) = forward.recv().await {
-                    match next {
-                        Forward::Signal(elsewhere) => {
-                            let Some(node) = forwarding.upgrade() else { return };
-                            node.send_on(*elsewhere).await;
-                        }
-                        Forward::Mark(done) => {
-                            let _ = done.send(());
-                        }
-                    }
-                }
-            });
+        // The runtime's signals for elsewhere, sent on in the order its agents emitted them, per target.
+        if let Some(ends) = self.forward.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            forward::run(ends, node.clone());
         }
         let mut refused = self.fence.lost();
         let every = self.options.lease / 3;
@@ -1096,14 +1103,6 @@ async fn next_event(
 
 /// Per agent, signals ids (given, or lost with a restarted actor), shared with the runtime's restart hook.
 type Given = Arc<Mutex<HashMap<AgentId, HashSet<Uuid>>>>;
-
-/// What waits to be sent on to other nodes, in order.
-enum Forward {
-    /// A signal for elsewhere.
-    Signal(Box<Elsewhere>),
-    /// Everything before it was sent on.
-    Mark(tokio::sync::oneshot::Sender<()>),
-}
 
 /// The wire's handler: requests go to the node once it keeps itself, and are `NotHere` before (or after).
 fn answerer(me: Arc<std::sync::OnceLock<std::sync::Weak<Node>>>) -> crate::wire::Handler {

@@ -42,6 +42,8 @@
 //! - `spawn-trusted-on <node> <agent>`: the same asking for `Policy::trusted()` (every capability).
 //! - `rebalance <max>`: hands over at most `max` agents that placement now gives to other nodes; prints `handed
 //!   <agent>` and `busy <agent>` for each, then `rebalanced <handed>`.
+//! - `spray <agent> <times> <target>...`: has agent `agent` (here) emit `add 1` to each target, `times` rounds,
+//!   then waits until this node sent them all on; prints `sprayed <agent> <count> <micros>`.
 //! - `settle`: waits until every signal this node's agents emitted for other nodes was sent on; prints `settled`.
 //!
 //! Signals pushed into an agent's inbox (by the test, or by another node) reach it on the node that holds it.
@@ -227,6 +229,20 @@ async fn main() {
                 }
                 Err(err) => say(&format!("nack rebalance {err}")),
             },
+            ["spray", agent, times, targets @ ..] => {
+                let id = AgentId::new(*agent).expect("an id");
+                let times: u64 = times.parse().expect("a count");
+                let spray = Signal::new("spray", json!({"to": targets, "times": times})).expect("a kind");
+                let started = std::time::Instant::now();
+                match node.runtime().call(&id, spray, CALL).await {
+                    Ok(_) => {
+                        node.sent_on().await;
+                        let count = times * targets.len() as u64;
+                        say(&format!("sprayed {agent} {count} {}", started.elapsed().as_micros()));
+                    }
+                    Err(err) => say(&format!("nack spray {err}")),
+                }
+            }
             ["settle"] => {
                 node.sent_on().await;
                 say("settled");
