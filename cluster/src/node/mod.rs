@@ -264,9 +264,10 @@ impl Node {
         // be given anything.
         let (noted, noting) = (given.clone(), afresh.clone());
         let builder = builder.before_restart(Arc::new(move |agent: &AgentId| {
-            let lost = noted.lock().unwrap_or_else(PoisonError::into_inner).get(agent).cloned().unwrap_or_default();
-            if !lost.is_empty() {
-                noting.lock().unwrap_or_else(PoisonError::into_inner).insert(agent.clone(), lost);
+            // Under `given`'s lock, which a delivery holds while it gives: none gives the new actor anything first.
+            let given = noted.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(lost) = given.get(agent).filter(|lost| !lost.is_empty()) {
+                noting.lock().unwrap_or_else(PoisonError::into_inner).insert(agent.clone(), lost.clone());
             }
         }));
         let fence = Fence::new(options.name.clone());
@@ -448,8 +449,9 @@ impl Node {
         }
         // One delivery at a time: what is waiting and what was given are read and changed together.
         let _one = self.delivering(agent).lock_owned().await;
-        // Restarted afresh: what its old actor lost is given again first (`give_again`).
-        if self.afresh.lock().unwrap_or_else(PoisonError::into_inner).contains_key(agent) {
+        // Handed over, lost, or restarted afresh (what its old actor lost is given again first: `give_again`)
+        // while this delivery waited.
+        if !self.holds(agent) {
             return Ok(0);
         }
         let waiting = self.inbox.waiting(agent, DELIVER_AT_ONCE).await?;
@@ -459,6 +461,10 @@ impl Node {
         }
         let (delivered, answers) = {
             let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
+            // Restarted afresh since it read what waits: nothing is given before what the old actor lost.
+            if self.afresh.lock().unwrap_or_else(PoisonError::into_inner).contains_key(agent) {
+                return Ok(0);
+            }
             let mine = given.entry(agent.clone()).or_default();
             // Those given before and no longer waiting were consumed: forgotten (unless the page was full, which
             // may not show them all).
@@ -634,15 +640,17 @@ impl Node {
                 self.holdings.forget(&agent);
                 self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
                 self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
-                self.delivering.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
+                self.forget_delivering(&agent);
                 tick.ended.push(agent);
             }
         }
         // Restarted afresh while this node missed the word: their lost signals are given again now.
         let afresh: Vec<AgentId> = self.afresh.lock().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect();
         for agent in afresh {
-            if self.give_again(&agent).await? {
-                tick.given_again.push(agent);
+            match self.give_again(&agent).await {
+                Ok(true) => tick.given_again.push(agent),
+                Ok(false) => {}
+                Err(err) => tracing::warn!(%agent, %err, "lost signals could not be given again; the next round tries"),
             }
         }
         self.deliver_waiting().await?;
@@ -668,6 +676,15 @@ impl Node {
         delivering.entry(agent.clone()).or_default().clone()
     }
 
+    /// Forgets the agent's delivery lock, unless a delivery has it (then it stays, so that no second one runs
+    /// beside it; it goes at the next forgetting).
+    fn forget_delivering(&self, agent: &AgentId) {
+        let mut delivering = self.delivering.lock().unwrap_or_else(PoisonError::into_inner);
+        if delivering.get(agent).is_some_and(|lock| Arc::strong_count(lock) == 1) {
+            delivering.remove(agent);
+        }
+    }
+
     /// The connection the agent's pushes from this node go through.
     pub(super) fn pusher(&self, agent: &AgentId) -> &Inbox {
         use std::hash::{Hash, Hasher};
@@ -676,46 +693,62 @@ impl Node {
         &self.pushers[(hasher.finish() % self.pushers.len() as u64) as usize]
     }
 
-    /// Whether this node holds the agent and takes what comes for it (not while it hands it over).
+    /// Whether this node holds the agent and takes what comes for it now: not while it hands it over, nor while
+    /// the signals its old actor lost (restarted afresh) wait to be given again; meanwhile what comes for it waits
+    /// in its inbox.
     pub(super) fn holds(&self, agent: &AgentId) -> bool {
         self.fence.epoch(agent).is_some()
             && !self.handing.lock().unwrap_or_else(PoisonError::into_inner).contains(agent)
+            && !self.afresh.lock().unwrap_or_else(PoisonError::into_inner).contains_key(agent)
     }
 
     /// Hands over to other nodes at most `max` of the agents this node holds that placement over the live nodes
     /// now gives to another node (one joined, say): nothing moves unless asked, and only agents with nothing
     /// going on. Each is put to sleep here (its state snapshotted, durable), stopped, and its lease let go, so the
     /// node placement names takes it at its next round and brings it back from the journal, asleep until
-    /// something comes for it. Meanwhile what comes for it through this node waits in its inbox for the new
-    /// holder. An agent with runs in flight, approvals pending or schedules armed stays
+    /// something comes for it. Meanwhile what comes for it through this node ([`Node::send`], [`Node::call`],
+    /// the wire) waits in its inbox for the new holder; an emit from an agent of this node that reaches it in
+    /// that moment may be lost (an emit is delivered at most once, as on one node). An agent with runs in flight, approvals pending or schedules armed stays
     /// ([`Rebalanced::busy`]): ask again later. Needs a durable journal (a node's always is).
     pub async fn rebalance(&self, max: usize) -> Result<Rebalanced, NodeError> {
         let nodes = self.owners.live_nodes().await?;
         let mut rebalanced = Rebalanced::default();
-        for (agent, epoch) in self.fence.held() {
+        for (agent, _) in self.fence.held() {
             if rebalanced.handed.len() >= max {
                 break;
             }
             if placement::place(&agent, &nodes).is_none_or(|node| node == self.options.name) {
                 continue;
             }
-            match self.hand_over(&agent, epoch).await? {
-                true => rebalanced.handed.push(agent),
-                false => rebalanced.busy.push(agent),
+            // Being started, brought back or restarted: not now.
+            let here = self.runtime.contains(&agent) || self.runtime.is_hibernating(&agent);
+            if self.holdings.is_spawning(&agent) || !here {
+                rebalanced.busy.push(agent);
+                continue;
+            }
+            match self.hand_over(&agent).await {
+                Ok(true) => rebalanced.handed.push(agent),
+                Ok(false) => rebalanced.busy.push(agent),
+                Err(err) => {
+                    tracing::warn!(%agent, %err, "an agent could not be handed over; it stays");
+                    rebalanced.busy.push(agent);
+                }
             }
         }
         Ok(rebalanced)
     }
 
     /// Hands one agent over (see [`Node::rebalance`]): whether it did (not when it is busy).
-    async fn hand_over(&self, agent: &AgentId, epoch: u64) -> Result<bool, NodeError> {
+    async fn hand_over(&self, agent: &AgentId) -> Result<bool, NodeError> {
         self.handing.lock().unwrap_or_else(PoisonError::into_inner).insert(agent.clone());
-        let handed = self.put_down(agent, epoch).await;
+        let handed = self.put_down(agent).await;
         self.handing.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         handed
     }
 
-    async fn put_down(&self, agent: &AgentId, epoch: u64) -> Result<bool, NodeError> {
+    async fn put_down(&self, agent: &AgentId) -> Result<bool, NodeError> {
+        // No delivery from its inbox meanwhile (one that waited finds it handed over).
+        let _one = self.delivering(agent).lock_owned().await;
         if !self.runtime.is_hibernating(agent) {
             match self.runtime.hibernate(agent).await {
                 Ok(()) => {}
@@ -729,13 +762,21 @@ impl Node {
         {
             return Ok(false);
         }
+        // The epoch it holds now (it may have been taken back at a newer one meanwhile).
+        let Some(epoch) = self.fence.epoch(agent) else { return Ok(false) };
         self.holdings.let_be(agent);
-        // Its copy here goes (what it would still write is refused: the journal keeps it as it slept).
-        let _ = self.runtime.stop_because(agent, "handed over to another node").await;
+        // Its copy here goes (what it would still write is refused: the journal keeps it as it slept), also if
+        // something thawed it meanwhile.
+        let reason = "handed over to another node";
+        let _ = self.runtime.stop_because(agent, reason).await;
+        if self.runtime.contains(agent) || self.runtime.is_hibernating(agent) {
+            let _ = self.runtime.stop_because(agent, reason).await;
+        }
         self.holdings.forget(agent);
         self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
-        self.delivering.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        drop(_one);
+        self.forget_delivering(agent);
         self.owners.let_go(&self.lease_of(agent.clone(), epoch)).await?;
         Ok(true)
     }
@@ -884,7 +925,7 @@ impl Node {
         self.holdings.let_be(agent);
         self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
-        self.delivering.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        self.forget_delivering(agent);
         tracing::warn!(%agent, node = %self.options.name, "this node lost the agent's lease and stops its copy");
         let reason = format!("node `{}` lost the agent's lease: another node holds it now", self.options.name);
         let _ = self.runtime.stop_because(agent, &reason).await;

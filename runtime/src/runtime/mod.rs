@@ -469,12 +469,16 @@ impl Runtime {
 
     /// [`Runtime::stop`], saying why in its `agent_stopped` event.
     pub async fn stop_because(&self, id: &AgentId, reason: &str) -> Result<(), RuntimeError> {
-        // A hibernating agent is ended where it sleeps.
-        if self.shared.directory.get(id).is_none() && self.shared.sleeping.remove(id).is_some() {
-            if let Some(durable) = self.shared.store.durable() {
-                durable.agent_ended(PEN, id);
+        // A hibernating agent is ended where it sleeps (after a thaw under way, which leaves it running: then it
+        // is stopped as a running agent is).
+        if self.shared.directory.get(id).is_none() && self.shared.sleeping.contains_key(id) {
+            let _no_thaw = self.shared.waking.lock().await;
+            if self.shared.directory.get(id).is_none() && self.shared.sleeping.remove(id).is_some() {
+                if let Some(durable) = self.shared.store.durable() {
+                    durable.agent_ended(PEN, id);
+                }
+                return Ok(());
             }
-            return Ok(());
         }
         let entry = self.shared.directory.get(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
         self.shared.stop_agent(&entry, reason.into());

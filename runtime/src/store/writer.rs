@@ -74,7 +74,11 @@ impl Op {
             Op::Alive(record) => Some(&record.agent),
             Op::Armed(schedule) => Some(&schedule.agent),
             Op::Refusal(refusal) => Some(&refusal.agent),
-            Op::Plan(..) | Op::Outcome(..) | Op::Job(_) | Op::Flush(_) => None,
+            Op::Job(JobWrite::Submitted(job)) => Some(&job.0.agent),
+            Op::Job(JobWrite::Changed(job)) => Some(&job.0.agent),
+            Op::Job(JobWrite::Told(agent, _)) => Some(agent),
+            // A run's plan or outcome: its agent is the pending run's (see `commit`).
+            Op::Plan(..) | Op::Outcome(..) | Op::Job(JobWrite::Purged(_)) | Op::Flush(_) => None,
         }
     }
 }
@@ -396,6 +400,8 @@ pub(crate) fn commit(
         && watch
     {
         touched.extend(batch.iter().filter_map(Op::agent).cloned());
+        // The agents of the runs it was to write (those held back from earlier commits too).
+        touched.extend(runs.by_agent.keys().cloned());
         db.failed(&touched, err);
     }
     batch.clear();
