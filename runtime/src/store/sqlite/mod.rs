@@ -227,7 +227,7 @@ impl SqliteStore {
 
     /// The runs matching `query`, in the order they were written, each with its idempotency key (`None` for a
     /// run journaled without a plan): for an audit of side effects against the keys they were sent with.
-    /// [`Store::query`] gives the same records without their keys.
+    /// [`Store::query`](super::Store::query) gives the same records without their keys.
     ///
     /// ```
     /// use agentry::store::{RunQuery, SqliteStore};
