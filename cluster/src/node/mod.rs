@@ -536,13 +536,34 @@ impl Node {
     /// journal, so stopping it changes nothing there: the node that holds the agent now has it.
     pub async fn step_down(&self, agent: &AgentId) {
         self.holdings.let_be(agent);
-        self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
-        self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
-        self.forget_delivering(agent);
         tracing::warn!(%agent, node = %self.options.name, "this node lost the agent's lease and stops its copy");
         let reason = format!("node `{}` lost the agent's lease: another node holds it now", self.options.name);
         let _ = self.runtime.stop_because(agent, &reason).await;
+        self.forget_agent(agent);
+    }
+
+    /// Forgets what this node keeps for an agent it no longer runs: that it ran it, what it gave it from its
+    /// inbox, what an old actor of it lost, and its delivery lock.
+    fn forget_agent(&self, agent: &AgentId) {
         self.holdings.forget(agent);
+        self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
+        self.forget_delivering(agent);
+    }
+
+    /// Stops this node's copy of an agent whose writes the journal refused or lost, and, when its lease is still
+    /// this node's (a commit failed, rather than another node taking it), takes it back from the journal; notes
+    /// both in `tick`.
+    async fn step_down_or_take_back(&self, agent: AgentId, tick: &mut Tick) {
+        self.step_down(&agent).await;
+        match self.take_back(&agent).await {
+            Ok(true) => tick.taken.push(agent.clone()),
+            Ok(false) => {}
+            Err(err) => {
+                tracing::warn!(%agent, %err, "an agent could not be taken back; its lease runs out, and a round of upkeep takes it")
+            }
+        }
+        tick.lost.push(agent);
     }
 
     /// Brings an agent whose copy this node stopped back from the journal, under a new epoch, if its lease is

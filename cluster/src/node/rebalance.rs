@@ -83,11 +83,8 @@ impl Node {
         if self.runtime.contains(agent) || self.runtime.is_hibernating(agent) {
             let _ = self.runtime.stop_because(agent, reason).await;
         }
-        self.holdings.forget(agent);
-        self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
-        self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         drop(_one);
-        self.forget_delivering(agent);
+        self.forget_agent(agent);
         self.owners.let_go(&self.lease_of(agent.clone(), epoch)).await?;
         Ok(true)
     }

@@ -79,10 +79,7 @@ impl Node {
                 self.holdings.let_be(&agent);
                 let lease = self.lease_of(agent.clone(), epoch);
                 self.owners.let_go(&lease).await?;
-                self.holdings.forget(&agent);
-                self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
-                self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
-                self.forget_delivering(&agent);
+                self.forget_agent(&agent);
                 tick.ended.push(agent);
             }
         }
@@ -246,14 +243,8 @@ impl Node {
                         match lost {
                             // Unless the node holds the agent again (it took it back, stopping that copy first).
                             Ok(agent) if node.fence.epoch(&agent).is_none() => {
-                                node.step_down(&agent).await;
-                                let mut tick = Tick { lost: vec![agent.clone()], ..Tick::default() };
-                                // A commit that failed (not a lease lost): the agent comes back from the journal.
-                                match node.take_back(&agent).await {
-                                    Ok(true) => tick.taken.push(agent),
-                                    Ok(false) => {}
-                                    Err(err) => tracing::warn!(%agent, %err, "an agent could not be taken back; a round of upkeep will see to it"),
-                                }
+                                let mut tick = Tick::default();
+                                node.step_down_or_take_back(agent, &mut tick).await;
                                 tick
                             }
                             Ok(_) => continue,
@@ -262,11 +253,7 @@ impl Node {
                                 let lost = node.holdings.not_held(|agent| node.runtime.contains(agent));
                                 let mut tick = Tick::default();
                                 for agent in lost {
-                                    node.step_down(&agent).await;
-                                    if let Ok(true) = node.take_back(&agent).await {
-                                        tick.taken.push(agent.clone());
-                                    }
-                                    tick.lost.push(agent);
+                                    node.step_down_or_take_back(agent, &mut tick).await;
                                 }
                                 tick
                             }

@@ -456,6 +456,13 @@ impl PgDatabase {
         Ok(reopened)
     }
 
+    /// Opens the connection again (its prepared statements go with it).
+    fn reopen(&mut self) -> Result<(), StoreError> {
+        self.connection.reopen()?;
+        self.statements.clear();
+        Ok(())
+    }
+
     /// Begins a transaction. The writer's connection is driven only while it writes, so one that dropped since
     /// the last commit is found out here, by failing to begin: opened again, and the transaction begun on the
     /// new one (nothing was sent yet).
@@ -465,8 +472,7 @@ impl PgDatabase {
         if runtime.block_on(client.batch_execute("BEGIN")).is_ok() {
             return Ok(());
         }
-        self.connection.reopen()?;
-        self.statements.clear();
+        self.reopen()?;
         let Connection { runtime, client, .. } = &self.connection;
         runtime.block_on(client.batch_execute("BEGIN")).map_err(database)
     }
