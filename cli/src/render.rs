@@ -15,6 +15,7 @@ pub fn event_line(event: &Event, json: bool) -> Option<String> {
         EventKind::AgentStopped { .. } => "stopped".to_owned(),
         EventKind::AgentHibernated => "fell asleep".to_owned(),
         EventKind::AgentThawed => "woke up".to_owned(),
+        EventKind::AgentRolledBack { reason } => format!("rolled back to the journal: {reason}"),
         EventKind::SkillMounted { skill, .. } => format!("mounted {skill}"),
         EventKind::SkillUnmounted { skill, .. } => format!("unmounted {skill}"),
         EventKind::SkillRefreshed { skill, added, removed } => {

@@ -29,6 +29,14 @@ pub enum EventKind {
     AgentHibernated,
     /// A hibernated agent was brought back from its snapshot.
     AgentThawed,
+    /// A commit of the agent's writes failed (the database went away, the disk filled up), so its state in
+    /// memory had gone past what the journal holds: its actor was stopped and it was brought back from the
+    /// journal, as a recovery after a crash does. What it did since its last kept write is undone; whoever
+    /// waited for those writes to be durable was told they were not kept.
+    AgentRolledBack {
+        /// Why.
+        reason: String,
+    },
     /// An agent was restarted: after a panic in its handler, from its last good state; or, after it ended and
     /// its restart policy started it again, afresh.
     AgentRestarted {

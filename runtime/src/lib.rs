@@ -32,6 +32,7 @@ pub mod pattern;
 pub mod policy;
 mod recovery;
 mod restart;
+mod rollback;
 mod run_life;
 pub(crate) mod runner;
 pub mod runtime;

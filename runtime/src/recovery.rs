@@ -234,29 +234,61 @@ pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<Recovery, RuntimeErr
     for chunk in awake.chunks(REVIVE_AT_ONCE) {
         let ids: Vec<AgentId> = chunk.iter().map(|a| a.agent.clone()).collect();
         let revivals = durable.revivals(&ids).map_err(|e| store_error(&system, e))?;
-        for (listed, revival) in chunk.iter().zip(revivals) {
-            let id = listed.agent.clone();
-            let reviver = shared.revivers.get(&listed.agent_type).map(|r| r.clone());
-            let revived = match (reviver, revival) {
-                (_, Err(err)) => Err(store_error(&id, err)),
-                (Some(revive), Ok(mut revival)) => match revival.record.take() {
-                    Some(record) => revive(shared.clone(), record, revival).await,
-                    // Ended since it was listed: nothing to bring back.
-                    None => continue,
-                },
-                (None, Ok(_)) => Err(RuntimeError::UnknownAgentType(listed.agent_type.clone())),
-            };
-            match revived {
-                Ok(replayed) => {
-                    recovery.replayed += replayed;
-                    recovery.agents.push(id);
-                }
-                Err(err) => {
-                    tracing::error!(agent = %id, %err, "an agent could not be brought back");
-                    recovery.failed.push((id, err));
-                }
-            }
+        for (id, revival) in ids.into_iter().zip(revivals) {
+            // One ended since it was listed: nothing to bring back.
+            let _ended = revive_read(shared, id, revival, &mut recovery).await;
         }
     }
     Ok(recovery)
+}
+
+/// Brings back these agents, which are not running, from what the journal holds of them, as a recovery does
+/// (awake, whether or not they were hibernating): returns what it brought back, and the agents the journal does
+/// not hold (never spawned in it, or ended).
+pub(crate) async fn revive_agents(
+    shared: &Arc<Shared>,
+    agents: &[AgentId],
+) -> Result<(Recovery, Vec<AgentId>), RuntimeError> {
+    let (mut recovery, mut absent) = (Recovery::default(), Vec::new());
+    let Some(durable) = shared.store.durable() else { return Ok((recovery, agents.to_vec())) };
+    for chunk in agents.chunks(REVIVE_AT_ONCE) {
+        let revivals = durable.revivals(chunk).map_err(|e| store_error(&chunk[0], e))?;
+        for (id, revival) in chunk.iter().zip(revivals) {
+            if !revive_read(shared, id.clone(), revival, &mut recovery).await {
+                absent.push(id.clone());
+            }
+        }
+    }
+    Ok((recovery, absent))
+}
+
+/// Brings back one agent from what was read of it, noting it in `recovery`: false if the journal does not hold
+/// it (nothing to bring back).
+async fn revive_read(
+    shared: &Arc<Shared>,
+    id: AgentId,
+    revival: Result<Revival, crate::store::StoreError>,
+    recovery: &mut Recovery,
+) -> bool {
+    let revived = match revival {
+        Err(err) => Err(store_error(&id, err)),
+        Ok(mut revival) => match revival.record.take() {
+            Some(record) => match shared.revivers.get(&record.agent_type).map(|r| r.clone()) {
+                Some(revive) => revive(shared.clone(), record, revival).await,
+                None => Err(RuntimeError::UnknownAgentType(record.agent_type)),
+            },
+            None => return false,
+        },
+    };
+    match revived {
+        Ok(replayed) => {
+            recovery.replayed += replayed;
+            recovery.agents.push(id);
+        }
+        Err(err) => {
+            tracing::error!(agent = %id, %err, "an agent could not be brought back");
+            recovery.failed.push((id, err));
+        }
+    }
+    true
 }

@@ -183,6 +183,8 @@ pub(crate) enum Exit {
     GaveUp(Box<str>),
     /// Hibernated: it is not gone, and a signal thaws it.
     Hibernated,
+    /// Stopped to be brought back from the journal, which a failed commit left behind it: not gone either.
+    RolledBack,
 }
 
 impl Exit {
@@ -192,6 +194,7 @@ impl Exit {
             Exit::Requested(reason) | Exit::Normal(reason) | Exit::GaveUp(reason) => reason,
             Exit::Unknown => "stopped",
             Exit::Hibernated => "hibernated",
+            Exit::RolledBack => "rolled back to what the journal holds",
         }
     }
 }

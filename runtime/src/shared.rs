@@ -54,6 +54,9 @@ pub(crate) struct Shared {
     pub hibernate_after: Option<std::time::Duration>,
     /// The task that asks idle agents to hibernate, started with the first agent.
     pub sweeper: std::sync::OnceLock<()>,
+    /// The task that brings back from the journal the agents a failed commit left ahead of it, started with the
+    /// first agent (see `rollback.rs`).
+    pub rollback: std::sync::OnceLock<()>,
     /// Where signals for agents this runtime does not run, and for topics, go besides (a cluster's node).
     pub elsewhere: Option<crate::elsewhere::ElsewhereHook>,
     /// What is asked before a new agent starts (a cluster's node, which takes its lease), if anything.

@@ -84,7 +84,9 @@ fn clean_up(shared: &Shared, child: &Child, cell: ractor::ActorId, why: &str) {
 
 /// Restarts an agent whose exit its policy restarts, else tells its parent and the event stream it stopped.
 async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
-    if child.exit == Exit::Hibernated && failure.is_none() {
+    // Not gone: a sleeper thaws when a signal comes, and an agent rolled back is brought back from the journal
+    // (by the runtime's `rollback`, which stopped it; a failure meanwhile changes nothing).
+    if (child.exit == Exit::Hibernated && failure.is_none()) || child.exit == Exit::RolledBack {
         return;
     }
     let restart = matches!(

@@ -76,6 +76,15 @@ impl Durable for Noting {
     fn flushed(&self) -> Flushed {
         self.journal.flushed()
     }
+    fn flushed_for(&self, agent: &AgentId) -> Flushed {
+        self.journal.flushed_for(agent)
+    }
+    fn fallen_behind(&self, pen: &JournalPen) -> Option<tokio::sync::mpsc::UnboundedReceiver<AgentId>> {
+        self.journal.fallen_behind(pen)
+    }
+    fn caught_up(&self, pen: &JournalPen, agent: &AgentId) {
+        self.journal.caught_up(pen, agent);
+    }
     fn append_input(&self, pen: &JournalPen, agent: &AgentId, seq: u64, signal: &Signal) {
         self.journal.append_input(pen, agent, seq, signal);
     }

@@ -221,3 +221,64 @@ async fn an_action_with_side_effects_of_an_agent_whose_lease_is_gone_never_start
     assert!(message.contains("it was not started"), "{message}");
     assert_eq!(sent.load(Ordering::SeqCst), 1, "the stale copy sent a mail");
 }
+
+/// A runtime alone on PostgreSQL (no cluster): a commit of an agent's input fails (its session is ended while it
+/// waits on a lock the test holds) after the agent applied the signal in memory. Whoever waits for the write
+/// hears it was not kept, and the agent is rolled back to what the journal holds (`agent_rolled_back`), so it
+/// never builds on what the journal lost: it goes on from there, and a restart finds exactly what it showed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_alone_rolls_an_agent_whose_commit_failed_back_to_the_journal() {
+    use agentry::events::EventKind;
+    let Some(postgres) = agentry_tests::postgres::or_skip("postgres_store_rollback") else { return };
+    let url = postgres.url();
+    let open = || async {
+        let store = PostgresStore::connect(&url).expect("the journal connects");
+        Runtime::builder().agent::<Tally>().expect("registers").store(Arc::new(store)).open().await.expect("opens")
+    };
+    let add = |n: u64| Signal::new("add", json!(n)).expect("a kind");
+    let id = AgentId::new("t").expect("an id");
+    let (runtime, _) = open().await;
+    let mut events = runtime.events();
+    let opts = SpawnOptions { id: Some(id.clone()), ..SpawnOptions::default() };
+    let t = runtime.spawn(Tally::default(), opts).await.expect("spawned");
+    t.call(add(1), Duration::from_secs(10)).await.expect("added");
+    let durable = runtime.store().durable().expect("durable");
+    durable.flushed_for(&id).await.expect("kept");
+
+    // The next commit of t's inputs waits on the test's lock; its session is ended while it waits.
+    let (mut test, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    let lock = test.transaction().await.expect("a transaction");
+    lock.batch_execute("LOCK TABLE agentry_input_batches IN ACCESS EXCLUSIVE MODE").await.expect("locked");
+    t.send(add(2)).expect("sent");
+    let applied = t.state().await.expect("its state").domain.applied;
+    assert_eq!(applied, vec![1, 2], "applied in memory before the commit");
+    let kept = durable.flushed_for(&id);
+    let (watcher, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    let waiting = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                   WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()";
+    while watcher.query(waiting, &[]).await.expect("the waiting session").is_empty() {
+        tokio::task::yield_now().await;
+    }
+    lock.rollback().await.expect("unlocked");
+    assert!(kept.await.is_err(), "a write whose commit failed was reported kept");
+
+    let event = agentry_tests::wait_for(&mut events, |e| {
+        e.agent == id && matches!(e.kind, EventKind::AgentRolledBack { .. } | EventKind::AgentStopped { .. })
+    })
+    .await;
+    assert!(matches!(event.kind, EventKind::AgentRolledBack { .. }), "{event:?}");
+    let t = runtime.get::<Tally>(&id).expect("t runs again");
+    assert_eq!(t.state().await.expect("its state").domain.applied, vec![1], "the copy ahead of the journal is gone");
+    t.call(add(3), Duration::from_secs(10)).await.expect("added");
+    assert_eq!(t.state().await.expect("its state").domain.applied, vec![1, 3]);
+    durable.flushed_for(&id).await.expect("kept again");
+
+    runtime.shutdown(Duration::from_secs(1)).await;
+    drop(runtime);
+    let (runtime, recovery) = open().await;
+    assert_eq!(recovery.agents, vec![id.clone()], "{recovery:?}");
+    let t = runtime.get::<Tally>(&id).expect("t came back");
+    assert_eq!(t.state().await.expect("its state").domain.applied, vec![1, 3], "the journal holds what t showed");
+}

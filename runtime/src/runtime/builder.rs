@@ -239,6 +239,7 @@ impl RuntimeBuilder {
             waking: tokio::sync::Mutex::new(()),
             hibernate_after: self.hibernate_after,
             sweeper: std::sync::OnceLock::new(),
+            rollback: std::sync::OnceLock::new(),
             elsewhere: self.elsewhere,
             claim: self.claim,
             before_restart: self.before_restart,

@@ -459,6 +459,7 @@ impl Runtime {
     /// whose time passed fires at once, or is skipped if it was made with `skip_if_missed`. Agents of a type not
     /// registered with [`RuntimeBuilder::agent`] stay in the store and are listed in [`Recovery::failed`].
     pub async fn recover(&self) -> Result<Recovery, RuntimeError> {
+        crate::rollback::start(&self.shared);
         crate::recovery::recover(&self.shared).await
     }
 

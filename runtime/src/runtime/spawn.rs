@@ -26,6 +26,7 @@ fn spawn_supervised<A: Agent>(
     restart: bool,
 ) -> Pin<Box<dyn Future<Output = Result<AgentRef<A>, RuntimeError>> + Send + '_>> {
     Box::pin(async move {
+        crate::rollback::start(shared);
         let id = opts.id.clone().unwrap_or_else(AgentId::random);
         if shared.directory.get(&id).is_some() || shared.sleeping.contains_key(&id) {
             return Err(RuntimeError::AlreadyExists(id.to_string()));

@@ -151,7 +151,7 @@ impl<A: Agent> ServerState<A> {
             .children
             .get(&self.myself.get_id())
             .map(|child| child.exit.clone())
-            .filter(|exit| matches!(exit, Exit::Requested(_)));
+            .filter(|exit| matches!(exit, Exit::Requested(_) | Exit::RolledBack));
         let exit = match requested {
             Some(requested) => requested,
             None if self.exit == Exit::Unknown => Exit::Requested("stopped".into()),
@@ -163,10 +163,12 @@ impl<A: Agent> ServerState<A> {
         let restarts = match &exit {
             Exit::Requested(_) => false,
             Exit::Normal(_) => self.again.restart.mode == crate::restart::RestartMode::Permanent,
-            Exit::GaveUp(_) | Exit::Hibernated => false,
+            Exit::GaveUp(_) | Exit::Hibernated | Exit::RolledBack => false,
             Exit::Unknown => self.again.restart.mode != crate::restart::RestartMode::Never,
         };
-        if entry.is_some() {
+        // An agent rolled back writes nothing more (the journal would not keep it): it comes back from there.
+        let rolled_back = exit == Exit::RolledBack;
+        if entry.is_some() && !rolled_back {
             self.keep_or_forget(!shutting_down && !restarts);
         }
         if let Some(mut child) = self.shared.children.get_mut(&self.myself.get_id()) {
@@ -176,8 +178,9 @@ impl<A: Agent> ServerState<A> {
         if entry.is_none() {
             return;
         }
-        // A runtime shutting down leaves its jobs to the journal, which the next recovery settles.
-        if shutting_down {
+        // A runtime shutting down leaves its jobs to the journal, which the next recovery settles; so does an
+        // agent rolled back, brought back from there at once.
+        if shutting_down || rolled_back {
             self.shared.jobs.abandon_agent(&id);
             return;
         }

@@ -239,6 +239,19 @@ pub trait Durable: Send + Sync + 'static {
         let _ = agent;
         self.flushed()
     }
+    /// The agents a failed commit leaves ahead of the journal (see [`Durable::caught_up`]): given once, to the
+    /// runtime, which brings each back from the journal. `None` for a journal whose commits cannot fail, or
+    /// once taken. A store that wraps another must pass this and [`Durable::caught_up`] on, or those agents
+    /// are never brought back and their writes stay held back.
+    fn fallen_behind(&self, pen: &JournalPen) -> Option<tokio::sync::mpsc::UnboundedReceiver<AgentId>> {
+        let _ = pen;
+        None
+    }
+    /// An agent that fell behind was brought back from the journal: its writes, held back since its commit
+    /// failed (so that its input log has no hole), are kept again from here on.
+    fn caught_up(&self, pen: &JournalPen, agent: &AgentId) {
+        let _ = (pen, agent);
+    }
     /// Logs the input an agent's `step` consumed as number `seq` (1, 2, 3, ... per agent).
     fn append_input(&self, pen: &JournalPen, agent: &AgentId, seq: u64, signal: &Signal);
     /// Replaces the agent's snapshot.

@@ -12,6 +12,7 @@
 //! without reading the database. An ended run is only in the database (keeping ended runs in memory as well
 //! cost a tenth of a durable run's time), so an update to it, or a `get` of it, reads the database.
 
+use super::behind::Behind;
 use super::durable::{AgentRecord, AliveAgent, Flushed, PlanParts, Revival, RunPlan, ScheduleRecord, Snapshot};
 use super::job_log::JobWrite;
 use super::tables::Database;
@@ -61,6 +62,9 @@ pub(crate) struct Journal<R> {
     /// that finds the second behind the first waits for a flush.
     sent: AtomicU64,
     committed: Arc<AtomicU64>,
+    /// Where the writer tells of agents a failed commit left ahead of the journal: taken by the runtime, which
+    /// brings them back (see `behind.rs`).
+    behind: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<AgentId>>>,
 }
 
 impl<R: Reads> Journal<R> {
@@ -78,11 +82,13 @@ impl<R: Reads> Journal<R> {
         let counted = committed.clone();
         let texts = Arc::new(Texts::default());
         let spare = texts.clone();
+        let (tell, behind) = tokio::sync::mpsc::unbounded_channel();
         let writer = std::thread::Builder::new()
             .name("agentry-journal".to_owned())
-            .spawn(move || write_loop(&mut open(), queue, keep_inputs, &counted, &spare))
+            .spawn(move || write_loop(&mut open(), queue, keep_inputs, &counted, &spare, &mut Behind::new(tell)))
             .map_err(|e| StoreError::Database(format!("the journal's writer thread could not start: {e}")))?;
-        Ok(Self { live, texts, writes, writer: Some(writer), reads, sent: AtomicU64::new(0), committed })
+        let behind = std::sync::Mutex::new(Some(behind));
+        Ok(Self { live, texts, writes, writer: Some(writer), reads, sent: AtomicU64::new(0), committed, behind })
     }
 
     /// The reads, once every write sent before this call is committed (at once, when none is pending).
@@ -113,7 +119,7 @@ impl<R: Reads> Journal<R> {
     /// Queues a write; waits while the queue is full.
     fn send(&self, op: Op) {
         // Counted before it is queued: a write the writer has received was counted.
-        if !matches!(op, Op::Flush(_)) {
+        if op.is_write() {
             self.sent.fetch_add(1, Ordering::SeqCst);
         }
         // The writer lives as long as this journal; a send fails only if it panicked, which it logs.
@@ -238,6 +244,17 @@ impl<R: Reads> Journal<R> {
         flushed
     }
 
+    /// The agents a failed commit leaves ahead of the journal, as the writer finds them (once: the runtime
+    /// takes them).
+    pub(crate) fn fallen_behind(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<AgentId>> {
+        self.behind.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+
+    /// `agent`, fallen behind, was brought back from the journal: its writes are kept again from here on.
+    pub(crate) fn caught_up(&self, agent: &AgentId) {
+        self.send(Op::Caught(agent.clone()));
+    }
+
     pub(crate) fn append_input(&self, agent: &AgentId, seq: u64, signal: &Signal) {
         let given = signal.outcome().filter(|r| !r.awaiting_approval()).map(|r| r.run_id);
         self.send(Op::Input(agent.clone(), seq, self.texts.signal(signal), given, signal.id()));
@@ -354,6 +371,17 @@ macro_rules! journal_store {
 
             fn flushed_for(&self, agent: &$crate::id::AgentId) -> $crate::store::Flushed {
                 self.journal.flushed_for(agent)
+            }
+
+            fn fallen_behind(
+                &self,
+                _: &$crate::store::JournalPen,
+            ) -> Option<::tokio::sync::mpsc::UnboundedReceiver<$crate::id::AgentId>> {
+                self.journal.fallen_behind()
+            }
+
+            fn caught_up(&self, _: &$crate::store::JournalPen, agent: &$crate::id::AgentId) {
+                self.journal.caught_up(agent)
             }
 
             fn append_input(

@@ -1,6 +1,7 @@
 //! The execution journal: a record of every action run, queryable by agent, action and status.
 
 mod agent_rows;
+mod behind;
 mod checkpoint;
 mod compact;
 mod draft;

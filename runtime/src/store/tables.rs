@@ -125,14 +125,12 @@ pub(crate) trait Database {
     fn batches_ended_runs(&self) -> bool {
         true
     }
-    /// Whether the database is to be told whose writes a failed commit lost ([`Database::failed`]).
-    fn watches_failures(&self) -> bool {
-        false
-    }
     /// A commit failed (or could not begin): `agents`' writes in it are lost, and their agents in memory may be
-    /// ahead of the journal.
-    fn failed(&mut self, agents: &std::collections::BTreeSet<AgentId>, error: &StoreError) {
+    /// ahead of the journal. Whether the database's owner brings them back from the journal itself (a cluster
+    /// node does); if not, the writer holds their writes back until the runtime has (see `behind.rs`).
+    fn failed(&mut self, agents: &[AgentId], error: &StoreError) -> bool {
         let _ = (agents, error);
+        false
     }
     /// Whether this journal still writes for `agent`: not when it shares the database with other nodes and
     /// refuses the writes of an agent whose lease this node no longer holds.

@@ -3,6 +3,7 @@
 //! plan) is made here, the same for every store; a store's [`Database`] and [`Tables`] only say how its
 //! database takes it.
 
+use super::behind::Behind;
 use super::draft::ShortText;
 use super::durable::{AgentRecord, PlanParts, RunPlan, ScheduleRecord, Snapshot};
 use super::input_log::InputBatches;
@@ -62,11 +63,19 @@ pub(crate) enum Op {
     Job(JobWrite),
     /// Answered once every write sent before it is committed.
     Flush(Waiter),
+    /// The runtime brought this agent back from the journal after a failed commit left it ahead: its writes
+    /// are no longer held back (see `behind.rs`). Not a write.
+    Caught(AgentId),
 }
 
 impl Op {
+    /// Whether it is a write (counted as sent and committed), rather than a request to the writer.
+    pub(crate) fn is_write(&self) -> bool {
+        !matches!(self, Op::Flush(_) | Op::Caught(_))
+    }
+
     /// The agent whose rows the write changes, where it names one.
-    fn agent(&self) -> Option<&AgentId> {
+    pub(crate) fn agent(&self) -> Option<&AgentId> {
         match self {
             Op::Run(row) => Some(row.draft.agent()),
             Op::Input(agent, ..) | Op::KeptInput(agent, ..) | Op::Ended(agent) | Op::Cleared(agent, _) => Some(agent),
@@ -78,7 +87,7 @@ impl Op {
             Op::Job(JobWrite::Changed(job)) => Some(&job.0.agent),
             Op::Job(JobWrite::Told(agent, _)) => Some(agent),
             // A run's plan or outcome: its agent is the pending run's (see `commit`).
-            Op::Plan(..) | Op::Outcome(..) | Op::Job(JobWrite::Purged(_)) | Op::Flush(_) => None,
+            Op::Plan(..) | Op::Outcome(..) | Op::Job(JobWrite::Purged(_)) | Op::Flush(_) | Op::Caught(_) => None,
         }
     }
 }
@@ -264,6 +273,7 @@ pub(crate) fn write_loop(
     keep_inputs: bool,
     committed: &AtomicU64,
     texts: &Texts,
+    behind: &mut Behind,
 ) {
     // Kept from batch to batch, so a batch does not grow a new vector each time.
     let mut batch: Vec<Op> = Vec::with_capacity(BATCH);
@@ -312,38 +322,44 @@ pub(crate) fn write_loop(
                 }
             }
         }
-        commit(db, &mut batch, (&mut runs, &mut inputs), (&mut spent, texts), keep_inputs, committed);
+        commit(db, &mut batch, (&mut runs, &mut inputs, behind), (&mut spent, texts), keep_inputs, committed);
         db.committed();
         texts.give_back(&mut spent);
     }
     // The last writes: nothing is held back any more.
     batch.push(Op::Flush(Waiter::Nobody));
-    commit(db, &mut batch, (&mut runs, &mut inputs), (&mut spent, texts), keep_inputs, committed);
+    commit(db, &mut batch, (&mut runs, &mut inputs, behind), (&mut spent, texts), keep_inputs, committed);
 }
 
 /// Applies `batch` in one transaction, then answers its flushes. A flush anywhere in it writes every run held
 /// back; without one, ended runs whose outcome the agent has not consumed yet may be held back for the next.
+/// The writes of agents a failed commit left ahead of the journal are held back (see [`Behind`]).
 pub(crate) fn commit(
     db: &mut dyn Database,
     batch: &mut Vec<Op>,
-    (runs, inputs): (&mut Runs, &mut InputBatches),
+    (runs, inputs, behind): (&mut Runs, &mut InputBatches, &mut Behind),
     (spent, texts): (&mut Vec<Vec<u8>>, &Texts),
     keep_inputs: bool,
     committed: &AtomicU64,
 ) {
     let mut flushed = Vec::new();
-    let writes = batch.iter().filter(|op| !matches!(op, Op::Flush(_))).count() as u64;
+    // Writes held back count as committed too: they never will be, and reads must not wait for them.
+    let writes = batch.iter().filter(|op| op.is_write()).count() as u64;
+    behind.hold_back(batch);
     let held_before = runs.held_writes();
-    // The agents the batch writes for, for a database that is told whose writes a failed commit lost.
-    let watch = db.watches_failures();
-    let mut touched: std::collections::BTreeSet<AgentId> = std::collections::BTreeSet::new();
+    // The agents the batch writes for, in case it fails (an agent's writes usually come one after another).
+    let mut touched: Vec<AgentId> = Vec::new();
     let outcome = db.transaction(&mut |tx: &mut dyn Tables| {
         for op in batch.drain(..) {
-            if watch && let Some(agent) = op.agent() {
-                touched.insert(agent.clone());
+            if let Some(agent) = op.agent()
+                && touched.last() != Some(agent)
+            {
+                touched.push(agent.clone());
             }
             match op {
                 Op::Flush(done) => flushed.push(done),
+                // Taken out by `hold_back`.
+                Op::Caught(_) => {}
                 Op::Run(row) => runs.record(row, texts, spent),
                 Op::Plan(run, plan) => {
                     let pending = runs.entry(run);
@@ -396,13 +412,16 @@ pub(crate) fn commit(
         runs.write(tx, (spent, texts), !flushed.is_empty())
     });
     // A batch that failed leaves what it did not get to in `batch`: dropped with it, like the runs it held.
-    if let Err(err) = &outcome
-        && watch
-    {
+    if let Err(err) = &outcome {
         touched.extend(batch.iter().filter_map(Op::agent).cloned());
         // The agents of the runs it was to write (those held back from earlier commits too).
         touched.extend(runs.by_agent.keys().cloned());
-        db.failed(&touched, err);
+        touched.sort_unstable();
+        touched.dedup();
+        // Brought back by the database's owner (a node), or held back here until the runtime brings them back.
+        if !db.failed(&touched, err) {
+            behind.fell(touched);
+        }
     }
     batch.clear();
     if outcome.is_err() {
@@ -793,7 +812,13 @@ pub(crate) fn apply(
         Op::Refusal(refusal) => db.refusal(&refusal)?,
         Op::Job(write) => db.job(&write)?,
         // The writer handles these itself.
-        Op::Flush(_) | Op::Run(_) | Op::Plan(..) | Op::Outcome(..) | Op::Input(..) | Op::KeptInput(..) => {}
+        Op::Flush(_)
+        | Op::Caught(_)
+        | Op::Run(_)
+        | Op::Plan(..)
+        | Op::Outcome(..)
+        | Op::Input(..)
+        | Op::KeptInput(..) => {}
     }
     Ok(())
 }

@@ -498,17 +498,13 @@ impl Database for PgDatabase {
         runtime.block_on(super::open_runs(client))
     }
 
-    /// A node's journal (fenced) reports the agents of a commit that failed.
-    fn watches_failures(&self) -> bool {
-        self.fence.is_some()
-    }
-
     /// The agents of a commit that failed (the connection dropped during it, or it could not begin) may have
-    /// gone past what the journal holds: reported, so that the node brings them back from it.
-    fn failed(&mut self, agents: &BTreeSet<AgentId>, error: &StoreError) {
-        if let Some(fence) = &self.fence {
-            agents.iter().for_each(|agent| fence.unsure(agent, error));
-        }
+    /// gone past what the journal holds: a node's journal (fenced) reports them, and the node brings them back
+    /// from it.
+    fn failed(&mut self, agents: &[AgentId], error: &StoreError) -> bool {
+        let Some(fence) = &self.fence else { return false };
+        agents.iter().for_each(|agent| fence.unsure(agent, error));
+        true
     }
 
     /// A node's journal (fenced) writes for the agents whose leases the node holds.

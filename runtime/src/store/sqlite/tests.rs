@@ -4,6 +4,7 @@ use super::*;
 use crate::action::RunKey;
 use crate::id::ActionId;
 use crate::store::PEN;
+use crate::store::behind::Behind;
 use crate::store::durable::{Durable, PlanParts, RunPlan};
 use crate::store::input_log::InputBatches;
 use crate::store::tables::json;
@@ -484,8 +485,9 @@ impl Writer {
         let (mut batch, mut spent, texts) = (ops, Vec::new(), Texts::default());
         let mut inputs = InputBatches::default();
         let (runs, inputs) = (&mut self.runs, &mut inputs);
+        let mut behind = Behind::new(tokio::sync::mpsc::unbounded_channel().0);
         let mut db = TestDatabase(&mut self.db);
-        commit(&mut db, &mut batch, (runs, inputs), (&mut spent, &texts), false, &self.committed);
+        commit(&mut db, &mut batch, (runs, inputs, &mut behind), (&mut spent, &texts), false, &self.committed);
     }
 
     fn committed(&self) -> u64 {
