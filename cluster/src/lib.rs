@@ -14,7 +14,7 @@ pub mod owners;
 pub mod placement;
 pub mod wire;
 
-pub use inbox::{Heard, Inbox, InboxError, Listener, Pushed, Waiting, listen};
+pub use inbox::{Heard, Inbox, InboxError, Listener, Pushed, Pusher, Waiting, listen};
 pub use node::{ClusterRef, Node, NodeError, NodeOptions, Rebalanced, Sent, Tick};
 pub use owners::{Heartbeat, Lease, LeaseError, Owners, fence};
 pub use wire::{Wire, WireError, WireEvent, WireOptions, WireTls};

@@ -109,3 +109,70 @@ async fn racing_pushes_never_go_past_the_limit() {
     let inbox = Inbox::connect(&postgres.url(), 20).await.expect("the inbox");
     assert_eq!(inbox.len(&id).await.expect("counted"), 20);
 }
+
+/// A `Pusher` keeps the pushes that arrive together in one commit, and each still gets its own answer, in the
+/// order pushed: kept, a duplicate (of one kept earlier in the same commit too), or refused because the agent's
+/// inbox is full. Its first commit is held up by a lock the test takes, so the others all wait and go in the
+/// next; the rows' transaction ids (`xmin`) show how many commits kept them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pusher_keeps_pushes_that_arrive_together_in_one_commit_each_with_its_own_answer() {
+    use agentry_cluster::Pusher;
+    let Some(postgres) = agentry_tests::postgres::or_skip("cluster_inbox_batches") else { return };
+    let url = postgres.url();
+    let pusher = std::sync::Arc::new(Pusher::connect(&url, 3).await.expect("the pusher"));
+    let (a, b) = (AgentId::new("a").expect("an id"), AgentId::new("b").expect("an id"));
+    let ping = |n: u32| Signal::new("ping", json!({ "n": n })).expect("a signal");
+    let (s1, s2, s3, s4, s5, t1, t2) = (ping(1), ping(2), ping(3), ping(4), ping(5), ping(6), ping(7));
+    let pushes = [
+        (a.clone(), s1.clone()),
+        (a.clone(), s2),
+        (a.clone(), s1),
+        (b.clone(), t1),
+        (a.clone(), s3),
+        (a.clone(), s4),
+        (b.clone(), t2),
+        (a.clone(), s5),
+    ];
+
+    let (mut test, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    let lock = test.transaction().await.expect("a transaction");
+    lock.batch_execute("LOCK TABLE agentry_inbox IN ACCESS EXCLUSIVE MODE").await.expect("locked");
+    let pushing = tokio::spawn({
+        let pusher = pusher.clone();
+        async move {
+            let each = pushes.iter().map(|(agent, signal)| pusher.push(agent, signal));
+            futures_util::future::join_all(each).await
+        }
+    });
+    let (watcher, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    let waiting = "SELECT pid FROM pg_stat_activity
+                   WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()";
+    while watcher.query(waiting, &[]).await.expect("the waiting session").is_empty() {
+        tokio::task::yield_now().await;
+    }
+    lock.rollback().await.expect("unlocked");
+    let answers: Vec<String> = pushing
+        .await
+        .expect("pushed")
+        .into_iter()
+        .map(|answer| match answer {
+            Ok(Pushed::Kept) => "kept".to_owned(),
+            Ok(Pushed::Duplicate) => "duplicate".to_owned(),
+            Err(InboxError::Full { agent, limit: 3 }) => format!("{agent} full"),
+            Err(other) => panic!("{other}"),
+        })
+        .collect();
+    assert_eq!(answers, ["kept", "kept", "duplicate", "kept", "kept", "a full", "kept", "a full"]);
+
+    let commits = watcher
+        .query_one("SELECT count(DISTINCT xmin::text) FROM agentry_inbox", &[])
+        .await
+        .expect("counted")
+        .get::<_, i64>(0);
+    assert!(commits <= 2, "5 pushes kept in {commits} commits: those that waited went in one");
+    let inbox = Inbox::connect(&url, 3).await.expect("the inbox");
+    assert_eq!(inbox.len(&a).await.expect("counted"), 3);
+    assert_eq!(inbox.len(&b).await.expect("counted"), 2);
+}

@@ -170,7 +170,7 @@ impl Node {
     }
 
     /// The connection the agent's pushes from this node go through.
-    pub(super) fn pusher(&self, agent: &AgentId) -> &Inbox {
+    pub(super) fn pusher(&self, agent: &AgentId) -> &crate::inbox::Pusher {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::hash::DefaultHasher::new();
         agent.as_str().hash(&mut hasher);

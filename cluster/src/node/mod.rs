@@ -42,7 +42,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use uuid::Uuid;
 
-/// How many connections a node pushes into inboxes through (side by side, each agent's through one).
+/// How many connections a node pushes into inboxes through (side by side, each agent's through one; each
+/// commits the pushes that arrive together at once).
 const PUSH_CONNECTIONS: usize = 4;
 /// How many waiting signals a node gives an agent at a time.
 const DELIVER_AT_ONCE: u32 = 256;
@@ -185,7 +186,7 @@ pub struct Node {
     inbox: Inbox,
     /// The inbox's connections for pushes, each agent's always through the same one (so its pushes from this
     /// node keep their order), several agents' side by side.
-    pushers: Vec<Inbox>,
+    pushers: Vec<crate::inbox::Pusher>,
     /// Per agent, the waiting signals this process gave it that its journal has not marked consumed yet (so they
     /// are not given twice while that commit is on its way).
     given: Given,
@@ -251,7 +252,7 @@ impl Node {
         let inbox = Inbox::connect(&options.url, options.inbox_limit).await?;
         let mut pushers = Vec::with_capacity(PUSH_CONNECTIONS);
         for _ in 0..PUSH_CONNECTIONS {
-            pushers.push(Inbox::connect(&options.url, options.inbox_limit).await?);
+            pushers.push(crate::inbox::Pusher::connect(&options.url, options.inbox_limit).await?);
         }
         let replies = Arc::new(Inbox::connect(&options.url, options.inbox_limit).await?);
         let (given, afresh) = (Given::default(), Given::default());

@@ -12,12 +12,16 @@
 //! Whatever a peer can make the inbox keep has a limit: an agent's inbox holds at most its `limit` signals
 //! waiting, and a push past it is refused with [`InboxError::Full`].
 
+mod push;
+
 use crate::db::Db;
 use crate::owners::{Lease, LeaseError, fence};
 use agentry::id::AgentId;
 use agentry::signal::Signal;
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
+
+pub use push::Pusher;
 
 /// Whether a node may relay this signal to an agent of another node (over the wire, or through the agent's
 /// inbox): its agents' own signals, and a child's end from that child. The runtime's other kinds (a run's
@@ -82,6 +86,12 @@ pub enum InboxError {
     /// The database failed or refused.
     #[error("PostgreSQL: {0}")]
     Database(#[from] tokio_postgres::Error),
+    /// The commit of the batch of pushes this one was in failed (none of them was kept).
+    #[error("a batch of inbox pushes was not kept: {message}")]
+    Batch {
+        /// Why.
+        message: String,
+    },
 }
 
 /// What a push did.
@@ -139,58 +149,10 @@ impl Inbox {
         relayed: bool,
         notify: bool,
     ) -> Result<Pushed, InboxError> {
-        // Refused here, as the runtime would refuse it at delivery, rather than kept to block the agent's inbox.
-        let forged = match relayed {
-            true => !relayable(signal),
-            false => {
-                agentry::kinds::is_reserved(signal.kind().as_str())
-                    || agentry::kinds::is_runtime_source(signal.source())
-            }
-        };
-        if forged {
-            return Err(InboxError::Forged {
-                kind: signal.kind().to_string(),
-                source_name: signal.source().to_owned(),
-            });
-        }
-        let body = serde_json::to_string(signal).map_err(|e| InboxError::Corrupt {
-            agent: agent.clone(),
-            message: format!("the signal does not serialize: {e}"),
-        })?;
+        let push = push::Push::new(agent, signal, caller, relayed, notify)?;
         let mut client = self.db.alone().await?;
-        let tx = client.transaction().await?;
-        // Pushes for one agent, one at a time: the count and the insert see the same inbox. The lock is taken
-        // in a statement of its own (the next one's snapshot, taken once it has the lock, sees the pushes that
-        // held it before), sent with the next without waiting in between (pipelined: one round trip for both).
-        let (name, id, limit) = (agent.as_str(), signal.id(), i64::from(self.limit));
-        type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
-        let lock_params: [Param<'_>; 1] = [&name];
-        let push_params: [Param<'_>; 8] = [&name, &id, &body, &caller, &relayed, &limit, &CHANNEL, &notify];
-        let lock = tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &lock_params);
-        let push = tx.query_one(
-            "WITH held AS (SELECT count(*) AS n FROM agentry_inbox WHERE agent = $1 AND consumed IS NULL),
-                  kept AS (
-                      INSERT INTO agentry_inbox (agent, signal, body, caller, relayed)
-                      SELECT $1, $2, $3, $4, $5 FROM held WHERE held.n < $6
-                      ON CONFLICT (agent, signal) DO NOTHING RETURNING place
-                  ),
-                  told AS (SELECT pg_notify($7, $1) FROM kept WHERE $8)
-             SELECT (SELECT count(*) FROM kept) AS kept,
-                    (SELECT count(*) FROM agentry_inbox WHERE agent = $1 AND signal = $2) AS present,
-                    (SELECT count(*) FROM told) AS told",
-            &push_params,
-        );
-        let (_, row) = futures_util::try_join!(lock, push)?;
-        let (kept, present): (i64, i64) = (row.try_get("kept")?, row.try_get("present")?);
-        if kept == 0 {
-            tx.rollback().await?;
-            return match present {
-                0 => Err(InboxError::Full { agent: agent.clone(), limit: self.limit }),
-                _ => Ok(Pushed::Duplicate),
-            };
-        }
-        tx.commit().await?;
-        Ok(Pushed::Kept)
+        let mut answers = push::push_all(&mut client, self.limit, std::slice::from_ref(&push)).await?;
+        answers.pop().unwrap_or(Err(InboxError::Batch { message: "a push had no answer".to_owned() }))
     }
 
     /// Takes the agent's waiting signals, oldest first, at most `max`, under the owner's lease: they are marked
