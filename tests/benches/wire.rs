@@ -5,7 +5,8 @@
 //! sent across the wire, beside the same sends on the node that holds the agent. `AGENTRY_WIRE_BENCH_CALLS`
 //! (500 by default) calls or signals each.
 //!
-//! Also the wire's own round trip: a request the peer answers `NotHere` at once (no PostgreSQL on its path).
+//! Also the wire's own round trip: a request the peer answers `NotHere` at once (no PostgreSQL on its path), and
+//! inbox pushes from sixteen tasks at once, a commit each beside those waiting together in one commit.
 //!
 //! `cargo bench -p agentry-tests --bench wire`
 
@@ -40,6 +41,50 @@ async fn inbox_push(url: &str, count: u64) -> Duration {
         inbox.keep_here(&agent, &signal, false).await.expect("kept");
     }
     started.elapsed() / u32::try_from(count).expect("a count")
+}
+
+/// Sixteen tasks pushing into sixteen agents' inboxes at once through one connection, `count` pushes in all:
+/// pushes per second through an [`agentry_cluster::Inbox`] (a commit each, one at a time) and through an
+/// [`agentry_cluster::Pusher`] (those that wait together in one commit).
+async fn pushes_together(url: &str, count: u64) -> (f64, f64) {
+    use std::sync::Arc;
+    let tasks = 16;
+    let each = (count / tasks).max(1);
+    let signal = |task: u64, n: u64| {
+        let agent = agentry::id::AgentId::new(format!("bench-together-{task}")).expect("an id");
+        (agent, agentry::signal::Signal::new("add", serde_json::json!(n)).expect("a signal"))
+    };
+    let inbox = Arc::new(agentry_cluster::Inbox::connect(url, u32::MAX).await.expect("the inbox"));
+    let started = Instant::now();
+    let pushing = (0..tasks).map(|task| {
+        let inbox = inbox.clone();
+        tokio::spawn(async move {
+            for n in 0..each {
+                let (agent, signal) = signal(task, n);
+                inbox.keep_here(&agent, &signal, false).await.expect("kept");
+            }
+        })
+    });
+    for task in pushing.collect::<Vec<_>>() {
+        task.await.expect("pushed");
+    }
+    let one_by_one = (tasks * each) as f64 / started.elapsed().as_secs_f64();
+    let pusher = Arc::new(agentry_cluster::Pusher::connect(url, u32::MAX).await.expect("the pusher"));
+    let started = Instant::now();
+    let pushing = (0..tasks).map(|task| {
+        let pusher = pusher.clone();
+        tokio::spawn(async move {
+            for n in 0..each {
+                let (agent, signal) = signal(task, n);
+                pusher.keep_here(&agent, &signal, false).await.expect("kept");
+            }
+        })
+    });
+    for task in pushing.collect::<Vec<_>>() {
+        task.await.expect("pushed");
+    }
+    let together = (tasks * each) as f64 / started.elapsed().as_secs_f64();
+    (one_by_one, together)
 }
 
 /// A raw TCP echo on loopback: the time per round trip of a message of `size` bytes.
@@ -98,6 +143,7 @@ fn main() {
         // A call's request on the wire is about 300 bytes of JSON in a protobuf frame.
         let echo = tcp_echo(count, 300).await;
         let push = inbox_push(&postgres.url(), count).await;
+        let (one_by_one, together) = pushes_together(&postgres.url(), count).await;
         println!("call round trip, {count} calls in a row:");
         println!("  across the wire (node a to an agent on node b): {across:?}");
         println!(
@@ -114,6 +160,9 @@ fn main() {
             "  one durable inbox push (what the holder does first): {push:?} ({:.0}% of the call across)",
             100.0 * ratio(push, across)
         );
+        println!("inbox pushes from sixteen tasks at once through one connection, {count} in all:");
+        println!("  a commit each (Inbox):             {one_by_one:.0}/s");
+        println!("  together in one commit (Pusher):   {together:.0}/s ({:.1}x)", together / one_by_one.max(1e-9));
 
         // An agent's emits to agents on another node, sent on by its node: to one target, and to sixteen.
         a.ask("spawn sprayer", "spawned sprayer").await;

@@ -47,8 +47,17 @@ async fn a_damaged_row_is_a_typed_error_and_the_other_agents_come_back() {
 
     let store = PostgresStore::connect(&postgres.url()).expect("the journal connects");
     let durable = agentry::store::Store::durable(&store).expect("durable");
+    durable.snapshot(&AgentId::new("good").expect("an id")).expect("a good snapshot");
+    let (test, connection) = tokio_postgres::connect(&postgres.url(), tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    let sessions = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+                    ORDER BY pid";
+    let pids = |rows: Vec<tokio_postgres::Row>| rows.iter().map(|row| row.get::<_, i32>(0)).collect::<Vec<_>>();
+    let before = pids(test.query(sessions, &[]).await.expect("the sessions"));
     let err = durable.snapshot(&AgentId::new("bad").expect("an id")).expect_err("a damaged snapshot");
     assert!(matches!(err, StoreError::Decode { what: "snapshot", .. }), "{err}");
+    let after = pids(test.query(sessions, &[]).await.expect("the sessions"));
+    assert_eq!(before, after, "a row that does not decode is no reason to connect again");
     drop(store);
 
     let (runtime, recovery) = open().await;

@@ -36,9 +36,10 @@ impl PgReads {
         Ok(Self { reads: Mutex::new(reads), fence })
     }
 
-    /// Runs `read` on the reads' connection and waits for its answer. A read that fails runs again, once, on a
-    /// new connection: the connection may have dropped (the server restarted, an operator ended the session),
-    /// which it finds out only by failing.
+    /// Runs `read` on the reads' connection and waits for its answer. A read the database failed runs again,
+    /// once, on a new connection: the connection may have dropped (the server restarted, an operator ended the
+    /// session), which it finds out only by failing. One that failed on what it read (a row that does not
+    /// decode) fails as it is: reading it again would read the same.
     fn read<T: Send + 'static>(
         &self,
         read: impl AsyncFn(&Client) -> Result<T, StoreError> + Send + 'static,
@@ -47,7 +48,7 @@ impl PgReads {
         let job: Read = Box::new(move |connection: &mut Connection| {
             let answer_with = |connection: &Connection| connection.runtime.block_on(read(&connection.client));
             let mut read = answer_with(connection);
-            if read.is_err() {
+            if matches!(read, Err(StoreError::Database(_))) {
                 match connection.reopen() {
                     Ok(()) => read = answer_with(connection),
                     Err(err) => tracing::error!(%err, "the journal's reads could not connect again"),
