@@ -89,6 +89,12 @@ pub enum Command {
     Approvals(ApprovalsArgs),
     /// Lists journaled runs.
     Journal(JournalArgs),
+    /// Operates a cluster of nodes sharing a PostgreSQL database.
+    Cluster {
+        /// What to do.
+        #[command(subcommand)]
+        what: ClusterCommand,
+    },
     /// Shows an agent: its state, skills, schedules and pending runs.
     Inspect {
         /// The agent.
@@ -189,6 +195,25 @@ pub enum ConfigCommand {
         /// Merge every layer, and say which file each value came from.
         #[arg(long)]
         resolved: bool,
+    },
+}
+
+/// `agentry cluster ...`.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Shows the nodes (alive or not, where they listen, the leases each holds and how many ran out) and what
+    /// waits in the inboxes, as the database has them at one moment. The connection string is read from an
+    /// environment variable, never from the command line.
+    Status {
+        /// The environment variable that holds PostgreSQL's connection string.
+        #[arg(long, default_value = "AGENTRY_POSTGRES")]
+        postgres_env: String,
+        /// List this many agents with the most signals waiting.
+        #[arg(long, default_value_t = 5)]
+        fullest: u32,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 

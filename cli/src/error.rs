@@ -64,6 +64,9 @@ pub enum CliError {
         /// How many were made.
         total: usize,
     },
+    /// The cluster's database could not be read.
+    #[error("the cluster's database: {0}")]
+    Cluster(String),
     /// A file could not be read or written.
     #[error("{what}: {source}")]
     Io {
@@ -88,7 +91,7 @@ impl CliError {
             Self::NotFound(_) => code::NOT_FOUND,
             Self::NotCompleted(_) => code::NOT_COMPLETED,
             Self::Usage(_) => code::USAGE,
-            Self::Io { .. } => code::FAILURE,
+            Self::Io { .. } | Self::Cluster(_) => code::FAILURE,
             Self::ChecksFailed { .. } => code::CHECK_FAILED,
             Self::Scenario(_) => code::MANIFEST,
             Self::Simulation(_) => code::FAILURE,

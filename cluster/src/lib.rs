@@ -12,9 +12,11 @@ pub mod inbox;
 pub mod node;
 pub mod owners;
 pub mod placement;
+mod status;
 pub mod wire;
 
 pub use inbox::{Heard, Inbox, InboxError, Listener, Pushed, Pusher, Waiting, listen};
 pub use node::{ClusterRef, Node, NodeError, NodeOptions, Rebalanced, Sent, Tick};
 pub use owners::{Heartbeat, Lease, LeaseError, Owners, fence};
+pub use status::{Backlog, ClusterStatus, NodeStatus};
 pub use wire::{Wire, WireError, WireEvent, WireOptions, WireTls};

@@ -3,6 +3,7 @@
 mod approvals;
 mod call;
 mod chat;
+mod cluster;
 mod config;
 mod control;
 mod fork;
@@ -16,7 +17,7 @@ mod serve_mcp;
 mod sim;
 mod skills;
 
-use crate::args::{Cli, Command, ConfigCommand, McpCommand};
+use crate::args::{Cli, ClusterCommand, Command, ConfigCommand, McpCommand};
 use crate::error::CliError;
 use crate::manifest::{Loaded, check::check, load};
 use crate::registry::Registry;
@@ -58,6 +59,9 @@ pub async fn dispatch(cli: Cli, registry: Registry) -> Result<ExitCode, CliError
         }
         Command::Approvals(args) => approvals::approvals(&layers.load(None, &registry)?, args).await,
         Command::Journal(args) => journal::journal(&layers.load(None, &registry)?, args),
+        Command::Cluster { what: ClusterCommand::Status { postgres_env, fullest, json } } => {
+            cluster::status(&postgres_env, fullest, json).await
+        }
         Command::Inspect { agent } => journal::inspect(&layers.load(None, &registry)?, &agent).await,
         Command::ServeMcp { agent, http } => {
             serve_mcp::serve_mcp(&layers.load(None, &registry)?, &registry, &agent, http.as_deref()).await
