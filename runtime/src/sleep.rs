@@ -79,11 +79,16 @@ fn start_waking(shared: &Arc<Shared>, agent: &AgentId) {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => {
             handle.spawn(async move {
-                if let Err(err) = wake(&shared, &agent).await {
-                    tracing::error!(%agent, %err, "a hibernated agent could not be thawed");
-                    // The next signal tries again; meanwhile what is kept stays within its limit.
-                    if let Some(mut sleeper) = shared.sleeping.get_mut(&agent) {
-                        sleeper.waking = false;
+                match wake(&shared, &agent).await {
+                    Ok(()) => {}
+                    // Let go meanwhile (see `Runtime::release`), its kept signals with it.
+                    Err(RuntimeError::NoSuchAgent(_)) => {}
+                    Err(err) => {
+                        tracing::error!(%agent, %err, "a hibernated agent could not be thawed");
+                        // The next signal tries again; meanwhile what is kept stays within its limit.
+                        if let Some(mut sleeper) = shared.sleeping.get_mut(&agent) {
+                            sleeper.waking = false;
+                        }
                     }
                 }
             });

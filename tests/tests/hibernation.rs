@@ -297,3 +297,43 @@ async fn a_job_keeps_its_agent_awake_until_it_ends() {
     assert_eq!(state.job_signals[0]["kind"], "job.completed");
     runtime.hibernate(&id).await.expect("nothing keeps it awake now");
 }
+
+/// A hibernating agent let go (as a cluster's node hands one over): it leaves the runtime without ending, the
+/// signals kept for it while it slept come back to the caller in order, signals for it then find no agent here,
+/// and its journal holds it as it slept, for whoever takes it on next (here: the runtime opened again). One that
+/// something thawed meanwhile is not let go. (On one thread, so the thaw a kept signal starts waits until the
+/// test yields.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_sleeper_let_go_leaves_with_its_journal_as_it_slept_and_hands_back_what_was_kept() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let runtime = open(folder.path(), None).await;
+    spawn(&runtime).await;
+    runtime.send(&tally(), signal("add", json!({"n": 5}))).expect("sent");
+    runtime.hibernate(&tally()).await.expect("it falls asleep");
+    let (first, second) = (signal("add", json!({"n": 1})), signal("double", Value::Null));
+    let ids = [first.id(), second.id()];
+    runtime.send(&tally(), first).expect("kept for it");
+    runtime.send(&tally(), second).expect("kept for it");
+
+    let kept = runtime.release(&tally()).await.expect("let go").expect("asleep: let go");
+    assert_eq!(kept.iter().map(Signal::id).collect::<Vec<_>>(), ids, "what was kept, in order");
+    assert!(!runtime.contains(&tally()), "gone from this runtime");
+    let sent = runtime.send(&tally(), signal("add", json!({"n": 100})));
+    assert!(matches!(sent, Err(RuntimeError::NoSuchAgent(_))), "{sent:?}");
+    // The thaw the kept signals started finds nothing to thaw, and nothing comes back.
+    tokio::task::yield_now().await;
+    assert!(!runtime.contains(&tally()));
+    assert!(matches!(runtime.release(&tally()).await, Err(RuntimeError::NoSuchAgent(_))));
+    runtime.shutdown(Duration::from_secs(1)).await;
+    drop(runtime);
+
+    let runtime = open(folder.path(), None).await;
+    let handle = runtime.get::<Tally>(&tally()).expect("the journal kept it");
+    assert_eq!(handle.state().await.expect("its state").domain, Tally { total: 5 }, "as it slept");
+
+    // Thawed before it is let go: it stays.
+    runtime.hibernate(&tally()).await.expect("asleep again");
+    runtime.thaw(&tally()).await.expect("thawed");
+    assert_eq!(runtime.release(&tally()).await.expect("asked"), None);
+    assert!(runtime.contains(&tally()));
+}

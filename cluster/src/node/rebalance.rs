@@ -18,8 +18,9 @@ impl Node {
     /// going on. Each is put to sleep here (its state snapshotted, durable), stopped, and its lease let go, so the
     /// node placement names takes it at its next round and brings it back from the journal, asleep until
     /// something comes for it. Meanwhile what comes for it through this node ([`Node::send`], [`Node::call`],
-    /// the wire) waits in its inbox for the new holder; an emit from an agent of this node that reaches it in
-    /// that moment may be lost (an emit is delivered at most once, as on one node). An agent with runs in flight, approvals pending or schedules armed stays
+    /// the wire) waits in its inbox for the new holder, and so do the emits of this node's agents to it, including
+    /// those that reached it asleep before it was let go. An agent with runs in flight, approvals pending or
+    /// schedules armed stays
     /// ([`Rebalanced::busy`]): ask again later. Needs a durable journal (a node's always is).
     pub async fn rebalance(&self, max: usize) -> Result<Rebalanced, NodeError> {
         let nodes = self.owners.live_nodes().await?;
@@ -75,17 +76,42 @@ impl Node {
         }
         // The epoch it holds now (it may have been taken back at a newer one meanwhile).
         let Some(epoch) = self.fence.epoch(agent) else { return Ok(false) };
-        self.holdings.let_be(agent);
-        // Its copy here goes (what it would still write is refused: the journal keeps it as it slept), also if
-        // something thawed it meanwhile.
-        let reason = "handed over to another node";
-        let _ = self.runtime.stop_because(agent, reason).await;
-        if self.runtime.contains(agent) || self.runtime.is_hibernating(agent) {
-            let _ = self.runtime.stop_because(agent, reason).await;
+        // Out of the runtime, its journal as it slept: from now on, what this node's agents emit to it goes the
+        // way of signals for agents held elsewhere (its inbox, as this node no longer holds it). What was kept
+        // for it since it fell asleep goes to its inbox first, for the node that takes it.
+        let kept = match self.runtime.release(agent).await? {
+            Some(kept) => kept,
+            // Something thawed it meanwhile: it stays.
+            None => return Ok(false),
+        };
+        if let Err(err) = self.keep_in_inbox(agent, kept).await {
+            tracing::warn!(%agent, %err, "an agent's kept signals could not wait in its inbox: it stays, and is given them here");
+            return Ok(false);
         }
+        self.holdings.let_be(agent);
         drop(_one);
         self.forget_agent(agent);
         self.owners.let_go(&self.lease_of(agent.clone(), epoch)).await?;
         Ok(true)
+    }
+
+    /// Puts in an agent's inbox, in order, the signals the runtime kept for it while it slept, as it made them
+    /// (their ids kept, so none is given twice). When one cannot wait there, the agent is brought back here from
+    /// the journal and given those not put there yet, as the runtime would have.
+    async fn keep_in_inbox(&self, agent: &AgentId, kept: Vec<agentry::signal::Signal>) -> Result<(), NodeError> {
+        let mut kept = kept.into_iter();
+        while let Some(signal) = kept.next() {
+            if let Err(err) = self.pusher(agent).relay(agent, &signal).await {
+                let recovery = self.runtime.recover().await?;
+                for (agent, err) in &recovery.failed {
+                    tracing::error!(%agent, %err, "an agent could not be brought back");
+                }
+                for signal in std::iter::once(signal).chain(kept) {
+                    self.runtime.relay(Elsewhere::Agent { to: agent.clone(), signal });
+                }
+                return Err(err.into());
+            }
+        }
+        Ok(())
     }
 }

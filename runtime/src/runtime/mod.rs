@@ -180,6 +180,25 @@ impl Runtime {
         Ok(())
     }
 
+    /// Lets go of a hibernating agent without ending it, for another runtime sharing the journal to take it on
+    /// (a cluster's node hands an agent over this way): it leaves this runtime, its journal stays as it was when
+    /// it fell asleep, and signals for it go where signals for agents this runtime does not have go (the
+    /// `elsewhere` hook, if any) from now on. Returns the signals kept for it since it fell asleep, in order, for
+    /// the caller to pass on: nobody here gives them to it any more. An agent that is awake (something thawed it
+    /// meanwhile) is not let go: `None`. One this runtime does not have: [`RuntimeError::NoSuchAgent`].
+    pub async fn release(&self, id: &AgentId) -> Result<Option<Vec<Signal>>, RuntimeError> {
+        // No thaw under way or starting meanwhile.
+        let _no_thaw = self.shared.waking.lock().await;
+        if self.shared.directory.get(id).is_some() {
+            return Ok(None);
+        }
+        let (_, sleeper) = self.shared.sleeping.remove(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
+        if let Some((_, timer)) = self.shared.wakers.remove(id) {
+            timer.abort();
+        }
+        Ok(Some(sleeper.kept))
+    }
+
     /// Thaws a hibernated agent now (nothing happens to one that is awake); announced as `agent_thawed`.
     pub async fn thaw(&self, id: &AgentId) -> Result<(), RuntimeError> {
         crate::sleep::wake(&self.shared, id).await
