@@ -49,7 +49,7 @@ impl Db {
 const CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Opens a connection, driven by a task of its own until it ends.
-async fn open(url: &str, what: &'static str) -> Result<Client, tokio_postgres::Error> {
+pub(crate) async fn open(url: &str, what: &'static str) -> Result<Client, tokio_postgres::Error> {
     let mut config: tokio_postgres::Config = url.parse()?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_WAIT);

@@ -66,11 +66,11 @@ pub struct Backlog {
 
 impl ClusterStatus {
     /// Reads the cluster's status from the database at `url` (a libpq connection string, for example from an
-    /// environment variable), with the `fullest` agents' inboxes listed. Makes the cluster's tables if they are
-    /// missing (an empty cluster then).
+    /// environment variable), with the `fullest` agents' inboxes listed. It only reads (a monitoring role with
+    /// `SELECT` on the cluster's tables is enough, and a standby serves it); a database without the cluster's
+    /// tables is an empty cluster.
     pub async fn read(url: &str, fullest: u32) -> Result<Self, tokio_postgres::Error> {
-        let db = crate::db::Db::connect(url, "status").await?;
-        let mut client = db.alone().await?;
+        let mut client = crate::db::open(url, "status").await?;
         // One snapshot for every figure.
         let tx = client
             .build_transaction()
@@ -78,7 +78,25 @@ impl ClusterStatus {
             .read_only(true)
             .start()
             .await?;
-        let at: DateTime<Utc> = tx.query_one("SELECT now()", &[]).await?.get(0);
+        let clock = tx
+            .query_one(
+                "SELECT now(), to_regclass('agentry_owners') IS NOT NULL AND to_regclass('agentry_nodes') IS NOT NULL
+                        AND to_regclass('agentry_inbox') IS NOT NULL",
+                &[],
+            )
+            .await?;
+        let at: DateTime<Utc> = clock.try_get(0)?;
+        if !clock.try_get::<_, bool>(1)? {
+            return Ok(Self {
+                at,
+                nodes: Vec::new(),
+                leases: 0,
+                expired: 0,
+                waiting: 0,
+                waiting_agents: 0,
+                fullest: Vec::new(),
+            });
+        }
         let rows = tx
             .query(
                 "SELECT coalesce(n.node, o.node) AS name, n.seen_until, n.wire,

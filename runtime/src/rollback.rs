@@ -42,41 +42,61 @@ pub(crate) fn start(shared: &Arc<Shared>) {
     });
 }
 
+/// How long a rollback waits before it reads again agents the journal could not give back (doubling, up to
+/// [`RETRY_MOST`]): the database that failed the commit may still be away.
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(200);
+const RETRY_MOST: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Stops these agents' copies, lets the journal keep their writes again, and brings them back from it.
+///
+/// From before its copy stops until it is back, each agent has a place held in the sleepers: a spawn of its id
+/// is refused, and signals for it are kept and given to it once it is back (as for a sleeper being thawed).
+/// No thaw runs meanwhile. An agent whose copy was being stopped for good already is left to end.
 async fn roll_back(shared: &Arc<Shared>, agents: &[AgentId]) {
     let Some(durable) = shared.store.durable() else { return };
-    let (mut revive, mut parents) = (Vec::with_capacity(agents.len()), Vec::with_capacity(agents.len()));
+    let (mut revive, mut parents) = (Vec::with_capacity(agents.len()), std::collections::HashMap::new());
+    let no_thaw = shared.waking.lock().await;
     for agent in agents {
-        // A thaw under way finishes first: then the agent is running, and stopped as a running agent is. A
-        // sleeper needs nothing: it thaws from the journal.
-        let no_thaw = shared.waking.lock().await;
-        let entry = shared.directory.get(agent);
-        let asleep = entry.is_none() && shared.sleeping.contains_key(agent);
-        drop(no_thaw);
-        if asleep {
-            durable.caught_up(PEN, agent);
-            continue;
-        }
-        let mut parent = None;
-        if let Some(entry) = entry {
-            if let Some(mut child) = shared.children.get_mut(&entry.cell.get_id()) {
-                child.exit = Exit::RolledBack;
-                parent = child.again.parent.clone();
+        // A sleeper needs nothing: it thaws from the journal.
+        if let Some(entry) = shared.directory.get(agent) {
+            let rolled_back = shared.children.get_mut(&entry.cell.get_id()).is_some_and(|mut child| {
+                // Not one stopped for good (its end, which ends its rows, is kept).
+                let stopping = child.exit != Exit::Unknown;
+                if !stopping {
+                    child.exit = Exit::RolledBack;
+                }
+                !stopping
+            });
+            let agent_type = shared.type_names.get(&entry.agent_type).cloned();
+            if let (true, Some(agent_type)) = (rolled_back, agent_type) {
+                let mut held = crate::shared::Sleeper::new(agent_type, crate::policy::Limits::default().kept_signals);
+                held.waking = true;
+                shared.sleeping.insert(agent.clone(), held);
+                entry.cell.stop(Some(Exit::RolledBack.reason().to_owned()));
+                let _ = entry.cell.wait(None).await;
+                revive.push(agent.clone());
+                if let Some(parent) = entry.parent.clone() {
+                    parents.insert(agent.clone(), parent);
+                }
             }
-            entry.cell.stop(Some(Exit::RolledBack.reason().to_owned()));
-            let _ = entry.cell.wait(None).await;
         }
-        revive.push(agent.clone());
-        parents.push(parent);
         // After every write the stopped copy made: those stay held back.
         durable.caught_up(PEN, agent);
     }
     let reason = "a commit of its writes failed: it was brought back from what the journal holds";
-    let (recovery, absent) = match crate::recovery::revive_agents(shared, &revive).await {
-        Ok(revived) => revived,
-        Err(err) => {
-            tracing::error!(%err, "agents a failed commit left ahead of the journal could not be read back from it");
-            return;
+    let mut revived = crate::recovery::revive_agents(shared, &revive).await;
+    // Thaws of other agents wait no longer (the places held keep these from being thawed by a signal).
+    drop(no_thaw);
+    let mut wait = RETRY_FIRST;
+    let (recovery, absent) = loop {
+        match revived {
+            Ok(revived) => break revived,
+            Err(err) => {
+                tracing::error!(%err, "agents a failed commit left ahead of the journal could not be read back from it; trying again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_MOST);
+                revived = crate::recovery::revive_agents(shared, &revive).await;
+            }
         }
     };
     for agent in &recovery.agents {
@@ -84,17 +104,20 @@ async fn roll_back(shared: &Arc<Shared>, agents: &[AgentId]) {
         shared.events.announce(agent, None, None, EventKind::AgentRolledBack { reason: reason.to_owned() });
     }
     for (agent, err) in &recovery.failed {
-        let reason = format!("a commit of its writes failed, and it could not be brought back from the journal: {err}");
-        shared.events.announce(agent, None, None, EventKind::AgentStopped { reason });
+        // Its place stays among the sleepers: the next signal for it thaws it from the journal.
+        if let Some(mut held) = shared.sleeping.get_mut(agent) {
+            held.waking = false;
+        }
+        tracing::error!(%agent, %err, "an agent rolled back could not be brought back from the journal yet: the next signal for it tries again");
     }
     for agent in &absent {
+        shared.sleeping.remove(agent);
         let reason = "a commit of its writes failed, and the journal never kept its spawn";
         tracing::warn!(%agent, "{reason}");
-        let parent = revive.iter().position(|a| a == agent).and_then(|at| parents[at].as_ref());
-        if let Some(parent) = parent
+        if let Some(parent) = parents.get(agent)
             && let Some(signal) = crate::kinds::child_exited(&crate::kinds::agent_source(agent), agent, reason)
         {
-            shared.deliver_anywhere(parent, signal);
+            crate::sleep::deliver_anywhere(shared, parent, signal);
         }
         shared.events.announce(agent, None, None, EventKind::AgentStopped { reason: reason.to_owned() });
     }

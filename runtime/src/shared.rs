@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     pub shutting_down: std::sync::atomic::AtomicBool,
     /// How a recovering runtime brings back an agent of each registered type, by type name.
     pub revivers: dashmap::DashMap<String, Reviver>,
+    /// The registered agent types' names, by type.
+    pub type_names: std::collections::HashMap<std::any::TypeId, Arc<str>>,
     /// Hibernated agents (see [`crate::sleep`]).
     pub sleeping: dashmap::DashMap<AgentId, Sleeper>,
     /// One thaw at a time.
@@ -66,22 +68,6 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Delivers a signal the runtime made or an agent emitted to an agent, here if it runs here, else through
-    /// [`Shared::elsewhere`] (when there is one, and the agent is not asleep here); whether it was taken.
-    pub fn deliver_anywhere(&self, to: &AgentId, signal: Signal) -> bool {
-        let mut signal = Some(signal);
-        if let Some(taken) = self.directory.offer(to, &mut signal) {
-            return taken;
-        }
-        match (&self.elsewhere, signal) {
-            (Some(hook), Some(signal)) if !self.sleeping.contains_key(to) => {
-                hook(crate::elsewhere::Elsewhere::Agent { to: to.clone(), signal });
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// Stops an agent from outside (its parent, the runtime): it will not be restarted. Its supervisor's
     /// record keeps the first reason given, which the agent's server reads as it stops (an entry carries no
     /// flag of its own: every live agent has one).

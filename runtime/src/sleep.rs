@@ -46,6 +46,33 @@ pub(crate) fn deliver(shared: &Arc<Shared>, to: &AgentId, signal: Signal) -> Res
     if shared.directory.deliver(to, signal) { Ok(()) } else { Err(RuntimeError::NoSuchAgent(to.clone())) }
 }
 
+/// Delivers a signal the runtime made or an agent emitted to an agent: here if it runs here, kept for it
+/// (and its thaw started) if it sleeps here, else through [`Shared::elsewhere`](crate::shared::Shared::elsewhere) (when there is one); whether
+/// it was taken.
+pub(crate) fn deliver_anywhere(shared: &Arc<Shared>, to: &AgentId, signal: Signal) -> bool {
+    let mut signal = Some(signal);
+    if let Some(taken) = shared.directory.offer(to, &mut signal) {
+        return taken;
+    }
+    let Some(signal) = signal else { return false };
+    if shared.sleeping.contains_key(to) {
+        return match deliver(shared, to, signal) {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::warn!(agent = %to, %err, "a signal for a sleeping agent was not kept");
+                false
+            }
+        };
+    }
+    match &shared.elsewhere {
+        Some(hook) => {
+            hook(crate::elsewhere::Elsewhere::Agent { to: to.clone(), signal });
+            true
+        }
+        None => false,
+    }
+}
+
 /// Thaws a hibernating agent at `due`, when a schedule of its comes due (the thaw arms its schedules again,
 /// and the due one fires at once). The timer holds the runtime only weakly; if the agent is awake by then
 /// (thawed by a signal meanwhile), it does nothing.

@@ -127,12 +127,12 @@ async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
 }
 
 /// Tells the parent (`agent.child_exited`) and then the event stream (`agent_stopped`) that an agent is gone.
-fn final_exit(shared: &Shared, child: &Child, reason: String) {
+fn final_exit(shared: &Arc<Shared>, child: &Child, reason: String) {
     if let Some(parent) = &child.again.parent
         && let Some(signal) =
             crate::kinds::child_exited(&crate::kinds::agent_source(&child.agent), &child.agent, &reason)
     {
-        shared.deliver_anywhere(parent, signal);
+        crate::sleep::deliver_anywhere(shared, parent, signal);
     }
     shared.events.announce(&child.agent, None, None, EventKind::AgentStopped { reason });
 }

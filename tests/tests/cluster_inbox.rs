@@ -175,4 +175,20 @@ async fn a_pusher_keeps_pushes_that_arrive_together_in_one_commit_each_with_its_
     let inbox = Inbox::connect(&url, 3).await.expect("the inbox");
     assert_eq!(inbox.len(&a).await.expect("counted"), 3);
     assert_eq!(inbox.len(&b).await.expect("counted"), 2);
+
+    // An id the table cannot hold (PostgreSQL's text refuses NUL; its index and notifications, kilobytes) is
+    // refused on its own, and takes nothing down with it.
+    let nul = AgentId::new("x\0y").expect("any text is an id");
+    let long = AgentId::new("x".repeat(5000)).expect("any text is an id");
+    let c = AgentId::new("c").expect("an id");
+    let (first, second, third) = (ping(8), ping(9), ping(10));
+    let answers = futures_util::future::join_all([
+        pusher.push(&nul, &first),
+        pusher.push(&c, &second),
+        pusher.push(&long, &third),
+    ])
+    .await;
+    assert!(matches!(answers[0], Err(InboxError::Unkeepable { .. })), "{answers:?}");
+    assert!(matches!(answers[1], Ok(Pushed::Kept)), "{answers:?}");
+    assert!(matches!(answers[2], Err(InboxError::Unkeepable { .. })), "{answers:?}");
 }

@@ -110,3 +110,18 @@ fn status_without_a_database_says_what_it_expected() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("the cluster's database"), "{err}");
 }
+
+/// The command only reads: on a database the cluster never used, it shows an empty cluster and makes nothing
+/// (a monitoring role that may only read can run it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_of_an_unused_database_is_an_empty_cluster_and_makes_nothing() {
+    let Some(postgres) = agentry_tests::postgres::or_skip("cluster_status_empty") else { return };
+    let url = postgres.url();
+    let (code, out, err) = agentry_status(Some(&url), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("nodes: 0 (0 alive)\n"), "{out}");
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    let made = client.query_one("SELECT to_regclass('agentry_owners') IS NOT NULL", &[]).await.expect("asked");
+    assert!(!made.get::<_, bool>(0), "the status made the cluster's tables");
+}

@@ -33,6 +33,17 @@ impl Agent for Tally {
             "add" => Reaction::Update(Tally { total: self.total + signal.data()["n"].as_i64().unwrap_or(0) }, vec![]),
             "double" => Reaction::Update(Tally { total: self.total * 2 }, vec![]),
             "get" => Reaction::Keep(vec![Effect::reply(signal.id(), json!(self.total))]),
+            // Emits `add n` to the agent `to`.
+            "tell" => {
+                let to = signal.data()["to"].as_str().and_then(|to| AgentId::new(to).ok());
+                let add = Signal::new("add", json!({"n": signal.data()["n"]})).ok();
+                match (to, add) {
+                    (Some(to), Some(add)) => {
+                        Reaction::Keep(vec![Effect::emit(add, agentry::effect::Target::Agent(to))])
+                    }
+                    _ => Reaction::Ignore,
+                }
+            }
             "arm" => {
                 let Ok(later) = Signal::new("add", json!({"n": 1})) else { return Reaction::Keep(vec![]) };
                 let after = Duration::from_millis(signal.data()["ms"].as_u64().unwrap_or(3_600_000));
@@ -336,4 +347,22 @@ async fn a_sleeper_let_go_leaves_with_its_journal_as_it_slept_and_hands_back_wha
     runtime.thaw(&tally()).await.expect("thawed");
     assert_eq!(runtime.release(&tally()).await.expect("asked"), None);
     assert!(runtime.contains(&tally()));
+}
+
+/// An agent's emit to an agent asleep in the same runtime is kept for it and thaws it, as a signal sent from
+/// outside is: it is not lost because the agent sleeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emit_to_a_sleeping_agent_thaws_it_and_is_applied() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let runtime = open(folder.path(), None).await;
+    spawn(&runtime).await;
+    let teller = AgentId::new("teller").expect("an id");
+    let opts = SpawnOptions { id: Some(teller.clone()), ..SpawnOptions::default() };
+    runtime.spawn(Tally::default(), opts).await.expect("spawned");
+    let mut events = runtime.events();
+    runtime.hibernate(&tally()).await.expect("it falls asleep");
+
+    runtime.send(&teller, signal("tell", json!({"to": "tally", "n": 7}))).expect("sent");
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentThawed) && e.agent == tally()).await;
+    total_reaches(&runtime, 7).await;
 }

@@ -35,6 +35,9 @@ pub fn relayable(signal: &Signal) -> bool {
     !agentry::kinds::is_reserved(kind)
 }
 
+/// The longest agent id an inbox keeps, in bytes (PostgreSQL's index and notifications hold a few kB at most).
+pub const AGENT_ID_MOST: usize = 1024;
+
 /// The channel a push notifies, with the agent's id as the payload.
 pub const CHANNEL: &str = "agentry_inbox";
 /// The channel a reply notifies, with the call's signal id as the payload.
@@ -86,8 +89,20 @@ pub enum InboxError {
     /// The database failed or refused.
     #[error("PostgreSQL: {0}")]
     Database(#[from] tokio_postgres::Error),
-    /// The commit of the batch of pushes this one was in failed (none of them was kept).
-    #[error("a batch of inbox pushes was not kept: {message}")]
+    /// An agent id the inbox's table cannot hold (PostgreSQL's text refuses a NUL character, and its index and
+    /// its notifications a very long id).
+    #[error(
+        "agent id `{agent}` cannot be kept in an inbox: {why}; expected at most {AGENT_ID_MOST} bytes without NUL characters"
+    )]
+    Unkeepable {
+        /// The id, cut to its first 64 characters.
+        agent: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// The commit of the batch of pushes this one was in failed, or its answer was lost with the connection: a
+    /// retry is safe (a push that was kept after all is a duplicate).
+    #[error("a batch of inbox pushes may not have been kept: {message}; expected a retry to find out")]
     Batch {
         /// Why.
         message: String,

@@ -43,6 +43,13 @@ impl Push {
                     || agentry::kinds::is_runtime_source(signal.source())
             }
         };
+        let unkeepable = |why| InboxError::Unkeepable { agent: agent.as_str().chars().take(64).collect(), why };
+        if agent.as_str().contains('\0') {
+            return Err(unkeepable("it holds a NUL character"));
+        }
+        if agent.as_str().len() > super::AGENT_ID_MOST {
+            return Err(unkeepable("it is too long"));
+        }
         if forged {
             return Err(InboxError::Forged {
                 kind: signal.kind().to_string(),
@@ -182,6 +189,24 @@ async fn keep_pushing(db: Db, limit: u32, mut waiting: mpsc::Receiver<Queued>) {
         match kept {
             Ok(kept) => {
                 for (answer, told) in kept.into_iter().zip(answers) {
+                    let _ = told.send(answer);
+                }
+            }
+            // The database refused a statement (not the connection dropping): one push may have failed them
+            // all, so each goes again on its own, and only what fails alone fails.
+            Err(err) if pushes.len() > 1 && err.as_db_error().is_some() => {
+                tracing::warn!(%err, pushes = pushes.len(), "a batch of inbox pushes failed: each is tried on its own");
+                for (push, told) in pushes.iter().zip(answers) {
+                    let alone = match db.alone().await {
+                        Ok(mut client) => push_all(&mut client, limit, std::slice::from_ref(push)).await,
+                        Err(err) => Err(err),
+                    };
+                    let answer = match alone {
+                        Ok(mut answers) => {
+                            answers.pop().unwrap_or(Err(InboxError::Batch { message: "no answer".to_owned() }))
+                        }
+                        Err(err) => Err(InboxError::Database(err)),
+                    };
                     let _ = told.send(answer);
                 }
             }

@@ -9,6 +9,7 @@ pub struct RuntimeBuilder {
     store: Option<Arc<dyn Store>>,
     spawners: Vec<(String, Spawner)>,
     revivers: Vec<(String, Reviver)>,
+    type_names: Vec<(std::any::TypeId, Arc<str>)>,
     data_dir: Option<PathBuf>,
     snapshot_every: u64,
     hibernate_after: Option<Duration>,
@@ -28,6 +29,7 @@ impl Default for RuntimeBuilder {
             store: None,
             spawners: Vec::new(),
             revivers: Vec::new(),
+            type_names: Vec::new(),
             data_dir: None,
             snapshot_every: DEFAULT_SNAPSHOT_EVERY,
             hibernate_after: None,
@@ -95,6 +97,7 @@ impl RuntimeBuilder {
             Box::pin(crate::recovery::revive::<A>(shared, record, revival, respawner::<A>))
         });
         self.revivers.push((A::name().to_owned(), reviver));
+        self.type_names.push((std::any::TypeId::of::<A>(), A::name().into()));
         Ok(self)
     }
 
@@ -235,6 +238,7 @@ impl RuntimeBuilder {
             snapshot_every: self.snapshot_every,
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             revivers: self.revivers.into_iter().collect(),
+            type_names: self.type_names.into_iter().collect(),
             sleeping: dashmap::DashMap::new(),
             waking: tokio::sync::Mutex::new(()),
             hibernate_after: self.hibernate_after,

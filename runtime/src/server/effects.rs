@@ -104,8 +104,10 @@ impl<A: Agent> ServerState<A> {
 
     fn emit(&self, signal: Signal, to: Target) {
         let delivered = match to {
-            Target::Agent(id) => self.shared.deliver_anywhere(&id, signal),
-            Target::Parent => self.again.parent.as_ref().is_some_and(|p| self.shared.deliver_anywhere(p, signal)),
+            Target::Agent(id) => crate::sleep::deliver_anywhere(&self.shared, &id, signal),
+            Target::Parent => {
+                self.again.parent.as_ref().is_some_and(|p| crate::sleep::deliver_anywhere(&self.shared, p, signal))
+            }
             Target::Topic(topic) => {
                 let here = self.shared.directory.publish(&topic, &signal) > 0;
                 if let Some(hook) = &self.shared.elsewhere {

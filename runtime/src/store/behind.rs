@@ -55,6 +55,9 @@ impl Behind {
                     continue;
                 }
                 Op::Flush(Waiter::Agent(agent, _)) if self.agents.contains(agent) => continue,
+                // An agent's end (or a new agent under its id) replaces all its rows: it leaves no hole, and an
+                // agent stopped for good stays ended.
+                Op::Ended(_) | Op::Spawned(..) => {}
                 Op::Run(row) if self.agents.contains(row.draft.agent()) => {
                     let (agent, run) = row.draft.ids();
                     self.runs.insert(run, agent.clone());

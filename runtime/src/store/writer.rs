@@ -347,15 +347,18 @@ pub(crate) fn commit(
     let writes = batch.iter().filter(|op| op.is_write()).count() as u64;
     behind.hold_back(batch);
     let held_before = runs.held_writes();
-    // The agents the batch writes for, in case it fails (an agent's writes usually come one after another).
+    // The agents the commit writes for, in case it fails: those of its writes (an agent's usually come one after
+    // another), and those of the runs it may write (held back from earlier commits too). Taken before: a write
+    // that fails drops the rest of the batch, and writing the runs forgets whose they were.
     let mut touched: Vec<AgentId> = Vec::new();
+    for agent in batch.iter().filter_map(Op::agent) {
+        if touched.last() != Some(agent) {
+            touched.push(agent.clone());
+        }
+    }
+    touched.extend(runs.by_agent.keys().cloned());
     let outcome = db.transaction(&mut |tx: &mut dyn Tables| {
         for op in batch.drain(..) {
-            if let Some(agent) = op.agent()
-                && touched.last() != Some(agent)
-            {
-                touched.push(agent.clone());
-            }
             match op {
                 Op::Flush(done) => flushed.push(done),
                 // Taken out by `hold_back`.
@@ -413,9 +416,6 @@ pub(crate) fn commit(
     });
     // A batch that failed leaves what it did not get to in `batch`: dropped with it, like the runs it held.
     if let Err(err) = &outcome {
-        touched.extend(batch.iter().filter_map(Op::agent).cloned());
-        // The agents of the runs it was to write (those held back from earlier commits too).
-        touched.extend(runs.by_agent.keys().cloned());
         touched.sort_unstable();
         touched.dedup();
         // Brought back by the database's owner (a node), or held back here until the runtime brings them back.
