@@ -114,12 +114,12 @@ impl Durable for Noting {
         self.note("plan", run);
         self.journal.run_planned(pen, run, plan);
     }
-    fn run_outcome(&self, pen: &JournalPen, run: Uuid, outcome: &Signal, safe_again: bool) {
+    fn run_outcome(&self, pen: &JournalPen, agent: &AgentId, run: Uuid, outcome: &Signal, safe_again: bool) {
         if let Some(report) = outcome.outcome() {
             self.kept.lock().expect("not poisoned").push((report.action.clone(), safe_again));
         }
         self.note("outcome", run);
-        self.journal.run_outcome(pen, run, outcome, safe_again);
+        self.journal.run_outcome(pen, agent, run, outcome, safe_again);
     }
     fn job_submitted(&self, pen: &JournalPen, record: &agentry::action::JobRecord, plan: &agentry::store::JobPlan) {
         self.journal.job_submitted(pen, record, plan);

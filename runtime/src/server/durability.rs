@@ -238,7 +238,7 @@ impl<A: Agent> ServerState<A> {
             let safe_again = may_wait && self.safe_again(action);
             match unwritten {
                 Some(unwritten) => unwritten.write_ended_with_outcome(store, signal, safe_again),
-                None => durable.run_outcome(PEN, run, signal, safe_again),
+                None => durable.run_outcome(PEN, &self.agent.id, run, signal, safe_again),
             }
             return true;
         }

@@ -17,7 +17,7 @@ use uuid::Uuid;
 /// The writer's record of the agents it holds the writes of, and where it tells the runtime of them.
 pub(crate) struct Behind {
     agents: HashSet<AgentId, FastHash>,
-    /// The runs whose records were held back, and their agents: their plans and outcomes are held back too.
+    /// The runs whose records were held back, and their agents: their plans are held back too.
     runs: HashMap<Uuid, AgentId, FastHash>,
     tell: tokio::sync::mpsc::UnboundedSender<AgentId>,
 }
@@ -63,7 +63,7 @@ impl Behind {
                     self.runs.insert(run, agent.clone());
                     continue;
                 }
-                Op::Plan(run, _) | Op::Outcome(run, ..) if self.runs.contains_key(run) => continue,
+                Op::Plan(run, _) if self.runs.contains_key(run) => continue,
                 op => {
                     if op.agent().is_some_and(|agent| self.agents.contains(agent)) {
                         continue;
@@ -149,22 +149,23 @@ mod tests {
             input("a"),
             input("b"),
             run("a", later),
-            Op::Outcome(later, b"{}".to_vec(), false),
-            // A run whose record was written before the failure: what it came to is a fact, and kept.
-            Op::Outcome(earlier, b"{}".to_vec(), false),
+            Op::Outcome(later, b"{}".to_vec(), false, agent("a")),
+            // Even a run whose record was written before the failure: kept, its outcome would wait for an
+            // agent brought back without it (which settles that run again).
+            Op::Outcome(earlier, b"{}".to_vec(), false, agent("a")),
             flush_a,
             flush_b,
             Op::Caught(agent("a")),
             input("a"),
         ];
         behind.hold_back(&mut batch);
-        assert_eq!(described(&batch), ["input b", "outcome", "flush b", "input a"]);
+        assert_eq!(described(&batch), ["input b", "flush b", "input a"]);
         assert!(!behind.holds(&agent("a")));
         drop(batch);
         assert!(a_told.blocking_recv().is_err(), "a flush for a's held-back writes hears they were not kept");
 
         // Caught up: a falls behind again only when told so.
-        let mut again = vec![input("a"), Op::Outcome(later, b"{}".to_vec(), false)];
+        let mut again = vec![input("a"), Op::Outcome(later, b"{}".to_vec(), false, agent("a"))];
         behind.hold_back(&mut again);
         assert_eq!(described(&again), ["input a", "outcome"]);
     }

@@ -130,12 +130,12 @@ impl Unwritten {
     /// [`Unwritten::write_ended`], with the run's outcome signal kept for its agent (`safe_again`: see
     /// [`super::Durable::run_outcome`]): a durable store of the runtime's takes both in one write.
     pub fn write_ended_with_outcome(self, store: &dyn Store, signal: &crate::signal::Signal, safe_again: bool) {
-        let run = self.draft.run;
+        let (run, agent) = (self.draft.run, self.draft.agent().clone());
         let kept = KeptOutcome { signal, safe_again };
         if let Some(EndedDraft(unwritten, _)) = store.take_ended(EndedDraft(self, Some(kept))) {
             drop(unwritten.write(store));
             if let Some(durable) = store.durable() {
-                durable.run_outcome(PEN, run, signal, safe_again);
+                durable.run_outcome(PEN, &agent, run, signal, safe_again);
             }
         }
     }

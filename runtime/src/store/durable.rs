@@ -281,13 +281,13 @@ pub trait Durable: Send + Sync + 'static {
             Err(err) => tracing::error!(%run, %err, "a run's params could not be read back for its plan"),
         }
     }
-    /// Keeps the outcome signal of an ended run, for its agent (not yet consumed). `safe_again` says whether
+    /// Keeps the outcome signal of an ended run of `agent`, for it (not yet consumed). `safe_again` says whether
     /// starting the run again after a crash is safe: its action has no side effects (or idempotent ones) and
     /// nothing the run asked for (its effects) was done. A store may then make the run's end durable a little
     /// later, while the agent has not consumed the outcome, since a crash before that starts the run again with
     /// the same key; but never after a later snapshot of its agent is durable (the snapshot folds in the input
     /// that asked for the run). A run that is not safe to start again is kept with the next commit.
-    fn run_outcome(&self, pen: &JournalPen, run: Uuid, outcome: &Signal, safe_again: bool);
+    fn run_outcome(&self, pen: &JournalPen, agent: &AgentId, run: Uuid, outcome: &Signal, safe_again: bool);
     /// A job was submitted: kept, with what starting it again needs, until its agent ends or it is purged.
     fn job_submitted(&self, pen: &JournalPen, record: &crate::action::JobRecord, plan: &JobPlan);
     /// A job changed (it started, made progress, ended). `end`: the signal for its agent, when it ended (kept

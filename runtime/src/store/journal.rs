@@ -292,8 +292,8 @@ impl<R: Reads> Journal<R> {
         self.send(Op::Plan(run, self.texts.plan_parts(parts)));
     }
 
-    pub(crate) fn run_outcome(&self, run: Uuid, outcome: &Signal, safe_again: bool) {
-        self.send(Op::Outcome(run, self.texts.signal(outcome), safe_again));
+    pub(crate) fn run_outcome(&self, agent: &AgentId, run: Uuid, outcome: &Signal, safe_again: bool) {
+        self.send(Op::Outcome(run, self.texts.signal(outcome), safe_again, agent.clone()));
     }
 
     pub(crate) fn append_kept_outcome(&self, agent: &AgentId, seq: u64, run: Uuid) {
@@ -439,11 +439,12 @@ macro_rules! journal_store {
             fn run_outcome(
                 &self,
                 _: &$crate::store::JournalPen,
+                agent: &$crate::id::AgentId,
                 run: ::uuid::Uuid,
                 outcome: &$crate::signal::Signal,
                 safe_again: bool,
             ) {
-                self.journal.run_outcome(run, outcome, safe_again)
+                self.journal.run_outcome(agent, run, outcome, safe_again)
             }
 
             fn append_kept_outcome(

@@ -45,9 +45,9 @@ pub(crate) enum Op {
     Run(RunRow),
     /// A run's plan: its idempotency key and the plan's JSON.
     Plan(Uuid, PlanText),
-    /// An ended run's outcome signal, as the journal keeps it (`signal_codec.rs`), and whether the run is safe
-    /// to start again (then its end may be held back a little: see [`Runs`]).
-    Outcome(Uuid, Vec<u8>, bool),
+    /// An ended run's outcome signal, as the journal keeps it (`signal_codec.rs`), whether the run is safe to
+    /// start again (then its end may be held back a little: see [`Runs`]), and the run's agent.
+    Outcome(Uuid, Vec<u8>, bool, AgentId),
     /// An input, as the journal keeps a signal (`signal_codec.rs`), the run whose outcome it is, if it is one
     /// the agent was given, and the signal's id.
     Input(AgentId, u64, Vec<u8>, Option<Uuid>, Uuid),
@@ -87,7 +87,8 @@ impl Op {
             Op::Job(JobWrite::Changed(job)) => Some(&job.0.agent),
             Op::Job(JobWrite::Told(agent, _)) => Some(agent),
             // A run's plan or outcome: its agent is the pending run's (see `commit`).
-            Op::Plan(..) | Op::Outcome(..) | Op::Job(JobWrite::Purged(_)) | Op::Flush(_) | Op::Caught(_) => None,
+            Op::Outcome(.., agent) => Some(agent),
+            Op::Plan(..) | Op::Job(JobWrite::Purged(_)) | Op::Flush(_) | Op::Caught(_) => None,
         }
     }
 }
@@ -370,7 +371,7 @@ pub(crate) fn commit(
                     pending.parts = None;
                     pending.writes += 1;
                 }
-                Op::Outcome(run, outcome, safe_again) => {
+                Op::Outcome(run, outcome, safe_again, _) => {
                     let pending = runs.entry(run);
                     pending.keep_outcome(outcome, safe_again, spent);
                     pending.writes += 1;

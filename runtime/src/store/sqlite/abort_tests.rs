@@ -84,7 +84,7 @@ fn snapshot_then_abort(dir: &Path) -> ! {
     store.run_planned(PEN, run, &plan);
     let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
     store.update(PEN, run, done, chrono::Utc::now()).expect("ended");
-    store.run_outcome(PEN, run, &signal("action.completed", json!({"run": run})), true);
+    store.run_outcome(PEN, &me(), run, &signal("action.completed", json!({"run": run})), true);
     store.save_snapshot(PEN, snapshot(1));
     // Watching the file, not asking the store: a read through the store would flush everything first.
     let watcher = rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)

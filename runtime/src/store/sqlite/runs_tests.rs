@@ -166,14 +166,14 @@ fn write(specs: &[Spec], cuts: &[usize]) -> Written {
             }
             match spec.fate {
                 Fate::Consumed => {
-                    ops.push(Op::Outcome(run, outcome, true));
+                    ops.push(Op::Outcome(run, outcome, true, agent.clone()));
                     consume(&mut ops);
                 }
-                Fate::Unconsumed => ops.push(Op::Outcome(run, outcome, false)),
+                Fate::Unconsumed => ops.push(Op::Outcome(run, outcome, false, agent.clone())),
                 Fate::NoOutcome | Fate::Lost => {}
                 Fate::Waits => {
                     later.push(Op::Run(RunRow::of(record(spec, run, ended))));
-                    later.push(Op::Outcome(run, outcome, true));
+                    later.push(Op::Outcome(run, outcome, true, agent.clone()));
                     consume(&mut later);
                 }
             }

@@ -292,7 +292,7 @@ proptest! {
                     taken.write_ended_with_outcome(&drafted, &signal, safe_again);
                     // The same run, through the general road.
                     drop(written.write(&general));
-                    general.run_outcome(PEN, run, &signal, safe_again);
+                    general.run_outcome(PEN, &me, run, &signal, safe_again);
                     model.outcome = Some(signal);
                 }
                 None => {
@@ -544,7 +544,8 @@ fn ended_run(me: &AgentId, safe_again: bool) -> (Uuid, String, Vec<Op>) {
     let outcome = outcome_of(run);
     let key = format!("{me}/1/0");
     let plan = PlanText { key_len: key.len(), text: key + "{}" };
-    let ops = vec![Op::Run(row), Op::Plan(run, plan), Op::Outcome(run, outcome.clone().into_bytes(), safe_again)];
+    let ops =
+        vec![Op::Run(row), Op::Plan(run, plan), Op::Outcome(run, outcome.clone().into_bytes(), safe_again, me.clone())];
     (run, outcome, ops)
 }
 
@@ -599,7 +600,7 @@ fn outcome_signals_the_runtime_made_are_kept_compact_and_read_back_equal() {
         let refs = crate::kinds::stamped::RunRef { run, action: &action, correlation: run, causation: Some(run) };
         let signal =
             crate::kinds::stamped::action_outcome_at(&source, refs, made, (Uuid::now_v7(), Utc::now())).unwrap();
-        store.run_outcome(PEN, run, &signal, safe_again);
+        store.run_outcome(PEN, &me, run, &signal, safe_again);
         outcomes.push((run, signal));
     }
     // The second is consumed as input 1: logged in the agent's input log.
@@ -710,7 +711,7 @@ fn the_writer_writes_what_it_held_back_when_its_time_is_up_and_when_the_store_cl
         store.record(PEN, RunRecord::queued(run, me.clone(), ActionId::new("x.y").unwrap(), &json!({}), run)).unwrap();
         let done = RunUpdate { status: Some(RunStatus::Completed), ..RunUpdate::default() };
         store.update(PEN, run, done, Utc::now()).unwrap();
-        store.run_outcome(PEN, run, &Signal::new("action.completed", json!({})).unwrap(), true);
+        store.run_outcome(PEN, &me, run, &Signal::new("action.completed", json!({})).unwrap(), true);
         run
     };
     let store = SqliteStore::open(&path).unwrap();
@@ -763,7 +764,7 @@ fn a_version_3_journal_opens_and_its_runs_are_read_in_order_beside_those_written
         };
         store.run_planned(PEN, record.run, &plan);
         let outcome = Signal::new("action.completed", json!({ "run": record.run })).unwrap();
-        store.run_outcome(PEN, record.run, &outcome, true);
+        store.run_outcome(PEN, &me, record.run, &outcome, true);
         store.append_kept_outcome(PEN, &me, seq, record.run, &outcome);
     }
     let keyed = store.keyed_runs(&RunQuery::default()).unwrap();
