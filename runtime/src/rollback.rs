@@ -55,6 +55,7 @@ const RETRY_MOST: std::time::Duration = std::time::Duration::from_secs(10);
 async fn roll_back(shared: &Arc<Shared>, agents: &[AgentId]) {
     let Some(durable) = shared.store.durable() else { return };
     let (mut revive, mut parents) = (Vec::with_capacity(agents.len()), std::collections::HashMap::new());
+    let mut unregistered = Vec::new();
     let no_thaw = shared.waking.lock().await;
     for agent in agents {
         // A sleeper needs nothing: it thaws from the journal.
@@ -67,14 +68,22 @@ async fn roll_back(shared: &Arc<Shared>, agents: &[AgentId]) {
                 }
                 !stopping
             });
-            let agent_type = shared.type_names.get(&entry.agent_type).cloned();
-            if let (true, Some(agent_type)) = (rolled_back, agent_type) {
-                let mut held = crate::shared::Sleeper::new(agent_type, crate::policy::Limits::default().kept_signals);
-                held.waking = true;
-                shared.sleeping.insert(agent.clone(), held);
+            if rolled_back {
+                // Its place among the sleepers, under its type's name (one not registered cannot be brought
+                // back: the journal keeps it as it was, for a runtime that registers its type).
+                let agent_type = shared.type_names.get(&entry.agent_type).cloned();
+                if let Some(agent_type) = &agent_type {
+                    let limit = crate::policy::Limits::default().kept_signals;
+                    let mut held = crate::shared::Sleeper::new(agent_type.clone(), limit);
+                    held.waking = true;
+                    shared.sleeping.insert(agent.clone(), held);
+                }
                 entry.cell.stop(Some(Exit::RolledBack.reason().to_owned()));
                 let _ = entry.cell.wait(None).await;
-                revive.push(agent.clone());
+                match agent_type {
+                    Some(_) => revive.push(agent.clone()),
+                    None => unregistered.push(agent.clone()),
+                }
                 if let Some(parent) = entry.parent.clone() {
                     parents.insert(agent.clone(), parent);
                 }
@@ -109,6 +118,12 @@ async fn roll_back(shared: &Arc<Shared>, agents: &[AgentId]) {
             held.waking = false;
         }
         tracing::error!(%agent, %err, "an agent rolled back could not be brought back from the journal yet: the next signal for it tries again");
+    }
+    for agent in &unregistered {
+        let reason = "a commit of its writes failed, and its type is not registered (RuntimeBuilder::agent), so it \
+                      could not be brought back: the journal keeps it as it was";
+        tracing::error!(%agent, "{reason}");
+        shared.events.announce(agent, None, None, EventKind::AgentStopped { reason: reason.to_owned() });
     }
     for agent in &absent {
         shared.sleeping.remove(agent);
