@@ -48,43 +48,47 @@ async fn inbox_push(url: &str, count: u64) -> Duration {
 /// [`agentry_cluster::Pusher`] (those that wait together in one commit).
 async fn pushes_together(url: &str, count: u64) -> (f64, f64) {
     use std::sync::Arc;
+    let inbox = Arc::new(agentry_cluster::Inbox::connect(url, u32::MAX).await.expect("the inbox"));
+    let one_by_one = pushes_per_second(count, move |agent, signal| {
+        let inbox = inbox.clone();
+        async move { inbox.keep_here(&agent, &signal, false).await.expect("kept") }
+    })
+    .await;
+    let pusher = Arc::new(agentry_cluster::Pusher::connect(url, u32::MAX).await.expect("the pusher"));
+    let together = pushes_per_second(count, move |agent, signal| {
+        let pusher = pusher.clone();
+        async move { pusher.keep_here(&agent, &signal, false).await.expect("kept") }
+    })
+    .await;
+    (one_by_one, together)
+}
+
+/// Sixteen tasks, each pushing its share of `count` signals into an agent's inbox of its own with `push`, one
+/// after another: the pushes per second of all of them.
+async fn pushes_per_second<F, Pushed>(count: u64, push: F) -> f64
+where
+    F: Fn(agentry::id::AgentId, agentry::signal::Signal) -> Pushed + Clone + Send + 'static,
+    Pushed: std::future::Future<Output = agentry_cluster::Pushed> + Send,
+{
     let tasks = 16;
     let each = (count / tasks).max(1);
-    let signal = |task: u64, n: u64| {
-        let agent = agentry::id::AgentId::new(format!("bench-together-{task}")).expect("an id");
-        (agent, agentry::signal::Signal::new("add", serde_json::json!(n)).expect("a signal"))
-    };
-    let inbox = Arc::new(agentry_cluster::Inbox::connect(url, u32::MAX).await.expect("the inbox"));
     let started = Instant::now();
-    let pushing = (0..tasks).map(|task| {
-        let inbox = inbox.clone();
-        tokio::spawn(async move {
-            for n in 0..each {
-                let (agent, signal) = signal(task, n);
-                inbox.keep_here(&agent, &signal, false).await.expect("kept");
-            }
+    let pushing: Vec<_> = (0..tasks)
+        .map(|task| {
+            let push = push.clone();
+            tokio::spawn(async move {
+                let agent = agentry::id::AgentId::new(format!("bench-together-{task}")).expect("an id");
+                for n in 0..each {
+                    push(agent.clone(), agentry::signal::Signal::new("add", serde_json::json!(n)).expect("a signal"))
+                        .await;
+                }
+            })
         })
-    });
-    for task in pushing.collect::<Vec<_>>() {
+        .collect();
+    for task in pushing {
         task.await.expect("pushed");
     }
-    let one_by_one = (tasks * each) as f64 / started.elapsed().as_secs_f64();
-    let pusher = Arc::new(agentry_cluster::Pusher::connect(url, u32::MAX).await.expect("the pusher"));
-    let started = Instant::now();
-    let pushing = (0..tasks).map(|task| {
-        let pusher = pusher.clone();
-        tokio::spawn(async move {
-            for n in 0..each {
-                let (agent, signal) = signal(task, n);
-                pusher.keep_here(&agent, &signal, false).await.expect("kept");
-            }
-        })
-    });
-    for task in pushing.collect::<Vec<_>>() {
-        task.await.expect("pushed");
-    }
-    let together = (tasks * each) as f64 / started.elapsed().as_secs_f64();
-    (one_by_one, together)
+    (tasks * each) as f64 / started.elapsed().as_secs_f64()
 }
 
 /// A raw TCP echo on loopback: the time per round trip of a message of `size` bytes.
