@@ -100,6 +100,11 @@ async fn roll_back(shared: &Arc<Shared>, agents: &[AgentId]) {
     let (recovery, absent) = loop {
         match revived {
             Ok(revived) => break revived,
+            // A runtime shutting down brings them back from the journal the next time it opens.
+            Err(err) if shared.shutting_down.load(std::sync::atomic::Ordering::SeqCst) => {
+                tracing::error!(%err, "agents a failed commit left ahead of the journal could not be read back from it before the runtime shut down");
+                return;
+            }
             Err(err) => {
                 tracing::error!(%err, "agents a failed commit left ahead of the journal could not be read back from it; trying again");
                 tokio::time::sleep(wait).await;
