@@ -47,8 +47,8 @@ pub(crate) fn deliver(shared: &Arc<Shared>, to: &AgentId, signal: Signal) -> Res
 }
 
 /// Delivers a signal the runtime made or an agent emitted to an agent: here if it runs here, kept for it
-/// (and its thaw started) if it sleeps here, else through [`Shared::elsewhere`](crate::shared::Shared::elsewhere) (when there is one); whether
-/// it was taken.
+/// (and its thaw started) if it sleeps here, else through [`Shared::elsewhere`](crate::shared::Shared::elsewhere)
+/// (when there is one); whether it was taken.
 pub(crate) fn deliver_anywhere(shared: &Arc<Shared>, to: &AgentId, signal: Signal) -> bool {
     let mut signal = Some(signal);
     if let Some(taken) = shared.directory.offer(to, &mut signal) {

@@ -150,8 +150,8 @@ mod tests {
             input("b"),
             run("a", later),
             Op::Outcome(later, b"{}".to_vec(), false, agent("a")),
-            // Even a run whose record was written before the failure: kept, its outcome would wait for an
-            // agent brought back without it (which settles that run again).
+            // Even a run whose record was written before the failure: held back too, or its outcome would wait
+            // for an agent brought back without it (which settles that run again).
             Op::Outcome(earlier, b"{}".to_vec(), false, agent("a")),
             flush_a,
             flush_b,
