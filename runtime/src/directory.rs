@@ -85,6 +85,11 @@ impl Directory {
         Some(entry)
     }
 
+    /// Whether an agent of this id runs here.
+    pub fn contains(&self, id: &AgentId) -> bool {
+        self.by_id.contains_key(id)
+    }
+
     pub fn get(&self, id: &AgentId) -> Option<Entry> {
         self.by_id.get(id).map(|e| e.clone())
     }

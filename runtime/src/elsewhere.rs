@@ -17,6 +17,14 @@ pub enum Elsewhere {
         to: AgentId,
         /// The signal, as its maker made it.
         signal: Signal,
+        /// The agent whose journal keeps the signal until it is sent on, when there is one: an agent's emit, kept
+        /// with the input that made it. Once it was sent on (taken by the runtime that runs `to`, left where
+        /// that runtime will find it, or found to reach nobody), say so with
+        /// [`Runtime::sent_on`](crate::runtime::Runtime::sent_on); until then, bringing that agent back (after a
+        /// crash, or on another node) hands it to the hook again, with the same id, so its target must take
+        /// signals in a way that drops one it had already (a cluster's inbox does). `None` for what the runtime
+        /// made itself (a child's end for its parent), sent from memory at most once.
+        kept_by: Option<AgentId>,
     },
     /// For a topic's subscribers on other runtimes (this runtime's own have it already).
     Topic {

@@ -102,6 +102,22 @@ pub fn table_effects<A: Agent>(state: &AgentState<A>) -> Vec<crate::effect::Effe
 pub(crate) type Respawner<A> =
     fn(&Arc<crate::restart::Again>, A, Arc<std::sync::Mutex<crate::restart::Restarts>>) -> crate::shared::Respawn;
 
+/// Hands the runtime's hook for elsewhere what agent `id` emitted to agents elsewhere and its journal kept as
+/// not sent on yet, in the order it made them, before the agent handles anything (so before what it emits from
+/// now on): its last copy may have gone before sending them. The same ids: a target that had one already drops
+/// it. Without a hook (a journal a cluster wrote, opened by a runtime alone), they stay kept.
+fn send_again(shared: &Shared, id: &AgentId, unsent: Vec<(AgentId, crate::signal::Signal)>) {
+    let Some(hook) = &shared.elsewhere else {
+        if !unsent.is_empty() {
+            tracing::warn!(agent = %id, kept = unsent.len(), "emits kept for agents elsewhere wait: this runtime has no way there");
+        }
+        return;
+    };
+    for (to, signal) in unsent {
+        hook(crate::elsewhere::Elsewhere::Agent { to, signal, kept_by: Some(id.clone()) });
+    }
+}
+
 /// How many agents a recovery reads from the store at a time.
 const REVIVE_AT_ONCE: usize = 256;
 
@@ -116,7 +132,7 @@ pub(crate) async fn revive<A: Agent>(
     let id = record.agent.clone();
     let settings: SpawnSettings = serde_json::from_value(record.spawn.clone())
         .map_err(|e| store_error(&id, format!("its spawn settings do not decode: {e}")))?;
-    let Revival { snapshot, inputs, schedules, runs, jobs, .. } = revival;
+    let Revival { snapshot, inputs, schedules, runs, jobs, unsent, .. } = revival;
     let snapshot = snapshot.ok_or_else(|| store_error(&id, "it has no snapshot"))?;
     let mut state: AgentState<A> = decode_state(&id, snapshot.version, snapshot.state)?;
     if state.id != id {
@@ -175,6 +191,7 @@ pub(crate) async fn revive<A: Agent>(
         respawn,
         recovered: Some(recovered),
     };
+    send_again(&shared, &id, unsent);
     let supervisor = crate::supervisor::supervisor(&shared, &id).await?;
     Actor::spawn_linked(None, AgentServer::<A>::new(), args, supervisor)
         .await

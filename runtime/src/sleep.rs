@@ -66,11 +66,17 @@ pub(crate) fn deliver_anywhere(shared: &Arc<Shared>, to: &AgentId, signal: Signa
     }
     match &shared.elsewhere {
         Some(hook) => {
-            hook(crate::elsewhere::Elsewhere::Agent { to: to.clone(), signal });
+            hook(crate::elsewhere::Elsewhere::Agent { to: to.clone(), signal, kept_by: None });
             true
         }
         None => false,
     }
+}
+
+/// Whether a signal for `to` would go elsewhere ([`deliver_anywhere`]'s last way): the runtime has a hook for
+/// elsewhere, and `to` neither runs nor sleeps here.
+pub(crate) fn goes_elsewhere(shared: &Shared, to: &AgentId) -> bool {
+    shared.elsewhere.is_some() && !shared.directory.contains(to) && !shared.sleeping.contains_key(to)
 }
 
 /// Thaws a hibernating agent at `due`, when a schedule of its comes due (the thaw arms its schedules again,

@@ -65,9 +65,10 @@ async fn what_is_not_for_this_runtime_goes_to_its_elsewhere_hook() {
     // To an agent this runtime does not run: handed over, with the agent's own source.
     a.send(signal("to", json!("far"))).expect("sent");
     match handed.recv().await.expect("handed") {
-        Elsewhere::Agent { to, signal } => {
+        Elsewhere::Agent { to, signal, kept_by } => {
             assert_eq!((to.as_str(), signal.kind().as_str()), ("far", "hello"));
             assert_eq!(signal.source(), "agentry/agent/a");
+            assert_eq!(kept_by, None, "a store that keeps nothing keeps no emit to send again");
         }
         other => panic!("an agent's signal: {other:?}"),
     }
@@ -87,7 +88,7 @@ async fn what_is_not_for_this_runtime_goes_to_its_elsewhere_hook() {
     runtime.spawn(Echo::default(), child).await.expect("spawned");
     runtime.stop(&id("child")).await.expect("stopped");
     match handed.recv().await.expect("handed") {
-        Elsewhere::Agent { to, signal } => {
+        Elsewhere::Agent { to, signal, .. } => {
             assert_eq!((to.as_str(), signal.kind().as_str()), ("far-parent", AGENT_CHILD_EXITED));
         }
         other => panic!("the child's end: {other:?}"),
@@ -108,7 +109,7 @@ async fn a_relayed_signal_of_the_runtimes_own_kinds_is_taken_where_send_refuses_
         .build()
         .expect("a signal");
     assert!(runtime.send(&parent, exited.clone()).is_err(), "a caller may not send the runtime's own kinds");
-    assert_eq!(runtime.relay(Elsewhere::Agent { to: parent.clone(), signal: exited }), 1);
+    assert_eq!(runtime.relay(Elsewhere::Agent { to: parent.clone(), signal: exited, kept_by: None }), 1);
     let shouted = Signal::builder("hello").source("agentry/agent/far").data(json!({})).build().expect("a signal");
     assert_eq!(runtime.relay(Elsewhere::Topic { topic: "news".into(), signal: shouted }), 1);
     let heard = echo.call(signal("heard", json!(null)), Duration::from_secs(10)).await.expect("replies");

@@ -34,11 +34,19 @@ struct Noting {
     writes: Mutex<Vec<(&'static str, Uuid)>>,
     /// The input number of each snapshot saved.
     snapshots: Mutex<Vec<u64>>,
+    /// In order: each input logged (`input`, its id) and each emit kept for elsewhere (`sending`, its cause).
+    order: Mutex<Vec<(&'static str, Uuid)>>,
 }
 
 impl Noting {
     fn new(journal: SqliteStore) -> Self {
-        Self { journal, kept: Mutex::default(), writes: Mutex::default(), snapshots: Mutex::default() }
+        Self {
+            journal,
+            kept: Mutex::default(),
+            writes: Mutex::default(),
+            snapshots: Mutex::default(),
+            order: Mutex::default(),
+        }
     }
 
     fn note(&self, write: &'static str, run: Uuid) {
@@ -86,6 +94,7 @@ impl Durable for Noting {
         self.journal.caught_up(pen, agent);
     }
     fn append_input(&self, pen: &JournalPen, agent: &AgentId, seq: u64, signal: &Signal) {
+        self.order.lock().expect("not poisoned").push(("input", signal.id()));
         self.journal.append_input(pen, agent, seq, signal);
     }
     fn append_kept_outcome(&self, pen: &JournalPen, agent: &AgentId, seq: u64, run: Uuid, signal: &Signal) {
@@ -133,6 +142,13 @@ impl Durable for Noting {
     fn jobs_purged(&self, pen: &JournalPen, before: chrono::DateTime<chrono::Utc>) {
         self.journal.jobs_purged(pen, before);
     }
+    fn sending(&self, pen: &JournalPen, agent: &AgentId, to: &AgentId, signal: &Signal) {
+        self.order.lock().expect("not poisoned").push(("sending", signal.causation_id().unwrap_or_default()));
+        self.journal.sending(pen, agent, to, signal);
+    }
+    fn sent_on(&self, pen: &JournalPen, agent: &AgentId, signal: Uuid) {
+        self.journal.sent_on(pen, agent, signal);
+    }
     fn alive(&self, after: Option<&AgentId>, limit: usize) -> Result<Vec<AliveAgent>, StoreError> {
         self.journal.alive(after, limit)
     }
@@ -178,6 +194,11 @@ impl Agent for Asker {
                 (runs.len() as u64 + 1, runs)
             }
             "action.completed" | "action.failed" | "echo" => (self.waiting.saturating_sub(1), Vec::new()),
+            "tell" => {
+                let to = AgentId::new(signal.data().as_str().unwrap_or("nobody")).expect("an id");
+                let told = Signal::new("told", Value::Null).expect("a kind");
+                return Reaction::Keep(vec![Effect::emit(told, Target::Agent(to))]);
+            }
             _ => return Reaction::Ignore,
         };
         let caller = if signal.kind().as_str() == "go" { Some(signal.id()) } else { self.caller };
@@ -272,5 +293,28 @@ async fn a_snapshot_due_while_outcomes_wait_for_the_agent_waits_for_them() {
     let seqs = noting.snapshots.lock().expect("not poisoned").clone();
     assert!(seqs.iter().any(|seq| (24..93).contains(seq)), "one while outcomes still waited: {seqs:?}");
     assert!(seqs.windows(2).all(|pair| pair[1] - pair[0] <= 50), "at most ten intervals apart: {seqs:?}");
+    runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emit_to_an_agent_elsewhere_is_kept_before_the_input_that_made_it() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let journal = SqliteStore::open(folder.path().join("journal.db")).expect("the journal opens");
+    let noting = Arc::new(Noting::new(journal));
+    let (tx, mut handed) = tokio::sync::mpsc::unbounded_channel();
+    let hook: agentry::runtime::ElsewhereHook = Arc::new(move |elsewhere| {
+        let _ = tx.send(elsewhere);
+    });
+    let runtime =
+        Runtime::builder().agent::<Asker>().expect("registered").store(noting.clone()).elsewhere(hook).build();
+    let agent = runtime.spawn(Asker::default(), SpawnOptions::default()).await.expect("it starts");
+    let tell = Signal::new("tell", json!("far")).expect("a kind");
+    let input = tell.id();
+    agent.send(tell).expect("sent");
+    handed.recv().await.expect("the emit was handed over");
+    // Written in this order, so no commit keeps the input without its emit.
+    let order = noting.order.lock().expect("not poisoned").clone();
+    let at = |write: &str| order.iter().position(|(w, id)| *w == write && *id == input);
+    assert!(at("sending").is_some() && at("sending") < at("input"), "the emit first: {order:?}");
     runtime.shutdown(Duration::from_secs(5)).await;
 }

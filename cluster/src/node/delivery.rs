@@ -60,10 +60,12 @@ impl Node {
                 let given = match (caller, relayed) {
                     (Some(_), _) => self.runtime.ask(agent, signal).map(|answer| answers.push((id, answer))),
                     // Made by another node's runtime: given as it was made (the push checked what it may be).
-                    (None, true) => match self.runtime.relay(Elsewhere::Agent { to: agent.clone(), signal }) {
-                        0 => Err(RuntimeError::NoSuchAgent(agent.clone())),
-                        _ => Ok(()),
-                    },
+                    (None, true) => {
+                        match self.runtime.relay(Elsewhere::Agent { to: agent.clone(), signal, kept_by: None }) {
+                            0 => Err(RuntimeError::NoSuchAgent(agent.clone())),
+                            _ => Ok(()),
+                        }
+                    }
                     (None, false) => self.runtime.send(agent, signal),
                 };
                 match given {

@@ -97,7 +97,7 @@ mod tests {
 
     fn to(agent: &str, n: u64) -> Elsewhere {
         let signal = Signal::new("add", serde_json::json!(n)).expect("a signal");
-        Elsewhere::Agent { to: AgentId::new(agent).expect("an id"), signal }
+        Elsewhere::Agent { to: AgentId::new(agent).expect("an id"), signal, kept_by: None }
     }
 
     #[test]

@@ -455,26 +455,50 @@ impl Node {
     pub(super) async fn send_on(&self, elsewhere: Elsewhere) {
         let Some(wire) = &self.wire else { return };
         match elsewhere {
-            Elsewhere::Agent { to, signal } => {
-                let kind = signal.kind().to_string();
-                match self.ask_holder(wire, &WireRequest::Relay { agent: to.clone(), signal: signal.clone() }).await {
-                    Ok(WireReply::Accepted | WireReply::Duplicate) => {}
-                    // No node took it over the wire: an agent the cluster has (held, or waiting for a node to
-                    // take it) gets it through its inbox; one held nowhere is nobody.
-                    Ok(WireReply::NotHere) | Err(WireError::NoRoute { .. } | WireError::NoNode { .. })
-                        if self.owners.owner(&to).await.ok().flatten().is_some() =>
-                    {
-                        if let Err(err) = self.pusher(&to).relay(&to, &signal).await {
-                            tracing::warn!(agent = %to, %kind, %err, "a signal for an agent elsewhere could not wait in its inbox");
-                        }
-                    }
-                    other => {
-                        tracing::debug!(agent = %to, %kind, ?other, "a signal for an agent elsewhere reached nobody")
-                    }
+            Elsewhere::Agent { to, signal, kept_by } => {
+                let sent = self.relay_on(wire, &to, &signal).await;
+                // The journal that keeps it can forget it: a recovery of its maker need not send it again.
+                if sent && let Some(kept_by) = kept_by {
+                    self.runtime.sent_on(&kept_by, signal.id());
                 }
             }
             Elsewhere::Topic { topic, signal } => {
                 wire.tell_all(&WireRequest::Publish { topic, signal }).await;
+            }
+        }
+    }
+
+    /// Sends on a signal for agent `to`, held elsewhere: to the node that holds it, which takes it through its
+    /// inbox; when no node took it over the wire, into its inbox directly, if the cluster has the agent (held, or
+    /// waiting for a node to take it). Whether it was sent on: taken, left in the inbox, refused for good (a
+    /// full inbox) or found to reach nobody; not when the inbox could not be written (the database is down),
+    /// when it may still be sent again.
+    async fn relay_on(&self, wire: &Wire, to: &AgentId, signal: &Signal) -> bool {
+        let kind = signal.kind();
+        let asked = self.ask_holder(wire, &WireRequest::Relay { agent: to.clone(), signal: signal.clone() }).await;
+        if let Ok(WireReply::Accepted | WireReply::Duplicate) = asked {
+            return true;
+        }
+        // A relay that reached the holder after all is a duplicate in the inbox.
+        match self.owners.owner(to).await {
+            Ok(Some(_)) => match self.pusher(to).relay(to, signal).await {
+                Ok(_) => true,
+                Err(err @ (InboxError::Database(_) | InboxError::Batch { .. })) => {
+                    tracing::warn!(agent = %to, %kind, %err, "a signal for an agent elsewhere could not wait in its inbox");
+                    false
+                }
+                Err(err) => {
+                    tracing::warn!(agent = %to, %kind, %err, "a signal for an agent elsewhere was refused by its inbox");
+                    true
+                }
+            },
+            Ok(None) => {
+                tracing::debug!(agent = %to, %kind, ?asked, "a signal for an agent elsewhere reached nobody");
+                true
+            }
+            Err(err) => {
+                tracing::warn!(agent = %to, %kind, %err, "who holds an agent could not be read: its signal waits");
+                false
             }
         }
     }
@@ -515,7 +539,7 @@ impl Node {
             let stamp = (Uuid::now_v7(), chrono::Utc::now());
             let source = agentry::kinds::agent_source(&child);
             if let Some(signal) = agentry::driver::child_exited_at(&source, &child, &reason, stamp) {
-                self.runtime.relay(Elsewhere::Agent { to: parent, signal });
+                self.runtime.relay(Elsewhere::Agent { to: parent, signal, kept_by: None });
                 told.push(child);
             }
         }

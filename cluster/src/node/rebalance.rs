@@ -107,7 +107,7 @@ impl Node {
                     tracing::error!(%agent, %err, "an agent could not be brought back");
                 }
                 for signal in std::iter::once(signal).chain(kept) {
-                    self.runtime.relay(Elsewhere::Agent { to: agent.clone(), signal });
+                    self.runtime.relay(Elsewhere::Agent { to: agent.clone(), signal, kept_by: None });
                 }
                 return Err(err.into());
             }

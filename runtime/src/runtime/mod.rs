@@ -236,8 +236,20 @@ impl Runtime {
     pub fn relay(&self, signal: Elsewhere) -> usize {
         match signal {
             // An agent asleep here keeps it, as it keeps what `send` gives it.
-            Elsewhere::Agent { to, signal } => usize::from(crate::sleep::deliver(&self.shared, &to, signal).is_ok()),
+            Elsewhere::Agent { to, signal, .. } => {
+                usize::from(crate::sleep::deliver(&self.shared, &to, signal).is_ok())
+            }
             Elsewhere::Topic { topic, signal } => self.shared.directory.publish(&topic, &signal),
+        }
+    }
+
+    /// Says that the signal `signal` that agent `kept_by` emitted elsewhere, which its journal keeps until then
+    /// ([`Elsewhere::Agent`]'s `kept_by`), was sent on: the journal forgets it, and bringing the agent back no
+    /// longer sends it again. A node calls this once the node that runs its target took it, once it waits in the
+    /// target's inbox, or once it is found to reach nobody.
+    pub fn sent_on(&self, kept_by: &AgentId, signal: uuid::Uuid) {
+        if let Some(durable) = self.shared.store.durable() {
+            durable.sent_on(crate::store::PEN, kept_by, signal);
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::ServerState;
 use crate::agent::Agent;
-use crate::effect::{Effect, EffectRefusal, Target};
+use crate::effect::{Effect, EffectKind, EffectRefusal, Target};
 use crate::events::EventKind;
 use crate::id::AgentId;
 use crate::interpret::{Command, KeyFrom, Origin};
@@ -15,6 +15,7 @@ use crate::store::Refusal;
 use chrono::Utc;
 use serde_json::Value;
 use std::time::Duration;
+use uuid::Uuid;
 
 /// The most room made ahead for the outcomes of one fan-out's runs (see [`ServerState::interpret`]).
 const ENDED_ROOM_AT_MOST: usize = 4_096;
@@ -23,55 +24,98 @@ impl<A: Agent> ServerState<A> {
     /// Interprets effects in order, refusing (journaled and announced, never applied) the ones `origin` may not
     /// ask for.
     pub(crate) fn interpret(&mut self, effects: Vec<Effect>, origin: Origin<'_>) {
-        // Room for the outcomes of the runs asked for, made once: a fan-out of a thousand runs that end at once
-        // would otherwise grow the queue of ended runs ten times over, copying it each time. (Up to a bound: a
-        // fan-out far larger is left to grow it, rather than holding room for runs that may wait in the queue.)
-        let runs = effects.iter().filter(|effect| matches!(effect.kind, crate::effect::EffectKind::Run { .. })).count();
+        self.make_room(&effects);
+        for effect in effects {
+            let command = crate::interpret::interpret(effect, origin, &self.policy, &self.source);
+            self.carry_out(command, origin, false);
+        }
+    }
+
+    /// Logs input `input` (the outcome kept for run `kept`, if it is one) and interprets the effects its step
+    /// returned. The emits among them that go to agents elsewhere are kept in the journal first (see
+    /// [`crate::store::Durable::sending`]): written before the input, so an input the journal keeps never lost
+    /// what it emitted, and a recovery sends again what was not sent on.
+    pub(super) fn interpret_input(&mut self, effects: Vec<Effect>, input: &Signal, kept: Option<Uuid>) {
+        let origin = Origin::Step(input);
+        let may_go_elsewhere =
+            |effect: &Effect| matches!(&effect.kind, EffectKind::Emit { to: Target::Agent(_) | Target::Parent, .. });
+        if self.shared.elsewhere.is_none()
+            || self.shared.store.durable().is_none()
+            || !effects.iter().any(may_go_elsewhere)
+        {
+            self.log_input(input, kept);
+            return self.interpret(effects, origin);
+        }
+        self.make_room(&effects);
+        let commands: Vec<(Command, bool)> = effects
+            .into_iter()
+            .map(|effect| {
+                let command = crate::interpret::interpret(effect, origin, &self.policy, &self.source);
+                let kept = match &command {
+                    Command::Emit { signal, to } => self.keep_if_elsewhere(signal, to),
+                    _ => false,
+                };
+                (command, kept)
+            })
+            .collect();
+        self.log_input(input, kept);
+        for (command, kept) in commands {
+            self.carry_out(command, origin, kept);
+        }
+    }
+
+    /// Room for the outcomes of the runs `effects` ask for, made once: a fan-out of a thousand runs that end at
+    /// once would otherwise grow the queue of ended runs ten times over, copying it each time. (Up to a bound: a
+    /// fan-out far larger is left to grow it, rather than holding room for runs that may wait in the queue.)
+    fn make_room(&mut self, effects: &[Effect]) {
+        let runs = effects.iter().filter(|effect| matches!(effect.kind, EffectKind::Run { .. })).count();
         if runs > 1 {
             self.work().ended.reserve(runs.min(ENDED_ROOM_AT_MOST));
         }
-        for effect in effects {
-            let cause = origin.cause();
-            match crate::interpret::interpret(effect, origin, &self.policy, &self.source) {
-                Command::Register { action, skill } => self.register(action, skill.as_ref()),
-                Command::Deregister { action } => self.table.deregister(&action),
-                Command::Run { action, params, key } => {
-                    // A run asked for by an input is keyed by it; one asked for by a run's or job's effects is
-                    // keyed by its own id.
-                    let key = match key {
-                        KeyFrom::Input => self.next_run_key(),
-                        KeyFrom::Run => crate::action::RunKey::Run,
-                    };
-                    self.run_for_agent(action, params, cause, key);
-                }
-                Command::Emit { signal, to } => self.emit(signal, to),
-                Command::Reply { to, data } => {
-                    if let Some(port) = self.under().and_then(|u| u.calls.remove(&to)) {
-                        let _ = port.send(data);
-                    }
-                }
-                Command::Schedule { key, after, signal, if_missed } => self.schedule(key, after, signal, if_missed),
-                Command::Cancel { key } => {
-                    if let Some(armed) = self.under().and_then(|u| u.schedules.remove(&key)) {
-                        armed.task.abort();
-                        self.forget_schedule(&key);
-                    }
-                }
-                Command::Spawn { id, agent, init, policy } => self.spawn_child(id, agent, init, *policy),
-                Command::StopChild { id } => self.stop_child(&id),
-                Command::Stop { reason } => self.stop_self(crate::restart::Exit::Normal(reason.into())),
-                Command::Mount { skill, opts } => {
-                    if let Err(err) = self.mount(&skill, &opts) {
-                        self.mount_refused(cause, (skill, true), origin, &err);
-                    }
-                }
-                Command::Unmount { skill } => {
-                    if let Err(err) = self.unmount(&skill) {
-                        self.mount_refused(cause, (skill, false), origin, &err);
-                    }
-                }
-                Command::Refused(refusal) => self.refuse_effect(cause, refusal),
+    }
+
+    /// Carries out one interpreted effect; `kept`: an emit already kept in the journal, for elsewhere.
+    fn carry_out(&mut self, command: Command, origin: Origin<'_>, kept: bool) {
+        let cause = origin.cause();
+        match command {
+            Command::Register { action, skill } => self.register(action, skill.as_ref()),
+            Command::Deregister { action } => self.table.deregister(&action),
+            Command::Run { action, params, key } => {
+                // A run asked for by an input is keyed by it; one asked for by a run's or job's effects is
+                // keyed by its own id.
+                let key = match key {
+                    KeyFrom::Input => self.next_run_key(),
+                    KeyFrom::Run => crate::action::RunKey::Run,
+                };
+                self.run_for_agent(action, params, cause, key);
             }
+            Command::Emit { signal, to } => self.emit(signal, to, kept),
+            Command::Reply { to, data } => {
+                if let Some(port) = self.under().and_then(|u| u.calls.remove(&to)) {
+                    let _ = port.send(data);
+                }
+            }
+            Command::Schedule { key, after, signal, if_missed } => self.schedule(key, after, signal, if_missed),
+            Command::Cancel { key } => {
+                if let Some(armed) = self.under().and_then(|u| u.schedules.remove(&key)) {
+                    armed.task.abort();
+                    self.forget_schedule(&key);
+                }
+            }
+            Command::Spawn { id, agent, init, policy } => self.spawn_child(id, agent, init, *policy),
+            Command::StopChild { id } => self.stop_child(&id),
+            Command::Stop { reason } => self.stop_self(crate::restart::Exit::Normal(reason.into())),
+            Command::Mount { skill, opts } => {
+                if let Err(err) = self.mount(&skill, &opts) {
+                    self.mount_refused(cause, (skill, true), origin, &err);
+                }
+            }
+            Command::Unmount { skill } => {
+                if let Err(err) = self.unmount(&skill) {
+                    self.mount_refused(cause, (skill, false), origin, &err);
+                }
+            }
+            Command::Refused(refusal) => self.refuse_effect(cause, refusal),
         }
     }
 
@@ -102,7 +146,34 @@ impl<A: Agent> ServerState<A> {
         self.shared.events.announce(&self.agent.id, None, correlation, kind);
     }
 
-    fn emit(&self, signal: Signal, to: Target) {
+    /// The agent an emit to `to` is for, if it is for one.
+    fn emitted_to<'a>(&'a self, to: &'a Target) -> Option<&'a AgentId> {
+        match to {
+            Target::Agent(id) => Some(id),
+            Target::Parent => self.again.parent.as_ref(),
+            Target::Topic(_) => None,
+        }
+    }
+
+    /// Keeps in the journal an emit to an agent elsewhere, until it is sent on; whether it did.
+    fn keep_if_elsewhere(&self, signal: &Signal, to: &Target) -> bool {
+        let (Some(durable), Some(to)) = (self.shared.store.durable(), self.emitted_to(to)) else { return false };
+        if !crate::sleep::goes_elsewhere(&self.shared, to) {
+            return false;
+        }
+        durable.sending(PEN, &self.agent.id, to, signal);
+        true
+    }
+
+    /// Emits a signal. One to an agent elsewhere is kept in the journal (`kept`, if it was already) and handed to
+    /// the runtime's hook for elsewhere with the agent that keeps it.
+    fn emit(&self, signal: Signal, to: Target, kept: bool) {
+        if (kept || self.keep_if_elsewhere(&signal, &to))
+            && let (Some(hook), Some(id)) = (&self.shared.elsewhere, self.emitted_to(&to))
+        {
+            let kept_by = Some(self.agent.id.clone());
+            return hook(crate::elsewhere::Elsewhere::Agent { to: id.clone(), signal, kept_by });
+        }
         let delivered = match to {
             Target::Agent(id) => crate::sleep::deliver_anywhere(&self.shared, &id, signal),
             Target::Parent => {

@@ -443,13 +443,20 @@ impl<A: Agent> ServerState<A> {
     fn feed_kept(&mut self, signal: Signal, kept: Option<Uuid>) {
         let span = tracing::info_span!("signal", agent = %self.agent.id, kind = %signal.kind(), id = %signal.id());
         let _entered = span.enter();
-        self.log_input(&signal, kept);
         let catalog = self.shared.catalog.current(&mut self.catalog);
         let result = catch_unwind(AssertUnwindSafe(|| step(&mut self.agent, &signal, catalog)));
+        // The input is logged after its step (whose effects may have to be kept before it), and before any of
+        // its effects is carried out.
         match result {
-            Ok(Ok(step)) => self.interpret(step.effects, crate::interpret::Origin::Step(&signal)),
-            Ok(Err(err)) => tracing::warn!(%err, "the signal could not be handled"),
-            Err(_panic) => self.survive_panic(Some(signal.correlation_id()), "the agent's handler"),
+            Ok(Ok(step)) => self.interpret_input(step.effects, &signal, kept),
+            Ok(Err(err)) => {
+                self.log_input(&signal, kept);
+                tracing::warn!(%err, "the signal could not be handled");
+            }
+            Err(_panic) => {
+                self.log_input(&signal, kept);
+                self.survive_panic(Some(signal.correlation_id()), "the agent's handler");
+            }
         }
         // A consumed outcome's report box is kept for the next run's report (see `report_box`).
         if let Some(report) = signal.into_report() {

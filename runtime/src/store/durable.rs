@@ -223,6 +223,9 @@ pub struct Revival {
     /// Its jobs, oldest first: those that have not ended, those whose end it was not given, and ended ones
     /// still listed.
     pub jobs: Vec<KeptJob>,
+    /// The signals it emitted to agents elsewhere that were not sent on yet ([`Durable::sending`]), in the
+    /// order it made them, each with its target.
+    pub unsent: Vec<(AgentId, Signal)>,
 }
 
 /// The part of a store that outlives the process. Writes are queued and made durable in order, in batches;
@@ -297,6 +300,13 @@ pub trait Durable: Send + Sync + 'static {
     fn job_told(&self, pen: &JournalPen, agent: &AgentId, job: Uuid);
     /// Drops the jobs that ended (and whose end their agent consumed) at or before `before`.
     fn jobs_purged(&self, pen: &JournalPen, before: DateTime<Utc>);
+    /// Keeps `signal`, which `agent` emitted to `to`, an agent this runtime does not run, until
+    /// [`Durable::sent_on`] says it was sent on. Written before the input whose handling made it, so an input the
+    /// journal keeps never lost its emits: a recovery of `agent` finds those not sent on yet in
+    /// [`Revival::unsent`] and sends them again, under the same ids.
+    fn sending(&self, pen: &JournalPen, agent: &AgentId, to: &AgentId, signal: &Signal);
+    /// The signal `signal` that `agent` emitted elsewhere ([`Durable::sending`]) was sent on: it is forgotten.
+    fn sent_on(&self, pen: &JournalPen, agent: &AgentId, signal: Uuid);
     /// Logs as input `seq` the outcome signal kept for `run` ([`Durable::run_outcome`]): the agent consumed it.
     /// A store that still holds the signal as it kept it can log it from there, without encoding it again; by
     /// default it is logged like any input.

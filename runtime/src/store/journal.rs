@@ -303,6 +303,15 @@ impl<R: Reads> Journal<R> {
     pub(crate) fn job(&self, write: JobWrite) {
         self.send(Op::Job(write));
     }
+
+    pub(crate) fn sending(&self, agent: &AgentId, to: &AgentId, signal: &Signal) {
+        let kept = self.texts.signal(signal);
+        self.send(Op::Sending(Box::new((agent.clone(), to.clone(), signal.id(), kept))));
+    }
+
+    pub(crate) fn sent_on(&self, agent: &AgentId, signal: Uuid) {
+        self.send(Op::Sent(agent.clone(), signal));
+    }
 }
 
 impl<R> Drop for Journal<R> {
@@ -445,6 +454,20 @@ macro_rules! journal_store {
                 safe_again: bool,
             ) {
                 self.journal.run_outcome(agent, run, outcome, safe_again)
+            }
+
+            fn sending(
+                &self,
+                _: &$crate::store::JournalPen,
+                agent: &$crate::id::AgentId,
+                to: &$crate::id::AgentId,
+                signal: &$crate::signal::Signal,
+            ) {
+                self.journal.sending(agent, to, signal)
+            }
+
+            fn sent_on(&self, _: &$crate::store::JournalPen, agent: &$crate::id::AgentId, signal: ::uuid::Uuid) {
+                self.journal.sent_on(agent, signal)
             }
 
             fn append_kept_outcome(

@@ -10,6 +10,7 @@ mod input_log;
 mod job_log;
 mod journal;
 mod memory;
+mod outbox;
 mod pen;
 mod plan_codec;
 #[cfg(feature = "postgres")]

@@ -100,6 +100,13 @@ pub(crate) trait Tables {
     fn job(&mut self, write: &JobWrite) -> Result<(), StoreError>;
     /// Drops every job of an agent.
     fn clear_jobs(&mut self, agent: &AgentId) -> Result<(), StoreError>;
+    /// Keeps a signal `agent` emitted to `to`, an agent elsewhere (its id `id`, in the format of
+    /// `signal_codec.rs`), until it is sent on.
+    fn outbox(&mut self, agent: &AgentId, id: Uuid, to: &AgentId, signal: &[u8]) -> Result<(), StoreError>;
+    /// Drops a signal kept by [`Tables::outbox`]: it was sent on. (None if it was never kept.)
+    fn outbox_sent(&mut self, agent: &AgentId, id: Uuid) -> Result<(), StoreError>;
+    /// Drops every signal an agent has waiting to be sent on.
+    fn clear_outbox(&mut self, agent: &AgentId) -> Result<(), StoreError>;
     /// Places for the runs this writer writes next, none given to another writer, for a journal several writers
     /// share; `None` (by default) where this writer is the only one and numbers on from the last place.
     fn reserve_places(&mut self) -> Result<Option<std::ops::Range<i64>>, StoreError> {

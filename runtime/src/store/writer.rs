@@ -61,6 +61,11 @@ pub(crate) enum Op {
     Cleared(AgentId, String),
     Refusal(Box<Refusal>),
     Job(JobWrite),
+    /// A signal an agent emitted to an agent elsewhere, kept until it is sent on: the agent, the target, the
+    /// signal's id and the signal as the journal keeps one (`signal_codec.rs`).
+    Sending(Box<(AgentId, AgentId, Uuid, Vec<u8>)>),
+    /// A signal kept by [`Op::Sending`] was sent on: its agent and id.
+    Sent(AgentId, Uuid),
     /// Answered once every write sent before it is committed.
     Flush(Waiter),
     /// The runtime brought this agent back from the journal after a failed commit left it ahead: its writes
@@ -78,7 +83,12 @@ impl Op {
     pub(crate) fn agent(&self) -> Option<&AgentId> {
         match self {
             Op::Run(row) => Some(row.draft.agent()),
-            Op::Input(agent, ..) | Op::KeptInput(agent, ..) | Op::Ended(agent) | Op::Cleared(agent, _) => Some(agent),
+            Op::Input(agent, ..)
+            | Op::KeptInput(agent, ..)
+            | Op::Ended(agent)
+            | Op::Cleared(agent, _)
+            | Op::Sent(agent, _) => Some(agent),
+            Op::Sending(sending) => Some(&sending.0),
             Op::Snapshot(snapshot) | Op::Spawned(_, snapshot) => Some(&snapshot.agent),
             Op::Alive(record) => Some(&record.agent),
             Op::Armed(schedule) => Some(&schedule.agent),
@@ -787,6 +797,7 @@ pub(crate) fn apply(
             db.clear_inputs(&record.agent, None)?;
             db.clear_schedules(&record.agent, None)?;
             db.clear_jobs(&record.agent)?;
+            db.clear_outbox(&record.agent)?;
             // A new agent under an id used before starts a history of its own (whatever this journal keeps now).
             db.clear_history(&record.agent)?;
             db.snapshot(&initial, keep_inputs)?;
@@ -807,11 +818,18 @@ pub(crate) fn apply(
             db.clear_inputs(&agent, None)?;
             db.forget_agent(&agent)?;
             db.clear_jobs(&agent)?;
+            // An agent stopped for good is not brought back to send them again.
+            db.clear_outbox(&agent)?;
         }
         Op::Armed(schedule) => db.schedule(&schedule)?,
         Op::Cleared(agent, key) => db.clear_schedules(&agent, Some(&key))?,
         Op::Refusal(refusal) => db.refusal(&refusal)?,
         Op::Job(write) => db.job(&write)?,
+        Op::Sending(sending) => {
+            let (agent, to, id, signal) = *sending;
+            db.outbox(&agent, id, &to, &signal)?;
+        }
+        Op::Sent(agent, id) => db.outbox_sent(&agent, id)?,
         // The writer handles these itself.
         Op::Flush(_)
         | Op::Caught(_)

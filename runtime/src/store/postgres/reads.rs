@@ -128,7 +128,17 @@ async fn revival(client: &Client, agent: &AgentId) -> Result<Revival, StoreError
         .collect::<Result<Vec<_>, tokio_postgres::Error>>()
         .map_err(database)?;
     let jobs = job_log::kept_jobs(rows)?;
-    Ok(Revival { record, snapshot, inputs, schedules, runs, jobs })
+    let rows = client
+        .query("SELECT target, signal FROM agentry_outbox WHERE agent = $1 ORDER BY place", &[&agent.as_str()])
+        .await
+        .map_err(database)?;
+    let mut unsent = Vec::with_capacity(rows.len());
+    for row in rows {
+        let target: String = row.try_get(0).map_err(database)?;
+        let signal: Vec<u8> = row.try_get(1).map_err(database)?;
+        unsent.push(crate::store::outbox::unsent(&target, &signal)?);
+    }
+    Ok(Revival { record, snapshot, inputs, schedules, runs, jobs, unsent })
 }
 
 /// `agent`'s runs a recovery needs, in order (see [`run_log::revival_runs`] for which). Its rows in

@@ -101,4 +101,13 @@ CREATE TABLE IF NOT EXISTS agentry_jobs (
     told   BOOLEAN NOT NULL DEFAULT FALSE
 );
 CREATE INDEX IF NOT EXISTS agentry_jobs_agent ON agentry_jobs (agent, told);
+-- Signals an agent emitted to agents elsewhere (kept with the input that made them), until they are sent on.
+CREATE TABLE IF NOT EXISTS agentry_outbox (
+    place  BIGSERIAL PRIMARY KEY,
+    agent  TEXT NOT NULL,
+    id     UUID NOT NULL,
+    target TEXT NOT NULL,
+    signal BYTEA NOT NULL
+);
+CREATE INDEX IF NOT EXISTS agentry_outbox_agent ON agentry_outbox (agent, id);
 "#;

@@ -372,6 +372,32 @@ impl Tables for PgTables<'_> {
         }
     }
 
+    fn outbox(&mut self, agent: &AgentId, id: Uuid, to: &AgentId, signal: &[u8]) -> Result<(), StoreError> {
+        self.write(
+            Owner::Agent(agent.clone()),
+            "INSERT INTO agentry_outbox (agent, id, target, signal) VALUES ($1, $2, $3, $4)",
+            vec![
+                Box::new(agent.as_str().to_owned()),
+                Box::new(id),
+                Box::new(to.as_str().to_owned()),
+                Box::new(signal.to_vec()),
+            ],
+        )
+    }
+
+    fn outbox_sent(&mut self, agent: &AgentId, id: Uuid) -> Result<(), StoreError> {
+        self.write(
+            Owner::Agent(agent.clone()),
+            "DELETE FROM agentry_outbox WHERE agent = $1 AND id = $2",
+            vec![Box::new(agent.as_str().to_owned()), Box::new(id)],
+        )
+    }
+
+    fn clear_outbox(&mut self, agent: &AgentId) -> Result<(), StoreError> {
+        let id: Value = Box::new(agent.as_str().to_owned());
+        self.write(Owner::Agent(agent.clone()), "DELETE FROM agentry_outbox WHERE agent = $1", vec![id])
+    }
+
     fn refusal(&mut self, refusal: &Refusal) -> Result<(), StoreError> {
         self.write(
             Owner::Agent(refusal.agent.clone()),

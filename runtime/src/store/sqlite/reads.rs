@@ -49,7 +49,22 @@ pub(super) fn revival(db: &Connection, agent: &AgentId) -> Result<Revival, Store
     let prefix = crate::action::input_key_prefix(agent, incarnation);
     let runs = run_log::revival_runs(db, agent, &prefix, after)?;
     let jobs = job_log::of_agent(db, agent)?;
-    Ok(Revival { record, snapshot, inputs, schedules, runs, jobs })
+    let unsent = unsent(db, agent)?;
+    Ok(Revival { record, snapshot, inputs, schedules, runs, jobs, unsent })
+}
+
+/// The signals `agent` emitted elsewhere that were not sent on yet, in order, each with its target.
+fn unsent(db: &Connection, agent: &AgentId) -> Result<Vec<(AgentId, Signal)>, StoreError> {
+    let mut statement =
+        db.prepare_cached("SELECT target, signal FROM outbox WHERE agent = ?1 ORDER BY place").map_err(database)?;
+    let mut rows = statement.query([agent.as_str()]).map_err(database)?;
+    let mut found = Vec::new();
+    while let Some(row) = rows.next().map_err(database)? {
+        let target: String = row.get(0).map_err(database)?;
+        let signal: Vec<u8> = row.get(1).map_err(database)?;
+        found.push(crate::store::outbox::unsent(&target, &signal)?);
+    }
+    Ok(found)
 }
 
 /// A SQLite journal's reads, on a read-only connection of their own.

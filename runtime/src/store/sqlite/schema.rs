@@ -13,8 +13,9 @@ pub(super) const APPLICATION_ID: i64 = 0x4147_5459;
 /// outcome signal the runtime made in a compact form (`run_codec.rs`, `signal_codec.rs`); a version 4 file's
 /// JSON is read beside it. Version 6 keeps a batched run's plan in a compact form too (`plan_codec.rs`); a
 /// version 5 file's JSON plans are read beside it. Version 7 keeps jobs (`jobs`, see `job_log.rs`); a version 6
-/// file gets the table, empty.
-pub(super) const VERSION: i64 = 7;
+/// file gets the table, empty. Version 8 keeps the signals agents emit to agents elsewhere until they are sent
+/// on (`outbox`); a version 7 file gets the table, empty.
+pub(super) const VERSION: i64 = 8;
 
 /// The page size of a new file, in bytes.
 pub(super) const PAGE_SIZE: i64 = 16 * 1024;
@@ -86,6 +87,15 @@ CREATE TABLE IF NOT EXISTS schedules (
     schedule TEXT NOT NULL,
     PRIMARY KEY (agent, key)
 ) WITHOUT ROWID;
+-- Signals an agent emitted to agents elsewhere (kept with the input that made them), until they are sent on.
+CREATE TABLE IF NOT EXISTS outbox (
+    place  INTEGER PRIMARY KEY,
+    agent  TEXT NOT NULL,
+    id     TEXT NOT NULL,
+    target TEXT NOT NULL,
+    signal BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS outbox_agent ON outbox(agent, id);
 ";
 
 /// Whether the file is as long as its header says (a file cut short is refused on open without reading it

@@ -211,6 +211,21 @@ impl Tables for SqliteTables<'_> {
     fn clear_jobs(&mut self, agent: &AgentId) -> Result<(), StoreError> {
         job_log::clear(self.db, agent).map_err(database)
     }
+
+    fn outbox(&mut self, agent: &AgentId, id: Uuid, to: &AgentId, signal: &[u8]) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO outbox (agent, id, target, signal) VALUES (?1, ?2, ?3, ?4)",
+            params![agent.as_str(), id.to_string(), to.as_str(), signal],
+        )
+    }
+
+    fn outbox_sent(&mut self, agent: &AgentId, id: Uuid) -> Result<(), StoreError> {
+        self.execute("DELETE FROM outbox WHERE agent = ?1 AND id = ?2", params![agent.as_str(), id.to_string()])
+    }
+
+    fn clear_outbox(&mut self, agent: &AgentId) -> Result<(), StoreError> {
+        self.execute("DELETE FROM outbox WHERE agent = ?1", [agent.as_str()])
+    }
 }
 
 /// The writer's connection to a SQLite journal, and the checkpointer that copies its log back.
