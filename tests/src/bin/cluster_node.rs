@@ -243,6 +243,20 @@ async fn main() {
                     Err(err) => say(&format!("nack spray {err}")),
                 }
             }
+            // As `spray`, but answers once the agent's step is durable (what it emitted kept in the journal),
+            // without waiting for its emits to be sent on.
+            ["spray-kept", agent, times, targets @ ..] => {
+                let id = AgentId::new(*agent).expect("an id");
+                let times: u64 = times.parse().expect("a count");
+                let spray = Signal::new("spray", json!({"to": targets, "times": times})).expect("a kind");
+                match node.runtime().call(&id, spray, CALL).await {
+                    Ok(_) => match node.runtime().store().durable().expect("durable").flushed_for(&id).await {
+                        Ok(()) => say(&format!("kept {agent}")),
+                        Err(err) => say(&format!("nack spray-kept {err}")),
+                    },
+                    Err(err) => say(&format!("nack spray-kept {err}")),
+                }
+            }
             ["settle"] => {
                 node.sent_on().await;
                 say("settled");
