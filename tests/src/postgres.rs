@@ -85,10 +85,18 @@ impl Drop for Postgres {
     }
 }
 
-/// A server for a test, or `None` after saying loudly why there is none.
+/// Set (by `.ci/run`, which installs PostgreSQL) to make a test that cannot get its server fail rather than
+/// skip: a skip's message is hidden by the test runner's capture when the test passes.
+pub const REQUIRED: &str = "AGENTRY_REQUIRE_POSTGRES";
+
+/// A server for a test, or `None` after saying loudly why there is none (a failure instead, with [`REQUIRED`]
+/// set).
 pub fn or_skip(test: &str) -> Option<Postgres> {
     match Postgres::start() {
         Ok(postgres) => Some(postgres),
+        Err(why) if std::env::var_os(REQUIRED).is_some() => {
+            panic!("{test}: no PostgreSQL server, and {REQUIRED} says there must be one: {why}")
+        }
         Err(why) => {
             eprintln!("SKIPPED {test}: no PostgreSQL server: {why}");
             None

@@ -58,3 +58,16 @@ async fn emits_their_node_died_before_sending_on_are_sent_by_the_next_holder_and
     b.ask("call t 8 10000", "replied t 8 ").await;
     assert_eq!(b.state("t").await.applied, [1, 1, 1, 8], "each of x's emits once, then the call");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_wire_an_emit_to_an_agent_on_another_node_goes_through_its_inbox() {
+    let Some(postgres) = agentry_tests::postgres::or_skip("cluster_outbox") else { return };
+    let mut a = NodeProcess::start(NODE, &postgres, LEASE_MS, "a").await;
+    let mut b = NodeProcess::start(NODE, &postgres, LEASE_MS, "b").await;
+    a.ask("spawn x", "spawned x").await;
+    b.ask("spawn t", "spawned t").await;
+    a.ask(r#"signal x tell {"to":"t","n":5}"#, "given x tell").await;
+    a.ask("settle", "settled").await;
+    b.ask("call t 8 10000", "replied t 8 ").await;
+    assert_eq!(b.state("t").await.applied, [5, 8], "the emit, then the call");
+}

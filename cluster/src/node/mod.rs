@@ -245,10 +245,7 @@ impl Node {
         owners.heartbeat(&[]).await?;
         let (forwarding, forward) = forward::Lanes::new();
         let lanes = forwarding.clone();
-        let builder = match wire {
-            Some(_) => builder.elsewhere(Arc::new(move |elsewhere| lanes.push(elsewhere))),
-            None => builder,
-        };
+        let builder = builder.elsewhere(Arc::new(move |elsewhere| lanes.push(elsewhere)));
         let inbox = Inbox::connect(&options.url, options.inbox_limit).await?;
         let mut pushers = Vec::with_capacity(PUSH_CONNECTIONS);
         for _ in 0..PUSH_CONNECTIONS {
@@ -453,30 +450,38 @@ impl Node {
     /// node for a topic. One that reaches nobody (its agent is held nowhere the wire reaches) is dropped, as an
     /// emit to nobody is on one node.
     pub(super) async fn send_on(&self, elsewhere: Elsewhere) {
-        let Some(wire) = &self.wire else { return };
         match elsewhere {
             Elsewhere::Agent { to, signal, kept_by } => {
-                let sent = self.relay_on(wire, &to, &signal).await;
+                let sent = self.relay_on(&to, &signal).await;
                 // The journal that keeps it can forget it: a recovery of its maker need not send it again.
                 if sent && let Some(kept_by) = kept_by {
                     self.runtime.sent_on(&kept_by, signal.id());
                 }
             }
+            // A topic's members on other nodes are reached over the wire only.
             Elsewhere::Topic { topic, signal } => {
-                wire.tell_all(&WireRequest::Publish { topic, signal }).await;
+                if let Some(wire) = &self.wire {
+                    wire.tell_all(&WireRequest::Publish { topic, signal }).await;
+                }
             }
         }
     }
 
-    /// Sends on a signal for agent `to`, held elsewhere: to the node that holds it, which takes it through its
-    /// inbox; when no node took it over the wire, into its inbox directly, if the cluster has the agent (held, or
-    /// waiting for a node to take it). Whether it was sent on: taken, left in the inbox, refused for good (a
-    /// full inbox) or found to reach nobody; not when the inbox could not be written (the database is down),
-    /// when it may still be sent again.
-    async fn relay_on(&self, wire: &Wire, to: &AgentId, signal: &Signal) -> bool {
+    /// Sends on a signal for agent `to`, held elsewhere: over the wire (if this node has one) to the node that
+    /// holds it, which takes it through its inbox; when no node took it that way, into its inbox directly, if the
+    /// cluster has the agent (held, or waiting for a node to take it). Whether it was sent on: taken, left in the
+    /// inbox, refused for good (a full inbox) or found to reach nobody; not when the inbox could not be written
+    /// (the database is down), when it may still be sent again.
+    async fn relay_on(&self, to: &AgentId, signal: &Signal) -> bool {
         let kind = signal.kind();
-        let asked = self.ask_holder(wire, &WireRequest::Relay { agent: to.clone(), signal: signal.clone() }).await;
-        if let Ok(WireReply::Accepted | WireReply::Duplicate) = asked {
+        let asked = match &self.wire {
+            Some(wire) => {
+                let relay = WireRequest::Relay { agent: to.clone(), signal: signal.clone() };
+                Some(self.ask_holder(wire, &relay).await)
+            }
+            None => None,
+        };
+        if let Some(Ok(WireReply::Accepted | WireReply::Duplicate)) = asked {
             return true;
         }
         // A relay that reached the holder after all is a duplicate in the inbox.
