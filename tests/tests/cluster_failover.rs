@@ -1,5 +1,6 @@
 //! Nodes as real processes (`cluster_node`) sharing a journal in a real PostgreSQL server: a node killed with
-//! SIGKILL has its agents taken over by the survivors, each brought back exactly as it was; a node frozen with
+//! SIGKILL has its agents taken over by the survivors, each brought back exactly as it was, its runs going on
+//! settled there as a restart settles them (none with side effects repeated); a node frozen with
 //! SIGSTOP until its leases ran out, then continued, has its writes refused by epoch and steps down.
 
 use agentry_tests::cluster::{NodeProcess, Tally, WAIT};
@@ -64,6 +65,66 @@ async fn a_killed_nodes_agents_come_back_on_the_survivors_as_they_were() {
         assert_eq!(node.state(agent).await.applied, vec![1, 2, 3, 4, 5, 6], "{agent}: it goes on");
     }
     assert_eq!(b.state("home").await.applied, vec![7], "the survivor's own agent stayed");
+}
+
+/// The lines of agent `agent`'s ledger (see `agentry_tests::durable`) under the nodes' data folder, once it has
+/// at least `least` of them (the file is looked at every 10 ms, up to [`WAIT`]).
+async fn ledger(data: &std::path::Path, agent: &str, least: usize) -> Vec<(String, String)> {
+    let path = data.join("agents").join(agent).join("ledger").join(agentry_tests::durable::LINES);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let lines = agentry_tests::durable::lines(&path);
+        if lines.len() >= least {
+            return lines;
+        }
+        assert!(Instant::now() < deadline, "{agent}'s ledger did not reach {least} lines within {WAIT:?}: {lines:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A worker's runs going on when its node is killed are settled on the survivor that takes it over, as a restart
+/// settles them: the one with side effects that is not idempotent reaches the agent as interrupted and is not run
+/// again; the idempotent one runs again under the same key; the one waiting for approval waits again, under the
+/// same run id, and runs once when approved there; its schedule is armed again and fires once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_nodes_runs_are_settled_on_the_survivor_and_no_side_effect_is_repeated() {
+    let Some(postgres) = postgres("cluster_failover") else { return };
+    let data = tempfile::tempdir().expect("a folder");
+    let env = [("AGENTRY_NODE_DATA", data.path().to_str().expect("a path"))];
+    let mut a = NodeProcess::start_with(NODE, &postgres, LEASE_MS, "a", &env).await;
+    let mut b = NodeProcess::start_with(NODE, &postgres, LEASE_MS, "b", &env).await;
+    a.ask("spawn-worker w0", "spawned w0").await;
+    for action in ["ledger.charge", "ledger.note"] {
+        let asked = format!(r#"tell w0 do {{"action":"{action}","params":{{"hang":true}}}}"#);
+        a.ask(&asked, "told w0 do").await;
+    }
+    a.ask(r#"tell w0 do {"action":"ledger.risky","params":{}}"#, "told w0 do").await;
+    let asked = a.expect("approval-asked w0 ").await;
+    let run = asked.trim_start_matches("approval-asked w0 ").to_owned();
+    a.ask(r#"tell w0 arm {"after_ms":1500}"#, "told w0 arm").await;
+    // Both hanging runs wrote their first line (each started durably before it did anything).
+    let before = ledger(data.path(), "w0", 2).await;
+    a.ask("flush w0", "flushed w0").await;
+
+    a.signal("KILL");
+    let _ = a.child.wait().await;
+    b.expect("took w0").await;
+    assert_eq!(b.expect("approval-asked w0 ").await, asked, "the approval is asked again, for the same run");
+    b.ask(&format!("approve w0 {run}"), &format!("approved {run}")).await;
+    let worker = b.ask("await-worker w0 interrupted 1", "worker w0 ").await;
+    assert!(worker.contains(r#""interrupted":1"#), "{worker}");
+    b.ask("await-worker w0 completed 1", "worker w0 ").await;
+    let worker = b.ask("await-worker w0 fired 1", "worker w0 ").await;
+    assert!(worker.contains(r#""fired":1"#), "the schedule fired once, on the survivor: {worker}");
+
+    let after = ledger(data.path(), "w0", before.len() + 2).await;
+    let count = |what: &str| after.iter().filter(|(_, w)| w == what).count();
+    assert_eq!(count("charge-start"), 1, "the interrupted charge did not run again: {after:?}");
+    assert_eq!(count("risky"), 1, "the approved run ran once: {after:?}");
+    let notes: Vec<&String> = after.iter().filter(|(_, w)| w == "note-start").map(|(key, _)| key).collect();
+    // (It hangs again there, and is tried again after its timeout: under the same key each time.)
+    assert!(notes.len() >= 2, "the idempotent run started again: {after:?}");
+    assert!(notes.iter().all(|key| *key == notes[0]), "under the same key: {after:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! A node process for the cluster tests: a runtime of `Tally` agents in a cluster whose journal is the
+//! A node process for the cluster tests: a runtime of `Tally` agents (and `Worker`s) in a cluster whose journal is the
 //! PostgreSQL database named by `AGENTRY_NODE_POSTGRES`.
 //!
 //! `cluster_node <name> <lease-ms>` joins the cluster, keeps its leases (a heartbeat every third of the lease)
@@ -35,6 +35,8 @@
 //!
 //! - `signal <agent> <kind> <json>`: calls the agent with the signal wherever it lives; prints `given <agent>
 //!   <kind>` once it replied (or `nack`).
+//! - `tell <agent> <kind> <json>`: sends the agent the signal wherever it lives, without waiting for a reply;
+//!   prints `told <agent> <kind>` (or `nack`).
 //! - `subscribe <agent> <topic>`: subscribes an agent of this node to a topic; prints `subscribed <agent>`.
 //! - `spawn-on <node> <agent> [parent]`: spawns a `Tally` on node `node` (a peer on the wire), a child of
 //!   `parent` (an agent here) if given; prints `spawned-on <agent>` or `refused <agent> <why>`.
@@ -45,6 +47,18 @@
 //! - `spray <agent> <times> <target>...`: has agent `agent` (here) emit `add 1` to each target, `times` rounds,
 //!   then waits until this node sent them all on; prints `sprayed <agent> <count> <micros>`.
 //! - `settle`: waits until every signal this node's agents emitted for other nodes was sent on; prints `settled`.
+//! - `spray-kept <agent> <times> <target>...`: as `spray`, but prints `kept <agent>` once the agent's step is
+//!   durable, without waiting for its emits to be sent on.
+//!
+//! It runs the durability tests' `Worker` too (`agentry_tests::durable`), whose `ledger` actions append lines to
+//! files in the agents' drives, under the folder named by `AGENTRY_NODE_DATA` (one folder for every node: an
+//! agent's drive is the same wherever it runs). It prints `approval-asked <agent> <run>` for each run that asks
+//! for approval.
+//! - `spawn-worker <agent>`: spawns a `Worker` here; prints `spawned <agent>`.
+//! - `flush <agent>`: prints `flushed <agent>` once what the agent wrote so far is durable under this node's lease.
+//! - `approve <agent> <run>`: approves the run; prints `approved <run>` (or `nack approve <why>`).
+//! - `await-worker <agent> <field> <at-least>`: waits until the worker's counter `field` is at least that; prints
+//!   `worker <agent> <json>`.
 //!
 //! Signals pushed into an agent's inbox (by the test, or by another node) reach it on the node that holds it.
 //!
@@ -60,6 +74,7 @@ use agentry::runtime::{Runtime, SpawnOptions};
 use agentry::signal::Signal;
 use agentry_cluster::{Node, NodeOptions, WireEvent, WireOptions, WireTls};
 use agentry_tests::cluster::Tally;
+use agentry_tests::durable::Worker;
 use serde_json::json;
 use std::io::Write;
 use std::sync::Arc;
@@ -80,7 +95,16 @@ async fn main() {
     let name = args[1].clone();
     let lease = Duration::from_millis(args[2].parse().expect("a lease in ms"));
     let url = std::env::var("AGENTRY_NODE_POSTGRES").expect("AGENTRY_NODE_POSTGRES names the database");
-    let builder = Runtime::builder().agent::<Tally>().expect("the tally registers");
+    let builder = Runtime::builder()
+        .agent::<Tally>()
+        .expect("the tally registers")
+        .agent::<Worker>()
+        .expect("the worker registers")
+        .skill(agentry_tests::durable::extra());
+    let builder = match std::env::var("AGENTRY_NODE_DATA") {
+        Ok(folder) => builder.data_dir(folder),
+        Err(_) => builder,
+    };
     let options = NodeOptions { lease, wire: wire_options(), ..NodeOptions::new(name.clone(), url) };
     let (node, _) = Node::start(builder, options).await.expect("the node starts");
     if let Some(wire) = node.wire() {
@@ -114,11 +138,15 @@ async fn main() {
     tokio::spawn(async move {
         loop {
             match events.recv().await {
-                Ok(event) => {
-                    if let agentry::events::EventKind::AgentStopped { reason } = &event.kind {
+                Ok(event) => match (&event.kind, event.run) {
+                    (agentry::events::EventKind::AgentStopped { reason }, _) => {
                         say(&format!("stopped-event {} {reason}", event.agent));
                     }
-                }
+                    (agentry::events::EventKind::ApprovalAsked { .. }, Some(run)) => {
+                        say(&format!("approval-asked {} {run}", event.agent));
+                    }
+                    _ => {}
+                },
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }
@@ -190,6 +218,14 @@ async fn main() {
                     Err(err) => say(&format!("nack {agent} {kind} {err}")),
                 }
             }
+            ["tell", agent, kind, data] => {
+                let id = AgentId::new(*agent).expect("an id");
+                let signal = Signal::new(*kind, serde_json::from_str(data).expect("JSON")).expect("a kind");
+                match node.send(&id, signal).await {
+                    Ok(_) => say(&format!("told {agent} {kind}")),
+                    Err(err) => say(&format!("nack {agent} {kind} {err}")),
+                }
+            }
             ["subscribe", agent, topic] => {
                 node.runtime().subscribe(&AgentId::new(*agent).expect("an id"), topic);
                 say(&format!("subscribed {agent}"));
@@ -256,6 +292,31 @@ async fn main() {
                     },
                     Err(err) => say(&format!("nack spray-kept {err}")),
                 }
+            }
+            ["spawn-worker", agent] => {
+                let opts = SpawnOptions { id: Some(AgentId::new(*agent).expect("an id")), ..SpawnOptions::default() };
+                match node.spawn(Worker::default(), opts).await {
+                    Ok(_) => say(&format!("spawned {agent}")),
+                    Err(err) => say(&format!("refused {agent} {err}")),
+                }
+            }
+            ["flush", agent] => {
+                let id = AgentId::new(*agent).expect("an id");
+                match node.runtime().store().durable().expect("durable").flushed_for(&id).await {
+                    Ok(()) => say(&format!("flushed {agent}")),
+                    Err(err) => say(&format!("nack flush {err}")),
+                }
+            }
+            ["approve", agent, run] => {
+                let id = AgentId::new(*agent).expect("an id");
+                match node.runtime().decide(&id, run.parse().expect("a run id"), true).await {
+                    Ok(()) => say(&format!("approved {run}")),
+                    Err(err) => say(&format!("nack approve {err}")),
+                }
+            }
+            ["await-worker", agent, field, least] => {
+                let least: u64 = least.parse().expect("a count");
+                say(&await_worker(&node, agent, field, least).await);
             }
             ["settle"] => {
                 node.sent_on().await;
@@ -390,6 +451,33 @@ async fn adopt(node: &Node, parent: &str, child: &str) -> String {
             Ok(failed) => format!("nack adopt {child} {}", failed["error"]),
             Err(err) => format!("nack adopt {child} {err}"),
         },
+    }
+}
+
+/// Waits (within the call's bound) until worker `agent`'s counter `field` is at least `least`, looking again at
+/// each event of the runtime, and every 20 ms (a signal the agent handles makes no event).
+async fn await_worker(node: &Node, agent: &str, field: &str, least: u64) -> String {
+    let id = AgentId::new(agent).expect("an id");
+    let mut events = node.runtime().events();
+    let deadline = tokio::time::Instant::now() + CALL;
+    let mut every = tokio::time::interval(Duration::from_millis(20));
+    loop {
+        let state = match node.runtime().get::<Worker>(&id) {
+            Ok(worker) => worker.state().await.map(|state| serde_json::to_value(&state.domain).expect("json")),
+            Err(err) => Err(err),
+        };
+        match state {
+            Ok(state) if state[field].as_u64().is_some_and(|n| n >= least) => return format!("worker {agent} {state}"),
+            Ok(_) => {}
+            Err(err) => return format!("nack await-worker {err}"),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return format!("nack await-worker {agent}'s {field} did not reach {least} within {CALL:?}");
+        }
+        tokio::select! {
+            _ = events.recv() => {}
+            _ = every.tick() => {}
+        }
     }
 }
 
