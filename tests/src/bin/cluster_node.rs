@@ -16,7 +16,7 @@
 //! - `add <agent> <n>`: sends `add n` and waits for the reply and for the journal to hold it under this node's
 //!   lease; prints `ack <agent> <n>` only then, else `nack <agent> <n> <why>`.
 //! - `state <agent>`: prints `state <agent> <json>` (or `nack <agent> state <why>`).
-//! - `call <agent> <n> <timeout-ms>`: calls the agent with `add n` wherever it lives; prints `replied <agent> <n>
+//! - `call <agent> <n> <timeout-ms>`: calls the agent with `add n` wherever it lives, through a `ClusterRef`; prints `replied <agent> <n>
 //!   <reply>` or `nack <agent> <n> <why>`.
 //! - `stop <agent>`: ends the agent (it is dropped from the journal); prints `stopped <agent>`, and `ended
 //!   <agent>` once the node let its lease go.
@@ -185,7 +185,8 @@ async fn main() {
                 let id = AgentId::new(*agent).expect("an id");
                 let signal = Signal::new("add", json!(n.parse::<u64>().expect("a number"))).expect("a kind");
                 let timeout = Duration::from_millis(ms.parse().expect("a timeout in ms"));
-                match node.call(&id, signal, timeout).await {
+                // Through a typed handle on the agent wherever it lives, as an application holds one.
+                match node.agent::<Tally>(id).call(signal, timeout).await {
                     Ok(reply) => say(&format!("replied {agent} {n} {reply}")),
                     Err(err) => say(&format!("nack {agent} {n} {err}")),
                 }
