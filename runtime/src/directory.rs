@@ -73,16 +73,22 @@ impl Directory {
     }
 
     /// Removes the agent of this id if its entry is the actor `cell`'s (not a later agent's of the same id);
-    /// returns the entry it removed.
+    /// returns the entry it removed. Its topics are kept: an agent that sleeps, or is started again, is still
+    /// subscribed (see [`Directory::leave_topics`]).
     pub fn remove_cell(&self, id: &AgentId, cell: ractor::ActorId) -> Option<Entry> {
         let (_, entry) = self.by_id.remove_if(id, |_, entry| entry.cell.get_id() == cell)?;
         if let Some(name) = &entry.name {
             self.by_name.remove_if(name, |_, owner| owner == id);
         }
-        for mut subscribers in self.topics.iter_mut() {
-            subscribers.retain(|s| s != id);
-        }
         Some(entry)
+    }
+
+    /// Unsubscribes an agent that is gone for good from every topic (an empty topic is dropped).
+    pub fn leave_topics(&self, id: &AgentId) {
+        self.topics.retain(|_, subscribers| {
+            subscribers.retain(|s| s != id);
+            !subscribers.is_empty()
+        });
     }
 
     /// Whether an agent of this id runs here.
@@ -134,10 +140,5 @@ impl Directory {
 
     pub fn subscribers(&self, topic: &str) -> Vec<AgentId> {
         self.topics.get(topic).map(|s| s.clone()).unwrap_or_default()
-    }
-
-    /// Delivers a signal to every subscriber of a topic here; how many took it.
-    pub fn publish(&self, topic: &str, signal: &Signal) -> usize {
-        self.subscribers(topic).iter().filter(|id| self.deliver(id, signal.clone())).count()
     }
 }

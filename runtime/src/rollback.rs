@@ -128,10 +128,12 @@ async fn roll_back(shared: &Arc<Shared>, agents: &[AgentId]) {
         let reason = "a commit of its writes failed, and its type is not registered (RuntimeBuilder::agent), so it \
                       could not be brought back: the journal keeps it as it was";
         tracing::error!(%agent, "{reason}");
+        shared.directory.leave_topics(agent);
         shared.events.announce(agent, None, None, EventKind::AgentStopped { reason: reason.to_owned() });
     }
     for agent in &absent {
         shared.sleeping.remove(agent);
+        shared.directory.leave_topics(agent);
         let reason = "a commit of its writes failed, and the journal never kept its spawn";
         tracing::warn!(%agent, "{reason}");
         if let Some(parent) = parents.get(agent)

@@ -73,6 +73,13 @@ pub(crate) fn deliver_anywhere(shared: &Arc<Shared>, to: &AgentId, signal: Signa
     }
 }
 
+/// Delivers a topic's signal to its subscribers here: those running, and those asleep (it is kept for each, and
+/// its thaw started). Returns how many took it.
+pub(crate) fn publish(shared: &Arc<Shared>, topic: &str, signal: &Signal) -> usize {
+    let subscribers = shared.directory.subscribers(topic);
+    subscribers.iter().filter(|id| deliver(shared, id, signal.clone()).is_ok()).count()
+}
+
 /// Whether a signal for `to` would go elsewhere ([`deliver_anywhere`]'s last way): the runtime has a hook for
 /// elsewhere, and `to` neither runs nor sleeps here.
 pub(crate) fn goes_elsewhere(shared: &Shared, to: &AgentId) -> bool {

@@ -126,8 +126,10 @@ async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
     final_exit(shared, &child, reason);
 }
 
-/// Tells the parent (`agent.child_exited`) and then the event stream (`agent_stopped`) that an agent is gone.
+/// Tells the parent (`agent.child_exited`) and then the event stream (`agent_stopped`) that an agent is gone;
+/// it leaves its topics.
 fn final_exit(shared: &Arc<Shared>, child: &Child, reason: String) {
+    shared.directory.leave_topics(&child.agent);
     if let Some(parent) = &child.again.parent
         && let Some(signal) =
             crate::kinds::child_exited(&crate::kinds::agent_source(&child.agent), &child.agent, &reason)

@@ -44,6 +44,14 @@ impl Agent for Tally {
                     _ => Reaction::Ignore,
                 }
             }
+            // Emits `add n` to the topic's subscribers.
+            "shout" => match Signal::new("add", json!({"n": signal.data()["n"]})) {
+                Ok(add) => {
+                    let topic = signal.data()["topic"].as_str().unwrap_or("news").to_owned();
+                    Reaction::Keep(vec![Effect::emit(add, agentry::effect::Target::Topic(topic))])
+                }
+                Err(_) => Reaction::Ignore,
+            },
             "arm" => {
                 let Ok(later) = Signal::new("add", json!({"n": 1})) else { return Reaction::Keep(vec![]) };
                 let after = Duration::from_millis(signal.data()["ms"].as_u64().unwrap_or(3_600_000));
@@ -365,4 +373,36 @@ async fn an_emit_to_a_sleeping_agent_thaws_it_and_is_applied() {
     runtime.send(&teller, signal("tell", json!({"to": "tally", "n": 7}))).expect("sent");
     wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentThawed) && e.agent == tally()).await;
     total_reaches(&runtime, 7).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_stays_subscribed_asleep_and_a_topics_signal_thaws_it() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let runtime = open(folder.path(), None).await;
+    spawn(&runtime).await;
+    runtime.subscribe(&tally(), "news");
+    let teller = AgentId::new("teller").expect("an id");
+    let opts = SpawnOptions { id: Some(teller.clone()), ..SpawnOptions::default() };
+    runtime.spawn(Tally::default(), opts).await.expect("spawned");
+    let mut events = runtime.events();
+    runtime.hibernate(&tally()).await.expect("it falls asleep");
+
+    // Asleep: the topic's signal is kept for it and thaws it.
+    runtime.send(&teller, signal("shout", json!({"topic": "news", "n": 5}))).expect("sent");
+    wait_for(&mut events, |e| matches!(e.kind, EventKind::AgentThawed) && e.agent == tally()).await;
+    total_reaches(&runtime, 5).await;
+    // Thawed, it is still subscribed; and once it stopped for good, it is not.
+    runtime.send(&teller, signal("shout", json!({"topic": "news", "n": 2}))).expect("sent");
+    total_reaches(&runtime, 7).await;
+    runtime.stop(&tally()).await.expect("stopped");
+    let opts = SpawnOptions { id: Some(tally()), ..SpawnOptions::default() };
+    runtime.spawn(Tally::default(), opts).await.expect("a new agent under the id");
+    runtime.send(&teller, signal("shout", json!({"topic": "news", "n": 9}))).expect("sent");
+    // Answered after the shout was handled (and published): what it published is in the new agent's mailbox by
+    // then, ahead of what is sent to it next.
+    let teller = runtime.get::<Tally>(&teller).expect("a handle");
+    teller.call(signal("get", Value::Null), Duration::from_secs(10)).await.expect("reply");
+    let fresh = runtime.get::<Tally>(&tally()).expect("a handle");
+    let total = fresh.call(signal("get", Value::Null), Duration::from_secs(10)).await.expect("reply");
+    assert_eq!(total, json!(0), "a new agent under the id is not subscribed");
 }

@@ -193,6 +193,8 @@ impl Runtime {
             return Ok(None);
         }
         let (_, sleeper) = self.shared.sleeping.remove(id).ok_or_else(|| RuntimeError::NoSuchAgent(id.clone()))?;
+        // It goes on elsewhere (where it is subscribed anew, as after a restart).
+        self.shared.directory.leave_topics(id);
         if let Some((_, timer)) = self.shared.wakers.remove(id) {
             timer.abort();
         }
@@ -239,7 +241,7 @@ impl Runtime {
             Elsewhere::Agent { to, signal, .. } => {
                 usize::from(crate::sleep::deliver(&self.shared, &to, signal).is_ok())
             }
-            Elsewhere::Topic { topic, signal } => self.shared.directory.publish(&topic, &signal),
+            Elsewhere::Topic { topic, signal } => crate::sleep::publish(&self.shared, &topic, &signal),
         }
     }
 
@@ -475,7 +477,10 @@ impl Runtime {
         Ok(mounted.iter().filter_map(|(id, _)| catalog.get(id).cloned()).collect())
     }
 
-    /// Subscribes an agent to a topic that `Emit { to: Topic }` delivers to.
+    /// Subscribes an agent to a topic that `Emit { to: Topic }` delivers to. The subscription lasts while the
+    /// agent does in this runtime: through its sleeps (a topic's signal thaws it) and its restarts, until it stops
+    /// for good. It is the runtime's, not the journal's: after the process starts again, or on the node that
+    /// brings the agent back, the application subscribes it again.
     pub fn subscribe(&self, agent: &AgentId, topic: &str) {
         self.shared.directory.subscribe(topic, agent.clone());
     }
@@ -509,6 +514,7 @@ impl Runtime {
                 if let Some(durable) = self.shared.store.durable() {
                     durable.agent_ended(PEN, id);
                 }
+                self.shared.directory.leave_topics(id);
                 return Ok(());
             }
         }

@@ -180,7 +180,7 @@ impl<A: Agent> ServerState<A> {
                 self.again.parent.as_ref().is_some_and(|p| crate::sleep::deliver_anywhere(&self.shared, p, signal))
             }
             Target::Topic(topic) => {
-                let here = self.shared.directory.publish(&topic, &signal) > 0;
+                let here = crate::sleep::publish(&self.shared, &topic, &signal) > 0;
                 if let Some(hook) = &self.shared.elsewhere {
                     hook(crate::elsewhere::Elsewhere::Topic { topic, signal });
                 }
