@@ -37,6 +37,10 @@ async fn emits_their_node_died_before_sending_on_are_sent_by_the_next_holder_and
     a.signal("KILL");
     let _ = a.child.wait().await;
     b.signal("CONT");
+    // A send to `x` meanwhile, its node dead, does not hang: it waits in `x`'s inbox (or, should `x` have moved
+    // already, reaches its new node), and is applied once `x` is back.
+    let sent = c.ask("send x 7", "sent x 7 ").await;
+    assert!(sent.ends_with("(Kept)"), "{sent}");
 
     // `x` comes back on a survivor, which sends the three on again (the first may have reached `b` before `a`
     // died: it is a duplicate in `t`'s inbox).
@@ -54,6 +58,7 @@ async fn emits_their_node_died_before_sending_on_are_sent_by_the_next_holder_and
         }
     };
     taker.ask("settle", "settled").await;
+    assert_eq!(taker.state("x").await.applied, [7], "the send made while its node was dead, once");
     // A call to `t` after them, through its inbox too, is applied after them.
     b.ask("call t 8 10000", "replied t 8 ").await;
     assert_eq!(b.state("t").await.applied, [1, 1, 1, 8], "each of x's emits once, then the call");
