@@ -1,4 +1,4 @@
-//! Jobs on a durable runtime (a real SQLite journal), across a stop and a recovery: an unstarted job starts, an
+//! Jobs on a durable runtime (a real SQLite journal, and each test again on a real PostgreSQL server), across a stop and a recovery: an unstarted job starts, an
 //! interrupted idempotent one runs again with the same key, an interrupted one with side effects reaches its
 //! agent as `job.failed` with class `Interrupted`, the board lists them again with their progress, a cancel
 //! after the restart answers for what really happened, and a job's end the agent was not given yet is given
@@ -98,14 +98,51 @@ fn operator_id() -> AgentId {
     AgentId::new("operator").unwrap()
 }
 
-/// A durable runtime on `dir` with the operator type, the `jobs` skill and `work`; what its recovery brought
+/// Where a test keeps its journal: a SQLite file in its folder, or the PostgreSQL database at `postgres` (the
+/// agents' drives stay in the folder).
+#[derive(Clone, Copy)]
+struct Journal<'a> {
+    dir: &'a Path,
+    postgres: Option<&'a str>,
+}
+
+impl Journal<'_> {
+    /// A tag of this run's own for the gates of `work` (see [`charged`]): a test runs on both stores at once.
+    fn tag(&self, base: &str) -> String {
+        format!("{base}-{}", if self.postgres.is_some() { "postgres" } else { "sqlite" })
+    }
+}
+
+/// A durable runtime on `journal` with the operator type, the `jobs` skill and `work`; what its recovery brought
 /// back.
-async fn open(
-    dir: &Path,
-    configure: impl FnOnce(agentry::runtime::RuntimeBuilder) -> agentry::runtime::RuntimeBuilder,
-) -> (Runtime, agentry::runtime::Recovery) {
+async fn open(journal: Journal<'_>) -> (Runtime, agentry::runtime::Recovery) {
     let builder = Runtime::builder().agent::<Operator>().unwrap().skill(Jobs::skill().unwrap()).skill(work());
-    configure(builder.durable(dir).unwrap()).open().await.unwrap()
+    let builder = match journal.postgres {
+        Some(url) => {
+            let store = agentry::store::PostgresStore::connect(url).unwrap();
+            builder.data_dir(journal.dir).store(std::sync::Arc::new(store))
+        }
+        None => builder.durable(journal.dir).unwrap(),
+    };
+    builder.open().await.unwrap()
+}
+
+/// Runs a test on a SQLite journal in a new folder, and again on a PostgreSQL server of its own.
+macro_rules! on_both_stores {
+    ($test:ident, $on_postgres:ident, $body:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let folder = tempfile::tempdir().unwrap();
+            $body(Journal { dir: folder.path(), postgres: None }).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $on_postgres() {
+            let Some(postgres) = agentry_tests::postgres::or_skip("durable_jobs") else { return };
+            let folder = tempfile::tempdir().unwrap();
+            $body(Journal { dir: folder.path(), postgres: Some(&postgres.url()) }).await;
+        }
+    };
 }
 
 /// Spawns the operator with `jobs` and `work` mounted.
@@ -155,20 +192,24 @@ async fn told(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_a_stop_an_unstarted_job_starts_and_one_with_side_effects_that_was_running_is_interrupted() {
-    let folder = tempfile::tempdir().unwrap();
-    let dir = folder.path();
+on_both_stores!(
+    after_a_stop_an_unstarted_job_starts_and_one_with_side_effects_that_was_running_is_interrupted,
+    unstarted_and_interrupted_jobs_on_postgres,
+    unstarted_and_interrupted
+);
+
+async fn unstarted_and_interrupted(journal: Journal<'_>) {
+    let dir = journal.dir;
     let (charge, note) = {
-        let (runtime, _) = open(dir, |b| b).await;
+        let (runtime, _) = open(journal).await;
         let mut policy = Policy::default();
         policy.limits.running_jobs = 1;
         let agent = spawn(&runtime, policy).await;
         let mut events = runtime.events();
-        let charge = submit(&agent, "work.charge", json!({"tag": "after_a_stop"})).await;
+        let charge = submit(&agent, "work.charge", json!({"tag": journal.tag("after_a_stop")})).await;
         started(&mut events, "work.charge").await;
         // Its progress reported: what the stop leaves is what the test checks.
-        charged("after_a_stop").acquire().await.unwrap().forget();
+        charged(&journal.tag("after_a_stop")).acquire().await.unwrap().forget();
         // One job at a time: this one waits for a slot.
         let note = submit(&agent, "work.note", json!({})).await;
         let listed = output(&agent, "jobs.list", json!({})).await;
@@ -177,7 +218,7 @@ async fn after_a_stop_an_unstarted_job_starts_and_one_with_side_effects_that_was
         runtime.shutdown(Duration::ZERO).await;
         (charge, note)
     };
-    let (runtime, recovery) = open(dir, |b| b).await;
+    let (runtime, recovery) = open(journal).await;
     assert_eq!(recovery.agents, vec![operator_id()]);
     let agent = runtime.get::<Operator>(&operator_id()).unwrap();
     let mut events = runtime.events();
@@ -204,26 +245,30 @@ async fn after_a_stop_an_unstarted_job_starts_and_one_with_side_effects_that_was
     runtime.shutdown(Duration::from_secs(5)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_interrupted_idempotent_job_runs_again_with_the_same_key_and_can_be_cancelled_truthfully() {
-    let folder = tempfile::tempdir().unwrap();
-    let dir = folder.path();
+on_both_stores!(
+    an_interrupted_idempotent_job_runs_again_with_the_same_key_and_can_be_cancelled_truthfully,
+    an_interrupted_idempotent_job_on_postgres,
+    idempotent_again
+);
+
+async fn idempotent_again(journal: Journal<'_>) {
+    let dir = journal.dir;
     let (note, again) = {
-        let (runtime, _) = open(dir, |b| b).await;
+        let (runtime, _) = open(journal).await;
         let agent = spawn(&runtime, Policy::default()).await;
         let mut events = runtime.events();
-        let note = submit(&agent, "work.note", json!({"starts": 2, "tag": "idempotent"})).await;
+        let note = submit(&agent, "work.note", json!({"starts": 2, "tag": journal.tag("idempotent")})).await;
         let again = submit(&agent, "work.charge", json!({})).await;
         started(&mut events, "work.note").await;
         started(&mut events, "work.charge").await;
         // Its first start wrote its line before the stop.
-        charged("idempotent").acquire().await.unwrap().forget();
+        charged(&journal.tag("idempotent")).acquire().await.unwrap().forget();
         // A second submission by the same run would be the same job; another run's is another.
         assert_ne!(note, again);
         runtime.shutdown(Duration::ZERO).await;
         (note, again)
     };
-    let (runtime, _) = open(dir, |b| b).await;
+    let (runtime, _) = open(journal).await;
     let agent = runtime.get::<Operator>(&operator_id()).unwrap();
     let mut events = runtime.events();
     let signals = told(&agent, &mut events, 2).await;
@@ -239,12 +284,15 @@ async fn an_interrupted_idempotent_job_runs_again_with_the_same_key_and_can_be_c
     runtime.shutdown(Duration::from_secs(5)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_started_again_after_a_stop_is_cancelled_for_real() {
-    let folder = tempfile::tempdir().unwrap();
-    let dir = folder.path();
+on_both_stores!(
+    a_job_started_again_after_a_stop_is_cancelled_for_real,
+    a_job_started_again_on_postgres,
+    cancelled_for_real
+);
+
+async fn cancelled_for_real(journal: Journal<'_>) {
     let note = {
-        let (runtime, _) = open(dir, |b| b).await;
+        let (runtime, _) = open(journal).await;
         let agent = spawn(&runtime, Policy::default()).await;
         let mut events = runtime.events();
         // Ends only on its third start: it is still going after the restart.
@@ -253,7 +301,7 @@ async fn a_job_started_again_after_a_stop_is_cancelled_for_real() {
         runtime.shutdown(Duration::ZERO).await;
         note
     };
-    let (runtime, _) = open(dir, |b| b).await;
+    let (runtime, _) = open(journal).await;
     let agent = runtime.get::<Operator>(&operator_id()).unwrap();
     let mut events = runtime.events();
     let status = output(&agent, "jobs.status", json!({"job": note})).await;
@@ -264,7 +312,7 @@ async fn a_job_started_again_after_a_stop_is_cancelled_for_real() {
     assert_eq!((signals[0]["kind"].clone(), signals[0]["job"]["id"].clone()), (json!("job.cancelled"), note.clone()));
     runtime.shutdown(Duration::from_secs(5)).await;
     // Cancelled, it stays so: the next recovery does not start it again.
-    let (runtime, _) = open(dir, |b| b).await;
+    let (runtime, _) = open(journal).await;
     let agent = runtime.get::<Operator>(&operator_id()).unwrap();
     let status = output(&agent, "jobs.status", json!({"job": note})).await;
     assert_eq!(status["status"], "cancelled");
