@@ -127,9 +127,12 @@ async fn ended(shared: &Arc<Shared>, child: Child, failure: Option<String>) {
 }
 
 /// Tells the parent (`agent.child_exited`) and then the event stream (`agent_stopped`) that an agent is gone;
-/// it leaves its topics.
+/// it leaves its topics (its server did already, when it stopped for good; not one that failed), unless another
+/// agent runs or sleeps under its id by now.
 fn final_exit(shared: &Arc<Shared>, child: &Child, reason: String) {
-    shared.directory.leave_topics(&child.agent);
+    if !shared.directory.contains(&child.agent) && !shared.sleeping.contains_key(&child.agent) {
+        shared.directory.leave_topics(&child.agent);
+    }
     if let Some(parent) = &child.again.parent
         && let Some(signal) =
             crate::kinds::child_exited(&crate::kinds::agent_source(&child.agent), &child.agent, &reason)

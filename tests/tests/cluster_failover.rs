@@ -101,10 +101,13 @@ async fn a_killed_nodes_runs_are_settled_on_the_survivor_and_no_side_effect_is_r
     a.ask(r#"tell w0 do {"action":"ledger.risky","params":{}}"#, "told w0 do").await;
     let asked = a.expect("approval-asked w0 ").await;
     let run = asked.trim_start_matches("approval-asked w0 ").to_owned();
-    a.ask(r#"tell w0 arm {"after_ms":1500}"#, "told w0 arm").await;
+    // Due well after the kill (which follows at once) and the take-over (a lease and a round later).
+    a.ask(r#"tell w0 arm {"after_ms":3000}"#, "told w0 arm").await;
     // Both hanging runs wrote their first line (each started durably before it did anything).
     let before = ledger(data.path(), "w0", 2).await;
     a.ask("flush w0", "flushed w0").await;
+    let worker = a.ask("await-worker w0 fired 0", "worker w0 ").await;
+    assert!(worker.contains(r#""fired":0"#), "not fired yet: {worker}");
 
     a.signal("KILL");
     let _ = a.child.wait().await;

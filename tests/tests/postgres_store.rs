@@ -291,3 +291,51 @@ async fn a_runtime_alone_rolls_an_agent_whose_commit_failed_back_to_the_journal(
     let t = runtime.get::<Tally>(&id).expect("t came back");
     assert_eq!(t.state().await.expect("its state").domain.applied, vec![1, 3], "the journal holds what t showed");
 }
+
+/// An emit kept for elsewhere is forgotten once sent on, whichever node holds its agent by then: a node that gave
+/// the agent up while its emits were still going out forgets them too (else the next holder sends them again
+/// each time it brings the agent back, for ever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emit_sent_on_is_forgotten_after_its_agent_moved_on() {
+    use agentry::runtime::Elsewhere;
+    use agentry::store::{Fence, PostgresOptions};
+    use agentry_cluster::Owners;
+    let Some(postgres) = agentry_tests::postgres::or_skip("postgres_store") else { return };
+    let url = postgres.url();
+    let t = AgentId::new("t").expect("an id");
+    let a = Owners::connect(&url, "a", Duration::from_secs(60)).await.expect("node a");
+    let lease = a.claim(&t).await.expect("a holds t");
+    let fence = Fence::new("a");
+    fence.hold(t.clone(), lease.epoch);
+    let options = PostgresOptions { fence: Some(fence.clone()), ..PostgresOptions::default() };
+    let store = PostgresStore::connect_with(&url, options).expect("the fenced journal connects");
+    let (tx, mut handed) = tokio::sync::mpsc::unbounded_channel();
+    let hook: agentry::runtime::ElsewhereHook = Arc::new(move |elsewhere| {
+        let _ = tx.send(elsewhere);
+    });
+    let builder = Runtime::builder().agent::<Tally>().expect("registers").elsewhere(hook);
+    let (runtime, _) = builder.store(Arc::new(store)).open().await.expect("opens");
+    let opts = SpawnOptions { id: Some(t.clone()), ..SpawnOptions::default() };
+    let agent = runtime.spawn(Tally::default(), opts).await.expect("spawned");
+    let tell = Signal::new("tell", json!({"to": "far", "n": 1})).expect("a kind");
+    agent.call(tell, Duration::from_secs(10)).await.expect("told");
+    let Some(Elsewhere::Agent { signal, kept_by: Some(kept_by), .. }) = handed.recv().await else {
+        panic!("expected an emit kept by its agent");
+    };
+    let durable = runtime.store().durable().expect("durable");
+    durable.flushed_for(&t).await.expect("kept under a's lease");
+    let unsent = |durable: agentry::store::DurableView<'_>| {
+        let revival = durable.revivals(std::slice::from_ref(&t)).expect("reads").pop().expect("one");
+        revival.expect("decodes").unsent.len()
+    };
+    assert_eq!(unsent(durable), 1, "kept until sent on");
+
+    // Node b takes t over; only then does a's node say the emit was sent on.
+    a.expire(&t).await.expect("expired");
+    let b = Owners::connect(&url, "b", Duration::from_secs(60)).await.expect("node b");
+    b.claim(&t).await.expect("b holds t");
+    runtime.sent_on(&kept_by, signal.id());
+    durable.flushed().await.expect("the commit ended");
+    assert_eq!(unsent(durable), 0, "forgotten, though the agent is b's now");
+    runtime.shutdown(Duration::from_secs(1)).await;
+}

@@ -48,6 +48,10 @@ impl RuntimeBuilder {
     /// Where this runtime hands the signals its agents emit to agents it does not run, and to topics (for
     /// their subscribers elsewhere): a cluster's node sets this to take them to the other nodes. Without it,
     /// the first reach nobody and the second only this runtime's subscribers.
+    ///
+    /// With a durable store, an agent's emit to an agent elsewhere is kept in the journal until the hook's owner
+    /// says it was sent on ([`Runtime::sent_on`](crate::runtime::Runtime::sent_on), named by the signal's
+    /// `kept_by`): a hook that never says so leaves them kept, handed over again each time the agent comes back.
     pub fn elsewhere(mut self, hook: ElsewhereHook) -> Self {
         self.elsewhere = Some(hook);
         self

@@ -27,7 +27,7 @@ impl<A: Agent> ServerState<A> {
         self.make_room(&effects);
         for effect in effects {
             let command = crate::interpret::interpret(effect, origin, &self.policy, &self.source);
-            self.carry_out(command, origin, false);
+            self.carry_out(command, origin, None);
         }
     }
 
@@ -47,7 +47,7 @@ impl<A: Agent> ServerState<A> {
             return self.interpret(effects, origin);
         }
         self.make_room(&effects);
-        let commands: Vec<(Command, bool)> = effects
+        let commands: Vec<(Command, Option<bool>)> = effects
             .into_iter()
             .map(|effect| {
                 let command = crate::interpret::interpret(effect, origin, &self.policy, &self.source);
@@ -55,7 +55,7 @@ impl<A: Agent> ServerState<A> {
                     Command::Emit { signal, to } => self.keep_if_elsewhere(signal, to),
                     _ => false,
                 };
-                (command, kept)
+                (command, Some(kept))
             })
             .collect();
         self.log_input(input, kept);
@@ -74,8 +74,9 @@ impl<A: Agent> ServerState<A> {
         }
     }
 
-    /// Carries out one interpreted effect; `kept`: an emit already kept in the journal, for elsewhere.
-    fn carry_out(&mut self, command: Command, origin: Origin<'_>, kept: bool) {
+    /// Carries out one interpreted effect; `kept`, for an emit: whether it was kept in the journal, for elsewhere
+    /// (`None`: not decided yet, see [`ServerState::emit`]).
+    fn carry_out(&mut self, command: Command, origin: Origin<'_>, kept: Option<bool>) {
         let cause = origin.cause();
         match command {
             Command::Register { action, skill } => self.register(action, skill.as_ref()),
@@ -165,10 +166,11 @@ impl<A: Agent> ServerState<A> {
         true
     }
 
-    /// Emits a signal. One to an agent elsewhere is kept in the journal (`kept`, if it was already) and handed to
-    /// the runtime's hook for elsewhere with the agent that keeps it.
-    fn emit(&self, signal: Signal, to: Target, kept: bool) {
-        if (kept || self.keep_if_elsewhere(&signal, &to))
+    /// Emits a signal. One to an agent elsewhere is kept in the journal (`kept`: whether it was already, when
+    /// that was decided before its input was logged; the decision stands, so no emit is kept after its input) and
+    /// handed to the runtime's hook for elsewhere with the agent that keeps it.
+    fn emit(&self, signal: Signal, to: Target, kept: Option<bool>) {
+        if kept.unwrap_or_else(|| self.keep_if_elsewhere(&signal, &to))
             && let (Some(hook), Some(id)) = (&self.shared.elsewhere, self.emitted_to(&to))
         {
             let kept_by = Some(self.agent.id.clone());

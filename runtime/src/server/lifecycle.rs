@@ -169,7 +169,12 @@ impl<A: Agent> ServerState<A> {
         // An agent rolled back writes nothing more (the journal would not keep it): it comes back from there.
         let rolled_back = exit == Exit::RolledBack;
         if entry.is_some() && !rolled_back {
-            self.keep_or_forget(!shutting_down && !restarts);
+            let for_good = !shutting_down && !restarts;
+            if for_good {
+                // Before `Runtime::stop` returns: an agent spawned under the id next is not subscribed.
+                self.shared.directory.leave_topics(&id);
+            }
+            self.keep_or_forget(for_good);
         }
         if let Some(mut child) = self.shared.children.get_mut(&self.myself.get_id()) {
             child.exit = exit;

@@ -8,8 +8,14 @@ use super::StoreError;
 use crate::id::AgentId;
 use crate::signal::Signal;
 
-/// A row of the outbox, read back: its target and its signal.
-pub(crate) fn unsent(target: &str, signal: &[u8]) -> Result<(AgentId, Signal), StoreError> {
-    let to = AgentId::new(target).map_err(|e| StoreError::Decode { what: "outbox target", message: e.to_string() })?;
-    Ok((to, super::signal_codec::decode(signal)?))
+/// A row of the outbox, read back, added to `unsent`: its target and its signal. A row that does not decode is
+/// left where it is, with an error logged: it cannot be sent, and the agent still comes back.
+pub(crate) fn unsent(agent: &AgentId, (target, signal): (&str, &[u8]), unsent: &mut Vec<(AgentId, Signal)>) {
+    let read = AgentId::new(target)
+        .map_err(|e| StoreError::Decode { what: "outbox target", message: e.to_string() })
+        .and_then(|to| Ok((to, super::signal_codec::decode(signal)?)));
+    match read {
+        Ok(row) => unsent.push(row),
+        Err(err) => tracing::error!(%agent, %err, "an emit kept for elsewhere does not decode: it is not sent again"),
+    }
 }

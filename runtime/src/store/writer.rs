@@ -83,12 +83,11 @@ impl Op {
     pub(crate) fn agent(&self) -> Option<&AgentId> {
         match self {
             Op::Run(row) => Some(row.draft.agent()),
-            Op::Input(agent, ..)
-            | Op::KeptInput(agent, ..)
-            | Op::Ended(agent)
-            | Op::Cleared(agent, _)
-            | Op::Sent(agent, _) => Some(agent),
+            Op::Input(agent, ..) | Op::KeptInput(agent, ..) | Op::Ended(agent) | Op::Cleared(agent, _) => Some(agent),
             Op::Sending(sending) => Some(&sending.0),
+            // An emit sent on is forgotten whoever holds its agent now: losing the write only sends it again (its
+            // target drops the copy), so it is neither held back nor a reason to bring the agent back.
+            Op::Sent(..) => None,
             Op::Snapshot(snapshot) | Op::Spawned(_, snapshot) => Some(&snapshot.agent),
             Op::Alive(record) => Some(&record.agent),
             Op::Armed(schedule) => Some(&schedule.agent),
@@ -392,6 +391,11 @@ pub(crate) fn commit(
                         runs.delivered(tx, run, spent)?;
                     }
                     inputs.add(tx, &agent, (number, Some(id)), &signal)?;
+                    spent.push(signal);
+                }
+                Op::Sending(sending) => {
+                    let (agent, to, id, signal) = *sending;
+                    tx.outbox(&agent, id, &to, &signal)?;
                     spent.push(signal);
                 }
                 Op::KeptInput(agent, number, run) => match runs.consumed(run) {
@@ -825,10 +829,6 @@ pub(crate) fn apply(
         Op::Cleared(agent, key) => db.clear_schedules(&agent, Some(&key))?,
         Op::Refusal(refusal) => db.refusal(&refusal)?,
         Op::Job(write) => db.job(&write)?,
-        Op::Sending(sending) => {
-            let (agent, to, id, signal) = *sending;
-            db.outbox(&agent, id, &to, &signal)?;
-        }
         Op::Sent(agent, id) => db.outbox_sent(&agent, id)?,
         // The writer handles these itself.
         Op::Flush(_)
@@ -837,6 +837,7 @@ pub(crate) fn apply(
         | Op::Plan(..)
         | Op::Outcome(..)
         | Op::Input(..)
+        | Op::Sending(_)
         | Op::KeptInput(..) => {}
     }
     Ok(())

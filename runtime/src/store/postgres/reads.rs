@@ -136,7 +136,7 @@ async fn revival(client: &Client, agent: &AgentId) -> Result<Revival, StoreError
     for row in rows {
         let target: String = row.try_get(0).map_err(database)?;
         let signal: Vec<u8> = row.try_get(1).map_err(database)?;
-        unsent.push(crate::store::outbox::unsent(&target, &signal)?);
+        crate::store::outbox::unsent(agent, (&target, &signal), &mut unsent);
     }
     Ok(Revival { record, snapshot, inputs, schedules, runs, jobs, unsent })
 }

@@ -44,7 +44,7 @@ enum Owner {
     Agent(AgentId),
     /// A run's, whose agent the journal knows.
     Run(Uuid),
-    /// Nobody's in particular (purging jobs that ended and were told).
+    /// Nobody's in particular (purging jobs that ended and were told; forgetting an emit sent on).
     Nobody,
 }
 
@@ -386,8 +386,10 @@ impl Tables for PgTables<'_> {
     }
 
     fn outbox_sent(&mut self, agent: &AgentId, id: Uuid) -> Result<(), StoreError> {
+        // Whoever holds the agent now: the emit reached its target (a node that gave the agent up while its emits
+        // were still going out forgets them too, or the next holder would send them again, for ever).
         self.write(
-            Owner::Agent(agent.clone()),
+            Owner::Nobody,
             "DELETE FROM agentry_outbox WHERE agent = $1 AND id = $2",
             vec![Box::new(agent.as_str().to_owned()), Box::new(id)],
         )

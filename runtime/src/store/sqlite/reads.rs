@@ -62,7 +62,7 @@ fn unsent(db: &Connection, agent: &AgentId) -> Result<Vec<(AgentId, Signal)>, St
     while let Some(row) = rows.next().map_err(database)? {
         let target: String = row.get(0).map_err(database)?;
         let signal: Vec<u8> = row.get(1).map_err(database)?;
-        found.push(crate::store::outbox::unsent(&target, &signal)?);
+        crate::store::outbox::unsent(agent, (&target, &signal), &mut found);
     }
     Ok(found)
 }
