@@ -181,9 +181,10 @@ fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// The history check: a client pushes numbered signals into the inboxes of eight agents spread over three
-/// nodes, while nodes are killed (SIGKILL) and started again at seeded moments. Every push the inbox
-/// acknowledged is applied exactly once, in order, by the agent, whichever nodes held it meanwhile.
+/// The history check: two clients send numbered signals to eight agents spread over three nodes on the wire, one
+/// pushing into their inboxes, the other sending through a fourth node (over the wire to the holder, else into
+/// the inbox), while the three are killed (SIGKILL) and started again at seeded moments. Every signal acknowledged
+/// is applied exactly once, in each client's order, by the agent, whichever nodes held it meanwhile.
 /// `AGENTRY_HISTORY_KILLS` (3 by default) and `AGENTRY_HISTORY_SEED` for longer or other runs by hand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_acknowledged_signal_is_applied_once_and_in_order_through_kills() {
@@ -193,22 +194,25 @@ async fn every_acknowledged_signal_is_applied_once_and_in_order_through_kills() 
     let Some(postgres) = postgres("cluster_history") else { return };
     let kills = env_number("AGENTRY_HISTORY_KILLS", 3);
     let mut seeded = Seeded(env_number("AGENTRY_HISTORY_SEED", 11));
+    // Three nodes on the wire, killed at the seeded moments; a fourth, `d`, is the second client's way in.
+    let wire = [("AGENTRY_NODE_WIRE", "the-history-secret")];
     let names = ["a", "b", "c"];
     let mut nodes = Vec::new();
     for name in names {
-        nodes.push(NodeProcess::start(NODE, &postgres, LEASE_MS, name).await);
+        nodes.push(NodeProcess::start_with(NODE, &postgres, LEASE_MS, name, &wire).await);
     }
+    let mut door = NodeProcess::start_with(NODE, &postgres, LEASE_MS, "d", &wire).await;
     let agents: Vec<String> = (0..8).map(|n| format!("h{n}")).collect();
     for (n, agent) in agents.iter().enumerate() {
         nodes[n % 3].ask(&format!("spawn {agent}"), &format!("spawned {agent}")).await;
     }
-    // The client: numbered signals, one agent after another, each acknowledged by the inbox, until told to stop
-    // (after the last kill); it returns the last number every agent was sent.
-    let url = postgres.url();
-    let client_agents = agents.clone();
+    // Two clients, each with numbered signals of its own, one agent after another, each acknowledged, until told
+    // to stop (after the last kill); each returns the last number every agent was sent. The first pushes into
+    // the inboxes; the second sends through node `d` (over the wire to the node that holds the agent, else into
+    // its inbox), numbering from `SECOND`.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stopped = stop.clone();
-    let client = tokio::spawn(async move {
+    let (url, client_agents, stopped) = (postgres.url(), agents.clone(), stop.clone());
+    let first = tokio::spawn(async move {
         let inbox = Inbox::connect(&url, 10_000).await.expect("the client connects");
         let mut k = 0;
         while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
@@ -222,23 +226,39 @@ async fn every_acknowledged_signal_is_applied_once_and_in_order_through_kills() 
         }
         k
     });
-    // Kills at seeded moments while the client pushes, each node started again at once under its name.
+    let (client_agents, stopped) = (agents.clone(), stop.clone());
+    let second = tokio::spawn(async move {
+        let mut k = 0;
+        while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            k += 1;
+            for agent in &client_agents {
+                let n = SECOND + k;
+                let sent = door.ask(&format!("send {agent} {n}"), &format!("sent {agent} {n} ")).await;
+                // (A duplicate: the wire's holder had it, and its answer was lost with it; the inbox has it.)
+                let acknowledged = ["(Kept)", "(Duplicate)", "Here"].iter().any(|end| sent.ends_with(end));
+                assert!(acknowledged, "acknowledged: {sent}");
+            }
+        }
+        (k, door)
+    });
+    // Kills at seeded moments while the clients send, each node started again at once under its name.
     for _ in 0..kills {
         tokio::time::sleep(Duration::from_millis(200 + seeded.below(600))).await;
         let victim = seeded.below(3) as usize;
         nodes[victim].signal("KILL");
         let _ = nodes[victim].child.wait().await;
-        nodes[victim] = NodeProcess::start(NODE, &postgres, LEASE_MS, names[victim]).await;
+        nodes[victim] = NodeProcess::start_with(NODE, &postgres, LEASE_MS, names[victim], &wire).await;
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let per_agent: u64 = client.await.expect("the client pushed everything");
+    let firsts: u64 = first.await.expect("the first client pushed everything");
+    let (seconds, door) = second.await.expect("the second client sent everything");
+    nodes.push(door);
     // A last call to each agent (0), through its inbox from node a: answered once every signal pushed before it
     // was applied, by whichever node holds the agent (an agent of a node killed last once its lease ran out).
-    let mut expected: Vec<u64> = (1..=per_agent).collect();
-    expected.push(0);
     for agent in &agents {
         let answer = nodes[0].ask(&format!("call {agent} 0 30000"), &format!("replied {agent} 0")).await;
-        assert_eq!(answer, format!("replied {agent} 0 {}", expected.len()), "{agent}: every signal before the call");
+        let count = firsts + seconds + 1;
+        assert_eq!(answer, format!("replied {agent} 0 {count}"), "{agent}: every signal before the call");
         let mut found = None;
         for node in nodes.iter_mut() {
             node.send(&format!("state {agent}")).await;
@@ -247,14 +267,23 @@ async fn every_acknowledged_signal_is_applied_once_and_in_order_through_kills() 
                 found = Some(tally);
             }
         }
-        let tally = found.unwrap_or_else(|| panic!("no node holds {agent}"));
-        assert_eq!(tally.applied, expected, "{agent}: every acknowledged signal once, in order");
+        let applied = found.unwrap_or_else(|| panic!("no node holds {agent}")).applied;
+        // Each client's signals once each, in the order it sent them (the two clients' interleave as they came).
+        let of_first: Vec<u64> = applied.iter().copied().filter(|n| (1..SECOND).contains(n)).collect();
+        let of_second: Vec<u64> = applied.iter().filter(|n| **n > SECOND).map(|n| n - SECOND).collect();
+        assert_eq!(of_first, (1..=firsts).collect::<Vec<_>>(), "{agent}: the first client's, once, in order");
+        assert_eq!(of_second, (1..=seconds).collect::<Vec<_>>(), "{agent}: the second client's, once, in order");
+        assert_eq!(applied.last(), Some(&0), "{agent}: the call last");
     }
     eprintln!(
-        "history: {kills} kills, {per_agent} signals to each of {} agents, each applied once, in order",
+        "history: {kills} kills, {firsts} + {seconds} signals from two clients to each of {} agents, each applied \
+         once, in order",
         agents.len()
     );
 }
+
+/// Where the second client of the history check numbers its signals from.
+const SECOND: u64 = 1_000_000;
 
 /// A call from one node reaches an agent on another and its reply comes back; signals sent from afar keep their
 /// order with the calls; a call to an agent whose node is dead fails within its timeout, and is applied once a

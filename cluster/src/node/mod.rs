@@ -197,6 +197,9 @@ pub struct Node {
     handing: Mutex<HashSet<AgentId>>,
     /// The agents the last round found ended (a lease is let go when two rounds in a row do).
     ending: Mutex<HashSet<AgentId>>,
+    /// Agents taken over whose inboxes were not given yet: a send to one from here goes into its inbox, behind
+    /// what waits there (a sender whose earlier signals waited there for it keeps its order).
+    taking: Mutex<HashSet<AgentId>>,
     /// Held while signals are given from an inbox.
     delivering: Mutex<HashMap<AgentId, Arc<tokio::sync::Mutex<()>>>>,
     /// Its leases, and the agents it runs and is starting.
@@ -280,6 +283,7 @@ impl Node {
             given,
             afresh,
             ending: Mutex::new(HashSet::new()),
+            taking: Mutex::new(HashSet::new()),
             handing: Mutex::new(HashSet::new()),
             delivering: Mutex::new(HashMap::new()),
             replies,
@@ -355,8 +359,13 @@ impl Node {
 
     /// Sends a signal to an agent wherever it lives: to it here if this node holds it, else into its durable
     /// inbox (once: a retry of the same signal is [`Pushed::Duplicate`]), where the node that holds it finds it.
+    /// An agent this node is taking over gets it through its inbox too, until what waited there was given: a
+    /// sender whose signals waited there while the agent moved keeps its order.
     pub async fn send(&self, agent: &AgentId, signal: Signal) -> Result<Sent, NodeError> {
         if self.holds(agent) {
+            if self.taking.lock().unwrap_or_else(PoisonError::into_inner).contains(agent) {
+                return Ok(Sent::Inbox(self.pusher(agent).push(agent, &signal).await?));
+            }
             self.runtime.send(agent, signal)?;
             return Ok(Sent::Here);
         }
@@ -382,7 +391,8 @@ impl Node {
         signal: Signal,
         timeout: Duration,
     ) -> Result<serde_json::Value, NodeError> {
-        if self.holds(agent) {
+        // One being taken over goes through its inbox like one held elsewhere (its node is this one).
+        if self.holds(agent) && !self.taking.lock().unwrap_or_else(PoisonError::into_inner).contains(agent) {
             // After the signals waiting for it: a call keeps its order with what was sent before it from afar.
             self.deliver(agent).await?;
             return Ok(self.runtime.call(agent, signal, timeout).await?);
@@ -576,6 +586,7 @@ impl Node {
     /// inbox, what an old actor of it lost, and its delivery lock.
     fn forget_agent(&self, agent: &AgentId) {
         self.holdings.forget(agent);
+        self.taking.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         self.given.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         self.afresh.lock().unwrap_or_else(PoisonError::into_inner).remove(agent);
         self.forget_delivering(agent);

@@ -40,6 +40,8 @@ impl Node {
             }
             match self.owners.claim(&agent).await {
                 Ok(lease) => {
+                    // Before it is held: from then on, what is sent to it here waits behind its inbox.
+                    self.taking.lock().unwrap_or_else(PoisonError::into_inner).insert(agent.clone());
                     self.holdings.ran(&agent);
                     self.holdings.hold(&lease);
                     tick.taken.push(agent);
@@ -53,6 +55,14 @@ impl Node {
             let recovery = self.runtime.recover().await?;
             for (agent, err) in &recovery.failed {
                 tracing::error!(%agent, %err, node = %self.options.name, "an agent taken over could not be brought back");
+            }
+        }
+        // What waited in the inboxes of the agents taken over (this round, or an earlier one that did not give it
+        // all) is given first; once all of it was, sends from here reach them directly.
+        let taking: Vec<AgentId> = self.taking.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
+        for agent in taking {
+            if self.deliver(&agent).await? < DELIVER_AT_ONCE as usize {
+                self.taking.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
             }
         }
         let held: Vec<AgentId> = self.fence.held().into_iter().map(|(agent, _)| agent).collect();
