@@ -438,3 +438,54 @@ async fn rebalancing_hands_over_exactly_what_placement_gives_to_other_nodes() {
         assert_eq!(a.state(agent).await.applied, vec![1], "{agent} stayed on a");
     }
 }
+
+/// A topic spans the nodes on the wire; a member on a node that dies leaves it: publishing goes on without
+/// waiting for that node, and the member, brought back on a survivor, is not subscribed there (a subscription is
+/// its runtime's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_members_on_a_dead_node_leave_the_topic() {
+    let Some(postgres) = postgres("cluster_topics") else { return };
+    let wire = [("AGENTRY_NODE_WIRE", "the-topic-secret")];
+    let mut a = NodeProcess::start_with(NODE, &postgres, LEASE_MS, "a", &wire).await;
+    let mut b = NodeProcess::start_with(NODE, &postgres, LEASE_MS, "b", &wire).await;
+    let mut c = NodeProcess::start_with(NODE, &postgres, LEASE_MS, "c", &wire).await;
+    for peer in ["wire-up a", "wire-up b"] {
+        c.expect(peer).await;
+    }
+    a.ask("spawn s1", "spawned s1").await;
+    b.ask("spawn s2", "spawned s2").await;
+    c.ask("spawn p", "spawned p").await;
+    a.ask("subscribe s1 news", "subscribed s1").await;
+    b.ask("subscribe s2 news", "subscribed s2").await;
+    let shout = async |c: &mut NodeProcess, n: u64| {
+        c.ask(&format!(r#"signal p shout {{"topic":"news","n":{n}}}"#), "given p shout").await;
+        c.ask("settle", "settled").await;
+    };
+    shout(&mut c, 1).await;
+    assert_eq!(a.state("s1").await.applied, [1], "a member on a");
+    assert_eq!(b.state("s2").await.applied, [1], "a member on b");
+
+    a.signal("KILL");
+    let _ = a.child.wait().await;
+    shout(&mut c, 2).await;
+    assert_eq!(b.state("s2").await.applied, [1, 2], "the member still alive");
+    let taker = loop {
+        if b.kept.iter().any(|l| l == "took s1") {
+            break &mut b;
+        }
+        if c.kept.iter().any(|l| l == "took s1") {
+            break &mut c;
+        }
+        tokio::select! {
+            line = b.lines.recv() => b.kept.extend(line),
+            line = c.lines.recv() => c.kept.extend(line),
+            _ = tokio::time::sleep(WAIT) => panic!("`s1` was not taken over within {WAIT:?}"),
+        }
+    };
+    assert_eq!(taker.state("s1").await.applied, [1], "back as it was");
+    shout(&mut c, 3).await;
+    assert_eq!(c.state("p").await.applied, Vec::<u64>::new(), "the publisher is no member");
+    assert_eq!(b.state("s2").await.applied, [1, 2, 3]);
+    let taker = if b.kept.iter().any(|l| l == "took s1") { &mut b } else { &mut c };
+    assert_eq!(taker.state("s1").await.applied, [1], "it left the topic with its node");
+}

@@ -95,7 +95,11 @@ impl Node {
                     {
                         return Ok(Ok(value));
                     }
-                    self.deliver(&agent).await?;
+                    // In the inbox, it is given by a later delivery if not by this one (an agent this node is
+                    // still bringing back, say), and its reply comes here all the same.
+                    if let Err(err) = self.deliver(&agent).await {
+                        tracing::debug!(%agent, %err, "a call from the wire waits in the inbox");
+                    }
                     reply.await.map_err(|_| NodeError::Runtime(RuntimeError::Stopped(agent.clone())))
                 };
                 let answered = tokio::time::timeout(timeout, called).await;

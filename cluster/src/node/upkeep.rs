@@ -61,8 +61,13 @@ impl Node {
         // all) is given first; once all of it was, sends from here reach them directly.
         let taking: Vec<AgentId> = self.taking.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
         for agent in taking {
-            if self.deliver(&agent).await? < DELIVER_AT_ONCE as usize {
-                self.taking.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
+            match self.deliver(&agent).await {
+                Ok(given) if given < DELIVER_AT_ONCE as usize => {
+                    self.taking.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
+                }
+                Ok(_) => {}
+                // (One that could not be brought back, say: the next round tries again.)
+                Err(err) => tracing::warn!(%agent, %err, "what waits for an agent taken over could not be given yet"),
             }
         }
         let held: Vec<AgentId> = self.fence.held().into_iter().map(|(agent, _)| agent).collect();
