@@ -134,22 +134,31 @@ async fn two_writers_of_one_journal_keep_every_run() {
     }
 }
 
+/// Node `a` holding `agent` (its lease claimed in the database), and a journal fenced by that hold: node a's
+/// leases, the epoch it holds the agent under, its fence and the journal.
+async fn journal_of_a_holding(
+    url: &str,
+    agent: &AgentId,
+) -> (agentry_cluster::Owners, u64, agentry::store::Fence, PostgresStore) {
+    let a = agentry_cluster::Owners::connect(url, "a", Duration::from_secs(60)).await.expect("node a");
+    let lease = a.claim(agent).await.expect("a holds the agent");
+    let fence = agentry::store::Fence::new("a");
+    fence.hold(agent.clone(), lease.epoch);
+    let options = agentry::store::PostgresOptions { fence: Some(fence.clone()), ..Default::default() };
+    let store = PostgresStore::connect_with(url, options).expect("the fenced journal connects");
+    (a, lease.epoch, fence, store)
+}
+
 /// The fence, in one process and without timing: a journal writes under the epoch its node holds; once another
 /// node took the agent (a newer epoch), the node's next write for it is refused, the agent is reported lost, and
 /// nothing of it reaches the journal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_journal_refuses_the_writes_of_an_agent_another_node_took() {
-    use agentry::store::{Fence, PostgresOptions};
     use agentry_cluster::Owners;
     let Some(postgres) = agentry_tests::postgres::or_skip("postgres_store") else { return };
     let url = postgres.url();
     let t = AgentId::new("t").expect("an id");
-    let a = Owners::connect(&url, "a", Duration::from_secs(60)).await.expect("node a");
-    let lease = a.claim(&t).await.expect("a holds t");
-    let fence = Fence::new("a");
-    fence.hold(t.clone(), lease.epoch);
-    let options = PostgresOptions { fence: Some(fence.clone()), ..PostgresOptions::default() };
-    let store = PostgresStore::connect_with(&url, options).expect("the fenced journal connects");
+    let (a, epoch, fence, store) = journal_of_a_holding(&url, &t).await;
     let (runtime, _) =
         Runtime::builder().agent::<Tally>().expect("registers").store(Arc::new(store)).open().await.expect("opens");
     let opts = SpawnOptions { id: Some(t.clone()), ..SpawnOptions::default() };
@@ -163,7 +172,7 @@ async fn a_fenced_journal_refuses_the_writes_of_an_agent_another_node_took() {
     let mut lost = fence.lost();
     a.expire(&t).await.expect("expired");
     let b = Owners::connect(&url, "b", Duration::from_secs(60)).await.expect("node b");
-    assert_eq!(b.claim(&t).await.expect("b holds t").epoch, lease.epoch + 1);
+    assert_eq!(b.claim(&t).await.expect("b holds t").epoch, epoch + 1);
     // a's copy still runs and applies the signal in memory; its write is refused.
     agent.call(add(2), Duration::from_secs(10)).await.expect("applied in memory");
     assert!(durable.flushed_for(&t).await.is_err(), "the refused write was said to be durable");
@@ -192,17 +201,13 @@ async fn a_fenced_journal_refuses_the_writes_of_an_agent_another_node_took() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_action_with_side_effects_of_an_agent_whose_lease_is_gone_never_starts() {
     use agentry::action::{ActionSpec, DynAction};
-    use agentry::store::{Fence, PostgresOptions};
     use agentry_cluster::Owners;
     use agentry_tests::Operated;
     use std::sync::atomic::{AtomicU32, Ordering};
     let Some(postgres) = agentry_tests::postgres::or_skip("postgres_store") else { return };
     let url = postgres.url();
     let operator = AgentId::new("operator").expect("an id");
-    let a = Owners::connect(&url, "a", Duration::from_secs(60)).await.expect("node a");
-    let lease = a.claim(&operator).await.expect("a holds the operator");
-    let fence = Fence::new("a");
-    fence.hold(operator.clone(), lease.epoch);
+    let (a, _, _, store) = journal_of_a_holding(&url, &operator).await;
 
     let sent = Arc::new(AtomicU32::new(0));
     let counted = sent.clone();
@@ -213,8 +218,6 @@ async fn an_action_with_side_effects_of_an_agent_whose_lease_is_gone_never_start
     })
     .expect("a valid action");
     let skill = agentry::skill::Skill::builder("mail", "1.0.0").dyn_action(send).build().expect("a valid skill");
-    let options = PostgresOptions { fence: Some(fence.clone()), ..PostgresOptions::default() };
-    let store = PostgresStore::connect_with(&url, options).expect("the fenced journal connects");
     let op = Operated::start_with(vec![skill], agentry::policy::Policy::default(), &[], |builder| {
         builder.store(Arc::new(store))
     })
@@ -298,17 +301,11 @@ async fn a_runtime_alone_rolls_an_agent_whose_commit_failed_back_to_the_journal(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emit_sent_on_is_forgotten_after_its_agent_moved_on() {
     use agentry::runtime::Elsewhere;
-    use agentry::store::{Fence, PostgresOptions};
     use agentry_cluster::Owners;
     let Some(postgres) = agentry_tests::postgres::or_skip("postgres_store") else { return };
     let url = postgres.url();
     let t = AgentId::new("t").expect("an id");
-    let a = Owners::connect(&url, "a", Duration::from_secs(60)).await.expect("node a");
-    let lease = a.claim(&t).await.expect("a holds t");
-    let fence = Fence::new("a");
-    fence.hold(t.clone(), lease.epoch);
-    let options = PostgresOptions { fence: Some(fence.clone()), ..PostgresOptions::default() };
-    let store = PostgresStore::connect_with(&url, options).expect("the fenced journal connects");
+    let (a, _, _, store) = journal_of_a_holding(&url, &t).await;
     let (tx, mut handed) = tokio::sync::mpsc::unbounded_channel();
     let hook: agentry::runtime::ElsewhereHook = Arc::new(move |elsewhere| {
         let _ = tx.send(elsewhere);

@@ -363,7 +363,7 @@ impl Node {
     /// sender whose signals waited there while the agent moved keeps its order.
     pub async fn send(&self, agent: &AgentId, signal: Signal) -> Result<Sent, NodeError> {
         if self.holds(agent) {
-            if self.taking.lock().unwrap_or_else(PoisonError::into_inner).contains(agent) {
+            if self.taking(agent) {
                 return Ok(Sent::Inbox(self.pusher(agent).push(agent, &signal).await?));
             }
             self.runtime.send(agent, signal)?;
@@ -392,7 +392,7 @@ impl Node {
         timeout: Duration,
     ) -> Result<serde_json::Value, NodeError> {
         // One being taken over goes through its inbox like one held elsewhere (its node is this one).
-        if self.holds(agent) && !self.taking.lock().unwrap_or_else(PoisonError::into_inner).contains(agent) {
+        if self.holds(agent) && !self.taking(agent) {
             // After the signals waiting for it: a call keeps its order with what was sent before it from afar.
             self.deliver(agent).await?;
             return Ok(self.runtime.call(agent, signal, timeout).await?);
@@ -427,6 +427,11 @@ impl Node {
         let answered = tokio::time::timeout_at(deadline, called).await;
         self.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
         answered.unwrap_or_else(|_| Err(timed_out()))
+    }
+
+    /// Whether this node is taking the agent over: what waited in its inbox was not all given yet.
+    fn taking(&self, agent: &AgentId) -> bool {
+        self.taking.lock().unwrap_or_else(PoisonError::into_inner).contains(agent)
     }
 
     /// Whether this node holds the agent and takes what comes for it now: not while it hands it over, nor while
