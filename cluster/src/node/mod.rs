@@ -160,6 +160,12 @@ pub enum NodeError {
         "agent `{0}` is in the journal already (another node's, or one whose node died); expected a new id, or the node that takes it over to bring it back"
     )]
     Exists(AgentId),
+    /// A spawn the journal did not keep (its commit failed, or this node lost the lease first): the agent is
+    /// gone.
+    #[error(
+        "the journal did not keep the spawn of agent `{0}` (its commit failed, or this node lost its lease); the agent is gone: spawn it again"
+    )]
+    NotKept(AgentId),
 }
 
 /// What one round of a node's upkeep did ([`Node::tick`]).
@@ -319,7 +325,9 @@ impl Node {
     }
 
     /// Spawns an agent on this node: claims its lease first (an id that another node holds is
-    /// [`LeaseError::Held`]), then spawns it. `opts.id` names it; without one, a new id is made.
+    /// [`LeaseError::Held`]), then spawns it, and returns once its journal holds it: an agent whose spawn was
+    /// acknowledged comes back on a survivor if this node dies next. `opts.id` names it; without one, a new id
+    /// is made.
     pub async fn spawn<A: Agent>(&self, domain: A, mut opts: SpawnOptions) -> Result<AgentRef<A>, NodeError> {
         let id = opts.id.get_or_insert_with(AgentId::random).clone();
         self.spawn_leased(&id, self.runtime.spawn(domain, opts)).await
@@ -337,8 +345,8 @@ impl Node {
         self.spawn_leased(&id, self.runtime.spawn_named(agent_type, init, opts)).await
     }
 
-    /// Claims the lease of `id` (unless this node holds it), then spawns it with `spawn`; lets a lease it
-    /// claimed go if the spawn fails.
+    /// Claims the lease of `id` (unless this node holds it), then spawns it with `spawn` and waits until the
+    /// journal holds the spawn; lets a lease it claimed go if the spawn fails.
     async fn spawn_leased<T>(
         &self,
         id: &AgentId,
@@ -347,7 +355,16 @@ impl Node {
         let spawning = self.holdings.claim_new(id).await?;
         let spawned = spawn.await;
         match (spawned, &spawning.claimed) {
-            (Ok(spawned), _) => Ok(spawned),
+            (Ok(spawned), _) => {
+                // Not acknowledged before it is durable: a node that died right after would lose the agent
+                // (and nobody would take it over), though its caller was told it runs.
+                if let Some(journal) = self.runtime.store().durable()
+                    && journal.flushed_for(id).await.is_err()
+                {
+                    return Err(NodeError::NotKept(id.clone()));
+                }
+                Ok(spawned)
+            }
             (Err(err), Some(lease)) if !self.runtime.contains(id) => {
                 self.holdings.let_be(id);
                 let _ = self.owners.release(lease).await;
