@@ -110,9 +110,10 @@ async fn a_killed_nodes_runs_are_settled_on_the_survivor_and_no_side_effect_is_r
     a.ask(r#"tell w0 arm {"after_ms":3000}"#, "told w0 arm").await;
     // Both hanging runs wrote their first line (each started durably before it did anything).
     let before = ledger(data.path(), "w0", 2).await;
-    a.ask("flush w0", "flushed w0").await;
+    // Its state, asked behind `arm` in its mailbox: `arm` was handled; then what it wrote is made durable.
     let worker = a.ask("await-worker w0 fired 0", "worker w0 ").await;
     assert!(worker.contains(r#""fired":0"#), "not fired yet: {worker}");
+    a.ask("flush w0", "flushed w0").await;
 
     a.signal("KILL");
     let _ = a.child.wait().await;
