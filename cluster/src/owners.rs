@@ -250,7 +250,8 @@ impl Owners {
             )
             .await?;
         let kept: Vec<Lease> = rows.iter().map(lease).collect::<Result<_, _>>()?;
-        let lost = held.iter().filter(|l| !kept.iter().any(|k| k.agent == l.agent)).cloned().collect();
+        let renewed: std::collections::HashSet<&AgentId> = kept.iter().map(|k| &k.agent).collect();
+        let lost = held.iter().filter(|l| !renewed.contains(&l.agent)).cloned().collect();
         Ok(Heartbeat { kept, lost })
     }
 

@@ -297,15 +297,28 @@ async fn an_agent_spawned_on_another_node_runs_there_and_its_parent_hears_of_its
     assert_eq!(exits.len(), 1, "{exits:?}");
     assert_eq!(exits[0].0, "c1");
 
-    // Its node dies: the parent is told, naming the node.
+    // An end that comes through the parent's inbox (its node frozen, the wire gave up on it) is heard too: that
+    // child is not reported again when its node goes down.
+    a.ask("spawn-on b c3 p1", "spawned-on c3").await;
+    a.signal("STOP");
+    b.ask("stop c3", "stopped c3").await;
+    b.expect("stopped-event c3").await;
+    b.ask("settle", "settled").await;
+    a.signal("CONT");
+    // A call here is given after what waits in the inbox.
+    a.ask("call p1 9 10000", "replied p1 9 ").await;
+    let exits = a.state("p1").await.exits;
+    assert_eq!(exits.iter().map(|(child, _)| child.as_str()).collect::<Vec<_>>(), ["c1", "c3"], "{exits:?}");
+
+    // Its node dies: the parent is told, naming the node, of the child still there only.
     a.ask("spawn-on b c2 p1", "spawned-on c2").await;
     b.signal("KILL");
     a.expect("wire-down b").await;
     a.expect("child-down c2").await;
     let exits = a.state("p1").await.exits;
-    assert_eq!(exits.len(), 2, "{exits:?}");
-    assert_eq!(exits[1].0, "c2");
-    assert!(exits[1].1.contains("node `b` went down"), "{exits:?}");
+    assert_eq!(exits.len(), 3, "{exits:?}");
+    assert_eq!(exits[2].0, "c2");
+    assert!(exits[2].1.contains("node `b` went down"), "{exits:?}");
 }
 
 /// The cluster's certificate authority: it issues each node a certificate naming `localhost` (the cluster's name,

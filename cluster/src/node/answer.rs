@@ -63,13 +63,8 @@ impl Node {
         match request {
             WireRequest::Publish { .. } | WireRequest::Spawn { .. } => WireReply::Accepted,
             WireRequest::Relay { signal, .. } => {
-                if signal.kind().as_str() == agentry::kinds::AGENT_CHILD_EXITED
-                    && let Some(child) = signal.data()["child"].as_str().and_then(|c| agentry::id::AgentId::new(c).ok())
-                {
-                    self.child_ended(&child);
-                }
                 // Through the agent's inbox, as a send: a relay that comes again (the sender gave up on the
-                // wire and left it in the inbox, say) is a duplicate.
+                // wire and left it in the inbox, say) is a duplicate. (A child's end is heard as it is given.)
                 self.take_in(&agent, &signal, true).await
             }
             WireRequest::Send { signal, .. } => self.take_in(&agent, &signal, false).await,

@@ -61,6 +61,7 @@ impl Node {
                     (Some(_), _) => self.runtime.ask(agent, signal).map(|answer| answers.push((id, answer))),
                     // Made by another node's runtime: given as it was made (the push checked what it may be).
                     (None, true) => {
+                        self.child_end_heard(&signal);
                         match self.runtime.relay(Elsewhere::Agent { to: agent.clone(), signal, kept_by: None }) {
                             0 => Err(RuntimeError::NoSuchAgent(agent.clone())),
                             _ => Ok(()),
@@ -145,12 +146,16 @@ impl Node {
         Ok(true)
     }
 
-    /// Gives every agent this node holds the signals waiting in its inbox.
+    /// Gives every agent this node holds the signals waiting in its inbox. One whose delivery fails (it cannot
+    /// be thawed, a row of its inbox does not decode) is logged and tried again at the next round; the others
+    /// get theirs all the same.
     pub(super) async fn deliver_waiting(&self) -> Result<(), NodeError> {
         let held: Vec<AgentId> = self.fence.held().into_iter().map(|(agent, _)| agent).collect();
         let waiting = self.inbox.with_waiting(&held).await?;
         for agent in waiting {
-            self.deliver(&agent).await?;
+            if let Err(err) = self.deliver(&agent).await {
+                tracing::warn!(%agent, %err, "what waits in an agent's inbox could not be given: the next round tries again");
+            }
         }
         Ok(())
     }

@@ -52,6 +52,8 @@ const DELIVER_AT_ONCE: u32 = 256;
 pub(crate) const CALL_REPLY_WAIT: Duration = Duration::from_secs(300);
 /// How long a consumed signal stays in its inbox, so that a sender's retry of it is a duplicate.
 const RETRIES_KEPT: Duration = Duration::from_secs(24 * 3600);
+/// A deadline for a call whose timeout is too long to add to the clock: thirty years.
+const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 
 /// How a node joins the cluster.
 #[derive(Clone)]
@@ -206,6 +208,9 @@ pub struct Node {
     /// Agents taken over whose inboxes were not given yet: a send to one from here goes into its inbox, behind
     /// what waits there (a sender whose earlier signals waited there for it keeps its order).
     taking: Mutex<HashSet<AgentId>>,
+    /// A round claimed agents and did not bring them all back (its recovery failed, or a later claim did): the
+    /// next round brings back again what the journal holds under this node's leases.
+    recover_again: std::sync::atomic::AtomicBool,
     /// Held while signals are given from an inbox.
     delivering: Mutex<HashMap<AgentId, Arc<tokio::sync::Mutex<()>>>>,
     /// Its leases, and the agents it runs and is starting.
@@ -290,6 +295,7 @@ impl Node {
             afresh,
             ending: Mutex::new(HashSet::new()),
             taking: Mutex::new(HashSet::new()),
+            recover_again: std::sync::atomic::AtomicBool::new(false),
             handing: Mutex::new(HashSet::new()),
             delivering: Mutex::new(HashMap::new()),
             replies,
@@ -408,15 +414,22 @@ impl Node {
         signal: Signal,
         timeout: Duration,
     ) -> Result<serde_json::Value, NodeError> {
+        // The whole call (here; or over the wire and then through the inbox) within its timeout. (One too long to
+        // add to the clock waits as good as forever.)
+        let now = tokio::time::Instant::now();
+        let deadline = now.checked_add(timeout).unwrap_or_else(|| now + FOREVER);
+        let timed_out = || NodeError::from(RuntimeError::Timeout { agent: agent.clone(), timeout });
         // One being taken over goes through its inbox like one held elsewhere (its node is this one).
         if self.holds(agent) && !self.taking(agent) {
-            // After the signals waiting for it: a call keeps its order with what was sent before it from afar.
-            self.deliver(agent).await?;
-            return Ok(self.runtime.call(agent, signal, timeout).await?);
+            // After the signals waiting for it: a call keeps its order with what was sent before it from afar
+            // (which may wait for another delivery to it, or for the database: within the timeout too).
+            tokio::time::timeout_at(deadline, self.deliver(agent)).await.map_err(|_| timed_out())??;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            return match self.runtime.call(agent, signal, left).await {
+                Err(RuntimeError::Timeout { .. }) => Err(timed_out()),
+                answered => Ok(answered?),
+            };
         }
-        // The whole call, over the wire and then through the inbox, within its timeout.
-        let deadline = tokio::time::Instant::now() + timeout;
-        let timed_out = || NodeError::from(RuntimeError::Timeout { agent: agent.clone(), timeout });
         if let Some(wire) = &self.wire {
             let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
             let request = WireRequest::Call { agent: agent.clone(), signal: signal.clone(), timeout_ms };
@@ -584,9 +597,15 @@ impl Node {
     }
 
     /// Forgets a child spawned on another node whose end its parent here heard of.
-    fn child_ended(&self, child: &AgentId) {
-        let mut children = self.remote_children.lock().unwrap_or_else(PoisonError::into_inner);
-        children.values_mut().for_each(|on_node| on_node.retain(|(c, _)| c != child));
+    /// A signal relayed to one of this node's agents: if it tells of a child's end, that child is forgotten
+    /// (its node going down later is no news to its parent).
+    fn child_end_heard(&self, signal: &Signal) {
+        if signal.kind().as_str() == agentry::kinds::AGENT_CHILD_EXITED
+            && let Some(child) = signal.data()["child"].as_str().and_then(|c| AgentId::new(c).ok())
+        {
+            let mut children = self.remote_children.lock().unwrap_or_else(PoisonError::into_inner);
+            children.values_mut().for_each(|on_node| on_node.retain(|(c, _)| *c != child));
+        }
     }
 
     /// This node's lease on `agent` at `epoch`, as its fence holds it (the expiry is the database's business).

@@ -4,6 +4,7 @@
 //! wire and the runtime ([`Node::keep`]).
 
 use super::*;
+use std::sync::atomic::Ordering;
 
 impl Node {
     /// One round of upkeep: renews every lease this node holds (stopping its copy of each agent whose lease it
@@ -28,6 +29,8 @@ impl Node {
         for node in gone {
             tick.children_down.extend(self.children_down(&node));
         }
+        // A claim that fails ends the claiming, not before those claimed so far are brought back.
+        let mut claim_failed = None;
         for agent in self.owners.orphans().await? {
             if placement::place(&agent, &nodes) != Some(self.options.name.as_str()) {
                 continue;
@@ -48,14 +51,24 @@ impl Node {
                 }
                 // Another node was faster: it is that node's now.
                 Err(LeaseError::Held { .. }) => {}
-                Err(err) => return Err(err.into()),
+                Err(err) => {
+                    claim_failed = Some(err);
+                    break;
+                }
             }
         }
-        if !tick.taken.is_empty() {
+        let again = self.recover_again.swap(false, Ordering::SeqCst);
+        if !tick.taken.is_empty() || again {
+            // Held from now on, whatever happens: a recovery that fails is tried again at the next round.
+            self.recover_again.store(true, Ordering::SeqCst);
             let recovery = self.runtime.recover().await?;
+            self.recover_again.store(false, Ordering::SeqCst);
             for (agent, err) in &recovery.failed {
                 tracing::error!(%agent, %err, node = %self.options.name, "an agent taken over could not be brought back");
             }
+        }
+        if let Some(err) = claim_failed {
+            return Err(err.into());
         }
         // What waited in the inboxes of the agents taken over (this round, or an earlier one that did not give it
         // all) is given first; once all of it was, sends from here reach them directly.
