@@ -21,36 +21,45 @@ impl Node {
     }
 
     /// Gives an agent this node holds the signals waiting in its inbox, oldest first, each once; for a call, the
-    /// agent's reply is posted back to the node that called.
+    /// agent's reply is posted back to the node that called. Returns how many it gave.
     pub async fn deliver(&self, agent: &AgentId) -> Result<usize, NodeError> {
+        Ok(self.deliver_all(agent).await?.0)
+    }
+
+    /// [`Node::deliver`], saying too whether every signal waiting in the inbox was given by now (by this
+    /// delivery or an earlier one): nothing is left there for a later delivery to give.
+    pub(super) async fn deliver_all(&self, agent: &AgentId) -> Result<(usize, bool), NodeError> {
         if !self.holds(agent) {
-            return Ok(0);
+            return Ok((0, false));
         }
         // One delivery at a time: what is waiting and what was given are read and changed together.
         let _one = self.delivering(agent).lock_owned().await;
         // Handed over, lost, or restarted afresh (what its old actor lost is given again first: `give_again`)
         // while this delivery waited.
         if !self.holds(agent) {
-            return Ok(0);
+            return Ok((0, false));
         }
         let waiting = self.inbox.waiting(agent, DELIVER_AT_ONCE).await?;
+        // A page that is not full shows all that waits.
+        let whole = waiting.len() < DELIVER_AT_ONCE as usize;
         // A call is sent to the agent awake (a sleeper keeps plain signals, not calls).
         if waiting.iter().any(|w| w.caller.is_some()) {
             self.runtime.thaw(agent).await?;
         }
-        let (delivered, answers) = {
+        let (delivered, drained, answers) = {
             let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
             // Restarted afresh since it read what waits: nothing is given before what the old actor lost.
             if self.afresh.lock().unwrap_or_else(PoisonError::into_inner).contains_key(agent) {
-                return Ok(0);
+                return Ok((0, false));
             }
             let mine = given.entry(agent.clone()).or_default();
             // Those given before and no longer waiting were consumed: forgotten (unless the page was full, which
             // may not show them all).
-            if waiting.len() < DELIVER_AT_ONCE as usize {
+            if whole {
                 mine.retain(|id| waiting.iter().any(|w| w.signal.id() == *id));
             }
             let mut delivered = 0;
+            let mut drained = whole;
             let mut answers = Vec::new();
             for Waiting { signal, caller, relayed } in waiting {
                 let id = signal.id();
@@ -77,11 +86,12 @@ impl Node {
                     // Not now (the agent is stopping, or its mailbox is full): the rest wait, in order, for later.
                     Err(err) => {
                         tracing::warn!(%agent, %err, "a waiting signal could not be given to its agent yet");
+                        drained = false;
                         break;
                     }
                 }
             }
-            (delivered, answers)
+            (delivered, drained, answers)
         };
         // Each reply is posted back as it comes, without holding up the next deliveries.
         for (call, answer) in answers {
@@ -112,7 +122,7 @@ impl Node {
                 }
             });
         }
-        Ok(delivered)
+        Ok((delivered, drained))
     }
 
     /// Gives again the signals this node gave an agent that then started again afresh (a new actor, its old

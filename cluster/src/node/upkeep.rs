@@ -74,11 +74,13 @@ impl Node {
         // all) is given first; once all of it was, sends from here reach them directly.
         let taking: Vec<AgentId> = self.taking.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
         for agent in taking {
-            match self.deliver(&agent).await {
-                Ok(given) if given < DELIVER_AT_ONCE as usize => {
+            // Until nothing waits there that was not given (a full page, or a mailbox that took only some, waits
+            // for the next round).
+            match self.deliver_all(&agent).await {
+                Ok((_, true)) => {
                     self.taking.lock().unwrap_or_else(PoisonError::into_inner).remove(&agent);
                 }
-                Ok(_) => {}
+                Ok((_, false)) => {}
                 // (One that could not be brought back, say: the next round tries again.)
                 Err(err) => tracing::warn!(%agent, %err, "what waits for an agent taken over could not be given yet"),
             }
