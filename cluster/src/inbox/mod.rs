@@ -18,7 +18,9 @@ use crate::db::Db;
 use crate::owners::{Lease, LeaseError, fence};
 use agentry::id::AgentId;
 use agentry::signal::Signal;
-use tokio::sync::mpsc;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Notify, mpsc};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 pub use push::Pusher;
@@ -301,18 +303,95 @@ fn signals(agent: &AgentId, rows: &[tokio_postgres::Row]) -> Result<Vec<Signal>,
     Ok(found.into_iter().map(|(_, signal)| signal).collect())
 }
 
+/// How many agents named by pushes a [`Listener`] keeps until they are taken; past that, it notes only that it
+/// missed some ([`Heard::Missed`]).
+pub const PUSHED_AT_MOST: usize = 65_536;
+
 /// Pushes as they happen, on a connection of its own: each names its agent (see [`listen`]).
 pub struct Listener {
     /// The session: it listens as long as this lives.
     _client: Client,
-    pushed: mpsc::UnboundedReceiver<AgentId>,
+    pushed: Arc<Pushes>,
     replied: mpsc::UnboundedReceiver<uuid::Uuid>,
 }
 
+/// The agents pushes named and that were not taken yet, each once (however many pushes named it meanwhile), in
+/// the order first named: what a burst of pushes makes a node keep is bounded by [`PUSHED_AT_MOST`].
+#[derive(Default)]
+struct Pushes {
+    named: Mutex<Named>,
+    more: Notify,
+}
+
+#[derive(Default)]
+struct Named {
+    order: VecDeque<AgentId>,
+    kept: HashSet<AgentId>,
+    /// Some were not kept (too many waited).
+    missed: bool,
+    /// The connection ended.
+    ended: bool,
+}
+
+impl Pushes {
+    fn named(&self) -> std::sync::MutexGuard<'_, Named> {
+        self.named.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A push for `agent` was heard.
+    fn heard(&self, agent: AgentId) {
+        {
+            let mut named = self.named();
+            if named.kept.contains(&agent) {
+                return;
+            }
+            if named.kept.len() >= PUSHED_AT_MOST {
+                named.missed = true;
+            } else {
+                named.kept.insert(agent.clone());
+                named.order.push_back(agent);
+            }
+        }
+        self.more.notify_one();
+    }
+
+    fn end(&self) {
+        self.named().ended = true;
+        self.more.notify_one();
+    }
+
+    /// The next agent named (or, with `missed`, word that some were not kept); `None` once the connection ended
+    /// and every one was taken.
+    async fn next(&self, missed: bool) -> Option<Heard> {
+        loop {
+            {
+                let mut named = self.named();
+                if missed && named.missed {
+                    named.missed = false;
+                    return Some(Heard::Missed);
+                }
+                if let Some(agent) = named.order.pop_front() {
+                    named.kept.remove(&agent);
+                    return Some(Heard::Pushed(agent));
+                }
+                if named.ended {
+                    return None;
+                }
+            }
+            // (A push heard between the look above and this wait leaves its notice for it.)
+            self.more.notified().await;
+        }
+    }
+}
+
 impl Listener {
-    /// The agent of the next push; `None` once the connection ended.
+    /// The agent of the next push (an agent named by several pushes not taken yet comes once); `None` once the
+    /// connection ended.
     pub async fn recv(&mut self) -> Option<AgentId> {
-        self.pushed.recv().await
+        match self.pushed.next(false).await {
+            Some(Heard::Pushed(agent)) => Some(agent),
+            _ => None,
+        }
     }
 
     /// The call whose reply was posted next ([`Inbox::reply`]); `None` once the connection ended.
@@ -323,7 +402,7 @@ impl Listener {
     /// The next push or reply, whichever comes first; `None` once the connection ended.
     pub async fn next(&mut self) -> Option<Heard> {
         tokio::select! {
-            pushed = self.pushed.recv() => pushed.map(Heard::Pushed),
+            pushed = self.pushed.next(true) => pushed,
             replied = self.replied.recv() => replied.map(Heard::Replied),
         }
     }
@@ -336,21 +415,24 @@ pub enum Heard {
     Pushed(AgentId),
     /// The reply to this call.
     Replied(uuid::Uuid),
+    /// Pushes came faster than they were taken, and some of the agents they named were not kept
+    /// ([`PUSHED_AT_MOST`]): every agent may have signals waiting.
+    Missed,
 }
 
 /// Starts listening for pushes and replies. A push or a reply made after this returns is heard.
 pub async fn listen(url: &str) -> Result<Listener, InboxError> {
     let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
-    let (tx, pushed) = mpsc::unbounded_channel();
+    let pushed = Arc::new(Pushes::default());
+    let heard = Arc::downgrade(&pushed);
     let (reply_tx, replied) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
             match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 Some(Ok(AsyncMessage::Notification(note))) if note.channel() == CHANNEL => {
-                    if let Ok(agent) = AgentId::new(note.payload())
-                        && tx.send(agent).is_err()
-                    {
-                        break;
+                    let Some(pushes) = heard.upgrade() else { break };
+                    if let Ok(agent) = AgentId::new(note.payload()) {
+                        pushes.heard(agent);
                     }
                 }
                 Some(Ok(AsyncMessage::Notification(note))) if note.channel() == REPLIES => {
@@ -367,7 +449,62 @@ pub async fn listen(url: &str) -> Result<Listener, InboxError> {
                 None => break,
             }
         }
+        if let Some(pushes) = heard.upgrade() {
+            pushes.end();
+        }
     });
     client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {REPLIES}")).await?;
     Ok(Listener { _client: client, pushed, replied })
+}
+
+#[cfg(test)]
+mod pushes_heard {
+    use super::{Heard, PUSHED_AT_MOST, Pushes};
+    use agentry::id::AgentId;
+
+    fn agent(n: usize) -> AgentId {
+        AgentId::new(format!("a{n}")).expect("an id")
+    }
+
+    #[tokio::test]
+    async fn an_agent_named_again_before_it_was_taken_comes_once_in_the_order_first_named() {
+        let pushes = Pushes::default();
+        for n in [1, 2, 1, 3, 2] {
+            pushes.heard(agent(n));
+        }
+        for n in [1, 2, 3] {
+            assert_eq!(pushes.next(true).await, Some(Heard::Pushed(agent(n))));
+        }
+        // Taken: named again, it comes again.
+        pushes.heard(agent(1));
+        pushes.end();
+        assert_eq!(pushes.next(true).await, Some(Heard::Pushed(agent(1))));
+        assert_eq!(pushes.next(true).await, None, "the connection ended");
+    }
+
+    #[tokio::test]
+    async fn past_the_bound_a_push_is_noted_as_missed_not_kept() {
+        let pushes = Pushes::default();
+        for n in 0..=PUSHED_AT_MOST {
+            pushes.heard(agent(n));
+        }
+        assert_eq!(pushes.named().kept.len(), PUSHED_AT_MOST, "no more kept than the bound");
+        assert_eq!(pushes.next(true).await, Some(Heard::Missed), "word that some were missed comes first");
+        assert_eq!(pushes.next(true).await, Some(Heard::Pushed(agent(0))));
+        // `recv` (agents only) does not say it.
+        pushes.named().missed = true;
+        assert_eq!(pushes.next(false).await, Some(Heard::Pushed(agent(1))));
+    }
+
+    #[tokio::test]
+    async fn a_wait_wakes_for_a_push_heard_after_it_began() {
+        let pushes = std::sync::Arc::new(Pushes::default());
+        let waiting = tokio::spawn({
+            let pushes = pushes.clone();
+            async move { pushes.next(true).await }
+        });
+        tokio::task::yield_now().await;
+        pushes.heard(agent(7));
+        assert_eq!(waiting.await.expect("the wait ends"), Some(Heard::Pushed(agent(7))));
+    }
 }

@@ -162,6 +162,11 @@ impl Node {
                                 tracing::warn!(%call, %err, "a reply to a call of this node could not be read");
                             }
                         }
+                        Heard::Missed => {
+                            if let Err(err) = node.deliver_waiting().await {
+                                tracing::warn!(%err, "waiting signals could not be given; the next round will");
+                            }
+                        }
                     }
                 }
                 // The connection dropped: listened again (once a round, until the database answers), and what
