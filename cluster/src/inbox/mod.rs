@@ -18,7 +18,7 @@ use crate::db::Db;
 use crate::owners::{Lease, LeaseError, fence};
 use agentry::id::AgentId;
 use agentry::signal::Signal;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, mpsc};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
@@ -315,8 +315,9 @@ pub struct Listener {
     replied: mpsc::UnboundedReceiver<uuid::Uuid>,
 }
 
-/// The agents pushes named and that were not taken yet, each once (however many pushes named it meanwhile), in
-/// the order first named: what a burst of pushes makes a node keep is bounded by [`PUSHED_AT_MOST`].
+/// The agents pushes named and that were not taken yet: each agent once, with how many pushes named it, taking
+/// turns (an agent named by several comes once per push, after the others waiting then, as a backlog deeper than
+/// a delivery's page needs): what a burst of pushes makes a node keep is bounded by [`PUSHED_AT_MOST`] agents.
 #[derive(Default)]
 struct Pushes {
     named: Mutex<Named>,
@@ -326,7 +327,8 @@ struct Pushes {
 #[derive(Default)]
 struct Named {
     order: VecDeque<AgentId>,
-    kept: HashSet<AgentId>,
+    /// How many pushes named each agent in `order` that were not taken yet.
+    kept: HashMap<AgentId, u64>,
     /// Some were not kept (too many waited).
     missed: bool,
     /// The connection ended.
@@ -342,13 +344,12 @@ impl Pushes {
     fn heard(&self, agent: AgentId) {
         {
             let mut named = self.named();
-            if named.kept.contains(&agent) {
-                return;
-            }
-            if named.kept.len() >= PUSHED_AT_MOST {
+            if let Some(pushes) = named.kept.get_mut(&agent) {
+                *pushes = pushes.saturating_add(1);
+            } else if named.kept.len() >= PUSHED_AT_MOST {
                 named.missed = true;
             } else {
-                named.kept.insert(agent.clone());
+                named.kept.insert(agent.clone(), 1);
                 named.order.push_back(agent);
             }
         }
@@ -371,7 +372,16 @@ impl Pushes {
                     return Some(Heard::Missed);
                 }
                 if let Some(agent) = named.order.pop_front() {
-                    named.kept.remove(&agent);
+                    // Named again meanwhile: its turn comes again, after the others.
+                    match named.kept.get_mut(&agent) {
+                        Some(pushes) if *pushes > 1 => {
+                            *pushes -= 1;
+                            named.order.push_back(agent.clone());
+                        }
+                        _ => {
+                            named.kept.remove(&agent);
+                        }
+                    }
                     return Some(Heard::Pushed(agent));
                 }
                 if named.ended {
@@ -385,8 +395,9 @@ impl Pushes {
 }
 
 impl Listener {
-    /// The agent of the next push (an agent named by several pushes not taken yet comes once); `None` once the
-    /// connection ended.
+    /// The agent of the next push (an agent named by several pushes not taken yet comes once per push, taking
+    /// turns with the others); `None` once the connection ended. Past [`PUSHED_AT_MOST`] agents waiting to be
+    /// taken, a push for another is not kept, without a word here: [`Listener::next`] says so.
     pub async fn recv(&mut self) -> Option<AgentId> {
         match self.pushed.next(false).await {
             Some(Heard::Pushed(agent)) => Some(agent),
@@ -467,15 +478,16 @@ mod pushes_heard {
     }
 
     #[tokio::test]
-    async fn an_agent_named_again_before_it_was_taken_comes_once_in_the_order_first_named() {
+    async fn an_agent_named_again_comes_once_per_push_taking_turns_with_the_others_kept_once() {
         let pushes = Pushes::default();
-        for n in [1, 2, 1, 3, 2] {
+        for n in [1, 2, 1, 3, 2, 1] {
             pushes.heard(agent(n));
         }
-        for n in [1, 2, 3] {
+        assert_eq!(pushes.named().order.len(), 3, "each agent kept once");
+        for n in [1, 2, 3, 1, 2, 1] {
             assert_eq!(pushes.next(true).await, Some(Heard::Pushed(agent(n))));
         }
-        // Taken: named again, it comes again.
+        // All taken: named again, it comes again.
         pushes.heard(agent(1));
         pushes.end();
         assert_eq!(pushes.next(true).await, Some(Heard::Pushed(agent(1))));

@@ -367,7 +367,13 @@ impl Node {
                 if let Some(journal) = self.runtime.store().durable()
                     && journal.flushed_for(id).await.is_err()
                 {
-                    return Err(NodeError::NotKept(id.clone()));
+                    // A commit failed since the spawn: the agent is kept if the journal has it under this node's
+                    // lease (its spawn went in an earlier commit, or in one whose end was lost but that went
+                    // through); if not, it is gone, its copy here stopped as any whose commit failed.
+                    let kept = self.fence.epoch(id).is_some() && matches!(journal.agent(id), Ok(Some(_)));
+                    if !kept {
+                        return Err(NodeError::NotKept(id.clone()));
+                    }
                 }
                 Ok(spawned)
             }
@@ -658,11 +664,28 @@ impl Node {
         let Some(lease) = self.owners.take_back(agent).await? else { return Ok(false) };
         self.holdings.ran(agent);
         self.holdings.hold(&lease);
-        let recovery = self.runtime.recover().await?;
-        for (agent, err) in &recovery.failed {
-            tracing::error!(%agent, %err, node = %self.options.name, "an agent taken back could not be brought back");
-        }
+        self.bring_back("an agent taken back").await?;
         Ok(true)
+    }
+
+    /// Brings back what the journal holds under this node's leases and its runtime does not run (`what` names
+    /// them in the log). When that fails, or leaves out an agent for a reason other than its type (which the
+    /// next try may not meet: the database away, say), the next round of upkeep tries again.
+    pub(super) async fn bring_back(&self, what: &str) -> Result<(), NodeError> {
+        let recovery = match self.runtime.recover().await {
+            Ok(recovery) => recovery,
+            Err(err) => {
+                self.recover_again.store(true, std::sync::atomic::Ordering::SeqCst);
+                return Err(err.into());
+            }
+        };
+        for (agent, err) in &recovery.failed {
+            tracing::error!(%agent, %err, node = %self.options.name, "{what} could not be brought back");
+            if !matches!(err, RuntimeError::UnknownAgentType(_)) {
+                self.recover_again.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        Ok(())
     }
 }
 

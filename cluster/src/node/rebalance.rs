@@ -102,10 +102,7 @@ impl Node {
         let mut kept = kept.into_iter();
         while let Some(signal) = kept.next() {
             if let Err(err) = self.pusher(agent).relay(agent, &signal).await {
-                let recovery = self.runtime.recover().await?;
-                for (agent, err) in &recovery.failed {
-                    tracing::error!(%agent, %err, "an agent could not be brought back");
-                }
+                self.bring_back("an agent whose kept signals could not wait in its inbox").await?;
                 for signal in std::iter::once(signal).chain(kept) {
                     self.runtime.relay(Elsewhere::Agent { to: agent.clone(), signal, kept_by: None });
                 }

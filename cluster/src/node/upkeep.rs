@@ -29,8 +29,8 @@ impl Node {
         for node in gone {
             tick.children_down.extend(self.children_down(&node));
         }
-        // A claim that fails ends the claiming, not before those claimed so far are brought back.
-        let mut claim_failed = None;
+        // A claim that fails ends the claiming (logged; the next round claims again), not before those claimed
+        // so far are brought back.
         for agent in self.owners.orphans().await? {
             if placement::place(&agent, &nodes) != Some(self.options.name.as_str()) {
                 continue;
@@ -52,23 +52,17 @@ impl Node {
                 // Another node was faster: it is that node's now.
                 Err(LeaseError::Held { .. }) => {}
                 Err(err) => {
-                    claim_failed = Some(err);
+                    tracing::warn!(%agent, %err, node = %self.options.name, "an agent's lease could not be claimed; the next round tries again");
                     break;
                 }
             }
         }
-        let again = self.recover_again.swap(false, Ordering::SeqCst);
-        if !tick.taken.is_empty() || again {
-            // Held from now on, whatever happens: a recovery that fails is tried again at the next round.
-            self.recover_again.store(true, Ordering::SeqCst);
-            let recovery = self.runtime.recover().await?;
-            self.recover_again.store(false, Ordering::SeqCst);
-            for (agent, err) in &recovery.failed {
-                tracing::error!(%agent, %err, node = %self.options.name, "an agent taken over could not be brought back");
+        // (An earlier bringing back that did not bring back all it could is tried again.)
+        if self.recover_again.swap(false, Ordering::SeqCst) || !tick.taken.is_empty() {
+            // Those claimed are held, whatever happens: one not brought back now is at the next round.
+            if let Err(err) = self.bring_back("an agent taken over").await {
+                tracing::error!(%err, node = %self.options.name, "the agents taken over could not be brought back yet; the next round tries again");
             }
-        }
-        if let Some(err) = claim_failed {
-            return Err(err.into());
         }
         // What waited in the inboxes of the agents taken over (this round, or an earlier one that did not give it
         // all) is given first; once all of it was, sends from here reach them directly.
