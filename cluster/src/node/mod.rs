@@ -208,8 +208,8 @@ pub struct Node {
     /// Agents taken over whose inboxes were not given yet: a send to one from here goes into its inbox, behind
     /// what waits there (a sender whose earlier signals waited there for it keeps its order).
     taking: Mutex<HashSet<AgentId>>,
-    /// A round claimed agents and did not bring them all back (its recovery failed, or a later claim did): the
-    /// next round brings back again what the journal holds under this node's leases.
+    /// A bringing back ([`Node::bring_back`]) failed or left an agent out for a reason other than its type: the
+    /// next round of upkeep brings back again what the journal holds under this node's leases.
     recover_again: std::sync::atomic::AtomicBool,
     /// Held while signals are given from an inbox.
     delivering: Mutex<HashMap<AgentId, Arc<tokio::sync::Mutex<()>>>>,
@@ -602,9 +602,8 @@ impl Node {
         told
     }
 
-    /// Forgets a child spawned on another node whose end its parent here heard of.
-    /// A signal relayed to one of this node's agents: if it tells of a child's end, that child is forgotten
-    /// (its node going down later is no news to its parent).
+    /// A signal relayed to one of this node's agents, as it is given: if it tells of the end of a child spawned
+    /// on another node, that child is forgotten (its node going down later is no news to its parent).
     fn child_end_heard(&self, signal: &Signal) {
         if signal.kind().as_str() == agentry::kinds::AGENT_CHILD_EXITED
             && let Some(child) = signal.data()["child"].as_str().and_then(|c| AgentId::new(c).ok())
